@@ -1,0 +1,111 @@
+"""Array helpers shared by every metric: namespaces, dtypes, validation, one host transfer.
+
+The metric code is written once against the array API (``array_api_compat``) so that numpy
+arrays and torch tensors (CPU or CUDA) go through the same lines. torch is never imported
+here: it is only touched through the namespace of tensors the caller already passed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from array_api_compat import array_namespace, is_torch_array
+
+__all__ = [
+    "array_namespace",
+    "as_float",
+    "check_finite_scalar",
+    "check_mask",
+    "check_same_shape",
+    "describe",
+    "is_torch_array",
+    "to_host",
+]
+
+
+def describe(x: Any) -> str:
+    """Short description of an array for error messages: type, shape and dtype."""
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        kind = "tensor" if is_torch_array(x) else type(x).__name__
+        return f"{kind} of shape {tuple(x.shape)} and dtype {x.dtype}"
+    return type(x).__name__
+
+
+def _is_floating(xp: Any, x: Any) -> bool:
+    return bool(xp.isdtype(x.dtype, "real floating"))
+
+
+def as_float(x: Any, xp: Any | None = None) -> Any:
+    """Return ``x`` as a floating array of at least float32 precision (no copy when it already is).
+
+    bf16/fp16 become float32, float64 stays float64, integers and bools become float32.
+    """
+    xp = xp or array_namespace(x)
+    if _is_floating(xp, x) and x.dtype in (xp.float32, xp.float64):
+        return x
+    return xp.astype(x, xp.float32)
+
+
+def check_same_shape(a: Any, b: Any, name_a: str, name_b: str) -> None:
+    """Raise ``ValueError`` unless ``a`` and ``b`` have the same shape."""
+    if tuple(a.shape) != tuple(b.shape):
+        raise ValueError(
+            f"{name_a} and {name_b} must have the same shape; got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
+
+
+def check_mask(mask: Any, name: str) -> Any:
+    """Validate a 0/1 mask and return it as a boolean array.
+
+    Accepts bool arrays and integer or floating arrays holding only 0 and 1.
+    """
+    xp = array_namespace(mask)
+    if mask.dtype == xp.bool:
+        return mask
+    if not (xp.isdtype(mask.dtype, "integral") or xp.isdtype(mask.dtype, "real floating")):
+        raise TypeError(f"{name} must be a bool or 0/1 integer mask; got {describe(mask)}")
+    as_bool = mask != 0
+    if mask.size and bool(xp.any(as_bool & (mask != 1))):
+        bad = mask[as_bool & (mask != 1)]
+        raise ValueError(
+            f"{name} must hold only 0 and 1; found value {float(bad[0])} ({describe(mask)})"
+        )
+    return as_bool
+
+
+def check_finite_scalar(value: Any, name: str, *, positive: bool = False) -> float:
+    """Return ``value`` as a float, raising ``ValueError`` if it is not finite (or not > 0)."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number; got {type(value).__name__} {value!r}") from None
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be finite; got {out}")
+    if positive and out <= 0:
+        raise ValueError(f"{name} must be > 0; got {out}")
+    return out
+
+
+def to_host(values: Sequence[Any], xp: Any | None = None) -> list[float]:
+    """Bring a list of scalars (0-d arrays of one namespace, or Python numbers) to Python floats.
+
+    All array scalars are stacked on their device and copied to the host in **one** transfer,
+    in float64.
+    """
+    idx = [i for i, v in enumerate(values) if hasattr(v, "shape")]
+    out = [float(v) if not hasattr(v, "shape") else 0.0 for v in values]
+    if not idx:
+        return out
+    arrays = [values[i] for i in idx]
+    xp = xp or array_namespace(*arrays)
+    stacked = xp.stack([xp.astype(xp.reshape(a, ()), xp.float64) for a in arrays])
+    if is_torch_array(stacked):
+        host = stacked.detach().cpu().numpy()
+    else:
+        host = np.asarray(stacked)
+    for j, i in enumerate(idx):
+        out[i] = float(host[j])
+    return out

@@ -1,0 +1,34 @@
+"""The ``rlmetrics`` command line: ``validate``, ``demo`` and ``report``.
+
+Each command lives in its own module; this file only wires them into one typer app.
+Heavy imports (torch, pyarrow, matplotlib) happen inside the commands, so ``rlmetrics --help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from ._cli_validate import validate
+from ._demo import demo
+from ._report import report
+
+app = typer.Typer(
+    name="rlmetrics",
+    help="Metrics for RL fine-tuning of language models: validate rollout dumps, run the demo, draw reports.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("validate")(validate)
+app.command("demo")(demo)
+app.command("report")(report)
+
+
+def main() -> None:
+    """Entry point of the ``rlmetrics`` console script."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

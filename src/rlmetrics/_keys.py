@@ -1,0 +1,73 @@
+"""Metric keys, in one place, grouped with slashes as verl names them.
+
+Every metric rlmetrics returns uses a key defined here (or built by a helper here), so that a
+dashboard, a test or a user can refer to ``keys.ADV_MEAN`` instead of a string literal.
+"""
+
+from __future__ import annotations
+
+# --- data metrics (verl.trainer.ppo.metric_utils.compute_data_metrics) ---------------------
+SCORE_MEAN = "critic/score/mean"
+SCORE_MAX = "critic/score/max"
+SCORE_MIN = "critic/score/min"
+REWARDS_MEAN = "critic/rewards/mean"
+REWARDS_MAX = "critic/rewards/max"
+REWARDS_MIN = "critic/rewards/min"
+ADV_MEAN = "critic/advantages/mean"
+ADV_MAX = "critic/advantages/max"
+ADV_MIN = "critic/advantages/min"
+RETURNS_MEAN = "critic/returns/mean"
+RETURNS_MAX = "critic/returns/max"
+RETURNS_MIN = "critic/returns/min"
+VALUES_MEAN = "critic/values/mean"
+VALUES_MAX = "critic/values/max"
+VALUES_MIN = "critic/values/min"
+VF_EXPLAINED_VAR = "critic/vf_explained_var"
+RESPONSE_LENGTH_MEAN = "response_length/mean"
+RESPONSE_LENGTH_MAX = "response_length/max"
+RESPONSE_LENGTH_MIN = "response_length/min"
+RESPONSE_LENGTH_CLIP_RATIO = "response_length/clip_ratio"
+RESPONSE_LENGTH_NON_ABORTED_MEAN = "response_length_non_aborted/mean"
+RESPONSE_LENGTH_NON_ABORTED_MAX = "response_length_non_aborted/max"
+RESPONSE_LENGTH_NON_ABORTED_MIN = "response_length_non_aborted/min"
+RESPONSE_LENGTH_NON_ABORTED_CLIP_RATIO = "response_length_non_aborted/clip_ratio"
+RESPONSE_ABORTED_RATIO = "response/aborted_ratio"
+PROMPT_LENGTH_MEAN = "prompt_length/mean"
+PROMPT_LENGTH_MAX = "prompt_length/max"
+PROMPT_LENGTH_MIN = "prompt_length/min"
+PROMPT_LENGTH_CLIP_RATIO = "prompt_length/clip_ratio"
+NUM_TURNS_MEAN = "num_turns/mean"
+NUM_TURNS_MAX = "num_turns/max"
+NUM_TURNS_MIN = "num_turns/min"
+TOOL_CALL_COUNTS_MEAN = "tool_call_counts/mean"
+TOOL_CALL_COUNTS_MAX = "tool_call_counts/max"
+TOOL_CALL_COUNTS_MIN = "tool_call_counts/min"
+
+# --- timing and throughput -------------------------------------------------------------------
+TIMING_S_PREFIX = "timing_s/"
+TIMING_PER_TOKEN_MS_PREFIX = "timing_per_token_ms/"
+PERF_TOTAL_NUM_TOKENS = "perf/total_num_tokens"
+PERF_TIME_PER_STEP = "perf/time_per_step"
+PERF_THROUGHPUT = "perf/throughput"
+PERF_MFU = "perf/mfu"
+
+# --- gradient-variance proxies ---------------------------------------------------------------
+VARIANCE_PROXY_SIGNAL = "variance_proxy/proxy1_signal_strength"
+VARIANCE_PROXY_TOTAL_POWER = "variance_proxy/proxy2_total_power"
+VARIANCE_PROXY_NOISE = "variance_proxy/proxy3_pure_noise"
+VARIANCE_PROXY_EXPECTED_A_SQUARED = "variance_proxy/expected_a_squared"
+VARIANCE_PROXY_EXPECTED_W = "variance_proxy/expected_w"
+
+# --- validation (verl's trainer logger) ------------------------------------------------------
+VAL_CORE_PREFIX = "val-core"
+VAL_AUX_PREFIX = "val-aux"
+
+
+def timing_s(stage: str) -> str:
+    """Key of a stage's wall time in seconds, e.g. ``timing_s/gen``."""
+    return f"{TIMING_S_PREFIX}{stage}"
+
+
+def timing_per_token_ms(stage: str) -> str:
+    """Key of a stage's time per token in milliseconds, e.g. ``timing_per_token_ms/gen``."""
+    return f"{TIMING_PER_TOKEN_MS_PREFIX}{stage}"

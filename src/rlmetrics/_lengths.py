@@ -1,0 +1,59 @@
+"""Prompt and response lengths of a batch, as verl derives them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._array import array_namespace, as_float, check_mask, describe
+from ._batch import BatchView
+
+__all__ = ["prompt_response_lengths", "response_width"]
+
+
+def response_width(view: BatchView) -> int:
+    """Padded response width ``R``: ``responses.shape[-1]`` (or ``response_mask``'s)."""
+    if view.has("responses"):
+        return int(view.tensor("responses").shape[-1])
+    return int(view.tensor("response_mask", why="needed for the response width").shape[-1])
+
+
+def prompt_response_lengths(view: BatchView) -> tuple[Any, Any]:
+    """Per-sample prompt and response lengths as float arrays of shape ``(B,)``.
+
+    Uses ``prompt_length`` and ``response_length`` when the batch holds both (as verl does);
+    otherwise splits ``attention_mask`` ``(B, P + R)`` into its first ``P`` and last ``R``
+    columns, ``R`` being the width of ``responses``.
+    """
+    if view.has("prompt_length") and view.has("response_length"):
+        prompt_len = view.tensor("prompt_length")
+        response_len = view.tensor("response_length")
+        if prompt_len.ndim != 1 or tuple(prompt_len.shape) != tuple(response_len.shape):
+            raise ValueError(
+                f"{view.arg}['prompt_length'] and {view.arg}['response_length'] must both have shape (B,); "
+                f"got {tuple(prompt_len.shape)} and {tuple(response_len.shape)}"
+            )
+        return as_float(prompt_len), as_float(response_len)
+    width = response_width(view)
+    attention = view.tensor(
+        "attention_mask", why="prompt and response lengths come from it when prompt_length is absent"
+    )
+    if attention.ndim != 2:
+        raise ValueError(f"{view.arg}['attention_mask'] must have shape (B, P + R); got {describe(attention)}")
+    if view.has("prompts"):
+        p_width = int(view.tensor("prompts").shape[-1])
+        if p_width + width != attention.shape[-1]:
+            raise ValueError(
+                f"{view.arg}['attention_mask'] has {attention.shape[-1]} columns but prompts ({p_width}) + "
+                f"responses ({width}) make {p_width + width}: the prompt/response split does not fit"
+            )
+    elif width > attention.shape[-1]:
+        raise ValueError(
+            f"{view.arg}['attention_mask'] has {attention.shape[-1]} columns, fewer than the response "
+            f"width {width}"
+        )
+    xp = array_namespace(attention)
+    mask = check_mask(attention, f"{view.arg}['attention_mask']")
+    split = attention.shape[-1] - width
+    prompt_len = xp.sum(xp.astype(mask[:, :split], xp.int32), axis=-1)
+    response_len = xp.sum(xp.astype(mask[:, split:], xp.int32), axis=-1)
+    return xp.astype(prompt_len, xp.float32), xp.astype(response_len, xp.float32)
