@@ -22,6 +22,8 @@ __all__ = [
     "check_same_shape",
     "describe",
     "is_torch_array",
+    "mask_and_invalid_count",
+    "raise_invalid_mask",
     "to_host",
 ]
 
@@ -60,20 +62,45 @@ def check_same_shape(a: Any, b: Any, name_a: str, name_b: str) -> None:
 def check_mask(mask: Any, name: str) -> Any:
     """Validate a 0/1 mask and return it as a boolean array.
 
-    Accepts bool arrays and integer or floating arrays holding only 0 and 1.
+    Accepts bool arrays and integer or floating arrays holding only 0 and 1. On numpy the
+    check is one pass (a bitwise-or reduction for integers); torch tensors are checked on their
+    device, which costs a host sync: :func:`mask_and_invalid_count` defers it instead.
+    """
+    as_bool, n_invalid = mask_and_invalid_count(mask, name)
+    if n_invalid is not None and int(n_invalid) > 0:
+        raise_invalid_mask(mask, name)
+    return as_bool
+
+
+def mask_and_invalid_count(mask: Any, name: str) -> tuple[Any, Any]:
+    """(boolean mask, number of entries that are neither 0 nor 1) -- the count stays on device.
+
+    numpy masks are checked here and then the count is ``None``.
     """
     xp = array_namespace(mask)
     if mask.dtype == xp.bool:
-        return mask
-    if not (xp.isdtype(mask.dtype, "integral") or xp.isdtype(mask.dtype, "real floating")):
+        return mask, None
+    integral = xp.isdtype(mask.dtype, "integral")
+    if not (integral or xp.isdtype(mask.dtype, "real floating")):
         raise TypeError(f"{name} must be a bool or 0/1 integer mask; got {describe(mask)}")
+    if isinstance(mask, np.ndarray):
+        if integral:
+            ok = mask.size == 0 or (int(np.bitwise_or.reduce(mask, axis=None)) & ~1) == 0
+        else:
+            ok = bool(np.all((mask == 0) | (mask == 1)))
+        if not ok:
+            raise_invalid_mask(mask, name)
+        return mask != 0, None
     as_bool = mask != 0
-    if mask.size and bool(xp.any(as_bool & (mask != 1))):
-        bad = mask[as_bool & (mask != 1)]
-        raise ValueError(
-            f"{name} must hold only 0 and 1; found value {float(bad[0])} ({describe(mask)})"
-        )
-    return as_bool
+    n_invalid = xp.count_nonzero(as_bool & (mask != 1))
+    return as_bool, n_invalid
+
+
+def raise_invalid_mask(mask: Any, name: str) -> None:
+    """Raise the ``ValueError`` for a mask holding values other than 0 and 1."""
+    bad = mask[(mask != 0) & (mask != 1)]
+    example = float(bad[0]) if bad.shape[0] else float("nan")
+    raise ValueError(f"{name} must hold only 0 and 1; found {example:g} ({describe(mask)})")
 
 
 def check_finite_scalar(value: Any, name: str, *, positive: bool = False) -> float:

@@ -14,15 +14,26 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import _keys as K
-from ._array import array_namespace, as_float, check_mask, check_same_shape, describe, is_torch_array
-from ._batch import as_batch
+from ._array import (
+    array_namespace,
+    as_float,
+    check_same_shape,
+    describe,
+    is_torch_array,
+    mask_and_invalid_count,
+    raise_invalid_mask,
+)
+from ._batch import BatchView, as_batch
+from ._kernels import ROW_FIELDS, token_rows_kernel
 from ._lengths import prompt_response_lengths, response_width
 
 __all__ = ["DataStats", "compute_data_metrics", "data_statistics", "finalize_data_metrics"]
@@ -38,10 +49,12 @@ SUM_FIELDS = (
     "n_tokens",
     "adv_sum",
     "ret_sum",
-    "ret_sumsq",
+    "ret_m2",
+    "ret_sq_over_n",
     "val_sum",
     "diff_sum",
-    "diff_sumsq",
+    "diff_m2",
+    "diff_sq_over_n",
     "resp_len_sum",
     "resp_len_clipped",
     "na_resp_len_sum",
@@ -52,6 +65,8 @@ SUM_FIELDS = (
     "turns_sum",
     "n_tool_calls",
     "tool_calls_sum",
+    "n_invalid_mask_entries",
+    "n_invalid_attention_entries",
 )
 EXTREME_FIELDS = (
     "score",
@@ -65,11 +80,6 @@ EXTREME_FIELDS = (
     "turns",
     "tool_calls",
 )
-
-# Rows per block when scanning token tensors on the CPU: 2**17 elements per block keeps a
-# float32 block of each tensor in L2.
-_BLOCK_ELEMENTS = 1 << 17
-
 
 @dataclass
 class DataStats:
@@ -109,88 +119,205 @@ class DataStats:
         )
 
 
-def _masked_token_stats_numpy(tensors: list[np.ndarray], mask: np.ndarray, use_critic: bool) -> list[float]:
-    """Token sums/extremes for numpy inputs, block by block with ``where=`` reductions."""
-    adv, ret = tensors[0], tensors[1]
-    val = tensors[2] if use_critic else None
+# Elements per block when scanning token tensors on the CPU: a float32 block of each tensor and
+# its temporaries stay in L2, and blocks are spread over a few threads (numpy releases the GIL).
+_BLOCK_ELEMENTS = 1 << 18
+_MAX_THREADS = 8
+_EXECUTOR: ThreadPoolExecutor | None = None
+
+# Layout of one block's token statistics.
+_TOKEN_SUMS = ("n", "adv_sum", "ret_sum", "val_sum", "diff_sum", "ret_m2", "ret_sq_over_n", "diff_m2", "diff_sq_over_n")
+_TOKEN_EXTREMES = ("adv", "ret", "val")
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _EXECUTOR
+    if _EXECUTOR is None:
+        _EXECUTOR = ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, _MAX_THREADS)))
+    return _EXECUTOR
+
+
+def _centred(xp: Any, masked: Any, mask_f: Any, total: Any, n: Any, shift: Any) -> tuple[Any, Any]:
+    """(M2, S**2/n) of the masked values: M2 is the sum of squared deviations from their mean.
+
+    ``masked`` holds the values where the mask is set and 0 elsewhere; the squares are taken
+    about ``shift``, one of the values, which avoids the cancellation of a raw sum of squares.
+    Both results merge across blocks and ranks by addition:
+    ``M2_all = sum(M2_i) + sum(S_i**2/n_i) - S_all**2/n_all`` (Chan et al.).
+    """
+    f64 = xp.float64
+    # In float64: the difference of two float32 values is then exact.
+    centred = xp.astype(masked, f64) - xp.astype(shift, f64) * xp.astype(mask_f, f64)
+    s_c = xp.sum(xp.astype(xp.sum(centred, axis=-1), f64))
+    sq = xp.sum(xp.astype(xp.sum(centred * centred, axis=-1), f64))
+    safe_n = xp.where(n > 0, n, xp.ones_like(n))
+    m2 = xp.where(n > 0, sq - s_c * s_c / safe_n, xp.zeros_like(n))
+    return m2, xp.where(n > 0, total * total / safe_n, xp.zeros_like(n))
+
+
+def _token_block(
+    xp: Any, tensors: list[Any], mask: Any, mask_f: Any, use_critic: bool, *, exact: bool
+) -> tuple[list, list, list]:
+    """Token statistics of one block of rows: (sums in ``_TOKEN_SUMS`` order, maxes, mins).
+
+    With ``exact=False``, branch-free kernels whose cost does not depend on the mask's pattern
+    (numpy's masked ``where`` is slow on scattered masks): the values times the float mask give
+    the masked sums, and blending the masked-out slots with one valid value
+    (``x * m + v * (1 - m)``) gives max and min -- exact unless a masked-out slot holds inf or
+    NaN. ``exact=True`` selects with ``where`` instead (the accelerator path, and the numpy
+    retry when the fast pass saw non-finite values).
+    """
+    f64 = xp.float64
+    row_counts = xp.sum(mask_f, axis=-1)
+    n = xp.sum(xp.astype(row_counts, f64))
+    # One valid position (any position when there is none: the results are then unused).
+    row = xp.argmax(xp.astype(row_counts > 0, xp.int8))
+    col = xp.argmax(mask_f[row, ...])
+    inverse = 1 - mask_f
+    masked, sums, hi, lo = [], [], [], []
+    for x in tensors:
+        fill = x[row, col]
+        if exact:
+            xm = xp.where(mask, x, xp.zeros_like(fill))
+            blended = xp.where(mask, x, fill)
+        else:
+            xm = x * mask_f
+            blended = xm + fill * inverse
+        masked.append(xm)
+        sums.append(xp.sum(xp.sum(xm, axis=-1, dtype=f64)))
+        hi.append(xp.astype(xp.max(blended), f64))
+        lo.append(xp.astype(xp.min(blended), f64))
+    ret_m2, ret_sq_n = _centred(xp, masked[1], mask_f, sums[1], n, tensors[1][row, col])
+    zero = xp.zeros_like(n)
+    if use_critic:
+        diff = xp.astype(masked[1], f64) - xp.astype(masked[2], f64)  # exact in float64
+        diff_sum = xp.sum(xp.astype(xp.sum(diff, axis=-1), f64))
+        diff_m2, diff_sq_n = _centred(xp, diff, mask_f, diff_sum, n, diff[row, col])
+        val_sum = sums[2]
+    else:
+        val_sum = diff_sum = diff_m2 = diff_sq_n = zero
+        hi.append(xp.asarray(-math.inf, dtype=f64))
+        lo.append(xp.asarray(math.inf, dtype=f64))
+    return [n, sums[0], sums[1], val_sum, diff_sum, ret_m2, ret_sq_n, diff_m2, diff_sq_n], hi, lo
+
+
+def _chan_merge(ns: np.ndarray, sums: np.ndarray, m2s: np.ndarray) -> tuple[float, float]:
+    """Merge per-part (n, sum, M2) into (M2, S**2/N) without cancellation (Chan et al.).
+
+    ``M2 = sum(M2_i) + sum(n_i * (mean_i - mean)**2)``: the deviations of the part means are
+    taken directly, so a large common offset does not swamp the spread.
+    """
+    total_n = float(ns.sum())
+    if total_n == 0:
+        return 0.0, 0.0
+    total = float(sums.sum())
+    mean = total / total_n
+    has = ns > 0
+    part_means = np.where(has, sums / np.where(has, ns, 1.0), mean)
+    m2 = float(m2s.sum() + np.sum(ns * (part_means - mean) ** 2))
+    return m2, total * total / total_n
+
+
+def _merge_token_blocks(parts: list[tuple[list, list, list]]) -> tuple[list[float], list[float], list[float]]:
+    """Combine host blocks: sums add, extremes max/min; empty blocks contribute nothing."""
+    table = np.array([[float(v) for v in p[0]] for p in parts])
+    sums = table.sum(axis=0)
+    col = dict(zip(_TOKEN_SUMS, table.T))
+    sums[_TOKEN_SUMS.index("ret_m2")], sums[_TOKEN_SUMS.index("ret_sq_over_n")] = _chan_merge(
+        col["n"], col["ret_sum"], col["ret_m2"]
+    )
+    sums[_TOKEN_SUMS.index("diff_m2")], sums[_TOKEN_SUMS.index("diff_sq_over_n")] = _chan_merge(
+        col["n"], col["diff_sum"], col["diff_m2"]
+    )
+    keep = [p for p in parts if float(p[0][0]) > 0]
+    maxes = np.max([[float(v) for v in p[1]] for p in keep], axis=0) if keep else np.full(3, -np.inf)
+    mins = np.min([[float(v) for v in p[2]] for p in keep], axis=0) if keep else np.full(3, np.inf)
+    return list(sums), list(maxes), list(mins)
+
+
+def _token_stats_host(tensors: list[np.ndarray], mask: np.ndarray, use_critic: bool) -> tuple[list, list, list]:
+    """Token statistics of numpy arrays: the fused numba kernel, else numpy in threaded row blocks.
+
+    Returns (sums in ``_TOKEN_SUMS`` order plus the invalid-mask count, maxes, mins).
+    """
+    kernel = token_rows_kernel()
+    if kernel is not None:
+        return _token_stats_fused(kernel, tensors, mask, use_critic)
+    mask, n_invalid = mask_and_invalid_count(mask, "batch['response_mask']")
     n_rows, width = mask.shape
     step = max(1, _BLOCK_ELEMENTS // max(width, 1))
-    acc = dict.fromkeys(("n", "adv", "ret", "ret2", "val", "d", "d2"), 0.0)
-    hi = dict.fromkeys(("adv", "ret", "val"), -math.inf)
-    lo = dict.fromkeys(("adv", "ret", "val"), math.inf)
-    for start in range(0, n_rows, step):
+    work = tensors[0].dtype
+
+    def run(start: int) -> tuple[list, list, list]:
         rows = slice(start, start + step)
         m = mask[rows]
-        n = int(np.count_nonzero(m))
-        if n == 0:
-            continue
-        acc["n"] += n
-        blocks = {"adv": adv[rows], "ret": ret[rows]}
-        if val is not None:
-            blocks["val"] = val[rows]
-        for name, x in blocks.items():
-            acc[name] += float(np.sum(x, where=m, dtype=np.float64))
-            hi[name] = max(hi[name], float(np.max(x, where=m, initial=-np.inf)))
-            lo[name] = min(lo[name], float(np.min(x, where=m, initial=np.inf)))
-        r = np.where(m, blocks["ret"], 0).astype(np.float64, copy=False)
-        acc["ret2"] += float(np.dot(r.ravel(), r.ravel()))
-        if val is not None:
-            d = np.where(m, blocks["ret"].astype(np.float64) - blocks["val"], 0.0)
-            acc["d"] += float(d.sum())
-            acc["d2"] += float(np.dot(d.ravel(), d.ravel()))
-    sums = [acc["n"], acc["adv"], acc["ret"], acc["ret2"], acc["val"], acc["d"], acc["d2"]]
-    return sums + [hi["adv"], hi["ret"], hi["val"], lo["adv"], lo["ret"], lo["val"]]
+        return _token_block(np, [x[rows] for x in tensors], m, m.astype(work), use_critic, exact=exact)
+
+    starts = range(0, n_rows, step)
+    exact = False
+    parts = [run(0)] if len(starts) == 1 else list(_executor().map(run, starts))
+    sums, maxes, mins = _merge_token_blocks(parts)
+    if not all(map(math.isfinite, [*sums, *maxes[: len(tensors)], *mins[: len(tensors)]])) and sums[0] > 0:
+        # inf/NaN somewhere: the multiply/blend pass is not exact there; select with where instead.
+        exact = True
+        parts = [run(0)] if len(starts) == 1 else list(_executor().map(run, starts))
+        sums, maxes, mins = _merge_token_blocks(parts)
+    return [*sums, 0.0], maxes, mins
 
 
-def _masked_token_stats_xp(xp: Any, tensors: list[Any], mask: Any, use_critic: bool) -> list[Any]:
-    """Token sums/extremes through the array API (torch CPU/CUDA); 0-d float64 results."""
-    adv, ret = tensors[0], tensors[1]
-    val = tensors[2] if use_critic else None
-    n_rows, width = mask.shape
-    on_cpu = str(getattr(mask, "device", "cpu")) == "cpu"
-    step = max(1, _BLOCK_ELEMENTS // max(width, 1)) if on_cpu else max(n_rows, 1)
-    f64 = xp.float64
-    zero = xp.asarray(0.0, dtype=f64, device=mask.device)
-    acc = {k: zero for k in ("n", "adv", "ret", "ret2", "val", "d", "d2")}
-    ninf = xp.asarray(-math.inf, dtype=f64, device=mask.device)
-    pinf = xp.asarray(math.inf, dtype=f64, device=mask.device)
-    hi = {k: ninf for k in ("adv", "ret", "val")}
-    lo = {k: pinf for k in ("adv", "ret", "val")}
-    for start in range(0, n_rows, step):
-        rows = slice(start, start + step)
-        m = mask[rows, ...]
-        acc["n"] = acc["n"] + xp.astype(xp.count_nonzero(m), f64)
-        blocks = {"adv": adv[rows, ...], "ret": ret[rows, ...]}
-        if val is not None:
-            blocks["val"] = val[rows, ...]
-        zero_blk = xp.asarray(0.0, dtype=blocks["adv"].dtype, device=mask.device)
-        for name, x in blocks.items():
-            xm = xp.where(m, x, zero_blk)
-            acc[name] = acc[name] + xp.astype(xp.sum(xm), f64)
-            hi[name] = xp.maximum(hi[name], xp.astype(xp.max(xp.where(m, x, -math.inf)), f64))
-            lo[name] = xp.minimum(lo[name], xp.astype(xp.min(xp.where(m, x, math.inf)), f64))
-            if name == "ret":
-                r64 = xp.astype(xm, f64)
-                acc["ret2"] = acc["ret2"] + xp.sum(r64 * r64)
-        if val is not None:
-            d = xp.where(m, xp.astype(blocks["ret"], f64) - xp.astype(blocks["val"], f64), 0.0)
-            acc["d"] = acc["d"] + xp.sum(d)
-            acc["d2"] = acc["d2"] + xp.sum(d * d)
-    sums = [acc["n"], acc["adv"], acc["ret"], acc["ret2"], acc["val"], acc["d"], acc["d2"]]
-    return sums + [hi["adv"], hi["ret"], hi["val"], lo["adv"], lo["ret"], lo["val"]]
+def _token_stats_fused(kernel: Any, tensors: list[np.ndarray], mask: np.ndarray, use_critic: bool) -> tuple:
+    """Token statistics from the fused per-row kernel, combined over rows in float64."""
+    val = tensors[2] if use_critic else tensors[1]
+    if mask.dtype.kind not in "biuf":
+        raise TypeError(f"batch['response_mask'] must be a bool or 0/1 integer mask; got {describe(mask)}")
+    rows = kernel(tensors[0], tensors[1], val, mask, use_critic)
+    col = {name: rows[:, i] for i, name in enumerate(ROW_FIELDS)}
+    n_i = col["n"]
+    has = n_i > 0
+    ret_m2, ret_sq_n = _chan_merge(n_i, col["ret_sum"], col["ret_m2"])
+    diff_m2, diff_sq_n = _chan_merge(n_i, col["diff_sum"], col["diff_m2"]) if use_critic else (0.0, 0.0)
+
+    def ext(name: str, fn: Any, empty: float) -> float:
+        vals = col[name][has]
+        if not vals.size:
+            return empty
+        if np.isnan(col[name.split("_")[0] + "_sum"][has]).any():
+            return math.nan
+        return float(fn(vals))
+
+    sums = [
+        float(n_i.sum()),
+        float(col["adv_sum"].sum()),
+        float(col["ret_sum"].sum()),
+        float(col["val_sum"].sum()) if use_critic else 0.0,
+        float(col["diff_sum"].sum()) if use_critic else 0.0,
+        ret_m2,
+        ret_sq_n,
+        diff_m2,
+        diff_sq_n,
+        float(col["n_invalid"].sum()),
+    ]
+    names = ["adv", "ret", "val"]
+    maxes = [ext(f"{k}_max", np.max, -math.inf) for k in names]
+    mins = [ext(f"{k}_min", np.min, math.inf) for k in names]
+    if not use_critic:
+        maxes[2], mins[2] = -math.inf, math.inf
+    return sums, maxes, mins
 
 
 def _seq_stats(xp: Any, x: Any, keep: Any) -> tuple[Any, Any, Any]:
     """(sum, max, min) of ``x`` over ``keep`` as float64 0-d arrays (max=-inf, min=inf if empty)."""
     x64 = xp.astype(x, xp.float64)
-    total = xp.sum(xp.where(keep, x64, 0.0))
-    hi = xp.max(xp.where(keep, x64, -math.inf)) if x.shape[0] else xp.asarray(-math.inf, dtype=xp.float64)
-    lo = xp.min(xp.where(keep, x64, math.inf)) if x.shape[0] else xp.asarray(math.inf, dtype=xp.float64)
+    total = xp.sum(xp.where(keep, x64, xp.zeros_like(x64)))
+    hi = xp.max(xp.where(keep, x64, xp.full_like(x64, -math.inf)))
+    lo = xp.min(xp.where(keep, x64, xp.full_like(x64, math.inf)))
     return total, hi, lo
 
 
 def _host_count_stats(values: Any, name: str) -> tuple[float, float, float, float]:
-    """(n, sum, max, min) of a host array such as ``__num_turns__``."""
+    """(n, sum, max, min) of a host array such as ``__num_turns__`` (zeros and infinities if absent)."""
+    if values is None:
+        return 0.0, 0.0, -math.inf, math.inf
     arr = np.asarray(values)
     if arr.dtype.kind not in "biuf":
         try:
@@ -200,6 +327,49 @@ def _host_count_stats(values: Any, name: str) -> tuple[float, float, float, floa
     if arr.size == 0:
         return 0.0, 0.0, -math.inf, math.inf
     return float(arr.size), float(arr.sum(dtype=np.float64)), float(arr.max()), float(arr.min())
+
+
+_DATA_KEYS = (
+    "token_level_scores",
+    "token_level_rewards",
+    "advantages",
+    "returns",
+    "values",
+    "response_mask",
+    "attention_mask",
+    "prompts",
+    "responses",
+    "prompt_length",
+    "response_length",
+)
+
+
+# CPU torch tensors go through the host kernels (zero-copy numpy views). Tests turn this off to
+# run the array-API path, the one CUDA tensors take, on the CPU.
+_CPU_TORCH_VIA_NUMPY = True
+
+
+def _cpu_view(view: BatchView) -> BatchView:
+    """The batch with CPU torch tensors seen as numpy arrays (zero-copy; bf16/fp16 -> float32).
+
+    The CPU kernels are numpy's, spread over threads; CUDA tensors stay where they are.
+    """
+    if not _CPU_TORCH_VIA_NUMPY:
+        return view
+    converted: dict[str, Any] = {}
+    for key in _DATA_KEYS:
+        if not view.has(key):
+            continue
+        x = view.tensor(key)
+        if is_torch_array(x) and x.device.type == "cpu":
+            import torch
+
+            x = x.detach()
+            if x.dtype in (torch.bfloat16, torch.float16):
+                x = x.float()
+            x = x.numpy()
+        converted[key] = x
+    return BatchView(tensors=converted, non_tensors=view.non_tensors, meta_info=view.meta_info, arg=view.arg)
 
 
 def data_statistics(
@@ -214,17 +384,17 @@ def data_statistics(
     See :func:`compute_data_metrics` for the arguments. The result stays on the batch's device
     until :meth:`DataStats.to_host`.
     """
-    view = as_batch(batch)
+    view = _cpu_view(as_batch(batch))
     scores = view.tensor("token_level_scores")
     rewards = view.tensor("token_level_rewards")
     advantages = view.tensor("advantages")
     returns = view.tensor("returns")
     xp = array_namespace(scores, rewards, advantages, returns)
-    if scores.ndim != 2:
-        raise ValueError(f"batch['token_level_scores'] must have shape (B, R); got {describe(scores)}")
-    n_rows = scores.shape[0]
+    if advantages.ndim != 2:
+        raise ValueError(f"batch['advantages'] must have shape (B, R); got {describe(advantages)}")
+    n_rows = advantages.shape[0]
     if n_rows == 0:
-        raise ValueError("batch is empty: token_level_scores has 0 rows; metrics need at least one sample")
+        raise ValueError("batch is empty: advantages has 0 rows; metrics need at least one sample")
     if view.has("response_mask"):
         response_mask = view.tensor("response_mask")
     else:
@@ -238,12 +408,16 @@ def data_statistics(
     for name, x in zip(names, token_tensors):
         check_same_shape(x, response_mask, f"batch[{name!r}]", "batch['response_mask']")
     for name, x in (("token_level_scores", scores), ("token_level_rewards", rewards)):
-        if x.shape[0] != n_rows:
-            raise ValueError(f"batch[{name!r}] has {x.shape[0]} rows, batch['advantages'] has {n_rows}")
-    mask = check_mask(response_mask, "batch['response_mask']")
+        if x.ndim != 2 or x.shape[0] != n_rows:
+            raise ValueError(
+                f"batch[{name!r}] must have shape (B, R) with B = {n_rows} rows like batch['advantages']; "
+                f"got {describe(x)}"
+            )
+    if is_torch_array(response_mask):
+        mask, mask_invalid = mask_and_invalid_count(response_mask, "batch['response_mask']")
 
     # Sequence-level quantities, shape (B,).
-    prompt_len, response_len = prompt_response_lengths(view)
+    prompt_len, response_len, attention_invalid = prompt_response_lengths(view)
     if prompt_len.shape[0] != n_rows:
         raise ValueError(f"prompt/response lengths have {prompt_len.shape[0]} rows, the token tensors {n_rows}")
     seq_score = xp.sum(as_float(scores, xp), axis=-1)
@@ -259,6 +433,7 @@ def data_statistics(
     resp_clipped = (response_len == r_limit) if max_response_length is None else (response_len >= r_limit)
     prompt_clipped = (prompt_len == p_limit) if max_prompt_length is None else (prompt_len >= p_limit)
     f64 = xp.float64
+    dev = getattr(advantages, "device", None)
 
     def count(b: Any) -> Any:
         return xp.astype(xp.count_nonzero(b), f64)
@@ -269,33 +444,33 @@ def data_statistics(
     na_s, na_hi, na_lo = _seq_stats(xp, response_len, non_aborted)
     prompt_s, prompt_hi, prompt_lo = _seq_stats(xp, prompt_len, everyone)
 
-    # Token-level quantities over the response mask.
+    # Token-level quantities over the response mask, in a common float dtype (>= float32).
     floats = [as_float(x, xp) for x in token_tensors]
-    if is_torch_array(mask):
-        tok = _masked_token_stats_xp(xp, floats, mask, use_critic)
+    work = xp.float64 if any(x.dtype == xp.float64 for x in floats) else xp.float32
+    floats = [xp.astype(x, work) if x.dtype != work else x for x in floats]
+    if is_torch_array(response_mask):
+        tok_sums, tok_hi, tok_lo = _token_block(xp, floats, mask, xp.astype(mask, work), use_critic, exact=True)
     else:
-        tok = [xp.asarray(v, dtype=f64) for v in _masked_token_stats_numpy(floats, mask, use_critic)]
-    n_tok, adv_s, ret_s, ret2_s, val_s, d_s, d2_s, adv_hi, ret_hi, val_hi, adv_lo, ret_lo, val_lo = tok
+        tok_sums, tok_hi, tok_lo = _token_stats_host(floats, response_mask, use_critic)
+        mask_invalid = tok_sums.pop()
+        if mask_invalid:
+            raise_invalid_mask(response_mask, "batch['response_mask']")
+    n_tok, adv_s, ret_s, val_s, diff_s, ret_m2, ret_sq_n, diff_m2, diff_sq_n = tok_sums
 
-    turns = _host_count_stats(view.non_tensor("__num_turns__"), "__num_turns__") if (
-        view.non_tensor("__num_turns__") is not None
-    ) else (0.0, 0.0, -math.inf, math.inf)
-    tools = _host_count_stats(view.non_tensor("tool_call_counts"), "tool_call_counts") if (
-        view.non_tensor("tool_call_counts") is not None
-    ) else (0.0, 0.0, -math.inf, math.inf)
-
-    dev = getattr(mask, "device", None)
+    turns = _host_count_stats(view.non_tensor("__num_turns__"), "__num_turns__")
+    tools = _host_count_stats(view.non_tensor("tool_call_counts"), "tool_call_counts")
 
     def vec(items: list[Any]) -> Any:
         return xp.stack([xp.reshape(xp.asarray(v, dtype=f64, device=dev), ()) for v in items])
 
     sums = vec([
-        float(n_rows), count(non_aborted), score_s, reward_s, n_tok, adv_s, ret_s, ret2_s, val_s, d_s, d2_s,
-        resp_s, count(resp_clipped), na_s, count(non_aborted & resp_clipped), prompt_s, count(prompt_clipped),
-        turns[0], turns[1], tools[0], tools[1],
+        float(n_rows), count(non_aborted), score_s, reward_s, n_tok, adv_s, ret_s, ret_m2, ret_sq_n, val_s,
+        diff_s, diff_m2, diff_sq_n, resp_s, count(resp_clipped), na_s, count(non_aborted & resp_clipped),
+        prompt_s, count(prompt_clipped), turns[0], turns[1], tools[0], tools[1],
+        0.0 if mask_invalid is None else mask_invalid, 0.0 if attention_invalid is None else attention_invalid,
     ])
-    maxes = vec([score_hi, reward_hi, adv_hi, ret_hi, val_hi, resp_hi, na_hi, prompt_hi, turns[2], tools[2]])
-    mins = vec([score_lo, reward_lo, adv_lo, ret_lo, val_lo, resp_lo, na_lo, prompt_lo, turns[3], tools[3]])
+    maxes = vec([score_hi, reward_hi, *tok_hi, resp_hi, na_hi, prompt_hi, turns[2], tools[2]])
+    mins = vec([score_lo, reward_lo, *tok_lo, resp_lo, na_lo, prompt_lo, turns[3], tools[3]])
     return DataStats(sums=sums, maxes=maxes, mins=mins)
 
 
@@ -313,6 +488,14 @@ def finalize_data_metrics(
     lo = dict(zip(EXTREME_FIELDS, mins_a.tolist()))
     nan = math.nan
     n, n_na, n_tok = s["n_samples"], s["n_non_aborted"], s["n_tokens"]
+    if s["n_invalid_mask_entries"] > 0:
+        raise ValueError(
+            f"batch['response_mask'] must hold only 0 and 1; {int(s['n_invalid_mask_entries'])} entries are not"
+        )
+    if s["n_invalid_attention_entries"] > 0:
+        raise ValueError(
+            f"batch['attention_mask'] must hold only 0 and 1; {int(s['n_invalid_attention_entries'])} entries are not"
+        )
 
     def mean(total: float, count: float) -> float:
         return total / count if count > 0 else nan
@@ -362,8 +545,10 @@ def _explained_variance(s: dict[str, float]) -> float:
         return math.nan
     if n == 1:  # torch.var of one element is NaN (n - 1 = 0), so is verl's ratio.
         return math.nan
-    var_ret = max(s["ret_sumsq"] - s["ret_sum"] ** 2 / n, 0.0) / (n - 1)
-    var_diff = max(s["diff_sumsq"] - s["diff_sum"] ** 2 / n, 0.0) / (n - 1)
+    # Merged centred second moments (Chan et al.): M2 = sum(M2_i) + sum(S_i**2/n_i) - S**2/n.
+    # The bracket is exactly 0 for one batch; merged shards add their between-shard spread.
+    var_ret = max(s["ret_m2"] + (s["ret_sq_over_n"] - s["ret_sum"] ** 2 / n), 0.0) / (n - 1)
+    var_diff = max(s["diff_m2"] + (s["diff_sq_over_n"] - s["diff_sum"] ** 2 / n), 0.0) / (n - 1)
     return 1.0 - var_diff / (var_ret + 1e-5)
 
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._array import array_namespace, as_float, check_mask, describe
+import numpy as np
+
+from ._array import array_namespace, as_float, describe, mask_and_invalid_count, raise_invalid_mask
+from ._kernels import attention_lengths_kernel
 from ._batch import BatchView
 
 __all__ = ["prompt_response_lengths", "response_width"]
@@ -17,8 +20,11 @@ def response_width(view: BatchView) -> int:
     return int(view.tensor("response_mask", why="needed for the response width").shape[-1])
 
 
-def prompt_response_lengths(view: BatchView) -> tuple[Any, Any]:
+def prompt_response_lengths(view: BatchView) -> tuple[Any, Any, Any]:
     """Per-sample prompt and response lengths as float arrays of shape ``(B,)``.
+
+    The third result counts attention-mask entries that are neither 0 nor 1 (``None`` when
+    already checked on the host, as for numpy); torch callers check it after their one transfer.
 
     Uses ``prompt_length`` and ``response_length`` when the batch holds both (as verl does);
     otherwise splits ``attention_mask`` ``(B, P + R)`` into its first ``P`` and last ``R``
@@ -32,7 +38,7 @@ def prompt_response_lengths(view: BatchView) -> tuple[Any, Any]:
                 f"{view.arg}['prompt_length'] and {view.arg}['response_length'] must both have shape (B,); "
                 f"got {tuple(prompt_len.shape)} and {tuple(response_len.shape)}"
             )
-        return as_float(prompt_len), as_float(response_len)
+        return as_float(prompt_len), as_float(response_len), None
     width = response_width(view)
     attention = view.tensor(
         "attention_mask", why="prompt and response lengths come from it when prompt_length is absent"
@@ -52,8 +58,17 @@ def prompt_response_lengths(view: BatchView) -> tuple[Any, Any]:
             f"width {width}"
         )
     xp = array_namespace(attention)
-    mask = check_mask(attention, f"{view.arg}['attention_mask']")
     split = attention.shape[-1] - width
-    prompt_len = xp.sum(xp.astype(mask[:, :split], xp.int32), axis=-1)
-    response_len = xp.sum(xp.astype(mask[:, split:], xp.int32), axis=-1)
-    return xp.astype(prompt_len, xp.float32), xp.astype(response_len, xp.float32)
+    kernel = attention_lengths_kernel() if isinstance(attention, np.ndarray) else None
+    if kernel is not None and attention.dtype.kind in "biuf":
+        rows = kernel(attention, split)
+        if rows[:, 2].any():
+            raise_invalid_mask(attention, f"{view.arg}['attention_mask']")
+        return rows[:, 0].astype(np.float32), rows[:, 1].astype(np.float32), None
+    _, n_invalid = mask_and_invalid_count(attention, f"{view.arg}['attention_mask']")
+    if attention.dtype == xp.bool:
+        attention = xp.astype(attention, xp.int32)
+    # Valid 0/1 masks: the row sums are the lengths (no boolean temporaries needed).
+    prompt_len = xp.sum(attention[:, :split], axis=-1)
+    response_len = xp.sum(attention[:, split:], axis=-1)
+    return xp.astype(prompt_len, xp.float32), xp.astype(response_len, xp.float32), n_invalid

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _keys as K
-from ._array import check_finite_scalar, to_host
+from ._array import check_finite_scalar, raise_invalid_mask, to_host
 from ._batch import as_batch
 from ._lengths import prompt_response_lengths
 
@@ -56,9 +56,10 @@ def _check_timing_raw(timing_raw: Any) -> dict[str, float]:
 
 def _token_counts(batch: Any) -> tuple[float, float]:
     view = as_batch(batch)
-    prompt_len, response_len = prompt_response_lengths(view)
-    xp_sum = [prompt_len.sum(), response_len.sum()]
-    n_prompt, n_response = to_host(xp_sum)
+    prompt_len, response_len, n_invalid = prompt_response_lengths(view)
+    n_prompt, n_response, invalid = to_host([prompt_len.sum(), response_len.sum(), n_invalid or 0])
+    if invalid:
+        raise_invalid_mask(view.tensor("attention_mask"), f"{view.arg}['attention_mask']")
     return n_prompt, n_response
 
 

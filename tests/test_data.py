@@ -1,0 +1,293 @@
+"""compute_data_metrics: parity with verl 0.9.1, engines, edge cases, errors, properties."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from batches import assert_close_to_reference, make_batch, to_numpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rlmetrics
+from rlmetrics import _data, _lengths
+from rlmetrics._data import DataStats, data_statistics, finalize_data_metrics
+
+torch = pytest.importorskip("torch")
+
+ENGINES = ["numba", "numpy", "array-api"]
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test through each implementation: fused numba kernels, numpy blocks, array-API (torch)."""
+    if request.param == "numba":
+        pytest.importorskip("numba")
+    if request.param in ("numpy", "array-api"):
+        monkeypatch.setattr(_data, "token_rows_kernel", lambda: None)
+        monkeypatch.setattr(_lengths, "attention_lengths_kernel", lambda: None)
+    if request.param == "array-api":
+        monkeypatch.setattr(_data, "_CPU_TORCH_VIA_NUMPY", False)
+    return str(request.param)
+
+
+def verl_metrics(verl_metric_utils: Any, data_proto: Any, tensors: dict, extra: dict, use_critic: bool) -> dict:
+    dp = data_proto.from_dict(tensors=dict(tensors), non_tensors=dict(extra) if extra else None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return verl_metric_utils.compute_data_metrics(dp, use_critic=use_critic)
+
+
+def summand_scale(tensors: dict) -> dict[str, float]:
+    """Magnitude behind each mean, for the float32 error of verl's own summation."""
+    mask = tensors["response_mask"].bool()
+    scale = {}
+    for key, name in (("score", "token_level_scores"), ("rewards", "token_level_rewards")):
+        scale[f"critic/{key}/mean"] = float(tensors[name].float().abs().sum(-1).mean())
+    for key, name in (("advantages", "advantages"), ("returns", "returns"), ("values", "values")):
+        scale[f"critic/{key}/mean"] = float(tensors[name].float()[mask].abs().mean()) if mask.any() else 0.0
+    scale["critic/vf_explained_var"] = 1.0
+    return scale
+
+
+LAYOUTS = [
+    pytest.param(b, p, r, mask, id=f"B{b}-P{p}-R{r}-{mask}")
+    for (b, p, r), mask in itertools.product([(1, 3, 4), (7, 5, 9), (64, 32, 48), (33, 17, 200)],
+                                              ["prefix", "holes", "random"])
+]
+
+
+@pytest.mark.parametrize(("batch_size", "prompt_width", "response_width", "mask"), LAYOUTS)
+@pytest.mark.parametrize("use_critic", [True, False], ids=["critic", "no-critic"])
+def test_parity_with_verl_torch(verl_metric_utils, data_proto, engine, batch_size, prompt_width, response_width,
+                                mask, use_critic):
+    for seed in range(3):
+        tensors, extra = make_batch(batch_size, prompt_width, response_width, seed=seed, mask=mask,
+                                    non_tensors=seed == 1, offset=2.0 * seed)
+        ref = verl_metrics(verl_metric_utils, data_proto, tensors, extra, use_critic)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ours = rlmetrics.compute_data_metrics({**tensors, **extra}, use_critic=use_critic)
+        assert_close_to_reference(ours, ref, scale=summand_scale(tensors))
+
+
+@pytest.mark.parametrize("mask_dtype", ["bool", "int32", "int64", "float32"])
+@pytest.mark.parametrize("sparse", [True, False], ids=["verifiable-reward", "dense-reward"])
+def test_parity_numpy_inputs_and_mask_dtypes(verl_metric_utils, data_proto, engine, mask_dtype, sparse):
+    tensors, extra = make_batch(40, 16, 64, seed=7, mask_dtype=getattr(torch, mask_dtype), sparse_scores=sparse,
+                                non_tensors=True)
+    ref = verl_metrics(verl_metric_utils, data_proto, tensors, extra, True)
+    ours = rlmetrics.compute_data_metrics({**to_numpy(tensors), **extra})
+    assert_close_to_reference(ours, ref, scale=summand_scale(tensors))
+
+
+def test_parity_on_a_verl_dataproto_and_a_tensordict(verl_metric_utils, data_proto):
+    tensordict = pytest.importorskip("tensordict")
+    tensors, extra = make_batch(16, 8, 12, seed=3, non_tensors=True)
+    dp = data_proto.from_dict(tensors=dict(tensors), non_tensors=dict(extra))
+    ref = verl_metrics(verl_metric_utils, data_proto, tensors, extra, True)
+    assert_close_to_reference(rlmetrics.compute_data_metrics(dp), ref, scale=summand_scale(tensors))
+    td = tensordict.TensorDict(dict(tensors), batch_size=[16])
+    ref_no_extra = verl_metrics(verl_metric_utils, data_proto, tensors, {}, True)
+    assert_close_to_reference(rlmetrics.compute_data_metrics(td), ref_no_extra, scale=summand_scale(tensors))
+
+
+@pytest.mark.parametrize("sparse", [True, False], ids=["verifiable-reward", "dense-reward"])
+def test_large_batch_parity(verl_metric_utils, data_proto, sparse):
+    tensors, _ = make_batch(256, 128, 1024, seed=11, sparse_scores=sparse, offset=3.0)
+    ref = verl_metrics(verl_metric_utils, data_proto, tensors, {}, True)
+    assert_close_to_reference(rlmetrics.compute_data_metrics(tensors), ref, scale=summand_scale(tensors))
+
+
+def test_bfloat16_inputs_are_computed_in_float32(engine):
+    tensors, _ = make_batch(32, 8, 40, seed=5, dtype=torch.bfloat16)
+    as_f32 = {k: v.float() if v.dtype == torch.bfloat16 else v for k, v in tensors.items()}
+    ours = rlmetrics.compute_data_metrics(tensors)
+    ref = rlmetrics.compute_data_metrics(as_f32)
+    for key, value in ref.items():
+        assert ours[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
+
+
+def test_float64_inputs_keep_float64_precision(engine):
+    rng = np.random.default_rng(0)
+    tensors, _ = make_batch(20, 6, 30, seed=9)
+    batch = {k: v.numpy() for k, v in tensors.items()}
+    batch["returns"] = 1e6 + rng.standard_normal((20, 30)) * 1e-3  # cancellation-prone
+    batch["values"] = batch["returns"] - rng.standard_normal((20, 30)) * 1e-4
+    ours = rlmetrics.compute_data_metrics(batch)
+    mask = batch["response_mask"].astype(bool)
+    r, v = batch["returns"][mask], batch["values"][mask]
+    expected = 1 - np.var(r - v, ddof=1) / (np.var(r, ddof=1) + 1e-5)
+    assert ours["critic/vf_explained_var"] == pytest.approx(expected, rel=1e-7)
+    assert ours["critic/returns/mean"] == pytest.approx(r.mean(), rel=1e-12)
+
+
+def test_all_responses_aborted_gives_nan_and_a_warning(verl_metric_utils, data_proto, engine):
+    tensors, _ = make_batch(6, 4, 5, seed=1)
+    tensors["attention_mask"][:, 4:] = 0
+    tensors["response_mask"][:] = 0
+    ref = verl_metrics(verl_metric_utils, data_proto, tensors, {}, True)
+    with pytest.warns(RuntimeWarning, match="aborted"):
+        ours = rlmetrics.compute_data_metrics(tensors)
+    assert_close_to_reference(ours, ref)
+    assert np.isnan(ours["critic/score/mean"]) and np.isnan(ours["critic/vf_explained_var"])
+    assert ours["response/aborted_ratio"] == 1.0
+
+
+def test_some_aborted_samples_are_left_out_of_score_stats(engine):
+    tensors, _ = make_batch(4, 3, 4, seed=2, aborted=0.0)
+    tensors["attention_mask"][0, 3:] = 0
+    tensors["token_level_scores"][0] = 100.0  # would dominate if counted
+    ours = rlmetrics.compute_data_metrics(tensors)
+    assert ours["response/aborted_ratio"] == 0.25
+    assert ours["critic/score/max"] < 100.0
+    assert ours["response_length/min"] == 0.0 and ours["response_length_non_aborted/min"] > 0.0
+
+
+def test_single_valid_token_explained_variance_is_nan_like_torch_var(engine):
+    tensors, _ = make_batch(2, 2, 3, seed=0, aborted=0.0)
+    tensors["response_mask"][:] = 0
+    tensors["response_mask"][0, 0] = 1
+    ours = rlmetrics.compute_data_metrics(tensors)
+    assert np.isnan(ours["critic/vf_explained_var"])
+    assert ours["critic/advantages/mean"] == pytest.approx(float(tensors["advantages"][0, 0]))
+
+
+def test_configured_limits_count_clipping_below_the_padded_width():
+    tensors, _ = make_batch(8, 6, 10, seed=4, aborted=0.0)
+    tensors["attention_mask"][:, 6:] = 0
+    tensors["attention_mask"][:4, 6:13] = 1  # four responses of length 7 = the configured limit
+    tensors["attention_mask"][4:, 6:9] = 1
+    default = rlmetrics.compute_data_metrics(tensors)
+    configured = rlmetrics.compute_data_metrics(tensors, max_response_length=7, max_prompt_length=6)
+    assert default["response_length/clip_ratio"] == 0.0  # verl: never reads a clip under dynamic padding
+    assert configured["response_length/clip_ratio"] == 0.5
+    assert configured["prompt_length/clip_ratio"] == default["prompt_length/clip_ratio"]
+
+
+def test_nan_in_masked_out_slots_is_ignored_but_nan_in_valid_slots_propagates(engine):
+    tensors, _ = make_batch(6, 3, 8, seed=6, aborted=0.0, mask="prefix")
+    mask = tensors["response_mask"].bool()
+    tensors["advantages"][~mask] = float("nan")
+    clean = rlmetrics.compute_data_metrics(tensors)
+    assert np.isfinite(clean["critic/advantages/max"]) and np.isfinite(clean["critic/advantages/mean"])
+    row, col = np.argwhere(mask.numpy())[0]
+    tensors["advantages"][row, col] = float("nan")
+    dirty = rlmetrics.compute_data_metrics(tensors)
+    assert np.isnan(dirty["critic/advantages/mean"])
+    assert np.isnan(dirty["critic/advantages/max"])
+
+
+def test_prompt_and_response_length_keys_take_precedence(verl_metric_utils, data_proto):
+    tensors, _ = make_batch(5, 4, 6, seed=8)
+    tensors["prompt_length"] = torch.tensor([4.0, 3, 2, 1, 4])
+    tensors["response_length"] = torch.tensor([6.0, 0, 2, 1, 3])
+    ref = verl_metrics(verl_metric_utils, data_proto, tensors, {}, True)
+    assert_close_to_reference(rlmetrics.compute_data_metrics(tensors), ref, scale=summand_scale(tensors))
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+def _batch() -> dict[str, Any]:
+    return make_batch(4, 3, 5, seed=0)[0]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "error", "match"),
+    [
+        pytest.param(lambda b: b.pop("returns"), ValueError, r"missing the tensor 'returns'.*present: advantages",
+                     id="missing-key"),
+        pytest.param(lambda b: b.pop("values"), ValueError, r"'values' \(use_critic=True\)", id="missing-values"),
+        pytest.param(lambda b: b.__setitem__("advantages", b["advantages"][:, :4]), ValueError,
+                     r"advantages'\] and batch\['response_mask'\] must have the same shape; got \(4, 4\) and \(4, 5\)",
+                     id="shape-mismatch"),
+        pytest.param(lambda b: b["response_mask"].__setitem__((0, 0), 2), ValueError,
+                     r"response_mask'\] must hold only 0 and 1", id="mask-not-binary"),
+        pytest.param(lambda b: b["attention_mask"].__setitem__((0, 0), -1), ValueError,
+                     r"attention_mask'\] must hold only 0 and 1", id="attention-not-binary"),
+        pytest.param(lambda b: b.__setitem__("prompts", b["prompts"][:, :2]), ValueError,
+                     r"attention_mask'\] has 8 columns but prompts \(2\) \+ responses \(5\) make 7", id="bad-split"),
+        pytest.param(lambda b: b.__setitem__("token_level_scores", b["token_level_scores"][:3]), ValueError,
+                     r"token_level_scores'\] must have shape \(B, R\) with B = 4", id="rows-mismatch"),
+        pytest.param(lambda b: b.__setitem__("response_mask", b["response_mask"].to(torch.complex64)), TypeError,
+                     r"response_mask'\] must be a bool or 0/1 integer mask", id="mask-dtype"),
+    ],
+)
+def test_bad_input_errors_name_the_argument(engine, mutate, error, match):
+    batch = _batch()
+    mutate(batch)
+    with pytest.raises(error, match=match):
+        rlmetrics.compute_data_metrics(batch)
+
+
+def test_empty_batch_is_rejected():
+    tensors, _ = make_batch(4, 3, 5)
+    empty = {k: v[:0] for k, v in tensors.items()}
+    with pytest.raises(ValueError, match="batch is empty"):
+        rlmetrics.compute_data_metrics(empty)
+
+
+def test_unsupported_batch_type_is_rejected():
+    with pytest.raises(TypeError, match="batch must be a verl DataProto.*got list"):
+        rlmetrics.compute_data_metrics([1, 2, 3])
+
+
+# --- sufficient statistics and properties --------------------------------------------------------
+
+def test_stats_of_shards_merge_into_the_stats_of_the_whole(engine):
+    tensors, extra = make_batch(30, 7, 11, seed=12, mask="holes", non_tensors=True, offset=5.0)
+    whole = rlmetrics.compute_data_metrics({**tensors, **extra})
+    parts = []
+    for rows in (slice(0, 3), slice(3, 17), slice(17, 30)):
+        shard = {k: v[rows] for k, v in tensors.items()}
+        shard.update({k: v[rows] for k, v in extra.items()})
+        parts.append(data_statistics(shard))
+    merged = finalize_data_metrics(DataStats.merge(parts), has_num_turns=True, has_tool_call_counts=True)
+    assert merged.keys() == whole.keys()
+    for key, value in whole.items():
+        assert merged[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    batch_size=st.integers(1, 12),
+    width=st.integers(1, 9),
+    mask=st.sampled_from(["prefix", "holes", "random"]),
+)
+def test_property_row_order_does_not_matter_and_numpy_equals_torch(seed, batch_size, width, mask):
+    tensors, _ = make_batch(batch_size, 3, width, seed=seed, mask=mask)
+    perm = torch.from_numpy(np.random.default_rng(seed).permutation(batch_size))
+    shuffled = {k: v[perm] for k, v in tensors.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        a = rlmetrics.compute_data_metrics(tensors)
+        b = rlmetrics.compute_data_metrics(shuffled)
+        c = rlmetrics.compute_data_metrics(to_numpy(tensors))
+    for key in a:
+        np.testing.assert_allclose(b[key], a[key], rtol=1e-9, atol=1e-12, err_msg=key)
+        np.testing.assert_allclose(c[key], a[key], rtol=1e-9, atol=1e-12, err_msg=key)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), batch_size=st.integers(2, 10), width=st.integers(2, 8))
+def test_property_engines_agree_with_a_float64_reference(seed, batch_size, width):
+    tensors, _ = make_batch(batch_size, 2, width, seed=seed, mask="random", offset=10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ours = rlmetrics.compute_data_metrics(tensors)
+    mask = tensors["response_mask"].bool()
+    r = tensors["returns"].double()[mask].numpy()
+    v = tensors["values"].double()[mask].numpy()
+    a = tensors["advantages"].double()[mask].numpy()
+    if a.size == 0:
+        assert np.isnan(ours["critic/advantages/mean"])
+        return
+    assert ours["critic/advantages/mean"] == pytest.approx(a.mean(), rel=1e-12, abs=1e-12)
+    assert ours["critic/advantages/max"] == a.max() and ours["critic/advantages/min"] == a.min()
+    if a.size > 1:
+        expected = 1 - np.var(r - v, ddof=1) / (np.var(r, ddof=1) + 1e-5)
+        assert ours["critic/vf_explained_var"] == pytest.approx(expected, rel=1e-9, abs=1e-9)
