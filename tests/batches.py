@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import warnings
 from typing import Any
 
 import numpy as np
@@ -87,14 +85,17 @@ def to_numpy(tensors: dict[str, Any]) -> dict[str, Any]:
     return {k: v.float().numpy() if v.dtype == torch.bfloat16 else v.numpy() for k, v in tensors.items()}
 
 
-def assert_close_to_reference(ours: dict[str, float], ref: dict[str, Any], *, scale: dict[str, float] | None = None,
-                              rtol: float = 1e-6) -> None:
+def assert_close_to_reference(
+    ours: dict[str, float], ref: dict[str, Any], *, scale: dict[str, float] | None = None, rtol: float = 1e-6
+) -> None:
     """Same keys, and each value within ``rtol`` relative (NaN where the reference is NaN).
 
     ``scale`` gives, per key, the magnitude of the summands behind a mean: float32 summation in
     the reference is only accurate relative to that, not to a mean that cancels to near zero.
     """
-    assert set(ours) == set(ref), f"keys differ: only ours {set(ours) - set(ref)}, only ref {set(ref) - set(ours)}"
+    assert set(ours) == set(ref), (
+        f"keys differ: only ours {set(ours) - set(ref)}, only ref {set(ref) - set(ours)}"
+    )
     for key, expected in ref.items():
         expected = float(expected)
         got = ours[key]

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+
 @pytest.fixture(scope="session")
 def verl_metric_utils() -> Any:
     """verl 0.9.1's metric_utils (the parity reference); its warnings silenced."""

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from batches import assert_close_to_reference, make_batch, to_numpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlmetrics
+from batches import assert_close_to_reference, make_batch, to_numpy
 from rlmetrics import _data, _lengths
 from rlmetrics._data import DataStats, data_statistics, finalize_data_metrics
 
@@ -34,7 +34,9 @@ def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
-def verl_metrics(verl_metric_utils: Any, data_proto: Any, tensors: dict, extra: dict, use_critic: bool) -> dict:
+def verl_metrics(
+    verl_metric_utils: Any, data_proto: Any, tensors: dict, extra: dict, use_critic: bool
+) -> dict:
     dp = data_proto.from_dict(tensors=dict(tensors), non_tensors=dict(extra) if extra else None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -55,18 +57,27 @@ def summand_scale(tensors: dict) -> dict[str, float]:
 
 LAYOUTS = [
     pytest.param(b, p, r, mask, id=f"B{b}-P{p}-R{r}-{mask}")
-    for (b, p, r), mask in itertools.product([(1, 3, 4), (7, 5, 9), (64, 32, 48), (33, 17, 200)],
-                                              ["prefix", "holes", "random"])
+    for (b, p, r), mask in itertools.product(
+        [(1, 3, 4), (7, 5, 9), (64, 32, 48), (33, 17, 200)], ["prefix", "holes", "random"]
+    )
 ]
 
 
 @pytest.mark.parametrize(("batch_size", "prompt_width", "response_width", "mask"), LAYOUTS)
 @pytest.mark.parametrize("use_critic", [True, False], ids=["critic", "no-critic"])
-def test_parity_with_verl_torch(verl_metric_utils, data_proto, engine, batch_size, prompt_width, response_width,
-                                mask, use_critic):
+def test_parity_with_verl_torch(
+    verl_metric_utils, data_proto, engine, batch_size, prompt_width, response_width, mask, use_critic
+):
     for seed in range(3):
-        tensors, extra = make_batch(batch_size, prompt_width, response_width, seed=seed, mask=mask,
-                                    non_tensors=seed == 1, offset=2.0 * seed)
+        tensors, extra = make_batch(
+            batch_size,
+            prompt_width,
+            response_width,
+            seed=seed,
+            mask=mask,
+            non_tensors=seed == 1,
+            offset=2.0 * seed,
+        )
         ref = verl_metrics(verl_metric_utils, data_proto, tensors, extra, use_critic)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -77,8 +88,9 @@ def test_parity_with_verl_torch(verl_metric_utils, data_proto, engine, batch_siz
 @pytest.mark.parametrize("mask_dtype", ["bool", "int32", "int64", "float32"])
 @pytest.mark.parametrize("sparse", [True, False], ids=["verifiable-reward", "dense-reward"])
 def test_parity_numpy_inputs_and_mask_dtypes(verl_metric_utils, data_proto, engine, mask_dtype, sparse):
-    tensors, extra = make_batch(40, 16, 64, seed=7, mask_dtype=getattr(torch, mask_dtype), sparse_scores=sparse,
-                                non_tensors=True)
+    tensors, extra = make_batch(
+        40, 16, 64, seed=7, mask_dtype=getattr(torch, mask_dtype), sparse_scores=sparse, non_tensors=True
+    )
     ref = verl_metrics(verl_metric_utils, data_proto, tensors, extra, True)
     ours = rlmetrics.compute_data_metrics({**to_numpy(tensors), **extra})
     assert_close_to_reference(ours, ref, scale=summand_scale(tensors))
@@ -191,6 +203,7 @@ def test_prompt_and_response_length_keys_take_precedence(verl_metric_utils, data
 
 # --- bad input ---------------------------------------------------------------------------------
 
+
 def _batch() -> dict[str, Any]:
     return make_batch(4, 3, 5, seed=0)[0]
 
@@ -198,22 +211,51 @@ def _batch() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("mutate", "error", "match"),
     [
-        pytest.param(lambda b: b.pop("returns"), ValueError, r"missing the tensor 'returns'.*present: advantages",
-                     id="missing-key"),
-        pytest.param(lambda b: b.pop("values"), ValueError, r"'values' \(use_critic=True\)", id="missing-values"),
-        pytest.param(lambda b: b.__setitem__("advantages", b["advantages"][:, :4]), ValueError,
-                     r"advantages'\] and batch\['response_mask'\] must have the same shape; got \(4, 4\) and \(4, 5\)",
-                     id="shape-mismatch"),
-        pytest.param(lambda b: b["response_mask"].__setitem__((0, 0), 2), ValueError,
-                     r"response_mask'\] must hold only 0 and 1", id="mask-not-binary"),
-        pytest.param(lambda b: b["attention_mask"].__setitem__((0, 0), -1), ValueError,
-                     r"attention_mask'\] must hold only 0 and 1", id="attention-not-binary"),
-        pytest.param(lambda b: b.__setitem__("prompts", b["prompts"][:, :2]), ValueError,
-                     r"attention_mask'\] has 8 columns but prompts \(2\) \+ responses \(5\) make 7", id="bad-split"),
-        pytest.param(lambda b: b.__setitem__("token_level_scores", b["token_level_scores"][:3]), ValueError,
-                     r"token_level_scores'\] must have shape \(B, R\) with B = 4", id="rows-mismatch"),
-        pytest.param(lambda b: b.__setitem__("response_mask", b["response_mask"].to(torch.complex64)), TypeError,
-                     r"response_mask'\] must be a bool or 0/1 integer mask", id="mask-dtype"),
+        pytest.param(
+            lambda b: b.pop("returns"),
+            ValueError,
+            r"missing the tensor 'returns'.*present: advantages",
+            id="missing-key",
+        ),
+        pytest.param(
+            lambda b: b.pop("values"), ValueError, r"'values' \(use_critic=True\)", id="missing-values"
+        ),
+        pytest.param(
+            lambda b: b.__setitem__("advantages", b["advantages"][:, :4]),
+            ValueError,
+            r"advantages'\] and batch\['response_mask'\] must have the same shape; got \(4, 4\) and \(4, 5\)",
+            id="shape-mismatch",
+        ),
+        pytest.param(
+            lambda b: b["response_mask"].__setitem__((0, 0), 2),
+            ValueError,
+            r"response_mask'\] must hold only 0 and 1",
+            id="mask-not-binary",
+        ),
+        pytest.param(
+            lambda b: b["attention_mask"].__setitem__((0, 0), -1),
+            ValueError,
+            r"attention_mask'\] must hold only 0 and 1",
+            id="attention-not-binary",
+        ),
+        pytest.param(
+            lambda b: b.__setitem__("prompts", b["prompts"][:, :2]),
+            ValueError,
+            r"attention_mask'\] has 8 columns but prompts \(2\) \+ responses \(5\) make 7",
+            id="bad-split",
+        ),
+        pytest.param(
+            lambda b: b.__setitem__("token_level_scores", b["token_level_scores"][:3]),
+            ValueError,
+            r"token_level_scores'\] must have shape \(B, R\) with B = 4",
+            id="rows-mismatch",
+        ),
+        pytest.param(
+            lambda b: b.__setitem__("response_mask", b["response_mask"].to(torch.complex64)),
+            TypeError,
+            r"response_mask'\] must be a bool or 0/1 integer mask",
+            id="mask-dtype",
+        ),
     ],
 )
 def test_bad_input_errors_name_the_argument(engine, mutate, error, match):
@@ -231,11 +273,12 @@ def test_empty_batch_is_rejected():
 
 
 def test_unsupported_batch_type_is_rejected():
-    with pytest.raises(TypeError, match="batch must be a verl DataProto.*got list"):
+    with pytest.raises(TypeError, match=r"batch must be a verl DataProto.*got list"):
         rlmetrics.compute_data_metrics([1, 2, 3])
 
 
 # --- sufficient statistics and properties --------------------------------------------------------
+
 
 def test_stats_of_shards_merge_into_the_stats_of_the_whole(engine):
     tensors, extra = make_batch(30, 7, 11, seed=12, mask="holes", non_tensors=True, offset=5.0)

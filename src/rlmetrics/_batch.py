@@ -60,9 +60,7 @@ class BatchView:
         if key not in self.tensors:
             present = ", ".join(_keys_of(self.tensors)) or "none"
             reason = f" ({why})" if why else ""
-            raise ValueError(
-                f"{self.arg} is missing the tensor {key!r}{reason}; tensors present: {present}"
-            )
+            raise ValueError(f"{self.arg} is missing the tensor {key!r}{reason}; tensors present: {present}")
         return self.tensors[key]
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -101,9 +99,12 @@ def as_batch(batch: Any, *, arg: str = "batch") -> BatchView:
     # verl DataProto and look-alikes: an object with a .batch mapping.
     inner = getattr(batch, "batch", None)
     if inner is not None and not isinstance(batch, Mapping) and hasattr(inner, "keys"):
-        non_tensors = getattr(batch, "non_tensor_batch", None) or {}
-        meta = getattr(batch, "meta_info", None) or {}
-        return BatchView(tensors=inner, non_tensors=non_tensors, meta_info=meta, arg=arg)
+        return BatchView(
+            tensors=inner,
+            non_tensors=getattr(batch, "non_tensor_batch", None) or {},
+            meta_info=getattr(batch, "meta_info", None) or {},
+            arg=arg,
+        )
     if hasattr(batch, "keys") and hasattr(batch, "__getitem__"):
         # TensorDict (a torch container with .keys()) or a plain mapping.
         if type(batch).__name__ == "TensorDict":

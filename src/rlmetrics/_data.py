@@ -81,6 +81,7 @@ EXTREME_FIELDS = (
     "tool_calls",
 )
 
+
 @dataclass
 class DataStats:
     """Sufficient statistics of a batch's data metrics.
@@ -126,7 +127,17 @@ _MAX_THREADS = 8
 _EXECUTOR: ThreadPoolExecutor | None = None
 
 # Layout of one block's token statistics.
-_TOKEN_SUMS = ("n", "adv_sum", "ret_sum", "val_sum", "diff_sum", "ret_m2", "ret_sq_over_n", "diff_m2", "diff_sq_over_n")
+_TOKEN_SUMS = (
+    "n",
+    "adv_sum",
+    "ret_sum",
+    "val_sum",
+    "diff_sum",
+    "ret_m2",
+    "ret_sq_over_n",
+    "diff_m2",
+    "diff_sq_over_n",
+)
 _TOKEN_EXTREMES = ("adv", "ret", "val")
 
 
@@ -235,7 +246,9 @@ def _merge_token_blocks(parts: list[tuple[list, list, list]]) -> tuple[list[floa
     return list(sums), list(maxes), list(mins)
 
 
-def _token_stats_host(tensors: list[np.ndarray], mask: np.ndarray, use_critic: bool) -> tuple[list, list, list]:
+def _token_stats_host(
+    tensors: list[np.ndarray], mask: np.ndarray, use_critic: bool
+) -> tuple[list, list, list]:
     """Token statistics of numpy arrays: the fused numba kernel, else numpy in threaded row blocks.
 
     Returns (sums in ``_TOKEN_SUMS`` order plus the invalid-mask count, maxes, mins).
@@ -243,7 +256,7 @@ def _token_stats_host(tensors: list[np.ndarray], mask: np.ndarray, use_critic: b
     kernel = token_rows_kernel()
     if kernel is not None:
         return _token_stats_fused(kernel, tensors, mask, use_critic)
-    mask, n_invalid = mask_and_invalid_count(mask, "batch['response_mask']")
+    mask, _ = mask_and_invalid_count(mask, "batch['response_mask']")  # numpy: checked here
     n_rows, width = mask.shape
     step = max(1, _BLOCK_ELEMENTS // max(width, 1))
     work = tensors[0].dtype
@@ -265,12 +278,26 @@ def _token_stats_host(tensors: list[np.ndarray], mask: np.ndarray, use_critic: b
     return [*sums, 0.0], maxes, mins
 
 
+def _rows_in_parallel(fn: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """Apply a per-row kernel to row blocks on the thread pool and stack the results in order."""
+    n_rows, width = shape
+    per_block = max(1, (4 * _BLOCK_ELEMENTS) // max(width, 1))
+    if n_rows <= per_block:
+        return fn(slice(0, n_rows))
+    n_blocks = min(_executor()._max_workers, -(-n_rows // per_block))
+    step = -(-n_rows // n_blocks)
+    slices = [slice(start, start + step) for start in range(0, n_rows, step)]
+    return np.concatenate(list(_executor().map(fn, slices)))
+
+
 def _token_stats_fused(kernel: Any, tensors: list[np.ndarray], mask: np.ndarray, use_critic: bool) -> tuple:
     """Token statistics from the fused per-row kernel, combined over rows in float64."""
     val = tensors[2] if use_critic else tensors[1]
     if mask.dtype.kind not in "biuf":
         raise TypeError(f"batch['response_mask'] must be a bool or 0/1 integer mask; got {describe(mask)}")
-    rows = kernel(tensors[0], tensors[1], val, mask, use_critic)
+    rows = _rows_in_parallel(
+        lambda sl: kernel(tensors[0][sl], tensors[1][sl], val[sl], mask[sl], use_critic), mask.shape
+    )
     col = {name: rows[:, i] for i, name in enumerate(ROW_FIELDS)}
     n_i = col["n"]
     has = n_i > 0
@@ -323,7 +350,9 @@ def _host_count_stats(values: Any, name: str) -> tuple[float, float, float, floa
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError):
-            raise TypeError(f"batch.non_tensor_batch[{name!r}] must hold numbers; got dtype {arr.dtype}") from None
+            raise TypeError(
+                f"batch.non_tensor_batch[{name!r}] must hold numbers; got dtype {arr.dtype}"
+            ) from None
     if arr.size == 0:
         return 0.0, 0.0, -math.inf, math.inf
     return float(arr.size), float(arr.sum(dtype=np.float64)), float(arr.max()), float(arr.min())
@@ -419,7 +448,9 @@ def data_statistics(
     # Sequence-level quantities, shape (B,).
     prompt_len, response_len, attention_invalid = prompt_response_lengths(view)
     if prompt_len.shape[0] != n_rows:
-        raise ValueError(f"prompt/response lengths have {prompt_len.shape[0]} rows, the token tensors {n_rows}")
+        raise ValueError(
+            f"prompt/response lengths have {prompt_len.shape[0]} rows, the token tensors {n_rows}"
+        )
     seq_score = xp.sum(as_float(scores, xp), axis=-1)
     seq_reward = xp.sum(as_float(rewards, xp), axis=-1)
     non_aborted = response_len != 0
@@ -449,7 +480,9 @@ def data_statistics(
     work = xp.float64 if any(x.dtype == xp.float64 for x in floats) else xp.float32
     floats = [xp.astype(x, work) if x.dtype != work else x for x in floats]
     if is_torch_array(response_mask):
-        tok_sums, tok_hi, tok_lo = _token_block(xp, floats, mask, xp.astype(mask, work), use_critic, exact=True)
+        tok_sums, tok_hi, tok_lo = _token_block(
+            xp, floats, mask, xp.astype(mask, work), use_critic, exact=True
+        )
     else:
         tok_sums, tok_hi, tok_lo = _token_stats_host(floats, response_mask, use_critic)
         mask_invalid = tok_sums.pop()
@@ -463,12 +496,35 @@ def data_statistics(
     def vec(items: list[Any]) -> Any:
         return xp.stack([xp.reshape(xp.asarray(v, dtype=f64, device=dev), ()) for v in items])
 
-    sums = vec([
-        float(n_rows), count(non_aborted), score_s, reward_s, n_tok, adv_s, ret_s, ret_m2, ret_sq_n, val_s,
-        diff_s, diff_m2, diff_sq_n, resp_s, count(resp_clipped), na_s, count(non_aborted & resp_clipped),
-        prompt_s, count(prompt_clipped), turns[0], turns[1], tools[0], tools[1],
-        0.0 if mask_invalid is None else mask_invalid, 0.0 if attention_invalid is None else attention_invalid,
-    ])
+    sums = vec(
+        [
+            float(n_rows),
+            count(non_aborted),
+            score_s,
+            reward_s,
+            n_tok,
+            adv_s,
+            ret_s,
+            ret_m2,
+            ret_sq_n,
+            val_s,
+            diff_s,
+            diff_m2,
+            diff_sq_n,
+            resp_s,
+            count(resp_clipped),
+            na_s,
+            count(non_aborted & resp_clipped),
+            prompt_s,
+            count(prompt_clipped),
+            turns[0],
+            turns[1],
+            tools[0],
+            tools[1],
+            0.0 if mask_invalid is None else mask_invalid,
+            0.0 if attention_invalid is None else attention_invalid,
+        ]
+    )
     maxes = vec([score_hi, reward_hi, *tok_hi, resp_hi, na_hi, prompt_hi, turns[2], tools[2]])
     mins = vec([score_lo, reward_lo, *tok_lo, resp_lo, na_lo, prompt_lo, turns[3], tools[3]])
     return DataStats(sums=sums, maxes=maxes, mins=mins)
@@ -488,14 +544,12 @@ def finalize_data_metrics(
     lo = dict(zip(EXTREME_FIELDS, mins_a.tolist()))
     nan = math.nan
     n, n_na, n_tok = s["n_samples"], s["n_non_aborted"], s["n_tokens"]
-    if s["n_invalid_mask_entries"] > 0:
-        raise ValueError(
-            f"batch['response_mask'] must hold only 0 and 1; {int(s['n_invalid_mask_entries'])} entries are not"
-        )
-    if s["n_invalid_attention_entries"] > 0:
-        raise ValueError(
-            f"batch['attention_mask'] must hold only 0 and 1; {int(s['n_invalid_attention_entries'])} entries are not"
-        )
+    for name, field in (
+        ("response_mask", "n_invalid_mask_entries"),
+        ("attention_mask", "n_invalid_attention_entries"),
+    ):
+        if s[field] > 0:
+            raise ValueError(f"batch[{name!r}] must hold only 0 and 1; {int(s[field])} entries are not")
 
     def mean(total: float, count: float) -> float:
         return total / count if count > 0 else nan
@@ -504,15 +558,24 @@ def finalize_data_metrics(
         return (hi[name], lo[name]) if count > 0 else (nan, nan)
 
     if n_na == 0:
-        _undefined("every sample is aborted (response length 0): score, reward and non-aborted length metrics are NaN")
+        _undefined(
+            "every sample is aborted (response length 0): score, reward and non-aborted length "
+            "metrics are NaN"
+        )
     if n_tok == 0:
         _undefined("response_mask is all zero: advantage, return and value metrics are NaN")
 
     m: dict[str, float] = {}
-    for prefix, name, total in (("critic/score", "score", s["score_sum"]), ("critic/rewards", "reward", s["reward_sum"])):
+    for prefix, name, total in (
+        ("critic/score", "score", s["score_sum"]),
+        ("critic/rewards", "reward", s["reward_sum"]),
+    ):
         m[f"{prefix}/mean"] = mean(total, n_na)
         m[f"{prefix}/max"], m[f"{prefix}/min"] = ext(name, n_na)
-    for prefix, name, total in (("critic/advantages", "adv", s["adv_sum"]), ("critic/returns", "ret", s["ret_sum"])):
+    for prefix, name, total in (
+        ("critic/advantages", "adv", s["adv_sum"]),
+        ("critic/returns", "ret", s["ret_sum"]),
+    ):
         m[f"{prefix}/mean"] = mean(total, n_tok)
         m[f"{prefix}/max"], m[f"{prefix}/min"] = ext(name, n_tok)
     if use_critic:
@@ -598,13 +661,23 @@ def compute_data_metrics(
         aborted, an all-zero mask) is NaN with a ``RuntimeWarning``.
     """
     view = as_batch(batch)
-    stats = data_statistics(
-        view, use_critic, max_response_length=max_response_length, max_prompt_length=max_prompt_length
-    )
     if process_group is not None:
-        from ._distributed import all_reduce_data_stats
+        from ._distributed import all_reduce_data_stats, empty_data_stats
 
+        adv = view.tensor("advantages")
+        if adv.shape[0] == 0:
+            # An empty shard still joins the collectives (raising would leave the others waiting).
+            on_device = is_torch_array(adv) and adv.device.type != "cpu"
+            stats = empty_data_stats(adv.device if on_device else None)
+        else:
+            stats = data_statistics(
+                view, use_critic, max_response_length=max_response_length, max_prompt_length=max_prompt_length
+            )
         stats = all_reduce_data_stats(stats, process_group)
+    else:
+        stats = data_statistics(
+            view, use_critic, max_response_length=max_response_length, max_prompt_length=max_prompt_length
+        )
     return finalize_data_metrics(
         stats,
         use_critic,

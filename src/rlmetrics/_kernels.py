@@ -2,7 +2,9 @@
 
 numpy and eager torch need one pass over memory per operation (mask, multiply, sum, max, min,
 centre, square ...), about thirty passes for ``compute_data_metrics``. These kernels read each
-input once, in parallel over rows, accumulating in float64. They are used for CPU inputs when
+input once, accumulating in float64. They release the GIL: the caller spreads row blocks over a
+thread pool (plain threads degrade gracefully on a busy machine, where OpenMP's spinning
+barriers collapse). They are used for CPU inputs when
 numba is installed (``pip install 'rlmetrics[fast]'``); without it the numpy path gives the
 same numbers, slower. Set ``RLMETRICS_NO_NUMBA=1`` to force the numpy path.
 """
@@ -43,11 +45,11 @@ def _compiled() -> tuple[Any, Any] | None:
     except ImportError:
         return None
 
-    @numba.njit(parallel=True, cache=True, nogil=True)
+    @numba.njit(cache=True, nogil=True)
     def token_rows(adv, ret, val, mask, use_critic):  # type: ignore[no-untyped-def]
         n_rows, width = mask.shape
         out = numpy.empty((n_rows, 14), dtype=numpy.float64)
-        for i in numba.prange(n_rows):
+        for i in range(n_rows):
             n = 0
             bad = 0
             a_s = 0.0
@@ -115,11 +117,11 @@ def _compiled() -> tuple[Any, Any] | None:
             out[i, 13] = bad
         return out
 
-    @numba.njit(parallel=True, cache=True, nogil=True)
+    @numba.njit(cache=True, nogil=True)
     def attention_lengths(attention, split):  # type: ignore[no-untyped-def]
         n_rows, width = attention.shape
         out = numpy.empty((n_rows, 3), dtype=numpy.float64)
-        for i in numba.prange(n_rows):
+        for i in range(n_rows):
             p = 0
             r = 0
             bad = 0

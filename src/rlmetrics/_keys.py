@@ -71,3 +71,22 @@ def timing_s(stage: str) -> str:
 def timing_per_token_ms(stage: str) -> str:
     """Key of a stage's time per token in milliseconds, e.g. ``timing_per_token_ms/gen``."""
     return f"{TIMING_PER_TOKEN_MS_PREFIX}{stage}"
+
+
+# --- tracking (issue 5) ----------------------------------------------------------------------
+#: Fields the jsonl tracking backend writes on every line (reserved: not allowed as metric keys).
+TRACKING_STEP = "step"
+TRACKING_TIMESTAMP = "timestamp"
+
+# --- policy-side metrics (issue 4): PPO update, rollout/training mismatch, GRPO groups ---------
+PG_CLIPFRAC = "actor/pg_clipfrac"
+PPO_KL = "actor/ppo_kl"
+PG_CLIPFRAC_LOWER = "actor/pg_clipfrac_lower"  # verl's dual-clip fraction (ratio above clip_ratio_c, A < 0)
+PG_CLIPFRAC_LOW = "actor/pg_clipfrac_low"  # clipped at 1 - eps_low, A < 0
+PG_CLIPFRAC_HIGH = "actor/pg_clipfrac_high"  # clipped at 1 + eps_high, A > 0
+PPO_KL_K3 = "actor/ppo_kl_k3"
+PPO_RATIO_MEAN = "actor/ppo_ratio_mean"
+PPO_RATIO_MAX = "actor/ppo_ratio_max"
+PPO_RATIO_MIN = "actor/ppo_ratio_min"
+ROLLOUT_CORR_PREFIX = "rollout_corr/"
+GRPO_PREFIX = "grpo/"

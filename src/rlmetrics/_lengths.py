@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 
 from ._array import array_namespace, as_float, describe, mask_and_invalid_count, raise_invalid_mask
-from ._kernels import attention_lengths_kernel
 from ._batch import BatchView
+from ._kernels import attention_lengths_kernel
 
 __all__ = ["prompt_response_lengths", "response_width"]
 
@@ -44,7 +44,9 @@ def prompt_response_lengths(view: BatchView) -> tuple[Any, Any, Any]:
         "attention_mask", why="prompt and response lengths come from it when prompt_length is absent"
     )
     if attention.ndim != 2:
-        raise ValueError(f"{view.arg}['attention_mask'] must have shape (B, P + R); got {describe(attention)}")
+        raise ValueError(
+            f"{view.arg}['attention_mask'] must have shape (B, P + R); got {describe(attention)}"
+        )
     if view.has("prompts"):
         p_width = int(view.tensor("prompts").shape[-1])
         if p_width + width != attention.shape[-1]:
@@ -61,7 +63,9 @@ def prompt_response_lengths(view: BatchView) -> tuple[Any, Any, Any]:
     split = attention.shape[-1] - width
     kernel = attention_lengths_kernel() if isinstance(attention, np.ndarray) else None
     if kernel is not None and attention.dtype.kind in "biuf":
-        rows = kernel(attention, split)
+        from ._data import _rows_in_parallel
+
+        rows = _rows_in_parallel(lambda sl: kernel(attention[sl], split), attention.shape)
         if rows[:, 2].any():
             raise_invalid_mask(attention, f"{view.arg}['attention_mask']")
         return rows[:, 0].astype(np.float32), rows[:, 1].astype(np.float32), None

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._array import is_torch_array
 
-__all__ = ["AggregationType", "Metric", "reducer_for_key", "reduce_metrics"]
+__all__ = ["AggregationType", "Metric", "reduce_metrics", "reducer_for_key"]
 
 
 class AggregationType(Enum):
@@ -156,6 +156,16 @@ class Metric:
             return _aggregate(list(arr.mean(axis=0)), aggregation)
         return _aggregate(list(arr.ravel()), aggregation)
 
+    def all_reduce(self, process_group: Any = None) -> float:
+        """Aggregate over the union of every data-parallel rank's values (collective, exact).
+
+        Unlike :meth:`aggregate_dp`, a mean is the mean of all values of all ranks, whatever
+        the number of values per rank. See :func:`rlmetrics.all_reduce_metric`.
+        """
+        from ._distributed import all_reduce_metric
+
+        return all_reduce_metric(self, process_group)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], aggregation: str | AggregationType) -> dict[str, Metric]:
         """One Metric per key of ``data``, each holding that key's value(s)."""
@@ -184,7 +194,7 @@ def reduce_metrics(metrics: Mapping[str, Metric | Iterable[Any]]) -> dict[str, f
 
     Examples
     --------
-    >>> reduce_metrics({"loss": [1.0, 2.0, 3.0], "critic/score/max": [5.0, 8.0], "actor/minibatch_loss": [1, 3]})
+    >>> reduce_metrics({"loss": [1.0, 3.0], "critic/score/max": [5.0, 8.0], "actor/minibatch_loss": [1, 3]})
     {'loss': 2.0, 'critic/score/max': 8.0, 'actor/minibatch_loss': 2.0}
     """
     out: dict[str, float] = {}

@@ -48,7 +48,9 @@ _PER_OVERALL_TOKEN = ("ref", "values", "adv", "update_critic", "update_actor")
 
 def _check_timing_raw(timing_raw: Any) -> dict[str, float]:
     if not isinstance(timing_raw, Mapping):
-        raise TypeError(f"timing_raw must be a dict of stage name to seconds; got {type(timing_raw).__name__}")
+        raise TypeError(
+            f"timing_raw must be a dict of stage name to seconds; got {type(timing_raw).__name__}"
+        )
     return {
         str(name): check_finite_scalar(value, f"timing_raw[{name!r}]") for name, value in timing_raw.items()
     }
@@ -85,8 +87,12 @@ def compute_timing_metrics(batch: Any, timing_raw: Mapping[str, float]) -> dict[
     --------
     >>> import numpy as np
     >>> batch = {"prompt_length": np.array([3, 5]), "response_length": np.array([2, 0])}
-    >>> compute_timing_metrics(batch, {"gen": 0.5, "update_actor": 1.0})
-    {'timing_s/gen': 0.5, 'timing_s/update_actor': 1.0, 'timing_per_token_ms/gen': 250.0, 'timing_per_token_ms/update_actor': 100.0}
+    >>> for key, value in compute_timing_metrics(batch, {"gen": 0.5, "update_actor": 1.0}).items():
+    ...     print(key, value)
+    timing_s/gen 0.5
+    timing_s/update_actor 1.0
+    timing_per_token_ms/gen 250.0
+    timing_per_token_ms/update_actor 100.0
     """
     timings = _check_timing_raw(timing_raw)
     n_prompt, n_response = _token_counts(batch)
@@ -168,7 +174,9 @@ def _global_token_num(batch: Any) -> float:
     tokens = view.meta_info.get("global_token_num") if view.meta_info else None
     if tokens is None:
         # Not recorded by the trainer: count the attention mask.
-        mask = view.tensor("attention_mask", why="needed to count tokens when meta_info has no global_token_num")
+        mask = view.tensor(
+            "attention_mask", why="needed to count tokens when meta_info has no global_token_num"
+        )
         (total,) = to_host([mask.sum()])
         return total
     try:
@@ -214,8 +222,12 @@ def compute_throughput_metrics(
     """
     gpus = _check_n_gpus(n_gpus)
     if not isinstance(timing_raw, Mapping) or "step" not in timing_raw:
-        present = ", ".join(sorted(timing_raw)) if isinstance(timing_raw, Mapping) else type(timing_raw).__name__
-        raise ValueError(f"timing_raw must hold 'step' (the step's wall time in seconds); got: {present or 'none'}")
+        present = (
+            ", ".join(sorted(timing_raw)) if isinstance(timing_raw, Mapping) else type(timing_raw).__name__
+        )
+        raise ValueError(
+            f"timing_raw must hold 'step' (the step's wall time in seconds); got: {present or 'none'}"
+        )
     step = check_finite_scalar(timing_raw["step"], "timing_raw['step']", positive=True)
     total = _global_token_num(batch)
     out = {

@@ -1,0 +1,163 @@
+"""reduce_metrics, Metric and AggregationType against verl.utils.metric, with the key fix."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlmetrics import AggregationType, Metric, reduce_metrics, reducer_for_key
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def verl_metric() -> object:
+    from verl.utils import metric
+
+    return metric
+
+
+def test_reduce_metrics_matches_verl_where_verl_is_right(verl_metric):
+    metrics = {
+        "critic/score/mean": [1.0, 2.0, 4.0],
+        "critic/score/max": [1.0, 7.0, 3.0],
+        "critic/score/min": [1.0, -7.0, 3.0],
+        "perf/max_memory_allocated_gb": [3.0, 9.0],
+        "actor/pg_loss": [0.5, torch.tensor(1.5)],
+        "actor/entropy": np.array([0.1, 0.3]),
+    }
+    ref = verl_metric.reduce_metrics({k: list(v) for k, v in metrics.items()})
+    ours = reduce_metrics(metrics)
+    assert ours == pytest.approx({k: float(v) for k, v in ref.items()}, rel=1e-12)
+
+
+def test_reducer_comes_from_the_last_path_segment_not_a_substring(verl_metric):
+    metrics = {
+        "actor/minibatch_loss": [1.0, 3.0],
+        "timing/admin_step": [2.0, 4.0],
+        "maximal/score": [1.0, 5.0],
+    }
+    ref = verl_metric.reduce_metrics({k: list(v) for k, v in metrics.items()})
+    assert ref["actor/minibatch_loss"] == 1.0  # verl's substring bug: "min" in "minibatch"
+    assert reduce_metrics(metrics) == {
+        "actor/minibatch_loss": 2.0,
+        "timing/admin_step": 3.0,
+        "maximal/score": 3.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "kind"),
+    [
+        ("critic/score/max", AggregationType.MAX),
+        ("critic/score/min", AggregationType.MIN),
+        ("rollout_corr/ratio_max", AggregationType.MAX),
+        ("max_reward", AggregationType.MAX),
+        ("actor/minibatch_loss", AggregationType.MEAN),
+        ("critic/vf_explained_var", AggregationType.MEAN),
+        ("maximum", AggregationType.MEAN),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.value,
+)
+def test_reducer_for_key(key, kind):
+    assert reducer_for_key(key) is kind
+
+
+def test_empty_list_gives_nan_with_a_warning():
+    with pytest.warns(RuntimeWarning, match="no values to aggregate for 'loss'"):
+        assert math.isnan(reduce_metrics({"loss": []})["loss"])
+    with pytest.warns(RuntimeWarning, match="no values"):
+        assert math.isnan(Metric("sum").aggregate())
+
+
+def test_reduce_metrics_does_not_modify_its_input():
+    metrics = {"loss": [1.0, 2.0]}
+    reduce_metrics(metrics)
+    assert metrics == {"loss": [1.0, 2.0]}
+
+
+@pytest.mark.parametrize("aggregation", ["mean", "sum", "min", "max"])
+def test_metric_matches_verl(verl_metric, aggregation):
+    values = [3.0, torch.tensor(1.0), 2, np.array(5.0)]
+    ref = verl_metric.Metric(aggregation)
+    ref.extend(values)  # verl's constructor takes one value only; ours also takes a list
+    ours = Metric(aggregation, values)
+    assert ours.aggregate() == pytest.approx(float(ref.aggregate()))
+    ours_dp = Metric.aggregate_dp([Metric(aggregation, [1.0, 4.0]), Metric(aggregation, [3.0, 2.0])])
+    ref_parts = [verl_metric.Metric(aggregation), verl_metric.Metric(aggregation)]
+    ref_parts[0].extend([1.0, 4.0])
+    ref_parts[1].extend([3.0, 2.0])
+    ref_dp = verl_metric.Metric.aggregate_dp(ref_parts)
+    assert ours_dp == pytest.approx(float(ref_dp))
+    assert reduce_metrics({"x": ours})["x"] == pytest.approx(float(ref.aggregate()))
+
+
+def test_metric_merging_and_helpers():
+    m = Metric(AggregationType.MAX, 1.0)
+    m.append(Metric("max", [7.0, 2.0]))
+    assert m.aggregate() == 7.0 and len(m) == 3 and m.init_list().values == []
+    assert {k: v.aggregate() for k, v in Metric.from_dict({"a": 1.0, "b": [2.0, 4.0]}, "mean").items()} == {
+        "a": 1.0,
+        "b": 3.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        pytest.param(
+            lambda: Metric("median"),
+            ValueError,
+            r"aggregation must be one of 'mean', 'sum', 'min', 'max'; "
+            r"got 'median'",
+            id="bad-aggregation",
+        ),
+        pytest.param(
+            lambda: Metric("mean", "x"), TypeError, r"Metric.append: expected a number.*got str", id="string"
+        ),
+        pytest.param(
+            lambda: Metric("mean", torch.ones(2)),
+            ValueError,
+            r"only scalar arrays.*shape \(2,\)",
+            id="non-scalar",
+        ),
+        pytest.param(
+            lambda: Metric("mean").extend(Metric("max")),
+            ValueError,
+            r"cannot merge a 'max' Metric into a "
+            r"'mean' Metric",
+            id="mismatched-merge",
+        ),
+        pytest.param(
+            lambda: Metric.aggregate_dp([]), ValueError, r"metric_lists must hold at least one", id="empty-dp"
+        ),
+        pytest.param(
+            lambda: Metric.aggregate_dp([Metric("mean", [1.0]), Metric("mean", [1.0, 2.0])]),
+            ValueError,
+            r"as many values; got lengths \[1, 2\]",
+            id="ragged-dp",
+        ),
+        pytest.param(
+            lambda: reduce_metrics({"loss": [1.0, None]}),
+            TypeError,
+            r"metrics\['loss'\]: expected a number",
+            id="none-value",
+        ),
+    ],
+)
+def test_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=30))
+def test_property_reducers_bound_each_other(values):
+    out = reduce_metrics({"a/max": values, "a/min": values, "a/mean": values})
+    assert out["a/min"] <= out["a/mean"] + 1e-6 * (1 + abs(out["a/mean"]))
+    assert out["a/mean"] <= out["a/max"] + 1e-6 * (1 + abs(out["a/mean"]))
+    assert out["a/max"] == max(values) and out["a/min"] == min(values)
