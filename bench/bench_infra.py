@@ -1,0 +1,131 @@
+"""Benchmark of issue 5: packed all-reduce of many metrics, and the jsonl tracker's per-step cost.
+
+Run by hand: ``python bench/bench_infra.py [--keys 80] [--repeats 50]``.
+
+1. Exact cross-rank reduction of K metric keys over a gloo world of 2 CPU processes:
+   ours (``MetricCollector.all_reduce``: two packed all-reduces, with and without the key
+   exchange) against one ``all_reduce`` per statistic (what per-metric code does: a SUM for
+   the sum and count, a MAX, a MIN -> 4 calls per key).
+2. ``Tracker(backends="jsonl").log`` against verl 0.9.1's ``Tracking(default_backend="file")``
+   for a step of K float metrics (both write one JSON line per step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from datetime import timedelta
+
+import numpy as np
+
+
+def _reduce_worker(rank: int, world: int, store: str, keys: int, repeats: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from rlmetrics import MetricCollector
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=120))
+    rng = np.random.default_rng(rank)
+    metrics = {f"actor/metric_{i}": rng.normal(size=4 + rank) for i in range(keys)}
+    c = MetricCollector()
+    c.update(metrics)
+    names = c.keys()
+
+    def ours_gather() -> None:
+        c.all_reduce()
+
+    def ours_keys() -> None:
+        c.all_reduce(keys=names)
+
+    def per_metric() -> None:
+        for k in names:
+            v = metrics[k]
+            s = torch.tensor([v.size, v.sum()], dtype=torch.float64)
+            hi = torch.tensor(v.max(), dtype=torch.float64)
+            lo = torch.tensor(v.min(), dtype=torch.float64)
+            sq = torch.tensor((v * v).sum(), dtype=torch.float64)
+            dist.all_reduce(s)
+            dist.all_reduce(sq)
+            dist.all_reduce(hi, op=dist.ReduceOp.MAX)
+            dist.all_reduce(lo, op=dist.ReduceOp.MIN)
+
+    rows = []
+    for name, fn, calls in (
+        ("ours: 2 packed all-reduces + key exchange", ours_gather, "2 + 1 gather"),
+        ("ours: 2 packed all-reduces, keys=", ours_keys, "2"),
+        ("per-metric all_reduce (peer pattern)", per_metric, str(4 * keys)),
+    ):
+        fn()  # warm-up
+        dist.barrier()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        rows.append((name, calls, float(np.median(times)) * 1e3))
+    if rank == 0:
+        with open(out, "w") as fh:
+            for name, calls, ms in rows:
+                fh.write(f"{name}\t{calls}\t{ms:.3f}\n")
+    dist.destroy_process_group()
+
+
+def bench_reduce(keys: int, repeats: int) -> None:
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "rows.tsv")
+        mp.spawn(_reduce_worker, args=(2, os.path.join(d, "store"), keys, repeats, out), nprocs=2, join=True)
+        rows = [line.split("\t") for line in open(out).read().splitlines()]
+    print(f"\nExact reduction of {keys} metric keys, gloo, world 2 (median of {repeats})")
+    print(f"{'method':<44} {'collectives':>12} {'ms/call':>9}")
+    for name, calls, ms in rows:
+        print(f"{name:<44} {calls:>12} {float(ms):>9.3f}")
+
+
+def bench_tracker(keys: int, steps: int) -> None:
+    from rlmetrics import Tracker
+
+    rng = np.random.default_rng(0)
+    metrics = {f"actor/metric_{i}": float(x) for i, x in enumerate(rng.normal(size=keys))}
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        with Tracker("bench", "ours", log_dir=d) as tr:
+            t0 = time.perf_counter()
+            for step in range(steps):
+                tr.log(metrics, step=step)
+            rows.append(("rlmetrics Tracker(jsonl)", (time.perf_counter() - t0) / steps))
+        try:
+            from verl.utils.tracking import Tracking
+
+            os.environ["VERL_FILE_LOGGER_ROOT"] = d
+            peer = Tracking("bench", "verl", default_backend="file")
+            t0 = time.perf_counter()
+            for step in range(steps):
+                peer.log(metrics, step=step)
+            rows.append(("verl Tracking(file)", (time.perf_counter() - t0) / steps))
+            peer.finish()
+        except ImportError as err:
+            rows.append((f"verl Tracking(file): unavailable ({err})", float("nan")))
+    print(f"\nTracker.log of {keys} float metrics, {steps} steps")
+    print(f"{'method':<44} {'us/step':>9}")
+    for name, sec in rows:
+        print(f"{name:<44} {sec * 1e6:>9.1f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--keys", type=int, default=80)
+    ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--steps", type=int, default=2000)
+    args = ap.parse_args()
+    bench_reduce(args.keys, args.repeats)
+    bench_tracker(args.keys, args.steps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,346 @@
+"""Tests of rlmetrics._distributed: exact aggregation across gloo ranks.
+
+Each world size (2 and 4) is spawned once (module-scoped fixture); every rank runs all the
+checks on its uneven shard (world 4 has an empty shard) and pickles its results, which the
+tests compare with the single-process computation on the concatenated batch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import sys
+import warnings
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as tmp  # noqa: E402
+
+from rlmetrics import Metric, compute_data_metrics  # noqa: E402
+from rlmetrics._data import data_statistics, finalize_data_metrics  # noqa: E402
+from rlmetrics._distributed import (  # noqa: E402
+    MetricCollector,
+    all_reduce_data_stats,
+    all_reduce_metric,
+    all_reduce_metrics,
+    all_reduce_stats,
+    empty_data_stats,
+)
+
+SHARDS = {2: [5, 12], 4: [3, 0, 9, 1]}  # uneven, one empty shard with 4 ranks
+R, P = 6, 4
+
+
+def make_batch(n: int, seed: int, *, turns: bool = True) -> dict:
+    """A random verl-like batch of ``n`` rows (dict of numpy arrays)."""
+    rng = np.random.default_rng(seed)
+    resp_len = rng.integers(0, R + 1, size=n)
+    resp_len[:1] = R  # at least one clipped response
+    prompt_len = rng.integers(1, P + 1, size=n)
+    cols = np.arange(R)
+    response_mask = (cols[None, :] < resp_len[:, None]).astype(np.int64)
+    prompt_mask = (np.arange(P)[None, ::-1] < prompt_len[:, None]).astype(np.int64)
+    scores = np.zeros((n, R), dtype=np.float32)
+    scores[np.arange(n), np.maximum(resp_len - 1, 0)] = rng.normal(size=n).astype(np.float32)
+    batch = {
+        "token_level_scores": scores,
+        "token_level_rewards": scores - 0.1 * response_mask.astype(np.float32),
+        "advantages": rng.normal(size=(n, R)).astype(np.float32),
+        "returns": rng.normal(1.0, 2.0, size=(n, R)).astype(np.float32),
+        "values": rng.normal(0.8, 2.0, size=(n, R)).astype(np.float32),
+        "response_mask": response_mask,
+        "attention_mask": np.concatenate([prompt_mask, response_mask], axis=1),
+        "prompts": np.zeros((n, P), dtype=np.int64),
+        "responses": np.zeros((n, R), dtype=np.int64),
+    }
+    if turns:
+        batch["__num_turns__"] = rng.integers(1, 5, size=n)
+    return batch
+
+
+def shard(batch: dict, sizes: list[int], rank: int) -> dict:
+    start = sum(sizes[:rank])
+    return {k: v[start : start + sizes[rank]] for k, v in batch.items()}
+
+
+def rank_values(rank: int, n: int) -> list[float]:
+    """Per-rank micro-batch values (uneven counts)."""
+    return [float(rank * 10 + i) + 0.25 for i in range(n)]
+
+
+def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store_path}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+    )
+    try:
+        sizes = SHARDS[world]
+        full = make_batch(sum(sizes), seed=world)
+        local = shard(full, sizes, rank)
+        res: dict = {}
+        # compute_data_metrics(process_group=) on non-empty shards; the stats route everywhere.
+        if all(sizes):
+            res["data_np"] = compute_data_metrics(local, process_group=dist.group.WORLD)
+            tlocal = {k: torch.from_numpy(v) for k, v in local.items() if k != "__num_turns__"}
+            res["data_torch"] = compute_data_metrics(tlocal, process_group=dist.group.WORLD)
+        stats = data_statistics(local) if sizes[rank] else empty_data_stats()
+        res["data_stats"] = finalize_data_metrics(
+            all_reduce_data_stats(stats, dist.group.WORLD), True, has_num_turns=True
+        )
+        tstats = data_statistics({k: torch.from_numpy(v) for k, v in local.items()}) if sizes[rank] else (
+            empty_data_stats("cpu")
+        )
+        reduced = all_reduce_data_stats(tstats, dist.group.WORLD)
+        res["data_stats_types"] = (type(tstats.sums).__name__, type(reduced.sums).__name__)
+        res["data_stats_torch"] = finalize_data_metrics(reduced, True, has_num_turns=True)
+        # Generic packed statistics.
+        res["stats"] = all_reduce_stats(
+            np.array([rank + 1.0, 2.0]), np.array([float(rank)]), np.array([-float(rank), 5.0])
+        )
+        # Collector: uneven numbers of values, a key only some ranks see, a tensor value.
+        c = MetricCollector()
+        vals = rank_values(rank, sizes[rank])
+        c.update({"actor/pg_loss": vals, "grad/max": torch.tensor(vals) if vals else torch.zeros(0)})
+        if rank % 2 == 1:
+            c.update({"only_odd/min": [float(-rank)]})
+        g = c.all_reduce(dist.group.WORLD)
+        res["collector"] = g.compute()
+        res["collector_summary"] = g.summary("actor/pg_loss")
+        res["collector_local_unchanged"] = c.compute()
+        # reduce_metrics across ranks, and Metric.all_reduce.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res["reduce"] = all_reduce_metrics(
+                {"loss": vals, "tokens": Metric("sum", vals), "lr/max": [1e-6 * (rank + 1)]}, dist.group.WORLD
+            )
+        res["metric_mean"] = Metric("mean", vals).all_reduce(dist.group.WORLD)
+        res["metric_max"] = all_reduce_metric(Metric("max", vals), dist.group.WORLD)
+        # Ranks disagreeing on a key's aggregation: the same ValueError on every rank.
+        try:
+            all_reduce_metrics({"x": Metric("sum" if rank == 0 else "max", [1.0])}, dist.group.WORLD)
+            res["clash"] = None
+        except ValueError as err:
+            res["clash"] = str(err)
+        with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
+            pickle.dump(res, fh)
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawn(world: int, tmp_path: Path) -> list[dict]:
+    # The spawned children import this module by name: make the tests directory importable.
+    here = str(Path(__file__).parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from test_distributed import _worker as worker  # the same function, under an importable name
+
+    tmp.spawn(worker, args=(world, str(tmp_path / "store"), str(tmp_path)), nprocs=world, join=True)
+    out = []
+    for r in range(world):
+        with open(tmp_path / f"rank{r}.pkl", "rb") as fh:
+            out.append(pickle.load(fh))
+    return out
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["world2", "world4-empty-shard"])
+def spawned(request, tmp_path_factory):
+    world = request.param
+    return world, _spawn(world, tmp_path_factory.mktemp(f"world{world}"))
+
+
+def assert_metrics_close(got: dict, want: dict) -> None:
+    """Same keys; values equal to float tolerance.
+
+    The inputs are float32 and rows are reduced in float32 (then float64 across rows); the
+    second moments behind ``vf_explained_var`` are centred on a per-shard float32 shift, so
+    they agree to float32 precision only.
+    """
+    assert sorted(got) == sorted(want)
+    for key in want:
+        rel = 1e-5 if key == "critic/vf_explained_var" else 1e-6
+        assert got[key] == pytest.approx(want[key], rel=rel, abs=1e-7, nan_ok=True), key
+
+
+def test_data_metrics_equal_concatenated_batch(spawned):
+    world, results = spawned
+    full = make_batch(sum(SHARDS[world]), seed=world)
+    want = compute_data_metrics(full)
+    want_torch = compute_data_metrics(
+        {k: torch.from_numpy(v) for k, v in full.items() if k != "__num_turns__"}
+    )
+    for res in results:
+        assert_metrics_close(res["data_stats"], want)
+        assert_metrics_close(res["data_stats_torch"], want)
+        local_type, reduced_type = res["data_stats_types"]  # the all-reduce keeps the array type
+        assert local_type == reduced_type
+        if all(SHARDS[world]):
+            assert_metrics_close(res["data_np"], want)
+            assert_metrics_close(res["data_torch"], want_torch)
+    # Averaging per-rank metrics (the bug this fixes) would differ for uneven shards.
+    per_rank = [compute_data_metrics(shard(full, SHARDS[world], r)) for r in range(world) if SHARDS[world][r]]
+    naive = np.mean([m["critic/advantages/mean"] for m in per_rank])
+    assert naive != pytest.approx(want["critic/advantages/mean"], rel=1e-6)
+
+
+def test_all_reduce_stats_packed(spawned):
+    world, results = spawned
+    want_sums = np.array([world * (world + 1) / 2, 2.0 * world])
+    for res in results:
+        sums, maxes, mins = res["stats"]
+        assert isinstance(sums, np.ndarray)
+        np.testing.assert_array_equal(sums, want_sums)
+        np.testing.assert_array_equal(maxes, [world - 1.0])
+        np.testing.assert_array_equal(mins, [-(world - 1.0), 5.0])
+
+
+def test_collector_all_reduce_exact(spawned):
+    world, results = spawned
+    sizes = SHARDS[world]
+    every = np.concatenate([rank_values(r, n) for r, n in enumerate(sizes)])
+    odd = [float(-r) for r in range(world) if r % 2 == 1]
+    for rank, res in enumerate(results):
+        assert res["collector"] == pytest.approx(
+            {"actor/pg_loss": every.mean(), "grad/max": every.max(), "only_odd/min": min(odd)}, rel=1e-12
+        )
+        summary = res["collector_summary"]
+        assert summary["count"] == every.size
+        assert summary["std"] == pytest.approx(np.std(every, ddof=1), rel=1e-9)
+        assert summary["min"] == every.min()
+        local = rank_values(rank, sizes[rank])
+        if local:  # the rank's own collector is untouched
+            assert res["collector_local_unchanged"]["actor/pg_loss"] == pytest.approx(np.mean(local))
+
+
+def test_all_reduce_metrics_and_metric(spawned):
+    world, results = spawned
+    sizes = SHARDS[world]
+    every = np.concatenate([rank_values(r, n) for r, n in enumerate(sizes)])
+    for res in results:
+        assert res["reduce"]["loss"] == pytest.approx(every.mean(), rel=1e-12)
+        assert res["reduce"]["tokens"] == pytest.approx(every.sum(), rel=1e-12)
+        assert res["reduce"]["lr/max"] == pytest.approx(1e-6 * world)
+        assert res["metric_mean"] == pytest.approx(every.mean(), rel=1e-12)
+        assert res["metric_max"] == every.max()
+        assert res["clash"] is not None and "disagree" in res["clash"] and "'x'" in res["clash"]
+
+
+# --- single-process checks (world of one, in-process HashStore) --------------------------------
+
+
+@pytest.fixture
+def world1():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield dist.group.WORLD
+    dist.destroy_process_group()
+
+
+def test_not_initialised_error():
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="not initialised"):
+        all_reduce_stats(np.zeros(2))
+
+
+@pytest.mark.parametrize(
+    ("sums", "maxes", "exc", "match"),
+    [
+        (np.zeros((2, 2)), None, ValueError, r"sums must be a 1-d vector.*\(2, 2\)"),
+        (np.array(["a"]), None, TypeError, "sums must hold numbers"),
+        (None, None, TypeError, "sums must be a 1-d array"),
+        (np.zeros(2), np.zeros((1, 1)), ValueError, "maxes must be a 1-d"),
+    ],
+    ids=["2d-sums", "str-sums", "none-sums", "2d-maxes"],
+)
+def test_all_reduce_stats_bad_input(world1, sums, maxes, exc, match):
+    with pytest.raises(exc, match=match):
+        all_reduce_stats(sums, maxes)
+
+
+def test_all_reduce_data_stats_type_error(world1):
+    with pytest.raises(TypeError, match="stats must be a DataStats; got dict"):
+        all_reduce_data_stats({"sums": 1}, world1)
+
+
+def test_world1_identity_keeps_types(world1):
+    reduced = all_reduce_data_stats(empty_data_stats("cpu"), world1)
+    assert isinstance(reduced.sums, torch.Tensor) and bool(torch.isinf(reduced.mins).all())
+    assert isinstance(all_reduce_data_stats(empty_data_stats(), world1).maxes, np.ndarray)
+    t = torch.tensor([1.0, 2.0], dtype=torch.float32)
+    sums, maxes, mins = all_reduce_stats(t, None, t)
+    assert isinstance(sums, torch.Tensor) and sums.dtype == torch.float64 and maxes is None
+    assert torch.equal(mins, t.double())
+
+
+def test_empty_data_stats_finalize_warns():
+    with pytest.warns(RuntimeWarning, match="aborted"), pytest.warns(RuntimeWarning, match="all zero"):
+        m = finalize_data_metrics(empty_data_stats(), True)
+    assert math.isnan(m["critic/score/mean"]) and math.isnan(m["response_length/mean"])
+    t = empty_data_stats("cpu")
+    assert t.sums.dtype == torch.float64 and bool(torch.isinf(t.maxes).all())
+
+
+def test_collector_errors():
+    c = MetricCollector()
+    with pytest.raises(ValueError, match=r"metrics\['a'\] holds 1 NaN"):
+        c.update({"a": [1.0, float("nan")]})
+    with pytest.raises(ValueError, match=r"metrics\['t'\] holds 1 NaN or infinite"):
+        c.update({"t": torch.tensor([float("inf")])})
+    assert len(c) == 0
+    with pytest.raises(TypeError, match=r"metrics\['s'\] must be a number"):
+        c.update({"s": "text"})
+    with pytest.raises(TypeError, match="metrics must be a mapping"):
+        c.update([1.0])
+    with pytest.raises(ValueError, match=r"aggregations\['k'\] must be one of"):
+        MetricCollector(aggregations={"k": "median"})
+    with pytest.raises(ValueError, match="never collected; keys present: none"):
+        c.summary("zzz")
+    c.update({"e": []})
+    with pytest.warns(RuntimeWarning, match="no values to aggregate for 'e'"):
+        assert math.isnan(c.compute()["e"])
+
+
+def test_collector_reducers_follow_keys():
+    c = MetricCollector(aggregations={"tokens": "sum"})
+    c.update({"tokens": [3, 4], "a/max": [1, 9], "a/min": [1, 9], "a/mean": [1, 9]})
+    c.update({"actor/minibatch_loss": [1, 3]})
+    want = {"a/max": 9.0, "a/mean": 5.0, "a/min": 1.0, "actor/minibatch_loss": 2.0, "tokens": 7.0}
+    assert c.compute() == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=6), min_size=1, max_size=5
+    )
+)
+def test_collector_merge_equals_single_pass(chunks):
+    """Merging per-chunk collectors equals one collector fed everything (float64 tolerance)."""
+    merged = MetricCollector()
+    for chunk in chunks:
+        part = MetricCollector()
+        part.update({"x": chunk})
+        merged = merged + part
+    every = [v for chunk in chunks for v in chunk]
+    if not every:
+        with pytest.warns(RuntimeWarning):
+            assert math.isnan(merged.compute()["x"])
+        return
+    s = merged.summary("x") if len(every) > 1 else None
+    assert merged.compute()["x"] == pytest.approx(np.mean(every), rel=1e-9, abs=1e-6)
+    if s is not None:
+        assert s["max"] == max(every) and s["min"] == min(every) and s["count"] == len(every)
+        assert s["std"] == pytest.approx(np.std(every, ddof=1), rel=1e-6, abs=1e-3)
+
+
+def test_metric_all_reduce_world1_matches_aggregate(world1):
+    for agg in ("mean", "sum", "min", "max"):
+        m = Metric(agg, [1.0, 4.0, 2.5])
+        assert m.all_reduce(world1) == m.aggregate()
+    with pytest.warns(RuntimeWarning, match="no values"):
+        assert math.isnan(Metric("mean").all_reduce(world1))

@@ -1,0 +1,414 @@
+"""Tests of rlmetrics._tracking: round trips through each tool's own reader, fault injection."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import struct
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rlmetrics._tracking import BACKENDS, Tracker, mlflow_key, read_jsonl
+
+torch = pytest.importorskip("torch")
+
+STEPS = {
+    1: {"critic/score/mean": 0.5, "actor/pg_loss": -0.125, "val-core/gsm8k/acc/mean@8": 0.25},
+    2: {"critic/score/mean": 0.75, "actor/pg_loss": 0.0625, "val-core/gsm8k/acc/mean@8": 0.5},
+    5: {"critic/score/mean": 1.0, "actor/pg_loss": 3.0, "val-core/gsm8k/acc/mean@8": 0.875},
+}
+CONFIG = {"trainer": {"total_epochs": 3, "project": "p"}, "actor": {"lr": 1e-6}}
+
+
+class Recorder:
+    """A custom backend that keeps what it was given."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, dict]] = []
+        self.finished = 0
+
+    def log(self, metrics, step):
+        self.rows.append((step, metrics))
+
+    def finish(self):
+        self.finished += 1
+
+
+class Broken(Recorder):
+    """Fails like a full disk on the ``fail_at``-th log call."""
+
+    name = "broken"
+
+    def __init__(self, fail_at: int = 2, fail_finish: bool = False) -> None:
+        super().__init__()
+        self.fail_at, self.fail_finish, self.calls = fail_at, fail_finish, 0
+
+    def log(self, metrics, step):
+        self.calls += 1
+        if self.calls >= self.fail_at:
+            raise OSError(28, "No space left on device")
+        super().log(metrics, step)
+
+    def finish(self):
+        if self.fail_finish:
+            raise ConnectionError("network down")
+        super().finish()
+
+
+def log_all(tracker: Tracker) -> None:
+    for step, metrics in STEPS.items():
+        tracker.log(metrics, step=step)
+
+
+# --- jsonl -------------------------------------------------------------------------------------
+
+
+def test_jsonl_round_trip_and_conversion(tmp_path):
+    with Tracker("p", "e", config=CONFIG, log_dir=tmp_path) as tr:
+        tr.log({
+            "np32": np.float32(0.5), "np_int": np.int64(7), "flag": True, "t0": torch.tensor(2.5),
+            "t1": torch.tensor([3], dtype=torch.int32), "arr1": np.array([[1.25]]), "nan": float("nan"),
+            "inf": -math.inf,
+        }, step=np.int64(3))
+        rows_open = read_jsonl(tr.jsonl_path)  # flushed every step: readable before finish
+    assert len(rows_open) == 1
+    (row,) = read_jsonl(tr.jsonl_path)
+    assert list(row)[:2] == ["step", "timestamp"] and row["step"] == 3 and row["timestamp"] > 1.7e9
+    assert {k: row[k] for k in ("np32", "np_int", "flag", "t0", "t1", "arr1", "inf")} == {
+        "np32": 0.5, "np_int": 7.0, "flag": 1.0, "t0": 2.5, "t1": 3.0, "arr1": 1.25, "inf": -math.inf,
+    }
+    assert math.isnan(row["nan"])
+    assert json.loads((tmp_path / "p" / "e" / "config.json").read_text()) == CONFIG
+    line = tr.jsonl_path.read_text().splitlines()[0]
+    assert "NaN" in line and "-Infinity" in line
+
+
+def test_jsonl_truncated_last_line_and_resume(tmp_path):
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        log_all(tr)
+    path = tr.jsonl_path
+    full = path.read_bytes()
+    path.write_bytes(full[:-20])  # a crash in the middle of the last line
+    with pytest.warns(RuntimeWarning, match="truncated last line 3"):
+        rows = read_jsonl(path)
+    assert [r["step"] for r in rows] == [1, 2]
+    # A resumed run appends after the fragment, on a fresh line.
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        tr.log(STEPS[5], step=5)
+    with pytest.warns(RuntimeWarning, match="skipping unreadable line 3"):
+        rows = read_jsonl(path)
+    assert [r["step"] for r in rows] == [1, 2, 5]
+    assert rows[2]["actor/pg_loss"] == 3.0
+    with pytest.raises(ValueError, match=r"metrics.jsonl:3: not a JSON object"):
+        read_jsonl(path, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("content", "exc", "match"),
+    [
+        (None, ValueError, "no jsonl file at"),
+        (b"[1, 2]\n", ValueError, r":1: expected a JSON object per line; got list"),
+    ],
+    ids=["missing-file", "not-an-object"],
+)
+def test_read_jsonl_errors(tmp_path, content, exc, match):
+    path = tmp_path / "m.jsonl"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(exc, match=match):
+        read_jsonl(path)
+
+
+def test_jsonl_without_orjson_writes_the_same(tmp_path, monkeypatch):
+    """orjson is an optional speed-up: the json fallback gives the same rows."""
+    with Tracker("p", "fast", log_dir=tmp_path) as tr:
+        log_all(tr)
+    monkeypatch.setitem(sys.modules, "orjson", None)
+    with Tracker("p", "slow", log_dir=tmp_path) as tr2:
+        assert tr2.backends["jsonl"]._orjson is None
+        log_all(tr2)
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if k != "timestamp"} for r in rows]
+
+    assert strip(read_jsonl(tr.jsonl_path)) == strip(read_jsonl(tr2.jsonl_path))
+    assert strip(read_jsonl(tr.jsonl_path)) == [{"step": s, **m} for s, m in STEPS.items()]
+
+
+def test_jsonl_fsync(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr("rlmetrics._tracking.os.fsync", lambda fd: calls.append(fd))
+    with Tracker("p", "e", log_dir=tmp_path, fsync=True) as tr:
+        log_all(tr)
+    assert len(calls) == len(STEPS)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(
+    st.dictionaries(
+        st.text(min_size=1, max_size=12).filter(lambda k: k not in ("step", "timestamp")),
+        st.floats(allow_nan=False), max_size=5,
+    ),
+    min_size=1, max_size=4,
+))
+def test_jsonl_round_trip_property(tmp_path_factory, steps):
+    """Whatever finite floats and keys are logged come back bit for bit."""
+    d = tmp_path_factory.mktemp("prop")
+    with Tracker("p", "e", log_dir=d) as tr:
+        for i, metrics in enumerate(steps):
+            tr.log(metrics, step=i)
+    rows = read_jsonl(tr.jsonl_path)
+    assert [{k: v for k, v in r.items() if k not in ("step", "timestamp")} for r in rows] == steps
+
+
+# --- conversion, policies, errors --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("metrics", "exc", "match"),
+    [
+        ({"acc": "high"}, TypeError, r"metrics\['acc'\] must be a number.*got str"),
+        ({"v": np.zeros(2)}, TypeError, r"metrics\['v'\] must be a number or a one-element array; got shape"),
+        ({"v": torch.zeros(2)}, TypeError, r"metrics\['v'\] must be a number or a one-element tensor"),
+        ({"c": 1 + 2j}, TypeError, r"metrics\['c'\] must be a number"),
+        ({"n": None}, TypeError, r"metrics\['n'\] must be a number.*NoneType"),
+        ({"step": 1.0}, ValueError, r"metrics\['step'\]: 'step' is reserved"),
+        ({3: 1.0}, TypeError, "metric keys must be strings; got int"),
+        ([1.0], TypeError, "metrics must be a mapping"),
+    ],
+    ids=["str", "array", "tensor", "complex", "none", "reserved", "int-key", "list"],
+)
+def test_bad_values_name_the_key(tmp_path, metrics, exc, match):
+    rec = Recorder()
+    with Tracker("p", "e", backends=[rec], log_dir=tmp_path) as tr, pytest.raises(exc, match=match):
+        tr.log(metrics, step=0)
+    assert rec.rows == []
+
+
+@pytest.mark.parametrize(
+    ("step", "exc", "match"),
+    [(1.5, TypeError, "step must be an int; got float"), (True, TypeError, "got bool"),
+     (-1, ValueError, "step must be >= 0")],
+    ids=["float", "bool", "negative"],
+)
+def test_bad_step(tmp_path, step, exc, match):
+    with Tracker("p", "e", backends=[Recorder()], log_dir=tmp_path) as tr, pytest.raises(exc, match=match):
+        tr.log({"a": 1.0}, step=step)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"backends": "jsonl,nope"}, ValueError, "unknown tracking backend 'nope'; known: console, jsonl"),
+        ({"backends": []}, ValueError, "at least one backend"),
+        ({"backends": ["jsonl", "jsonl"]}, ValueError, "lists 'jsonl' twice"),
+        ({"backends": [object()]}, TypeError, r"needs log\(metrics, step\) and finish\(\)"),
+        ({"nonfinite": "ignore"}, ValueError, "nonfinite must be one of"),
+        ({"config": 3}, TypeError, "config must be a dict"),
+    ],
+    ids=["unknown", "empty", "twice", "bad-object", "nonfinite", "config"],
+)
+def test_bad_constructor_arguments(tmp_path, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        Tracker("p", "e", log_dir=tmp_path, **kwargs)
+
+
+@pytest.mark.parametrize("policy", ["keep", "drop", "error"], ids=["keep", "drop", "error"])
+def test_nonfinite_policy_is_the_same_for_every_backend(tmp_path, policy):
+    a, b = Recorder(), Recorder()
+    metrics = {"ok": 1.0, "bad": float("nan"), "big": float("inf")}
+    with Tracker("p", "e", backends=[a, b, "jsonl"], log_dir=tmp_path, nonfinite=policy) as tr:
+        if policy == "error":
+            with pytest.raises(ValueError, match=r"metrics\['bad'\] is nan; non-finite values are not"):
+                tr.log(metrics, step=0)
+            return
+        tr.log(metrics, step=0)
+    (row,) = read_jsonl(tr.jsonl_path)
+    for got in (a.rows[0][1], b.rows[0][1], {k: v for k, v in row.items() if k not in ("step", "timestamp")}):
+        if policy == "drop":
+            assert got == {"ok": 1.0}
+        else:
+            assert got["ok"] == 1.0 and math.isnan(got["bad"]) and got["big"] == math.inf
+
+
+def test_failing_backend_is_isolated(tmp_path):
+    broken, rec = Broken(fail_at=2), Recorder()
+    tr = Tracker("p", "e", backends=[broken, "jsonl", rec], log_dir=tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        log_all(tr)
+        tr.finish()
+        tr.finish()  # idempotent
+    ours = [w for w in caught if "tracking backend" in str(w.message)]
+    assert len(ours) == 1 and issubclass(ours[0].category, RuntimeWarning)
+    assert "'broken' failed in log()" in str(ours[0].message) and "No space left" in str(ours[0].message)
+    assert isinstance(tr.failed["broken"], OSError)
+    assert [s for s, _ in rec.rows] == [1, 2, 5] and rec.finished == 1
+    assert [r["step"] for r in read_jsonl(tr.jsonl_path)] == [1, 2, 5]
+    assert [s for s, _ in broken.rows] == [1]
+    with pytest.raises(RuntimeError, match="after finish"):
+        tr.log({"a": 1.0}, step=9)
+
+
+def test_failing_finish_warns_and_others_close(tmp_path):
+    broken, rec = Broken(fail_at=99, fail_finish=True), Recorder()
+    tr = Tracker("p", "e", backends=[broken, rec], log_dir=tmp_path)
+    tr.log({"a": 1.0}, step=0)
+    with pytest.warns(RuntimeWarning, match=r"'broken' failed in finish\(\): ConnectionError: network down"):
+        tr.finish()
+    assert rec.finished == 1
+
+
+@pytest.mark.parametrize(
+    ("backend", "module", "match"),
+    [
+        ("tensorboard", "tensorboard", r"pip install 'rlmetrics\[tensorboard\]'"),
+        ("wandb", "wandb", r"pip install 'rlmetrics\[wandb\]'"),
+        ("mlflow", "mlflow", r"pip install 'rlmetrics\[mlflow\]'"),
+    ],
+    ids=["tensorboard", "wandb", "mlflow"],
+)
+def test_missing_package_import_error(tmp_path, monkeypatch, backend, module, match):
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(ImportError, match=match):
+        Tracker("p", "e", backends=("jsonl", backend), log_dir=tmp_path)
+
+
+# --- console -----------------------------------------------------------------------------------
+
+
+def test_console_is_compact(tmp_path):
+    buf = io.StringIO()
+    metrics = {f"actor/extra_{i}": float(i) for i in range(80)}
+    metrics.update({"critic/score/mean": 0.123456, "timing_s/step": 12.0, "val-core/a/acc": 0.5})
+    with Tracker("proj", "exp", backends="console", log_dir=tmp_path, console_file=buf) as tr:
+        tr.log(metrics, step=7)
+        tr.log({"z": 1.0, "y": 2.5}, step=8)
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "proj / exp"
+    # The default keys, in DEFAULT_CONSOLE_KEYS order, 4 significant digits, and a count of the rest.
+    assert lines[1] == "step 7 | critic/score/mean 0.1235 | val-core/a/acc 0.5 | timing_s/step 12 (+80 more)"
+    assert lines[2] == "step 8 | z 1 | y 2.5"  # nothing matches the defaults: the first keys
+    buf2 = io.StringIO()
+    opts = {"console_file": buf2, "console_keys": ["actor/extra_1?"]}
+    with Tracker("p", "e", backends="console", log_dir=tmp_path, **opts) as tr:
+        tr.log(metrics, step=1)
+    assert buf2.getvalue().splitlines()[1].count("actor/extra_1") == 10
+
+
+# --- tensorboard -------------------------------------------------------------------------------
+
+
+def test_tensorboard_round_trip(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with Tracker("p", "e", backends=("tensorboard",), config=CONFIG, log_dir=tmp_path) as tr:
+        log_all(tr)
+        tr.log({"nan": float("nan")}, step=6)
+    acc = EventAccumulator(str(tr.run_dir / "tensorboard"), size_guidance={"tensors": 0, "scalars": 0})
+    acc.Reload()
+    for key in STEPS[1]:
+        events = acc.Scalars(key)
+        assert [e.step for e in events] == list(STEPS)
+        want = np.array([STEPS[s][key] for s in STEPS], dtype=np.float32)  # simple_value is float32
+        np.testing.assert_array_equal(np.array([e.value for e in events], dtype=np.float32), want)
+    assert math.isnan(acc.Scalars("nan")[0].value)
+    (text,) = acc.Tensors("config")
+    assert json.loads(text.tensor_proto.string_val[0].decode().strip("`\n")) == CONFIG
+
+
+# --- wandb (offline) ---------------------------------------------------------------------------
+
+
+def _read_wandb_records(path: Path) -> list:
+    """Records of a ``.wandb`` file, parsed with wandb's own protobuf ``Record``.
+
+    The file is a LevelDB-style log (wandb's datastore): a 7-byte header (``:W&B``, magic,
+    version), then 32 KiB blocks of chunks with a 7-byte header (crc32c, length, type:
+    1 full, 2 first, 3 middle, 4 last).
+    """
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    block, pos, records, pending = 32768, 7, [], b""
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk = data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind == 0 and length == 0:
+            continue
+        pending = chunk if kind in (1, 2) else pending + chunk
+        if kind in (1, 4):
+            rec = pb.Record()
+            rec.ParseFromString(pending)
+            records.append(rec)
+            pending = b""
+    return records
+
+
+def test_wandb_offline_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
+    with Tracker("p", "e", backends=("wandb",), config=CONFIG, log_dir=tmp_path, wandb_mode="offline") as tr:
+        log_all(tr)
+    (run_file,) = (tmp_path / "p" / "e" / "wandb").glob("offline-run-*/run-*.wandb")
+    records = _read_wandb_records(run_file)
+    history = {}
+    for rec in records:
+        if rec.WhichOneof("record_type") == "history":
+            items = {it.key or "/".join(it.nested_key): json.loads(it.value_json) for it in rec.history.item}
+            history[items.pop("_step")] = {k: v for k, v in items.items() if not k.startswith("_")}
+    assert history == STEPS
+    config = {}
+    for rec in records:  # the config arrives with the run record (and later config records)
+        kind = rec.WhichOneof("record_type")
+        updates = rec.run.config.update if kind == "run" else rec.config.update if kind == "config" else []
+        config.update({it.key: json.loads(it.value_json) for it in updates})
+    assert rec.WhichOneof("record_type") == "exit" and rec.exit.exit_code == 0
+    assert config["trainer"] == CONFIG["trainer"] and config["actor"] == CONFIG["actor"]
+
+
+# --- mlflow (one test: its import and sqlite set-up are slow) ---------------------------------
+
+
+def test_mlflow_round_trip_and_failed_status(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    with Tracker("p", "e", backends=("mlflow",), config=CONFIG, log_dir=tmp_path) as tr:
+        log_all(tr)
+        tr.log({"nan": float("nan")}, step=6)
+    backend = tr.backends["mlflow"]
+    client = MlflowClient(tracking_uri=backend.tracking_uri)
+    run = client.get_run(backend.run_id)
+    assert run.info.status == "FINISHED" and run.info.run_name == "e"
+    assert run.data.params == {"trainer.total_epochs": "3", "trainer.project": "p", "actor.lr": "1e-06"}
+    for key in STEPS[1]:
+        hist = client.get_metric_history(backend.run_id, mlflow_key(key))
+        assert sorted((m.step, m.value) for m in hist) == [(s, STEPS[s][key]) for s in STEPS]
+    (nan,) = client.get_metric_history(backend.run_id, "nan")
+    assert math.isnan(nan.value)
+    # An exception inside the with-block marks the run failed (same store, a second run).
+    with pytest.raises(KeyError), Tracker("p", "e2", backends=("mlflow",), log_dir=tmp_path) as tr2:
+        raise KeyError("boom")
+    assert client.get_run(tr2.backends["mlflow"].run_id).info.status == "FAILED"
+
+
+def test_backends_constant():
+    assert BACKENDS == tuple(sorted(BACKENDS)) and "jsonl" in BACKENDS
