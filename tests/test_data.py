@@ -334,3 +334,37 @@ def test_property_engines_agree_with_a_float64_reference(seed, batch_size, width
     if a.size > 1:
         expected = 1 - np.var(r - v, ddof=1) / (np.var(r, ddof=1) + 1e-5)
         assert ours["critic/vf_explained_var"] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+# --- CUDA (run where a GPU is present) ----------------------------------------------------------
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_cuda_matches_cpu_with_one_host_sync(dtype):
+    tensors, extra = make_batch(64, 32, 128, seed=21, mask="holes", dtype=dtype, non_tensors=True)
+    on_gpu = {k: v.cuda() for k, v in tensors.items()}
+    expected = rlmetrics.compute_data_metrics({**tensors, **extra})
+    rlmetrics.compute_data_metrics({**on_gpu, **extra})  # warm-up
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = rlmetrics.compute_data_metrics({**on_gpu, **extra})
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
+    assert len(syncs) <= 1, [str(w.message) for w in syncs]
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-6), key
+
+
+@cuda
+def test_cuda_parity_with_verl(verl_metric_utils, data_proto):
+    tensors, _ = make_batch(128, 64, 256, seed=22, offset=1.0)
+    on_gpu = {k: v.cuda() for k, v in tensors.items()}
+    ref = verl_metrics(verl_metric_utils, data_proto, on_gpu, {}, True)
+    assert_close_to_reference(rlmetrics.compute_data_metrics(on_gpu), ref, scale=summand_scale(tensors))
