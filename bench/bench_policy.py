@@ -1,0 +1,163 @@
+"""Benchmark of the policy-side metrics (issue 4), run by hand; prints tables, asserts nothing.
+
+1. ``compute_variance_proxy_metrics``: rlmetrics vs verl 0.9.1 at B=1024, R=4096 (torch CPU
+   float32, on-policy and with rollout IS weights; rlmetrics also with numpy inputs).
+2. ``sum_pi_squared_from_logits``: extra peak memory (RSS high-water mark above the RSS once
+   the logits exist, each method in a fresh subprocess), time and accuracy vs verl's formula
+   ``exp(logsumexp(2z) - 2 logsumexp(z))`` applied to bf16 logits and to their float32 copy.
+
+Usage::
+
+    python bench/bench_policy.py                      # variance proxy + memory at (1024, 152064)
+    python bench/bench_policy.py --rows 8192          # the issue's size: the naive float32 path
+                                                      # then needs ~15 GB; check free memory first
+    python bench/bench_policy.py --skip-memory --repeats 7
+    python bench/bench_policy.py --skip-variance --rows 8192 --methods rlmetrics,verl-formula-bf16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+
+def _median_time(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_variance_proxy(b: int, r: int, repeats: int) -> None:
+    import torch
+    from verl import DataProto
+    from verl.trainer.ppo.metric_utils import compute_variance_proxy_metrics as verl_fn
+
+    from rlmetrics import compute_variance_proxy_metrics as ours_fn
+
+    g = torch.Generator().manual_seed(0)
+    lens = torch.randint(1, r + 1, (b,), generator=g)
+    base = {
+        "sum_pi_squared": torch.rand(b, r, generator=g),
+        "old_log_probs": -torch.rand(b, r, generator=g) * 3,
+        "advantages": torch.randn(b, r, generator=g),
+        "response_mask": (torch.arange(r)[None, :] < lens[:, None]).long(),
+    }
+    print(f"\n## variance proxy, B={b}, R={r}, float32, torch threads={torch.get_num_threads()}")
+    print(f"{'case':<26}{'verl 0.9.1 (ms)':>16}{'rlmetrics (ms)':>16}{'speed-up':>10}{'max rel diff':>14}")
+    for name, extra in (
+        ("on-policy", {}),
+        ("rollout IS weights", {"rollout_is_weights": torch.rand(b, r) * 2}),
+    ):
+        batch = dict(base, **extra)
+        dp = DataProto.from_dict(tensors=batch)
+        t_verl = _median_time(lambda dp=dp: verl_fn(dp, 1.0), repeats)
+        t_ours = _median_time(lambda dp=dp: ours_fn(dp, 1.0), repeats)
+        a, o = verl_fn(dp, 1.0), ours_fn(dp, 1.0)
+        diff = max(abs(a[k] - o[k]) / max(abs(a[k]), 1e-30) for k in a)
+        print(
+            f"{name + ' (torch)':<26}{t_verl * 1e3:>16.1f}{t_ours * 1e3:>16.1f}"
+            f"{t_verl / t_ours:>9.1f}x{diff:>14.1e}"
+        )
+        np_batch = {k: v.numpy() for k, v in batch.items()}
+        t_np = _median_time(lambda nb=np_batch: ours_fn(nb, 1.0), repeats)
+        print(
+            f"{name + ' (numpy in)':<26}{t_verl * 1e3:>16.1f}{t_np * 1e3:>16.1f}{t_verl / t_np:>9.1f}x"
+        )
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _memory_child(method: str, rows: int, vocab: int) -> None:
+    """Runs in a subprocess: build bf16 logits chunk-wise, then measure one method."""
+    import torch
+
+    from rlmetrics import entropy_and_sum_pi_squared_from_logits, sum_pi_squared_from_logits
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.empty(rows, vocab, dtype=torch.bfloat16)
+    for s in range(0, rows, 64):  # bounded float32 temporaries while filling
+        logits[s : s + 64] = (torch.randn(min(64, rows - s), vocab, generator=g) * 3).to(torch.bfloat16)
+    base = _rss_bytes()
+    t0 = time.perf_counter()
+    if method == "rlmetrics":
+        out = sum_pi_squared_from_logits(logits)
+    elif method == "rlmetrics-entropy+spi":
+        out = entropy_and_sum_pi_squared_from_logits(logits)[1]
+    elif method == "verl-formula-bf16":
+        out = torch.exp(torch.logsumexp(2.0 * logits, dim=-1) - 2.0 * torch.logsumexp(logits, dim=-1))
+    elif method == "verl-formula-fp32":
+        z = logits.float()
+        out = torch.exp(torch.logsumexp(2.0 * z, dim=-1) - 2.0 * torch.logsumexp(z, dim=-1))
+        del z
+    else:
+        raise ValueError(method)
+    elapsed = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    ref_rows = min(rows, 64)
+    p = torch.softmax(logits[:ref_rows].double(), dim=-1)
+    ref = (p * p).sum(-1)
+    err = ((out[:ref_rows].double() - ref).abs() / ref).max().item()
+    print(json.dumps({"extra_peak": peak - base, "seconds": elapsed, "max_rel_err": err}))
+
+
+METHODS = ("rlmetrics", "rlmetrics-entropy+spi", "verl-formula-bf16", "verl-formula-fp32")
+
+
+def bench_memory(rows: int, vocab: int, methods: tuple[str, ...] = METHODS) -> None:
+    size_gb = rows * vocab * 2 / 1e9
+    print(f"\n## sum of pi squared from ({rows}, {vocab}) bf16 logits ({size_gb:.2f} GB), CPU")
+    print(f"{'method':<26}{'extra peak RSS (MB)':>20}{'time (s)':>10}{'max rel err vs fp64':>22}")
+    for method in methods:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", method, "--rows", str(rows), "--vocab", str(vocab)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            print(f"{method:<26}{'failed: ' + proc.stderr.strip().splitlines()[-1][:60]:>52}")
+            continue
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(
+            f"{method:<26}{res['extra_peak'] / 1e6:>20.0f}{res['seconds']:>10.2f}{res['max_rel_err']:>22.1e}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--batch", type=int, default=1024)
+    parser.add_argument("--response", type=int, default=4096)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rows", type=int, default=1024, help="logits rows (tokens) for the memory bench")
+    parser.add_argument("--vocab", type=int, default=152064)
+    parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated memory-bench methods")
+    parser.add_argument("--skip-variance", action="store_true")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _memory_child(args.child, args.rows, args.vocab)
+        return
+    if not args.skip_variance:
+        bench_variance_proxy(args.batch, args.response, args.repeats)
+    if not args.skip_memory:
+        bench_memory(args.rows, args.vocab, tuple(args.methods.split(",")))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""GRPO group statistics: how many prompt groups carry a learning signal.
+
+GRPO normalises each response's reward within its group (the responses sampled for one prompt,
+identified by verl's ``uid``). A group whose rewards are all equal has zero advantages and
+contributes no gradient; this module measures how much of the batch that is, how many groups
+are all solved / none solved, the mean within-group reward spread and the group sizes. Groups of
+one sample and uneven group sizes are handled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from . import _keys as K
+from ._array import check_finite_scalar, describe, is_torch_array
+from ._batch import as_batch
+from ._policy_stats import warn_undefined
+
+__all__ = ["compute_group_metrics"]
+
+PREFIX = K.GRPO_PREFIX
+
+
+def _looks_like_batch(x: Any) -> bool:
+    return isinstance(x, Mapping) or (hasattr(x, "batch") and not hasattr(x, "shape"))
+
+
+def _host_1d(x: Any, name: str) -> np.ndarray:
+    if is_torch_array(x):
+        x = x.detach()
+        x = (x.float() if x.dtype.is_floating_point and x.element_size() < 4 else x).cpu().numpy()
+    arr = np.asarray(x)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must have shape (B,); got {describe(arr)}")
+    return arr
+
+
+def _uids_and_rewards(uids_or_batch: Any, rewards: Any, reward_key: str) -> tuple[np.ndarray, np.ndarray]:
+    if _looks_like_batch(uids_or_batch):
+        view = as_batch(uids_or_batch)
+        uids = view.non_tensor("uid")
+        if uids is None:
+            present = ", ".join(sorted(str(k) for k in view.non_tensors)) or "none"
+            raise ValueError(
+                f"batch has no non-tensor 'uid' (the group ids); non-tensor keys present: {present}"
+            )
+        if rewards is None:
+            rewards = view.tensor(reward_key, why="sequence rewards are its sum over the response")
+            if rewards.ndim == 2:
+                rewards = (
+                    rewards.sum(-1) if is_torch_array(rewards) else np.sum(rewards, axis=-1, dtype=np.float64)
+                )
+        uid_arr = _host_1d(uids, "batch.non_tensor_batch['uid']")
+    else:
+        if rewards is None:
+            raise TypeError("rewards is required when the first argument is an array of group ids")
+        uid_arr = _host_1d(uids_or_batch, "uids")
+    reward_arr = _host_1d(rewards, "rewards")
+    if reward_arr.dtype.kind not in "biuf":
+        raise TypeError(f"rewards must be numeric; got {describe(reward_arr)}")
+    if reward_arr.shape[0] != uid_arr.shape[0]:
+        raise ValueError(
+            f"uids and rewards must have the same length; got {uid_arr.shape[0]} and {reward_arr.shape[0]}"
+        )
+    if uid_arr.shape[0] == 0:
+        raise ValueError("the batch is empty: group metrics need at least one sample")
+    reward_arr = reward_arr.astype(np.float64)
+    if not np.all(np.isfinite(reward_arr)):
+        bad = int(np.flatnonzero(~np.isfinite(reward_arr))[0])
+        raise ValueError(f"rewards must be finite; sample {bad} has reward {reward_arr[bad]}")
+    return uid_arr, reward_arr
+
+
+def compute_group_metrics(
+    uids_or_batch: Any,
+    rewards: Any = None,
+    *,
+    reward_key: str = "token_level_rewards",
+    solved_threshold: float = 1.0,
+    zero_std_atol: float = 1e-8,
+    ddof: int = 1,
+    prefix: str = PREFIX,
+) -> dict[str, float]:
+    """Per-group reward statistics of a GRPO batch.
+
+    Parameters
+    ----------
+    uids_or_batch : array of shape ``(B,)`` or batch
+        Group id of every sample (strings, ints; numpy, list or torch), or a DataProto /
+        TensorDict / dict whose non-tensor ``uid`` holds them.
+    rewards : array of shape ``(B,)``, optional
+        Sequence rewards. Required with group ids; with a batch, defaults to the sum of
+        ``batch[reward_key]`` over the response (verl's GRPO outcome reward).
+    reward_key : str, keyword-only
+        Token-level reward tensor of the batch (default ``token_level_rewards``).
+    solved_threshold : float, keyword-only
+        A sample is solved when its reward is ``>=`` this (default 1.0, full marks).
+    zero_std_atol : float, keyword-only
+        A group has zero reward std when its population std is ``<=`` this (TRL's
+        ``frac_reward_zero_std`` uses ``isclose(std, 0)``, i.e. 1e-8).
+    ddof : int, keyword-only
+        Delta degrees of freedom of the reported within-group std (1: unbiased, as
+        ``torch.std`` in verl's and TRL's GRPO); groups with ``size <= ddof`` are left out of
+        ``reward_std/mean``.
+    prefix : str, keyword-only
+        Prepended to every key (default ``"grpo/"``).
+
+    Returns
+    -------
+    dict[str, float]
+        ``num_groups``, ``num_samples``, ``group_size/{mean,max,min}``, ``num_singleton_groups``,
+        ``frac_reward_zero_std`` (fraction of *groups*; a group of one sample counts as zero
+        std, it has no learning signal), ``frac_samples_reward_zero_std`` (fraction of
+        *samples* in such groups; equal to the former with equal group sizes, which is TRL's
+        per-sample average), ``frac_all_solved``, ``frac_none_solved``, ``reward_std/mean``
+        (NaN with a ``RuntimeWarning`` when no group has more than ``ddof`` samples).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> uids = np.array(["a", "a", "b", "b", "b", "c"])
+    >>> rewards = np.array([1.0, 1.0, 0.0, 1.0, 0.0, 0.0])
+    >>> m = compute_group_metrics(uids, rewards)
+    >>> m["grpo/num_groups"], m["grpo/frac_reward_zero_std"], m["grpo/frac_samples_reward_zero_std"]
+    (3.0, 0.6666666666666666, 0.5)
+    >>> m["grpo/frac_all_solved"], m["grpo/frac_none_solved"], m["grpo/group_size/max"]
+    (0.3333333333333333, 0.3333333333333333, 3.0)
+    """
+    threshold = check_finite_scalar(solved_threshold, "solved_threshold")
+    atol = check_finite_scalar(zero_std_atol, "zero_std_atol")
+    if atol < 0:
+        raise ValueError(f"zero_std_atol must be >= 0; got {atol}")
+    if isinstance(ddof, bool) or not isinstance(ddof, int | np.integer) or ddof < 0:
+        raise ValueError(f"ddof must be a non-negative integer; got {ddof!r}")
+    uids, r = _uids_and_rewards(uids_or_batch, rewards, reward_key)
+    try:
+        _, inverse = np.unique(uids, return_inverse=True)
+    except TypeError:
+        raise TypeError(
+            f"uids must be sortable group ids (all strings or all numbers); got {describe(uids)}"
+        ) from None
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse).astype(np.float64)
+    n_groups = counts.shape[0]
+    means = np.bincount(inverse, weights=r) / counts
+    dev = r - means[inverse]
+    sq = np.bincount(inverse, weights=dev * dev, minlength=n_groups)
+    std_pop = np.sqrt(sq / counts)
+    zero_std = std_pop <= atol
+    order = np.argsort(inverse, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(counts[:-1]).astype(np.int64)))
+    g_max = np.maximum.reduceat(r[order], starts)
+    g_min = np.minimum.reduceat(r[order], starts)
+    enough = counts > ddof
+    out = {
+        "num_groups": float(n_groups),
+        "num_samples": float(r.shape[0]),
+        "group_size/mean": float(counts.mean()),
+        "group_size/max": float(counts.max()),
+        "group_size/min": float(counts.min()),
+        "num_singleton_groups": float(np.count_nonzero(counts == 1)),
+        "frac_reward_zero_std": float(np.count_nonzero(zero_std)) / n_groups,
+        "frac_samples_reward_zero_std": float(counts[zero_std].sum()) / r.shape[0],
+        "frac_all_solved": float(np.count_nonzero(g_min >= threshold)) / n_groups,
+        "frac_none_solved": float(np.count_nonzero(g_max < threshold)) / n_groups,
+    }
+    if enough.any():
+        out["reward_std/mean"] = float(np.mean(np.sqrt(sq[enough] / (counts[enough] - ddof))))
+    else:
+        out["reward_std/mean"] = warn_undefined(
+            f"no group has more than ddof={ddof} samples: grpo reward_std/mean is NaN", stacklevel=2
+        )
+    return {f"{prefix}{k}": v for k, v in out.items()}
+

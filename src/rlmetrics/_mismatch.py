@@ -1,0 +1,342 @@
+"""Rollout / training mismatch: importance ratios, KL, perplexities and chi-squared, verl's keys.
+
+The training engine (FSDP/Megatron, ``old_log_probs``) and the inference engine (vLLM/SGLang,
+``rollout_log_probs``) score the same sampled tokens slightly differently. With the log ratio
+``l_t = old_t - rollout_t`` and the ratio ``rho_t = exp(l_t)``, this module reports verl 0.9.1's
+``rollout_corr/`` metrics (``compute_rollout_correction_and_rejection_mask`` without rejection
+sampling, and ``compute_offpolicy_metrics``), with the same values, plus the Pearson correlation
+of the two engines' token probabilities and the absolute effective sample size.
+
+Every metric is a function of sums, maxima and minima over tokens and sequences
+(:func:`rollout_mismatch_statistics`), so shards merge exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from . import _keys as K
+from ._array import as_float, check_mask, check_same_shape, describe
+from ._policy_stats import PolicyStats, cpu_block_rows, pack_stats, prepare_arrays, warn_undefined
+
+__all__ = [
+    "compute_rollout_mismatch_metrics",
+    "finalize_rollout_mismatch_metrics",
+    "rollout_mismatch_statistics",
+]
+
+PREFIX = K.ROLLOUT_CORR_PREFIX
+SAFETY_BOUND = 20.0  # verl clamps log ratios to [-20, 20] before exponentiating
+
+
+def parse_is_threshold(threshold: Any) -> tuple[float, float | None]:
+    """``(upper, lower or None)`` from ``2.0``, ``"2.0"``, ``"0.5_2.0"`` (IcePop) or ``(0.5, 2.0)``."""
+    if isinstance(threshold, bool):
+        raise TypeError("rollout_is_threshold must be a number, a 'lower_upper' string or a pair; got bool")
+    lower: float | None
+    if isinstance(threshold, tuple | list):
+        if len(threshold) != 2:
+            raise ValueError(f"rollout_is_threshold as a pair must be (lower, upper); got {threshold!r}")
+        lower, upper = float(threshold[0]), float(threshold[1])
+    elif isinstance(threshold, str):
+        spec = threshold.strip()
+        try:
+            if "_" in spec:
+                lo, hi = spec.split("_", 1)
+                lower, upper = float(lo), float(hi)
+            else:
+                lower, upper = None, float(spec)
+        except ValueError:
+            raise ValueError(
+                f"rollout_is_threshold must look like '2.0' or '0.5_2.0'; got {threshold!r}"
+            ) from None
+    elif isinstance(threshold, int | float):
+        lower, upper = None, float(threshold)
+    else:
+        raise TypeError(
+            "rollout_is_threshold must be a number, a 'lower_upper' string or a pair; "
+            f"got {type(threshold).__name__}"
+        )
+    if not (math.isfinite(upper) and upper > 0):
+        raise ValueError(f"rollout_is_threshold upper bound must be finite and > 0; got {upper}")
+    if lower is not None and not (math.isfinite(lower) and 0 < lower <= upper):
+        raise ValueError(f"rollout_is_threshold lower bound must be in (0, upper={upper}]; got {lower}")
+    return upper, lower
+
+
+def _row_mean(xp: Any, total: Any, count: Any) -> Any:
+    safe = xp.where(count > 0, count, xp.ones_like(count))
+    return xp.where(count > 0, total / safe, xp.zeros_like(total))
+
+
+def _block_stats(
+    xp: Any, o: Any, r: Any, m: Any, mode: str | None, upper: float, lower: float, icepop: bool
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Sums / maxima / minima of one row block (0-d arrays, float64 for sums)."""
+    f64 = xp.float64
+    zero = xp.zeros_like(o)
+    mf = xp.astype(m, o.dtype)
+    cnt = xp.sum(mf, axis=-1)
+    lr = xp.where(m, o - r, zero)
+    lr_c = xp.clip(lr, min=-SAFETY_BOUND, max=SAFETY_BOUND)
+    rho = xp.exp(lr_c)
+    sums: dict[str, Any] = {}
+    maxes: dict[str, Any] = {}
+    mins: dict[str, Any] = {}
+
+    def tsum(x: Any) -> Any:  # masked token sum, float64
+        return xp.sum(xp.astype(xp.sum(xp.where(m, x, zero), axis=-1), f64))
+
+    sums["n_tok"] = xp.sum(xp.astype(cnt, f64))
+    sums["kl"] = -xp.sum(xp.astype(xp.sum(lr, axis=-1), f64))
+    sums["k3"] = tsum(xp.expm1(lr) - lr)
+    sums["chi2_tok"] = tsum(rho * rho)
+    # Pearson correlation of the probabilities, float64 products.
+    p_old = xp.where(m, xp.exp(xp.astype(o, f64)), 0.0)
+    p_roll = xp.where(m, xp.exp(xp.astype(r, f64)), 0.0)
+    sums["px"], sums["py"] = xp.sum(p_old), xp.sum(p_roll)
+    sums["pxx"], sums["pyy"] = xp.sum(p_old * p_old), xp.sum(p_roll * p_roll)
+    sums["pxy"] = xp.sum(p_old * p_roll)
+
+    # Sequence-level quantities (verl averages over every row, a row without tokens counting as 0).
+    mean_old = _row_mean(xp, xp.sum(xp.where(m, o, zero), axis=-1), cnt)
+    mean_roll = _row_mean(xp, xp.sum(xp.where(m, r, zero), axis=-1), cnt)
+    seq_lr = xp.sum(lr, axis=-1)
+    diff = mean_roll - mean_old
+    diff64 = xp.astype(diff, f64)
+    sums["train_ppl"] = xp.sum(xp.astype(xp.exp(-mean_old), f64))
+    sums["train_log_ppl"] = -xp.sum(xp.astype(mean_old, f64))
+    sums["roll_ppl"] = xp.sum(xp.astype(xp.exp(-mean_roll), f64))
+    sums["roll_log_ppl"] = -xp.sum(xp.astype(mean_roll, f64))
+    sums["diff"], sums["abs_diff"] = xp.sum(diff64), xp.sum(xp.abs(diff64))
+    sums["ppl_ratio"] = xp.sum(xp.astype(xp.exp(diff), f64))
+    seq_lr_c = xp.clip(seq_lr, min=-SAFETY_BOUND, max=SAFETY_BOUND)
+    sums["chi2_seq"] = xp.sum(xp.astype(xp.exp(2.0 * seq_lr_c), f64))
+    maxes["diff"], mins["diff"] = xp.astype(xp.max(diff), f64), xp.astype(xp.min(diff), f64)
+    if mode is None:
+        return sums, maxes, mins
+
+    if mode == "token":
+        raw = xp.where(m, rho, zero)
+    else:
+        seq_rho = xp.exp(seq_lr_c)
+        raw = xp.where(m, xp.broadcast_to(seq_rho[:, None], o.shape), zero)
+        log_up, log_lo = math.log(upper), math.log(lower)
+        sums["high_rows"] = xp.sum(xp.astype(seq_lr > log_up, f64))
+        sums["low_rows"] = xp.sum(xp.astype(seq_lr < log_lo, f64))
+        maxes["seq_lr"], mins["seq_lr"] = xp.astype(xp.max(seq_lr), f64), xp.astype(xp.min(seq_lr), f64)
+    if icepop:
+        keep = (raw >= lower) & (raw <= upper)
+        w = xp.where(keep, raw, zero)
+        sums["oob"] = tsum(xp.astype(~keep, o.dtype))
+    else:
+        w = xp.clip(raw, max=upper)
+    wc = xp.clip(w, min=0.0, max=upper)
+    sums["w"] = tsum(w)
+    sums["wc"] = tsum(wc)
+    sums["wc2"] = tsum(wc * wc)
+    if mode == "token":
+        sums["high_tok"] = tsum(xp.astype(raw > upper, o.dtype))
+        sums["low_tok"] = tsum(xp.astype(raw < lower, o.dtype))
+        maxes["w"] = xp.astype(xp.max(xp.where(m, w, -math.inf)), f64)
+        mins["w"] = xp.astype(xp.min(xp.where(m, w, math.inf)), f64)
+    seq_w = xp.astype(_row_mean(xp, xp.sum(w, axis=-1), cnt), f64)
+    seq_raw = _row_mean(xp, xp.sum(raw, axis=-1), cnt)
+    sums["seq_w"], sums["seq_w2"] = xp.sum(seq_w), xp.sum(seq_w * seq_w)
+    sums["seq_high"] = xp.sum(xp.astype(seq_raw > upper, f64))
+    sums["seq_low"] = xp.sum(xp.astype(seq_raw < lower, f64))
+    maxes["seq_w"], mins["seq_w"] = xp.max(seq_w), xp.min(seq_w)
+    return sums, maxes, mins
+
+
+def rollout_mismatch_statistics(
+    old_log_probs: Any,
+    rollout_log_probs: Any,
+    response_mask: Any,
+    *,
+    rollout_is: str | None = "token",
+    rollout_is_threshold: Any = 2.0,
+) -> PolicyStats:
+    """Mergeable sums / maxima / minima behind :func:`compute_rollout_mismatch_metrics`.
+
+    Arguments as :func:`compute_rollout_mismatch_metrics`; the result stays on the inputs'
+    device (CPU tensors are read through numpy) until :meth:`PolicyStats.to_host`.
+    """
+    if rollout_is not in ("token", "sequence", None):
+        raise ValueError(f"rollout_is must be 'token', 'sequence' or None; got {rollout_is!r}")
+    upper, lower_spec = parse_is_threshold(rollout_is_threshold)
+    icepop = lower_spec is not None
+    lower = lower_spec if lower_spec is not None else 1.0 / upper
+    names = ["old_log_probs", "rollout_log_probs", "response_mask"]
+    xp, (old, roll, mask_raw), device, on_cpu = prepare_arrays(
+        [old_log_probs, rollout_log_probs, response_mask], names
+    )
+    if old.ndim != 2:
+        raise ValueError(f"old_log_probs must have shape (B, R); got {describe(old_log_probs)}")
+    check_same_shape(roll, old, "rollout_log_probs", "old_log_probs")
+    check_same_shape(mask_raw, old, "response_mask", "old_log_probs")
+    mask = check_mask(mask_raw, "response_mask")
+    n_rows, width = old.shape
+    if n_rows == 0 or not bool(xp.any(mask)):
+        raise ValueError(
+            f"response_mask must select at least one token; got {describe(response_mask)} with none selected"
+        )
+    work = xp.float64 if (old.dtype == xp.float64 or roll.dtype == xp.float64) else xp.float32
+    step = cpu_block_rows(n_rows, width, on_cpu)
+    total_s: dict[str, Any] = {}
+    total_x: dict[str, Any] = {}
+    total_n: dict[str, Any] = {}
+    for start in range(0, n_rows, step):
+        rows = slice(start, start + step)
+        o = xp.astype(as_float(old[rows, ...], xp), work)
+        r = xp.astype(as_float(roll[rows, ...], xp), work)
+        s, hi, lo = _block_stats(xp, o, r, mask[rows, ...], rollout_is, upper, lower, icepop)
+        for k, v in s.items():
+            total_s[k] = total_s[k] + v if k in total_s else v
+        for k, v in hi.items():
+            total_x[k] = xp.maximum(total_x[k], v) if k in total_x else v
+        for k, v in lo.items():
+            total_n[k] = xp.minimum(total_n[k], v) if k in total_n else v
+    total_s["n_rows"] = float(n_rows)
+    return pack_stats(
+        "mismatch", total_s, total_x, total_n, xp=xp, device=device,
+        options={"rollout_is": rollout_is, "upper": upper, "lower": lower, "icepop": icepop},
+    )
+
+
+def finalize_rollout_mismatch_metrics(stats: PolicyStats, *, prefix: str = PREFIX) -> dict[str, float]:
+    """Turn :class:`PolicyStats` of kind ``"mismatch"`` into the metric dictionary (one host copy)."""
+    if stats.kind != "mismatch":
+        raise ValueError(f"stats must be rollout-mismatch statistics; got kind {stats.kind!r}")
+    s, hi, lo = stats.to_host()
+    mode = stats.options["rollout_is"]
+    n, rows = s["n_tok"], s["n_rows"]
+    if math.isnan(s["kl"]) or math.isnan(s["train_log_ppl"]):
+        raise ValueError("old_log_probs or rollout_log_probs hold NaN at tokens selected by response_mask")
+    out: dict[str, float] = {}
+    if mode is not None:
+        out["rollout_is_mean"] = s["w"] / n
+        if mode == "token":
+            out["rollout_is_ratio_fraction_high"] = s["high_tok"] / n
+            out["rollout_is_ratio_fraction_low"] = s["low_tok"] / n
+            out["rollout_is_max"], out["rollout_is_min"] = hi["w"], lo["w"]
+        else:
+            out["rollout_is_max"] = math.exp(min(hi["seq_lr"], SAFETY_BOUND))
+            out["rollout_is_min"] = math.exp(lo["seq_lr"]) if lo["seq_lr"] > -745 else 0.0
+            out["rollout_is_ratio_fraction_high"] = s["high_rows"] / rows
+            out["rollout_is_ratio_fraction_low"] = s["low_rows"] / rows
+        mean_c, mean_c2 = s["wc"] / n, s["wc2"] / n
+        out["rollout_is_std"] = math.sqrt(max(mean_c2 - mean_c * mean_c, 0.0)) if n > 1 else 0.0
+        if s["wc2"] > 0:
+            out["rollout_is_eff_sample_size"] = mean_c * mean_c / mean_c2
+            out["rollout_is_ess_tokens"] = s["wc"] * s["wc"] / s["wc2"]
+        else:
+            msg = "every applied IS weight is 0: the effective sample size is undefined (NaN)"
+            out["rollout_is_eff_sample_size"] = warn_undefined(msg, stacklevel=3)
+            out["rollout_is_ess_tokens"] = math.nan
+        out["rollout_is_seq_mean"] = s["seq_w"] / rows
+        if rows > 1:
+            var = max(s["seq_w2"] - s["seq_w"] ** 2 / rows, 0.0) / (rows - 1)
+            out["rollout_is_seq_std"] = math.sqrt(var)
+        else:
+            out["rollout_is_seq_std"] = 0.0
+        out["rollout_is_seq_max"], out["rollout_is_seq_min"] = hi["seq_w"], lo["seq_w"]
+        out["rollout_is_seq_max_deviation"] = max(abs(hi["seq_w"] - 1.0), abs(lo["seq_w"] - 1.0))
+        out["rollout_is_seq_fraction_high"] = s["seq_high"] / rows
+        out["rollout_is_seq_fraction_low"] = s["seq_low"] / rows
+        if stats.options["icepop"]:
+            out["rollout_is_oob_ratio"] = s["oob"] / n
+    out["training_ppl"] = s["train_ppl"] / rows
+    out["training_log_ppl"] = s["train_log_ppl"] / rows
+    out["kl"] = s["kl"] / n
+    out["k3_kl"] = s["k3"] / n
+    out["rollout_ppl"] = s["roll_ppl"] / rows
+    out["rollout_log_ppl"] = s["roll_log_ppl"] / rows
+    out["log_ppl_diff"] = s["diff"] / rows
+    out["log_ppl_abs_diff"] = s["abs_diff"] / rows
+    out["log_ppl_diff_max"], out["log_ppl_diff_min"] = hi["diff"], lo["diff"]
+    out["ppl_ratio"] = s["ppl_ratio"] / rows
+    out["chi2_token"] = s["chi2_tok"] / n - 1.0
+    out["chi2_seq"] = s["chi2_seq"] / rows - 1.0
+    out["probs_pearson_corr"] = _pearson(s)
+    return {f"{prefix}{k}": v for k, v in out.items()}
+
+
+def _pearson(s: dict[str, float]) -> float:
+    n = s["n_tok"]
+    cov = s["pxy"] - s["px"] * s["py"] / n
+    var_x = s["pxx"] - s["px"] ** 2 / n
+    var_y = s["pyy"] - s["py"] ** 2 / n
+    if n < 2 or var_x <= 0 or var_y <= 0:
+        return warn_undefined(
+            "the Pearson correlation of the probabilities is undefined (fewer than 2 tokens or a constant "
+            "probability): NaN",
+            stacklevel=4,
+        )
+    return max(-1.0, min(1.0, cov / math.sqrt(var_x * var_y)))
+
+
+def compute_rollout_mismatch_metrics(
+    old_log_probs: Any,
+    rollout_log_probs: Any,
+    response_mask: Any,
+    *,
+    rollout_is: str | None = "token",
+    rollout_is_threshold: Any = 2.0,
+    prefix: str = PREFIX,
+) -> dict[str, float]:
+    """Importance-ratio, KL, perplexity and chi-squared diagnostics of the rollout/training mismatch.
+
+    With ``rollout_is`` and ``rollout_is_threshold`` as in verl's rollout-correction config, the
+    keys and values are those of verl 0.9.1's ``compute_rollout_correction_and_rejection_mask``
+    (no rejection sampling, no batch normalisation).
+
+    Parameters
+    ----------
+    old_log_probs : array of shape ``(B, R)``
+        Log-probabilities of the sampled tokens under the training engine (numpy or torch).
+    rollout_log_probs : array of shape ``(B, R)``
+        The same under the inference engine.
+    response_mask : array of shape ``(B, R)``
+        Bool or 0/1; must select at least one token.
+    rollout_is : {"token", "sequence", None}, keyword-only
+        Importance weights per token (``rho_t``) or per sequence (``prod_t rho_t``); ``None``
+        reports only the KL / perplexity / chi-squared metrics.
+    rollout_is_threshold : float, str or (float, float), keyword-only
+        Upper bound (weights truncated to it; the low fraction uses ``1 / upper``), or
+        ``"lower_upper"`` / ``(lower, upper)`` for IcePop (weights outside zeroed).
+    prefix : str, keyword-only
+        Prepended to every key (default ``"rollout_corr/"``).
+
+    Returns
+    -------
+    dict[str, float]
+        ``rollout_is_{mean,std,max,min,eff_sample_size,ratio_fraction_high,ratio_fraction_low}``,
+        ``rollout_is_seq_{mean,std,max,min,max_deviation,fraction_high,fraction_low}`` (and
+        ``rollout_is_oob_ratio`` for IcePop); ``training_ppl``, ``training_log_ppl``, ``kl``
+        (k1, ``E[rollout - old]``), ``k3_kl`` (``E[rho - 1 - log rho]`` >= 0), ``rollout_ppl``,
+        ``rollout_log_ppl``, ``log_ppl_diff``, ``log_ppl_abs_diff``, ``log_ppl_diff_max``,
+        ``log_ppl_diff_min``, ``ppl_ratio``, ``chi2_token``, ``chi2_seq``: verl's names and values.
+        Added: ``rollout_is_ess_tokens`` (``(sum w)^2 / sum w^2``, in ``[1, n_tokens]``) and
+        ``probs_pearson_corr`` (Pearson correlation of ``exp(old)`` and ``exp(rollout)`` over
+        the tokens; NaN with a ``RuntimeWarning`` when undefined). As in verl, sequence means
+        count a row without tokens as 0 and ``rollout_is_eff_sample_size`` is the ESS *fraction*
+        ``(E w)^2 / E w^2`` in ``(0, 1]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> old = np.log(np.array([[0.5, 0.25], [0.8, 0.1]]))
+    >>> roll = np.log(np.array([[0.5, 0.4], [0.4, 0.1]]))
+    >>> m = compute_rollout_mismatch_metrics(old, roll, np.array([[1, 1], [1, 0]]))
+    >>> round(m["rollout_corr/rollout_is_mean"], 6), m["rollout_corr/rollout_is_ratio_fraction_high"]
+    (1.208333, 0.0)
+    >>> round(m["rollout_corr/kl"], 6), round(m["rollout_corr/k3_kl"], 6)
+    (-0.074381, 0.133952)
+    """
+    stats = rollout_mismatch_statistics(
+        old_log_probs, rollout_log_probs, response_mask,
+        rollout_is=rollout_is, rollout_is_threshold=rollout_is_threshold,
+    )
+    return finalize_rollout_mismatch_metrics(stats, prefix=prefix)

@@ -1,0 +1,177 @@
+"""Packed, mergeable sufficient statistics shared by the policy-side metrics.
+
+Each policy metric (variance proxies, rollout/training mismatch, PPO update) first reduces its
+inputs to named sums, maxima and minima, kept on the inputs' device as three float64 vectors.
+They come to the host in **one** copy, and the statistics of several shards (data-parallel
+ranks, micro-batches) merge exactly: add the sums, take the max of the maxima and the min of
+the minima. A ``finalize_*`` function then turns the host values into the metric dictionary.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._array import array_namespace, describe, is_torch_array
+
+__all__ = ["PolicyStats", "cpu_block_rows", "pack_stats", "prepare_arrays", "warn_undefined"]
+
+# Elements per row block when scanning token tensors on the CPU: keeps float32 temporaries in L2.
+BLOCK_ELEMENTS = 1 << 15
+
+
+def prepare_arrays(arrays: Sequence[Any], names: Sequence[str]) -> tuple[Any, list[Any], Any, bool]:
+    """Detach, check one namespace, and view CPU torch tensors as numpy arrays (no copy).
+
+    Returns ``(xp, arrays, device, on_cpu)``. Torch tensors on the CPU become numpy views
+    (bf16 ones a float32 copy), so that the CPU path runs numpy's single-threaded kernels on
+    cache-sized blocks instead of many small multi-threaded torch launches; CUDA tensors stay
+    where they are. ``None`` entries pass through.
+    """
+    present = [a for a in arrays if a is not None]
+    kinds = {is_torch_array(a) for a in present}
+    if len(kinds) > 1:
+        described = ", ".join(f"{n}: {describe(a)}" for n, a in zip(names, arrays) if a is not None)
+        raise TypeError(f"inputs must all be numpy arrays or all torch tensors; got {described}")
+    if kinds == {True}:
+        devices = {str(a.device) for a in present}
+        if len(devices) > 1:
+            described = ", ".join(f"{n} on {a.device}" for n, a in zip(names, arrays) if a is not None)
+            raise ValueError(f"inputs must be on one device; got {described}")
+        if devices == {"cpu"}:
+            import torch
+
+            out = [
+                None if a is None else (
+                    a.detach().float().numpy() if a.dtype == torch.bfloat16 else a.detach().numpy()
+                )
+                for a in arrays
+            ]
+            return array_namespace(np.empty(0)), out, None, True
+        out = [None if a is None else a.detach() for a in arrays]
+        return array_namespace(*present), out, present[0].device, False
+    for n, a in zip(names, arrays):
+        if a is not None and not hasattr(a, "dtype"):
+            raise TypeError(f"{n} must be a numpy array or a torch tensor; got {type(a).__name__}")
+    return array_namespace(np.empty(0)), [None if a is None else np.asarray(a) for a in arrays], None, True
+
+
+def cpu_block_rows(n_rows: int, width: int, on_cpu: bool) -> int:
+    """Rows per block: cache-sized on the CPU, every row at once on an accelerator."""
+    if not on_cpu:
+        return max(n_rows, 1)
+    return max(1, BLOCK_ELEMENTS // max(width, 1))
+
+
+@dataclass
+class PolicyStats:
+    """Named sums, maxima and minima of one batch (or shard), as float64 vectors.
+
+    Attributes
+    ----------
+    kind : str
+        Which metric family produced them (``"variance_proxy"``, ``"mismatch"``, ``"ppo"``).
+    sum_names, max_names, min_names : tuple of str
+        Names of the entries of ``sums``, ``maxes`` and ``mins``.
+    sums, maxes, mins : arrays of shape ``(len(names),)``, float64
+        On the inputs' device (numpy or torch). Empty extremes are ``-inf`` / ``+inf``.
+    options : dict
+        Options the finalize step needs (thresholds, batch size...), identical across shards.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = pack_stats("demo", {"n": 2.0, "x": 3.0}, {"x": 2.5}, {"x": 0.5})
+    >>> b = pack_stats("demo", {"n": 1.0, "x": 4.0}, {"x": 4.0}, {"x": 4.0})
+    >>> PolicyStats.merge([a, b]).to_host()
+    ({'n': 3.0, 'x': 7.0}, {'x': 4.0}, {'x': 0.5})
+    """
+
+    kind: str
+    sum_names: tuple[str, ...]
+    max_names: tuple[str, ...]
+    min_names: tuple[str, ...]
+    sums: Any
+    maxes: Any
+    mins: Any
+    options: dict[str, Any]
+
+    def to_host(self) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+        """The three vectors as name -> float dictionaries, in one device-to-host copy."""
+        if is_torch_array(self.sums):
+            import torch
+
+            packed = torch.cat([self.sums, self.maxes, self.mins]).detach().cpu().numpy()
+        else:
+            packed = np.concatenate([np.asarray(self.sums), np.asarray(self.maxes), np.asarray(self.mins)])
+        n_s, n_x = len(self.sum_names), len(self.max_names)
+        values = packed.astype(np.float64).tolist()
+        return (
+            dict(zip(self.sum_names, values[:n_s])),
+            dict(zip(self.max_names, values[n_s : n_s + n_x])),
+            dict(zip(self.min_names, values[n_s + n_x :])),
+        )
+
+    @classmethod
+    def merge(cls, parts: Sequence[PolicyStats]) -> PolicyStats:
+        """Statistics of the union of the batches that ``parts`` describe (host numpy arrays)."""
+        if not parts:
+            raise ValueError("parts must hold at least one PolicyStats; got an empty sequence")
+        first = parts[0]
+        for p in parts[1:]:
+            if (p.kind, p.sum_names, p.max_names, p.min_names) != (
+                first.kind, first.sum_names, first.max_names, first.min_names
+            ):
+                raise ValueError(f"cannot merge {p.kind!r} statistics with {first.kind!r} statistics")
+        hosts = [p.to_host() for p in parts]
+        sums = np.array([[h[0][k] for k in first.sum_names] for h in hosts]).sum(axis=0)
+        maxes = np.array([[h[1][k] for k in first.max_names] for h in hosts]).max(axis=0)
+        mins = np.array([[h[2][k] for k in first.min_names] for h in hosts]).min(axis=0)
+        return cls(first.kind, first.sum_names, first.max_names, first.min_names, sums, maxes, mins,
+                   dict(first.options))
+
+
+def pack_stats(
+    kind: str,
+    sums: dict[str, Any],
+    maxes: dict[str, Any],
+    mins: dict[str, Any],
+    *,
+    xp: Any = None,
+    device: Any = None,
+    options: dict[str, Any] | None = None,
+) -> PolicyStats:
+    """Stack named 0-d arrays (or Python numbers) into a :class:`PolicyStats` on ``device``."""
+
+    def vec(values: list[Any]) -> Any:
+        if xp is None or not values:
+            if xp is not None and device is not None:
+                return xp.zeros((0,), dtype=xp.float64, device=device)
+            return np.asarray([float(v) for v in values], dtype=np.float64)
+        return xp.stack([
+            xp.reshape(xp.astype(xp.asarray(v, device=device), xp.float64), ()) if hasattr(v, "shape")
+            else xp.asarray(float(v), dtype=xp.float64, device=device)
+            for v in values
+        ])
+
+    return PolicyStats(
+        kind=kind,
+        sum_names=tuple(sums),
+        max_names=tuple(maxes),
+        min_names=tuple(mins),
+        sums=vec(list(sums.values())),
+        maxes=vec(list(maxes.values())),
+        mins=vec(list(mins.values())),
+        options=dict(options or {}),
+    )
+
+
+def warn_undefined(message: str, *, stacklevel: int = 3) -> float:
+    """Emit a ``RuntimeWarning`` for an undefined statistic and return NaN."""
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
+    return math.nan

@@ -1,0 +1,218 @@
+"""PPO update statistics: clip fractions (split by side), approximate KL and ratio range.
+
+With ``r_t = exp(clamp(log_prob - old_log_prob, -20, 20))`` and advantages ``A_t``, verl's
+vanilla policy loss logs
+
+* ``actor/pg_clipfrac``: tokens where the clipped surrogate is the active one,
+  ``-A clip(r, 1 - eps_low, 1 + eps_high) > -A r``;
+* ``actor/ppo_kl``: the k1 estimate ``E[old_log_prob - log_prob]`` (can be negative);
+* ``actor/pg_clipfrac_lower``: dual-clip fraction, ``A < 0`` and ``-A r > -A clip_ratio_c``.
+
+This module reproduces those values and adds the two sides of the clip fraction (their sum is
+``pg_clipfrac``): ``actor/pg_clipfrac_low`` (``A < 0`` and ``r < 1 - eps_low``, the update
+pushing a token's probability down is cut off) and ``actor/pg_clipfrac_high`` (``A > 0`` and
+``r > 1 + eps_high``), the k3 estimate ``actor/ppo_kl_k3 = E[r - 1 - log r] >= 0``, and
+``actor/ppo_ratio_{mean,max,min}``. Token-mean (verl) and sequence-mean aggregation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from . import _keys as K
+from ._array import as_float, check_finite_scalar, check_mask, check_same_shape, describe
+from ._policy_stats import PolicyStats, cpu_block_rows, pack_stats, prepare_arrays, warn_undefined
+
+__all__ = ["compute_ppo_update_metrics", "finalize_ppo_update_metrics", "ppo_update_statistics"]
+
+AGGREGATIONS = {"token-mean": "token-mean", "seq-mean": "seq-mean-token-mean",
+                "seq-mean-token-mean": "seq-mean-token-mean"}
+# Per-token indicators / values, averaged by the chosen aggregation: name -> metric key.
+_MEANS = {
+    "clip": K.PG_CLIPFRAC,
+    "kl": K.PPO_KL,
+    "dual": K.PG_CLIPFRAC_LOWER,
+    "clip_low": K.PG_CLIPFRAC_LOW,
+    "clip_high": K.PG_CLIPFRAC_HIGH,
+    "k3": K.PPO_KL_K3,
+    "ratio": K.PPO_RATIO_MEAN,
+}
+
+
+def _clip_bounds(
+    clip_ratio: float, clip_ratio_low: float | None, clip_ratio_high: float | None, clip_ratio_c: float
+) -> tuple[float, float, float]:
+    low = check_finite_scalar(clip_ratio if clip_ratio_low is None else clip_ratio_low, "clip_ratio_low")
+    high = check_finite_scalar(clip_ratio if clip_ratio_high is None else clip_ratio_high, "clip_ratio_high")
+    c = check_finite_scalar(clip_ratio_c, "clip_ratio_c")
+    if not 0 <= low < 1:
+        raise ValueError(f"clip_ratio_low must be in [0, 1); got {low}")
+    if high < 0:
+        raise ValueError(f"clip_ratio_high must be >= 0; got {high}")
+    if c <= 1:
+        raise ValueError(f"clip_ratio_c must be > 1 (dual-clip lower bound); got {c}")
+    return low, high, c
+
+
+def ppo_update_statistics(
+    log_probs: Any,
+    old_log_probs: Any,
+    advantages: Any,
+    response_mask: Any,
+    *,
+    clip_ratio: float = 0.2,
+    clip_ratio_low: float | None = None,
+    clip_ratio_high: float | None = None,
+    clip_ratio_c: float = 3.0,
+) -> PolicyStats:
+    """Mergeable sums / maxima / minima behind :func:`compute_ppo_update_metrics`.
+
+    Holds token sums (``n_tok`` and one sum per metric) and sums of per-sequence means
+    (``n_seq`` non-empty sequences), so either aggregation can be finalised after merging.
+    """
+    low, high, c = _clip_bounds(clip_ratio, clip_ratio_low, clip_ratio_high, clip_ratio_c)
+    names = ["log_probs", "old_log_probs", "advantages", "response_mask"]
+    xp, (lp, olp, adv, mask_raw), device, on_cpu = prepare_arrays(
+        [log_probs, old_log_probs, advantages, response_mask], names
+    )
+    if lp.ndim != 2:
+        raise ValueError(f"log_probs must have shape (B, R); got {describe(log_probs)}")
+    for name, x in zip(names[1:], (olp, adv, mask_raw)):
+        check_same_shape(x, lp, name, "log_probs")
+    mask = check_mask(mask_raw, "response_mask")
+    n_rows, width = lp.shape
+    work = xp.float64 if xp.float64 in (lp.dtype, olp.dtype, adv.dtype) else xp.float32
+    f64 = xp.float64
+    step = cpu_block_rows(n_rows, width, on_cpu)
+    tok = {k: xp.asarray(0.0, dtype=f64, device=device) for k in _MEANS}
+    seq = {k: xp.asarray(0.0, dtype=f64, device=device) for k in _MEANS}
+    n_tok = xp.asarray(0.0, dtype=f64, device=device)
+    n_seq = xp.asarray(0.0, dtype=f64, device=device)
+    r_max = xp.asarray(-math.inf, dtype=f64, device=device)
+    r_min = xp.asarray(math.inf, dtype=f64, device=device)
+    for start in range(0, n_rows, step):
+        rows = slice(start, start + step)
+        m = mask[rows, ...]
+        a = xp.astype(as_float(adv[rows, ...], xp), work)
+        zero = xp.zeros_like(a)
+        neg_kl = xp.clip(
+            xp.astype(as_float(lp[rows, ...], xp), work) - xp.astype(as_float(olp[rows, ...], xp), work),
+            min=-20.0, max=20.0,
+        )
+        ratio = xp.exp(neg_kl)
+        loss1 = -a * ratio
+        loss2 = -a * xp.clip(ratio, min=1 - low, max=1 + high)
+        clipped = loss2 > loss1
+        loss3 = -a * c
+        values = {
+            "clip": clipped,
+            "kl": -neg_kl,
+            "dual": (xp.maximum(loss1, loss2) > loss3) & (a < 0),
+            "clip_low": clipped & (a < 0),
+            "clip_high": clipped & (a > 0),
+            "k3": xp.expm1(neg_kl) - neg_kl,
+            "ratio": ratio,
+        }
+        cnt = xp.sum(xp.astype(m, f64), axis=-1)
+        has = cnt > 0
+        safe = xp.where(has, cnt, xp.ones_like(cnt))
+        n_tok = n_tok + xp.sum(cnt)
+        n_seq = n_seq + xp.sum(xp.astype(has, f64))
+        for k, v in values.items():
+            row = xp.astype(xp.sum(xp.where(m, xp.astype(v, work), zero), axis=-1), f64)
+            tok[k] = tok[k] + xp.sum(row)
+            seq[k] = seq[k] + xp.sum(xp.where(has, row / safe, xp.zeros_like(row)))
+        r_max = xp.maximum(r_max, xp.astype(xp.max(xp.where(m, ratio, -math.inf)), f64))
+        r_min = xp.minimum(r_min, xp.astype(xp.min(xp.where(m, ratio, math.inf)), f64))
+    sums = {"n_tok": n_tok, "n_seq": n_seq}
+    sums.update({f"tok_{k}": v for k, v in tok.items()})
+    sums.update({f"seq_{k}": v for k, v in seq.items()})
+    return pack_stats(
+        "ppo", sums, {"ratio": r_max}, {"ratio": r_min}, xp=xp, device=device,
+        options={"clip_ratio_low": low, "clip_ratio_high": high, "clip_ratio_c": c},
+    )
+
+
+def finalize_ppo_update_metrics(stats: PolicyStats, *, aggregation: str = "token-mean") -> dict[str, float]:
+    """Turn :class:`PolicyStats` of kind ``"ppo"`` into the metric dictionary (one host copy)."""
+    if stats.kind != "ppo":
+        raise ValueError(f"stats must be PPO update statistics; got kind {stats.kind!r}")
+    mode = _aggregation(aggregation)
+    s, hi, lo = stats.to_host()
+    prefix, count = ("tok_", s["n_tok"]) if mode == "token-mean" else ("seq_", s["n_seq"])
+    if s["n_tok"] == 0:
+        warn_undefined("response_mask selects no token: the PPO update metrics are NaN", stacklevel=3)
+        out = dict.fromkeys(_MEANS.values(), math.nan)
+        out[K.PPO_RATIO_MAX] = out[K.PPO_RATIO_MIN] = math.nan
+        return out
+    out = {key: s[prefix + name] / count for name, key in _MEANS.items()}
+    out[K.PPO_RATIO_MAX], out[K.PPO_RATIO_MIN] = hi["ratio"], lo["ratio"]
+    return out
+
+
+def _aggregation(aggregation: str) -> str:
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(
+            f"aggregation must be one of {sorted(AGGREGATIONS)}; got {aggregation!r}"
+        )
+    return AGGREGATIONS[aggregation]
+
+
+def compute_ppo_update_metrics(
+    log_probs: Any,
+    old_log_probs: Any,
+    advantages: Any,
+    response_mask: Any,
+    *,
+    clip_ratio: float = 0.2,
+    clip_ratio_low: float | None = None,
+    clip_ratio_high: float | None = None,
+    clip_ratio_c: float = 3.0,
+    aggregation: str = "token-mean",
+) -> dict[str, float]:
+    """Clip fractions, approximate KL and ratio range of a PPO update.
+
+    Parameters
+    ----------
+    log_probs, old_log_probs, advantages : arrays of shape ``(B, R)``
+        Current and behaviour log-probabilities of the sampled tokens and their advantages
+        (numpy or torch, CPU or CUDA; computed in at least float32).
+    response_mask : array of shape ``(B, R)``
+        Bool or 0/1.
+    clip_ratio : float, keyword-only
+        ``eps`` of the clipped objective; ``clip_ratio_low`` / ``clip_ratio_high`` override it
+        per side (verl's ``actor.clip_ratio*``), the ratio being clipped to
+        ``[1 - clip_ratio_low, 1 + clip_ratio_high]``.
+    clip_ratio_c : float, keyword-only
+        Dual-clip bound (> 1) for ``actor/pg_clipfrac_lower``.
+    aggregation : {"token-mean", "seq-mean-token-mean", "seq-mean"}, keyword-only
+        Average over all tokens (verl's metrics), or over each sequence then over the
+        sequences that have tokens (``"seq-mean"`` is an alias).
+
+    Returns
+    -------
+    dict[str, float]
+        ``actor/pg_clipfrac``, ``actor/ppo_kl``, ``actor/pg_clipfrac_lower`` (verl's names and,
+        with token-mean, values), ``actor/pg_clipfrac_low``, ``actor/pg_clipfrac_high``,
+        ``actor/ppo_kl_k3``, ``actor/ppo_ratio_{mean,max,min}``. NaN with a ``RuntimeWarning``
+        when the mask selects no token.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> old = np.zeros((1, 4))
+    >>> new = np.log(np.array([[1.5, 0.5, 1.0, 1.1]]))
+    >>> adv = np.array([[1.0, -1.0, 1.0, -1.0]])
+    >>> m = compute_ppo_update_metrics(new, old, adv, np.ones((1, 4), dtype=bool))
+    >>> m["actor/pg_clipfrac"], m["actor/pg_clipfrac_high"], m["actor/pg_clipfrac_low"]
+    (0.5, 0.25, 0.25)
+    >>> m["actor/ppo_ratio_max"], m["actor/ppo_ratio_min"]
+    (1.5, 0.5)
+    """
+    _aggregation(aggregation)
+    stats = ppo_update_statistics(
+        log_probs, old_log_probs, advantages, response_mask, clip_ratio=clip_ratio,
+        clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
+    )
+    return finalize_ppo_update_metrics(stats, aggregation=aggregation)

@@ -1,0 +1,213 @@
+"""Tests of rlmetrics._mismatch: verl 0.9.1 parity, float64 references, properties, errors."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlmetrics._mismatch import (
+    compute_rollout_mismatch_metrics,
+    finalize_rollout_mismatch_metrics,
+    parse_is_threshold,
+    rollout_mismatch_statistics,
+)
+from rlmetrics._policy_stats import PolicyStats
+
+rc = pytest.importorskip("verl.trainer.ppo.rollout_corr_helper")
+
+
+def make(b: int, r: int, *, seed: int, noise: float = 0.4, empty_row: bool = False):
+    g = torch.Generator().manual_seed(seed)
+    old = -torch.rand(b, r, generator=g, dtype=torch.float64) * 3
+    roll = old + torch.randn(b, r, generator=g, dtype=torch.float64) * noise
+    lens = torch.randint(1, r + 1, (b,), generator=g)
+    if empty_row and b > 1:
+        lens[-1] = 0
+    mask = (torch.arange(r)[None, :] < lens[:, None]).long()
+    return old, roll, mask
+
+
+MODES = [
+    pytest.param("token", 2.0, id="token-tis-2"),
+    pytest.param("token", 1.2, id="token-tis-1.2"),
+    pytest.param("token", "0.5_2.0", id="token-icepop"),
+    pytest.param("sequence", 2.0, id="sequence-tis"),
+    pytest.param("sequence", "0.8_5.0", id="sequence-icepop"),
+]
+
+
+@pytest.mark.parametrize(("mode", "threshold"), MODES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("empty_row", [False, True], ids=["full-rows", "empty-row"])
+def test_parity_with_verl(mode: str, threshold: object, dtype: torch.dtype, empty_row: bool) -> None:
+    old, roll, mask = make(12, 300, seed=5, empty_row=empty_row)
+    _, _, expected = rc.compute_rollout_correction_and_rejection_mask(
+        old, roll, mask, rollout_is=mode, rollout_is_threshold=threshold
+    )
+    ours = compute_rollout_mismatch_metrics(
+        old.to(dtype), roll.to(dtype), mask, rollout_is=mode, rollout_is_threshold=threshold
+    )
+    assert set(expected) <= set(ours)
+    assert set(ours) - set(expected) == {
+        "rollout_corr/rollout_is_ess_tokens",
+        "rollout_corr/probs_pearson_corr",
+    }
+    tol = 1e-6 if dtype == torch.float64 else 2e-5
+    for k, v in expected.items():
+        assert ours[k] == pytest.approx(v, rel=tol, abs=tol * 1e-2), k
+
+
+@pytest.mark.parametrize("as_numpy", [False, True], ids=["torch", "numpy"])
+def test_offpolicy_only_matches_verl_and_float64_reference(as_numpy: bool) -> None:
+    old, roll, mask = make(7, 50, seed=6)
+    expected = rc.compute_rollout_corr_metrics_from_logprobs(old, roll, mask)
+    args = (old.numpy(), roll.numpy(), mask.numpy()) if as_numpy else (old, roll, mask)
+    ours = compute_rollout_mismatch_metrics(*args, rollout_is=None)
+    assert set(ours) == set(expected) | {"rollout_corr/probs_pearson_corr"}
+    for k, v in expected.items():
+        assert ours[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+    # Independent float64 loop for a few metrics.
+    o, r, m = old.numpy(), roll.numpy(), mask.numpy().astype(bool)
+    lr = (o - r)[m]
+    assert ours["rollout_corr/k3_kl"] == pytest.approx(np.mean(np.exp(lr) - lr - 1), rel=1e-9)
+    ppl = np.mean([np.exp(-o[i][m[i]].mean()) for i in range(o.shape[0])])
+    assert ours["rollout_corr/training_ppl"] == pytest.approx(ppl, rel=1e-12)
+    corr = np.corrcoef(np.exp(o[m]), np.exp(r[m]))[0, 1]
+    assert ours["rollout_corr/probs_pearson_corr"] == pytest.approx(corr, rel=1e-9)
+
+
+def test_identical_engines() -> None:
+    old, _, mask = make(5, 20, seed=7)
+    m = compute_rollout_mismatch_metrics(old, old.clone(), mask)
+    assert m["rollout_corr/kl"] == 0.0 and m["rollout_corr/k3_kl"] == 0.0
+    assert m["rollout_corr/chi2_token"] == pytest.approx(0.0, abs=1e-12)
+    assert m["rollout_corr/rollout_is_mean"] == 1.0 and m["rollout_corr/rollout_is_std"] == 0.0
+    assert m["rollout_corr/probs_pearson_corr"] == pytest.approx(1.0)
+    assert m["rollout_corr/rollout_is_ess_tokens"] == pytest.approx(float(mask.sum()))
+
+
+def test_bf16_inputs_and_custom_prefix() -> None:
+    old, roll, mask = make(4, 30, seed=8)
+    m = compute_rollout_mismatch_metrics(old.bfloat16(), roll.bfloat16(), mask.bool(), prefix="mm/")
+    ref = compute_rollout_mismatch_metrics(old.bfloat16().double(), roll.bfloat16().double(), mask)
+    assert all(k.startswith("mm/") for k in m)
+    assert m["mm/kl"] == pytest.approx(ref["rollout_corr/kl"], rel=1e-5, abs=1e-7)
+
+
+def test_constant_probabilities_warn_pearson_nan() -> None:
+    old = torch.full((2, 3), -1.0)
+    with pytest.warns(RuntimeWarning, match="Pearson correlation"):
+        m = compute_rollout_mismatch_metrics(old, old - 0.1, torch.ones(2, 3))
+    assert math.isnan(m["rollout_corr/probs_pearson_corr"])
+
+
+def test_all_weights_zeroed_by_icepop_gives_nan_ess() -> None:
+    old = -torch.arange(6.0).reshape(2, 3) * 0.1
+    with pytest.warns(RuntimeWarning, match="effective sample size"):
+        m = compute_rollout_mismatch_metrics(old, old - 3.0, torch.ones(2, 3), rollout_is_threshold="0.5_2.0")
+    assert math.isnan(m["rollout_corr/rollout_is_eff_sample_size"])
+    assert m["rollout_corr/rollout_is_oob_ratio"] == 1.0
+
+
+OLD, ROLL, MASK = make(3, 4, seed=9)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "exc", "match"),
+    [
+        pytest.param(
+            (OLD, ROLL, torch.zeros_like(MASK)), {}, ValueError, "select at least one token", id="empty-mask"
+        ),
+        pytest.param(
+            (OLD, ROLL[:, :3], MASK),
+            {},
+            ValueError,
+            "rollout_log_probs and old_log_probs must have",
+            id="shape",
+        ),
+        pytest.param((OLD[0], ROLL[0], MASK[0]), {}, ValueError, r"shape \(B, R\)", id="1d"),
+        pytest.param(
+            (OLD, ROLL.numpy(), MASK), {}, TypeError, "must all be numpy arrays or all torch", id="mixed"
+        ),
+        pytest.param((OLD, ROLL, MASK), {"rollout_is": "seq"}, ValueError, "rollout_is must be", id="mode"),
+        pytest.param(
+            (OLD, ROLL, MASK),
+            {"rollout_is_threshold": -1.0},
+            ValueError,
+            "upper bound",
+            id="threshold-negative",
+        ),
+        pytest.param(
+            (OLD, ROLL, MASK),
+            {"rollout_is_threshold": "3_2"},
+            ValueError,
+            "lower bound",
+            id="icepop-inverted",
+        ),
+        pytest.param(
+            (OLD, ROLL, MASK),
+            {"rollout_is_threshold": "abc"},
+            ValueError,
+            "must look like",
+            id="threshold-text",
+        ),
+        pytest.param((OLD, ROLL, MASK), {"rollout_is_threshold": True}, TypeError, "got bool", id="bool"),
+        pytest.param((torch.full_like(OLD, math.nan), ROLL, MASK), {}, ValueError, "hold NaN", id="nan"),
+    ],
+)
+def test_errors(args: tuple, kwargs: dict, exc: type[Exception], match: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(exc, match=match):
+            compute_rollout_mismatch_metrics(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param(2, (2.0, None), id="int"),
+        pytest.param("1.5", (1.5, None), id="str"),
+        pytest.param("0.5_2", (2.0, 0.5), id="icepop-str"),
+        pytest.param((0.1, 3.0), (3.0, 0.1), id="pair"),
+    ],
+)
+def test_parse_threshold(spec: object, expected: tuple) -> None:
+    assert parse_is_threshold(spec) == expected
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    b=st.integers(2, 6),
+    r=st.integers(1, 10),
+    noise=st.floats(0.0, 3.0),
+    seed=st.integers(0, 10**6),
+    mode=st.sampled_from(["token", "sequence"]),
+    split=st.integers(1, 5),
+)
+def test_properties_and_merge(b: int, r: int, noise: float, seed: int, mode: str, split: int) -> None:
+    old, roll, mask = make(b, r, seed=seed, noise=noise)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        m = compute_rollout_mismatch_metrics(old, roll, mask, rollout_is=mode)
+        n = float(mask.sum())
+        assert 1 - 1e-9 <= m["rollout_corr/rollout_is_ess_tokens"] <= n + 1e-9
+        assert 0 < m["rollout_corr/rollout_is_eff_sample_size"] <= 1 + 1e-9
+        assert m["rollout_corr/k3_kl"] >= 0 and m["rollout_corr/chi2_token"] >= -1
+        assert m["rollout_corr/rollout_is_min"] <= m["rollout_corr/rollout_is_max"]
+        lo, mid, hi = (m[f"rollout_corr/log_ppl_diff{s}"] for s in ("_min", "", "_max"))
+        assert lo <= mid + 1e-12 and mid <= hi + 1e-12
+        split = min(split, b - 1)
+        if bool(mask[:split].any()) and bool(mask[split:].any()):
+            parts = [
+                rollout_mismatch_statistics(old[sl], roll[sl], mask[sl], rollout_is=mode)
+                for sl in (slice(0, split), slice(split, b))
+            ]
+            merged = finalize_rollout_mismatch_metrics(PolicyStats.merge(parts))
+            for k, v in m.items():
+                assert merged[k] == pytest.approx(v, rel=1e-9, abs=1e-12, nan_ok=True), k

@@ -1,0 +1,228 @@
+"""Tests of rlmetrics._variance: verl 0.9.1 parity, float64 loop reference, errors, merging."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlmetrics import _keys as K
+from rlmetrics._policy_stats import PolicyStats
+from rlmetrics._variance import (
+    compute_variance_proxy_metrics,
+    finalize_variance_proxy_metrics,
+    variance_proxy_statistics,
+)
+
+verl_mu = pytest.importorskip("verl.trainer.ppo.metric_utils")
+from verl import DataProto  # noqa: E402
+
+KEYS = [
+    K.VARIANCE_PROXY_SIGNAL,
+    K.VARIANCE_PROXY_TOTAL_POWER,
+    K.VARIANCE_PROXY_NOISE,
+    K.VARIANCE_PROXY_EXPECTED_A_SQUARED,
+    K.VARIANCE_PROXY_EXPECTED_W,
+]
+
+
+def make_batch(
+    b: int, r: int, *, seed: int, with_is: bool, empty_row: bool = False
+) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(1, r + 1, (b,), generator=g)
+    if empty_row and b > 1:
+        lens[1] = 0
+    batch = {
+        "sum_pi_squared": torch.rand(b, r, generator=g) * 0.9 + 0.05,
+        "old_log_probs": -torch.rand(b, r, generator=g) * 4,
+        "advantages": torch.randn(b, r, generator=g),
+        "response_mask": (torch.arange(r)[None, :] < lens[:, None]).long(),
+    }
+    if with_is:
+        w = torch.rand(b, r, generator=g) * 2.5
+        w[0, 0] = 1e-6  # below verl's 1e-10 clamp on rho^2
+        batch["rollout_is_weights"] = w
+    return batch
+
+
+def reference(batch: dict[str, torch.Tensor], gradient_norm: float | None) -> dict[str, float]:
+    """Slow float64 loop over trajectories, written from verl's formulas."""
+    spi, old, adv, mask = (
+        batch[k].double().numpy() for k in ("sum_pi_squared", "old_log_probs", "advantages", "response_mask")
+    )
+    rho = batch["rollout_is_weights"].double().numpy() if "rollout_is_weights" in batch else None
+    a2, ws, power = [], [], []
+    for i in range(adv.shape[0]):
+        idx = np.flatnonzero(mask[i])
+        a = adv[i, idx].mean() if idx.size else 0.0
+        w_tok = 1 - 2 * np.exp(old[i, idx]) + spi[i, idx]
+        if rho is None:
+            w = w_tok.sum()
+            power.append(a * a * max(w, 0.0))
+        else:
+            r2 = rho[i, idx] ** 2
+            w = (w_tok * r2).sum()
+            w_orig = max((w_tok * r2 / np.maximum(r2, 1e-10)).sum(), 0.0)
+            rbar = rho[i, idx].mean() if idx.size else 0.0
+            power.append(rbar**2 * a * a * w_orig)
+        a2.append(a * a)
+        ws.append(w)
+    n = adv.shape[0]
+    p2 = float(np.mean(power))
+    p1 = None if gradient_norm is None else gradient_norm**2
+    p3 = 0.0 if p1 is None or n == 1 else max(0.0, (p2 - p1) / (n - 1))
+    return dict(zip(KEYS, [0.0 if p1 is None else p1, p2, p3, float(np.mean(a2)), float(np.mean(ws))]))
+
+
+CASES = [
+    pytest.param(8, 33, False, None, False, id="on-policy-no-gradnorm"),
+    pytest.param(8, 33, False, 0.3, False, id="on-policy-gradnorm"),
+    pytest.param(8, 33, True, None, False, id="is-weights-no-gradnorm"),
+    pytest.param(8, 33, True, 0.05, True, id="is-weights-gradnorm-empty-row"),
+    pytest.param(1, 17, False, 0.3, False, id="batch-size-1"),
+    pytest.param(1, 17, True, 2.0, False, id="batch-size-1-is"),
+    pytest.param(37, 700, False, 1.5, True, id="several-cpu-blocks"),
+]
+
+
+@pytest.mark.parametrize(("b", "r", "with_is", "gnorm", "empty_row"), CASES)
+def test_parity_with_verl(b: int, r: int, with_is: bool, gnorm: float | None, empty_row: bool) -> None:
+    batch = make_batch(b, r, seed=b * 100 + r, with_is=with_is, empty_row=empty_row)
+    expected = verl_mu.compute_variance_proxy_metrics(DataProto.from_dict(tensors=dict(batch)), gnorm)
+    ours = compute_variance_proxy_metrics(DataProto.from_dict(tensors=dict(batch)), gnorm)
+    assert set(ours) == set(expected) == set(KEYS)
+    for k in KEYS:
+        assert ours[k] == pytest.approx(expected[k], rel=1e-6, abs=1e-9), k
+
+
+@pytest.mark.parametrize(("b", "r", "with_is", "gnorm", "empty_row"), CASES)
+@pytest.mark.parametrize("as_numpy", [False, True], ids=["torch", "numpy"])
+def test_float64_reference(
+    b: int, r: int, with_is: bool, gnorm: float | None, empty_row: bool, as_numpy: bool
+) -> None:
+    batch = make_batch(b, r, seed=b + r, with_is=with_is, empty_row=empty_row)
+    expected = reference(batch, gnorm)
+    inputs = {k: (v.numpy() if as_numpy else v) for k, v in batch.items()}
+    ours = compute_variance_proxy_metrics(inputs, gnorm)
+    for k in KEYS:
+        assert ours[k] == pytest.approx(expected[k], rel=2e-6, abs=1e-9), k
+
+
+def test_gradient_norm_as_tensor_and_bf16_inputs() -> None:
+    batch = make_batch(6, 20, seed=1, with_is=False)
+    expected = reference(batch, 0.5)
+    ours = compute_variance_proxy_metrics(batch, torch.tensor(0.5))
+    assert ours[K.VARIANCE_PROXY_NOISE] == pytest.approx(expected[K.VARIANCE_PROXY_NOISE], rel=1e-6)
+    half = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in batch.items()}
+    m = compute_variance_proxy_metrics(half, 0.5)
+    ref = reference({k: v.float() if v.is_floating_point() else v for k, v in half.items()}, 0.5)
+    assert m[K.VARIANCE_PROXY_TOTAL_POWER] == pytest.approx(ref[K.VARIANCE_PROXY_TOTAL_POWER], rel=1e-5)
+
+
+def test_nan_gradient_norm_propagates() -> None:
+    m = compute_variance_proxy_metrics(make_batch(4, 8, seed=2, with_is=False), float("nan"))
+    assert math.isnan(m[K.VARIANCE_PROXY_SIGNAL]) and math.isnan(m[K.VARIANCE_PROXY_NOISE])
+
+
+@pytest.mark.parametrize("missing", ["sum_pi_squared", "old_log_probs", "advantages"])
+def test_missing_key_empty_like_verl_or_strict_error(missing: str) -> None:
+    batch = make_batch(3, 5, seed=3, with_is=False)
+    del batch[missing]
+    assert verl_mu.compute_variance_proxy_metrics(DataProto.from_dict(tensors=dict(batch))) == {}
+    assert compute_variance_proxy_metrics(batch) == {}
+    with pytest.raises(ValueError, match=f"missing the tensor '{missing}'.*strict=True.*tensors present"):
+        compute_variance_proxy_metrics(batch, strict=True)
+
+
+def bad(batch: dict, **changes: object) -> dict:
+    out = dict(batch)
+    out.update(changes)
+    return out
+
+
+BASE = make_batch(3, 5, seed=4, with_is=False)
+
+
+@pytest.mark.parametrize(
+    ("batch", "gnorm", "exc", "match"),
+    [
+        pytest.param(
+            {k: v for k, v in BASE.items() if k != "response_mask"},
+            None,
+            ValueError,
+            "missing the tensor 'response_mask'",
+            id="no-response-mask",
+        ),
+        pytest.param(
+            bad(BASE, sum_pi_squared=torch.zeros(3, 4)),
+            None,
+            ValueError,
+            r"sum_pi_squared'\] and batch\['advantages'\] must have the same shape",
+            id="shape",
+        ),
+        pytest.param(
+            bad(BASE, advantages=torch.zeros(3)),
+            None,
+            ValueError,
+            r"must have shape \(B, R\)",
+            id="1d-advantages",
+        ),
+        pytest.param({k: v[:0] for k, v in BASE.items()}, None, ValueError, "batch is empty", id="empty"),
+        pytest.param(
+            bad(BASE, response_mask=BASE["response_mask"] * 2),
+            None,
+            ValueError,
+            "must hold only 0 and 1",
+            id="mask-values",
+        ),
+        pytest.param(
+            bad(BASE, advantages=BASE["advantages"].numpy()),
+            None,
+            TypeError,
+            "must all be numpy arrays or all torch tensors",
+            id="mixed-namespaces",
+        ),
+        pytest.param(BASE, "big", TypeError, "gradient_norm must be a real number", id="gradnorm-str"),
+        pytest.param(BASE, torch.ones(2), ValueError, "gradient_norm must be a scalar", id="gradnorm-vector"),
+        pytest.param(BASE, True, TypeError, "got bool", id="gradnorm-bool"),
+    ],
+)
+def test_errors(batch: dict, gnorm: object, exc: type[Exception], match: str) -> None:
+    with pytest.raises(exc, match=match):
+        compute_variance_proxy_metrics(batch, gnorm)
+
+
+def test_finalize_rejects_other_statistics() -> None:
+    stats = variance_proxy_statistics(BASE)
+    assert stats is not None
+    stats.kind = "ppo"
+    with pytest.raises(ValueError, match="variance-proxy statistics; got kind 'ppo'"):
+        finalize_variance_proxy_metrics(stats)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    b=st.integers(2, 9),
+    r=st.integers(1, 12),
+    split=st.integers(1, 8),
+    seed=st.integers(0, 10**6),
+    with_is=st.booleans(),
+)
+def test_shards_merge_to_whole_batch(b: int, r: int, split: int, seed: int, with_is: bool) -> None:
+    split = min(split, b - 1)
+    batch = make_batch(b, r, seed=seed, with_is=with_is)
+    whole = compute_variance_proxy_metrics(batch, 0.7)
+    parts = [
+        variance_proxy_statistics({k: v[sl] for k, v in batch.items()})
+        for sl in (slice(0, split), slice(split, b))
+    ]
+    assert all(p is not None for p in parts)
+    merged = finalize_variance_proxy_metrics(PolicyStats.merge([p for p in parts if p is not None]), 0.7)
+    for k in KEYS:
+        assert merged[k] == pytest.approx(whole[k], rel=1e-9, abs=1e-12)
+    assert whole[K.VARIANCE_PROXY_TOTAL_POWER] >= 0 and whole[K.VARIANCE_PROXY_NOISE] >= 0
