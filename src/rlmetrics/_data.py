@@ -33,7 +33,7 @@ from ._array import (
     raise_invalid_mask,
 )
 from ._batch import BatchView, as_batch
-from ._kernels import ROW_FIELDS, token_rows_kernel
+from ._kernels import ROW_SUM_FIELDS, float_keys_to_values, token_rows_kernel
 from ._lengths import prompt_response_lengths, response_width
 
 __all__ = ["DataStats", "compute_data_metrics", "data_statistics", "finalize_data_metrics"]
@@ -278,58 +278,77 @@ def _token_stats_host(
     return [*sums, 0.0], maxes, mins
 
 
-def _rows_in_parallel(fn: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """Apply a per-row kernel to row blocks on the thread pool and stack the results in order."""
+def _rows_in_parallel(fn: Any, shape: tuple[int, ...]) -> Any:
+    """Apply a per-row kernel to row blocks on the thread pool; stack its output(s) in order."""
     n_rows, width = shape
     per_block = max(1, (4 * _BLOCK_ELEMENTS) // max(width, 1))
     if n_rows <= per_block:
         return fn(slice(0, n_rows))
     n_blocks = min(_executor()._max_workers, -(-n_rows // per_block))
     step = -(-n_rows // n_blocks)
-    slices = [slice(start, start + step) for start in range(0, n_rows, step)]
-    return np.concatenate(list(_executor().map(fn, slices)))
+    parts = list(_executor().map(fn, [slice(start, start + step) for start in range(0, n_rows, step)]))
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate(p) for p in zip(*parts))
+    return np.concatenate(parts)
 
 
 def _token_stats_fused(kernel: Any, tensors: list[np.ndarray], mask: np.ndarray, use_critic: bool) -> tuple:
     """Token statistics from the fused per-row kernel, combined over rows in float64."""
-    val = tensors[2] if use_critic else tensors[1]
     if mask.dtype.kind not in "biuf":
         raise TypeError(f"batch['response_mask'] must be a bool or 0/1 integer mask; got {describe(mask)}")
-    rows = _rows_in_parallel(
-        lambda sl: kernel(tensors[0][sl], tensors[1][sl], val[sl], mask[sl], use_critic), mask.shape
+    adv, ret = tensors[0], tensors[1]
+    val = tensors[2] if use_critic else ret
+    dtype = adv.dtype
+    int_type = np.int32 if dtype.itemsize == 4 else np.int64
+    bits = [
+        x.view(int_type) if x.flags.c_contiguous else np.ascontiguousarray(x).view(int_type)
+        for x in (adv, ret, val)
+    ]
+    sign_shift = 8 * dtype.itemsize - 1
+    magnitude = (1 << sign_shift) - 1
+    sums, keys = _rows_in_parallel(
+        lambda sl: kernel(
+            adv[sl],
+            ret[sl],
+            val[sl],
+            bits[0][sl],
+            bits[1][sl],
+            bits[2][sl],
+            mask[sl],
+            use_critic,
+            sign_shift,
+            magnitude,
+        ),
+        mask.shape,
     )
-    col = {name: rows[:, i] for i, name in enumerate(ROW_FIELDS)}
+    col = dict(zip(ROW_SUM_FIELDS, sums.T))
     n_i = col["n"]
     has = n_i > 0
     ret_m2, ret_sq_n = _chan_merge(n_i, col["ret_sum"], col["ret_m2"])
     diff_m2, diff_sq_n = _chan_merge(n_i, col["diff_sum"], col["diff_m2"]) if use_critic else (0.0, 0.0)
-
-    def ext(name: str, fn: Any, empty: float) -> float:
-        vals = col[name][has]
-        if not vals.size:
-            return empty
-        if np.isnan(col[name.split("_")[0] + "_sum"][has]).any():
-            return math.nan
-        return float(fn(vals))
-
-    sums = [
+    totals = {name: float(col[f"{name}_sum"].sum()) for name in ("adv", "ret", "val", "diff")}
+    names = ["adv", "ret", "val"] if use_critic else ["adv", "ret"]
+    maxes, mins = [-math.inf] * 3, [math.inf] * 3
+    if has.any():
+        hi = float_keys_to_values(keys[has].max(axis=0), dtype)
+        lo = float_keys_to_values(keys[has].min(axis=0), dtype)
+        for c, name in enumerate(names):
+            nan = math.isnan(totals[name])  # a NaN among the valid values: NaN extremes, as torch gives
+            maxes[c] = math.nan if nan else float(hi[2 * c])
+            mins[c] = math.nan if nan else float(lo[2 * c + 1])
+    out = [
         float(n_i.sum()),
-        float(col["adv_sum"].sum()),
-        float(col["ret_sum"].sum()),
-        float(col["val_sum"].sum()) if use_critic else 0.0,
-        float(col["diff_sum"].sum()) if use_critic else 0.0,
+        totals["adv"],
+        totals["ret"],
+        totals["val"] if use_critic else 0.0,
+        totals["diff"] if use_critic else 0.0,
         ret_m2,
         ret_sq_n,
         diff_m2,
         diff_sq_n,
         float(col["n_invalid"].sum()),
     ]
-    names = ["adv", "ret", "val"]
-    maxes = [ext(f"{k}_max", np.max, -math.inf) for k in names]
-    mins = [ext(f"{k}_min", np.min, math.inf) for k in names]
-    if not use_critic:
-        maxes[2], mins[2] = -math.inf, math.inf
-    return sums, maxes, mins
+    return out, maxes, mins
 
 
 def _seq_stats(xp: Any, x: Any, keep: Any) -> tuple[Any, Any, Any]:

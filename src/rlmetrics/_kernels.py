@@ -15,25 +15,40 @@ import os
 from functools import cache
 from typing import Any
 
-__all__ = ["ROW_FIELDS", "attention_lengths_kernel", "token_rows_kernel"]
+import numpy
 
-#: Columns of the per-row table that :func:`token_rows_kernel` fills.
-ROW_FIELDS = (
+__all__ = [
+    "ROW_KEY_FIELDS",
+    "ROW_SUM_FIELDS",
+    "attention_lengths_kernel",
+    "float_keys_to_values",
+    "token_rows_kernel",
+]
+
+#: Columns of the per-row sums table that :func:`token_rows_kernel` fills.
+ROW_SUM_FIELDS = (
     "n",
     "adv_sum",
-    "adv_max",
-    "adv_min",
     "ret_sum",
-    "ret_max",
-    "ret_min",
     "ret_m2",
     "val_sum",
-    "val_max",
-    "val_min",
     "diff_sum",
     "diff_m2",
+    "unused",
     "n_invalid",
 )
+#: Columns of its per-row extremes table (order-preserving integer keys of the floats).
+ROW_KEY_FIELDS = ("adv_max", "adv_min", "ret_max", "ret_min", "val_max", "val_min")
+
+
+def float_keys_to_values(keys: numpy.ndarray, dtype: numpy.dtype) -> numpy.ndarray:
+    """Invert the kernels' order-preserving map from float bits to integers."""
+    bits = 8 * numpy.dtype(dtype).itemsize
+    magnitude = (1 << (bits - 1)) - 1
+    k = keys.astype(numpy.int64)
+    b = k ^ ((k >> (bits - 1)) & magnitude)
+    int_type = numpy.int32 if bits == 32 else numpy.int64
+    return b.astype(int_type).view(dtype)
 
 
 @cache
@@ -45,79 +60,102 @@ def _compiled() -> tuple[Any, Any] | None:
     except ImportError:
         return None
 
-    @numba.njit(cache=True, nogil=True)
-    def token_rows(adv, ret, val, mask, use_critic):  # type: ignore[no-untyped-def]
+    # Reassociation lets LLVM vectorise the float64 accumulations; no-NaN/no-inf assumptions
+    # are NOT made (NaN in a valid slot must still propagate to the sums).
+    fast = {"reassoc", "contract", "nsz"}
+
+    @numba.njit(cache=True, nogil=True, fastmath=fast)
+    def token_rows(adv, ret, val, adv_bits, ret_bits, val_bits, mask, use_critic, sign_shift, magnitude):  # type: ignore[no-untyped-def]
         n_rows, width = mask.shape
-        out = numpy.empty((n_rows, 14), dtype=numpy.float64)
+        sums = numpy.zeros((n_rows, 9), dtype=numpy.float64)
+        keys = numpy.empty((n_rows, 6), dtype=numpy.int64)
+        lowest = numpy.int64(-(2**62))
+        highest = numpy.int64(2**62)
         for i in range(n_rows):
-            n = 0
-            bad = 0
+            # The row's first valid token: the shift that centres the second moments.
+            first = -1
+            for j in range(width):
+                if mask[i, j] != 0:
+                    first = j
+                    break
+            if first < 0:
+                for c in range(0, 6, 2):
+                    keys[i, c] = lowest
+                    keys[i, c + 1] = highest
+                continue
+            r_shift = numpy.float64(ret[i, first])
+            n = 0.0
+            bad = 0.0
             a_s = 0.0
-            a_hi = -numpy.inf
-            a_lo = numpy.inf
             r_s = 0.0
-            r_hi = -numpy.inf
-            r_lo = numpy.inf
             r_c = 0.0
             r_c2 = 0.0
-            v_s = 0.0
-            v_hi = -numpy.inf
-            v_lo = numpy.inf
-            d_s = 0.0
-            d_c = 0.0
-            d_c2 = 0.0
-            r_shift = 0.0
-            d_shift = 0.0
-            for j in range(width):
+            a_hi = lowest
+            a_lo = highest
+            r_hi = lowest
+            r_lo = highest
+            for j in range(first, width):
                 mv = mask[i, j]
-                if mv == 0:
-                    continue
-                if mv != 1:
-                    bad += 1
+                on = mv != 0
                 a = numpy.float64(adv[i, j])
                 r = numpy.float64(ret[i, j])
-                if n == 0:
-                    r_shift = r
-                n += 1
-                a_s += a
-                a_hi = max(a_hi, a)
-                a_lo = min(a_lo, a)
-                r_s += r
-                r_hi = max(r_hi, r)
-                r_lo = min(r_lo, r)
-                rc = r - r_shift
+                # Selects, not multiplies: a NaN in a masked-out slot must not leak in.
+                n += 1.0 if on else 0.0
+                bad += 1.0 if (on and mv != 1) else 0.0
+                a_s += a if on else 0.0
+                r_s += r if on else 0.0
+                rc = (r - r_shift) if on else 0.0
                 r_c += rc
                 r_c2 += rc * rc
-                if use_critic:
+                # max/min on the floats' order-preserving integer keys: integer max/min
+                # vectorise, float max/min with NaN semantics do not.
+                b = numpy.int64(adv_bits[i, j])
+                k = b ^ ((b >> sign_shift) & magnitude)
+                a_hi = max(a_hi, k if on else lowest)
+                a_lo = min(a_lo, k if on else highest)
+                b = numpy.int64(ret_bits[i, j])
+                k = b ^ ((b >> sign_shift) & magnitude)
+                r_hi = max(r_hi, k if on else lowest)
+                r_lo = min(r_lo, k if on else highest)
+            sums[i, 0] = n
+            sums[i, 1] = a_s
+            sums[i, 2] = r_s
+            # Centred second moments of the row (shifted data: no cancellation).
+            sums[i, 3] = r_c2 - r_c * r_c / n
+            sums[i, 8] = bad
+            keys[i, 0] = a_hi
+            keys[i, 1] = a_lo
+            keys[i, 2] = r_hi
+            keys[i, 3] = r_lo
+            v_hi = lowest
+            v_lo = highest
+            if use_critic:
+                d_shift = r_shift - numpy.float64(val[i, first])
+                v_s = 0.0
+                d_s = 0.0
+                d_c = 0.0
+                d_c2 = 0.0
+                for j in range(first, width):
+                    on = mask[i, j] != 0
                     v = numpy.float64(val[i, j])
-                    d = r - v
-                    if n == 1:
-                        d_shift = d
-                    v_s += v
-                    d_s += d
-                    v_hi = max(v_hi, v)
-                    v_lo = min(v_lo, v)
-                    dc = d - d_shift
+                    d = numpy.float64(ret[i, j]) - v
+                    v_s += v if on else 0.0
+                    d_s += d if on else 0.0
+                    dc = (d - d_shift) if on else 0.0
                     d_c += dc
                     d_c2 += dc * dc
-            out[i, 0] = n
-            out[i, 1] = a_s
-            out[i, 2] = a_hi
-            out[i, 3] = a_lo
-            out[i, 4] = r_s
-            out[i, 5] = r_hi
-            out[i, 6] = r_lo
-            # Centred second moments of the row (shifted data: no cancellation).
-            out[i, 7] = r_c2 - r_c * r_c / n if n > 0 else 0.0
-            out[i, 8] = v_s
-            out[i, 9] = v_hi
-            out[i, 10] = v_lo
-            out[i, 11] = d_s
-            out[i, 12] = d_c2 - d_c * d_c / n if n > 0 else 0.0
-            out[i, 13] = bad
-        return out
+                    b = numpy.int64(val_bits[i, j])
+                    k = b ^ ((b >> sign_shift) & magnitude)
+                    v_hi = max(v_hi, k if on else lowest)
+                    v_lo = min(v_lo, k if on else highest)
+                sums[i, 4] = v_s
+                sums[i, 5] = d_s
+                sums[i, 6] = d_c2 - d_c * d_c / n
+            keys[i, 4] = v_hi
+            keys[i, 5] = v_lo
+        return sums, keys
 
-    @numba.njit(cache=True, nogil=True)
+    @numba.njit(cache=True, nogil=True, fastmath=fast)
     def attention_lengths(attention, split):  # type: ignore[no-untyped-def]
         n_rows, width = attention.shape
         out = numpy.empty((n_rows, 3), dtype=numpy.float64)
@@ -125,15 +163,14 @@ def _compiled() -> tuple[Any, Any] | None:
             p = 0
             r = 0
             bad = 0
-            for j in range(width):
+            for j in range(split):
                 v = attention[i, j]
-                if v != 0:
-                    if v != 1:
-                        bad += 1
-                    if j < split:
-                        p += 1
-                    else:
-                        r += 1
+                p += 1 if v != 0 else 0
+                bad += 1 if (v != 0 and v != 1) else 0
+            for j in range(split, width):
+                v = attention[i, j]
+                r += 1 if v != 0 else 0
+                bad += 1 if (v != 0 and v != 1) else 0
             out[i, 0] = p
             out[i, 1] = r
             out[i, 2] = bad
@@ -142,15 +179,15 @@ def _compiled() -> tuple[Any, Any] | None:
     return token_rows, attention_lengths
 
 
-import numpy  # noqa: E402  (used inside the jitted functions)
-
-
 def token_rows_kernel() -> Any:
     """The fused per-row token kernel, or ``None`` without numba.
 
-    ``kernel(adv, ret, val, mask, use_critic) -> (B, 14) float64`` with columns
-    :data:`ROW_FIELDS`; ``mask`` any integer, bool or float array (entries other than 0/1 are
-    counted in ``n_invalid``).
+    ``kernel(adv, ret, val, adv_bits, ret_bits, val_bits, mask, use_critic, sign_shift,
+    magnitude) -> (sums (B, 9) float64, keys (B, 6) int64)``: the ``*_bits`` arguments are the
+    value arrays viewed as same-width integers, ``sign_shift``/``magnitude`` their width - 1
+    and ``2**(width - 1) - 1``; columns :data:`ROW_SUM_FIELDS` and :data:`ROW_KEY_FIELDS`
+    (:func:`float_keys_to_values` turns keys back into floats). ``mask`` may be any integer,
+    bool or float array; entries other than 0/1 are counted in ``n_invalid``.
     """
     compiled = _compiled()
     return None if compiled is None else compiled[0]
