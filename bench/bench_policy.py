@@ -13,6 +13,7 @@ Usage::
                                                       # then needs ~15 GB; check free memory first
     python bench/bench_policy.py --skip-memory --repeats 7
     python bench/bench_policy.py --skip-variance --rows 8192 --methods rlmetrics,verl-formula-bf16
+    python bench/bench_policy.py --skip-variance --rows 8192 --cuda   # on a GPU: allocator peaks
 """
 
 from __future__ import annotations
@@ -70,9 +71,7 @@ def bench_variance_proxy(b: int, r: int, repeats: int) -> None:
         )
         np_batch = {k: v.numpy() for k, v in batch.items()}
         t_np = _median_time(lambda nb=np_batch: ours_fn(nb, 1.0), repeats)
-        print(
-            f"{name + ' (numpy in)':<26}{t_verl * 1e3:>16.1f}{t_np * 1e3:>16.1f}{t_verl / t_np:>9.1f}x"
-        )
+        print(f"{name + ' (numpy in)':<26}{t_verl * 1e3:>16.1f}{t_np * 1e3:>16.1f}{t_verl / t_np:>9.1f}x")
 
 
 def _rss_bytes() -> int:
@@ -136,6 +135,61 @@ def bench_memory(rows: int, vocab: int, methods: tuple[str, ...] = METHODS) -> N
         )
 
 
+def bench_memory_cuda(rows: int, vocab: int, repeats: int) -> None:
+    """The same comparison on a CUDA device: peak allocated memory above the logits, time, error."""
+    import torch
+
+    from rlmetrics import sum_pi_squared_from_logits
+
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(0)
+    logits = (torch.randn(rows, vocab, generator=g, device=dev) * 3).to(torch.bfloat16)
+    ref = torch.empty(rows, dtype=torch.float64, device=dev)
+    for s in range(0, rows, 512):  # float64 reference, chunk by chunk
+        p = torch.softmax(logits[s : s + 512].double(), dim=-1)
+        ref[s : s + 512] = (p * p).sum(-1)
+        del p
+
+    def naive_fp32() -> torch.Tensor:
+        p = torch.softmax(logits.float(), dim=-1)
+        return (p * p).sum(-1)
+
+    def verl_formula_bf16() -> torch.Tensor:
+        return torch.exp(torch.logsumexp(2.0 * logits, dim=-1) - 2.0 * torch.logsumexp(logits, dim=-1))
+
+    def verl_formula_fp32() -> torch.Tensor:
+        z = logits.float()
+        return torch.exp(torch.logsumexp(2.0 * z, dim=-1) - 2.0 * torch.logsumexp(z, dim=-1))
+
+    methods = {
+        "rlmetrics": lambda: sum_pi_squared_from_logits(logits),
+        "naive softmax fp32": naive_fp32,
+        "verl-formula-bf16": verl_formula_bf16,
+        "verl-formula-fp32": verl_formula_fp32,
+    }
+    size_gb = rows * vocab * 2 / 1e9
+    gpu = torch.cuda.get_device_name()
+    print(f"\n## sum of pi squared from ({rows}, {vocab}) bf16 logits ({size_gb:.2f} GB), {gpu}")
+    print(f"{'method':<22}{'extra peak (MB)':>16}{'median ms':>11}{'max rel err vs fp64':>22}")
+    for name, fn in methods.items():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out = fn()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        err = ((out.double() - ref).abs() / ref).max().item()
+        del out
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        print(f"{name:<22}{peak / 1e6:>16.0f}{statistics.median(times) * 1e3:>11.2f}{err:>22.1e}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -148,6 +202,7 @@ def main() -> None:
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated memory-bench methods")
     parser.add_argument("--skip-variance", action="store_true")
+    parser.add_argument("--cuda", action="store_true", help="run the memory bench on the CUDA device")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -156,7 +211,10 @@ def main() -> None:
     if not args.skip_variance:
         bench_variance_proxy(args.batch, args.response, args.repeats)
     if not args.skip_memory:
-        bench_memory(args.rows, args.vocab, tuple(args.methods.split(",")))
+        if args.cuda:
+            bench_memory_cuda(args.rows, args.vocab, args.repeats)
+        else:
+            bench_memory(args.rows, args.vocab, tuple(args.methods.split(",")))
 
 
 if __name__ == "__main__":
