@@ -311,6 +311,7 @@ def test_console_is_compact(tmp_path):
 
 
 def test_tensorboard_round_trip(tmp_path):
+    pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     with Tracker("p", "e", backends=("tensorboard",), config=CONFIG, log_dir=tmp_path) as tr:
@@ -363,6 +364,7 @@ def _read_wandb_records(path: Path) -> list:
 
 
 def test_wandb_offline_round_trip(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
@@ -389,6 +391,7 @@ def test_wandb_offline_round_trip(tmp_path, monkeypatch):
 
 
 def test_mlflow_round_trip_and_failed_status(tmp_path):
+    pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
     with Tracker("p", "e", backends=("mlflow",), config=CONFIG, log_dir=tmp_path) as tr:
