@@ -1,11 +1,736 @@
-"""Placeholder for the ``rlmetrics demo``command (being written)."""
+"""``rlmetrics demo``: train a tiny policy with GRPO (or PPO) on the CPU and log every metric family.
+
+The run is a miniature of a verl training step, on a task whose answers can be checked
+(reversing short strings, see :mod:`rlmetrics._demo_task`):
+
+1. ``gen``: sample ``group_size`` responses per prompt with the policy in bfloat16 (the
+   "inference engine"), keeping the rollout's log-probabilities;
+2. ``reward``: score the answers (verifiable reward, placed on the last response token);
+3. ``old_log_prob``: recompute log-probabilities in float32 (the "training engine"), with the
+   entropy and the sum of squared probabilities from the real logits;
+4. ``ref``: log-probabilities under the frozen initial policy (KL loss);
+5. ``values`` / ``update_critic`` (PPO only): a critic with its own value head;
+6. ``adv``: GRPO group-normalised advantages (or GAE for PPO);
+7. ``update_actor``: clipped policy-gradient updates over mini-batches.
+
+The batch is kept in verl's layout (``prompts``, ``responses``, ``attention_mask``,
+``response_mask``, ``token_level_scores``, ``advantages``, ``old_log_probs``,
+``rollout_log_probs``, ``sum_pi_squared`` ...), and every step logs through :class:`Tracker`
+the data metrics, stage timings, throughput and MFU, gradient-variance proxies, GRPO group
+statistics, PPO update statistics and the rollout/training mismatch; every ``val_every`` steps
+a validation with several samples per prompt logs ``val-core/...`` (mean@N, pass@k, maj@k,
+best@k with intervals).
+
+Same seed, same metrics (timings aside): parameters, prompts and samples come from generators
+seeded by ``seed``; torch's and numpy's global random states are not used.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
 import typer
 
+from . import _keys as K
+from ._data import compute_data_metrics
+from ._demo_task import EOS, PolicyConfig, ReversalTask, _torch, generate, init_policy, response_logits
+from ._grpo import compute_group_metrics
+from ._logits import entropy_and_sum_pi_squared_from_logits
+from ._mismatch import compute_rollout_mismatch_metrics
+from ._ppo import compute_ppo_update_metrics
+from ._reduce import reduce_metrics
+from ._summary import summarize_validation
+from ._timer import timer
+from ._timing import compute_throughput_metrics, compute_timing_metrics
+from ._tracking import BACKENDS, Tracker
+from ._validation import flatten_validation_metrics, process_validation_metrics
+from ._variance import compute_variance_proxy_metrics
 
-def demo() -> None:
-    """Not available yet."""
-    typer.echo("rlmetrics demo is not available yet", err=True)
-    raise typer.Exit(code=2)
+__all__ = ["DemoConfig", "DemoResult", "demo", "run_demo"]
+
+#: Nominal peak FLOP/s of the demo's reference machine (2 x86 cores, AVX-512 FMA, fp32):
+#: 2 cores x 64 FLOP/cycle x 2.5 GHz. Only used for ``perf/mfu``; pass ``peak_flops=`` for yours.
+CPU_PEAK_FLOPS = 3.2e11
+
+_DATA_SOURCE = "reverse"
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """Settings of a demo run (the defaults learn in well under two minutes on 2 cores).
+
+    Attributes
+    ----------
+    steps : int
+        Training steps.
+    seed : int
+        Seeds the parameters, the prompts and the samples.
+    algo : {"grpo", "ppo"}
+        GRPO (group-normalised outcome advantages, no critic) or PPO with a critic and GAE.
+    n_prompts, group_size : int
+        Prompts per step and responses per prompt (``group_size >= 2``; GRPO needs a group).
+    lr : float
+        AdamW learning rate of the actor (and the critic).
+    mini_batches : int
+        Policy updates per step; the later ones are off-policy, so clipping shows.
+    clip_ratio : float
+        PPO clip range ``epsilon``.
+    kl_coef : float
+        Weight of the ``low_var_kl`` loss to the frozen initial policy (0 turns ``ref`` off).
+    grad_clip : float
+        Gradient-norm clip.
+    val_every, val_prompts, val_samples : int
+        Validation period (in steps; also before training and at the end), held-out prompts
+        and samples per prompt (the ``N`` of mean@N).
+    rollout_dtype : {"bfloat16", "float32"}
+        Precision of generation; bfloat16 gives a real rollout/training mismatch.
+    n_letters, min_len, max_len : int
+        The task: alphabet size and string lengths.
+    d_model, n_layers, n_heads : int
+        Size of the policy.
+    peak_flops : float
+        Peak FLOP/s used for ``perf/mfu``.
+    """
+
+    steps: int = 150
+    seed: int = 0
+    algo: str = "grpo"
+    n_prompts: int = 32
+    group_size: int = 8
+    lr: float = 1e-3
+    mini_batches: int = 2
+    clip_ratio: float = 0.2
+    kl_coef: float = 0.001
+    grad_clip: float = 1.0
+    val_every: int = 10
+    val_prompts: int = 64
+    val_samples: int = 8
+    rollout_dtype: str = "bfloat16"
+    n_letters: int = 5
+    min_len: int = 2
+    max_len: int = 4
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    peak_flops: float = CPU_PEAK_FLOPS
+
+    def __post_init__(self) -> None:
+        positive = (
+            "steps",
+            "n_prompts",
+            "mini_batches",
+            "val_every",
+            "val_prompts",
+            "val_samples",
+            "d_model",
+            "n_layers",
+            "n_heads",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int; got {value!r}")
+        if self.algo not in ("grpo", "ppo"):
+            raise ValueError(f"algo must be 'grpo' or 'ppo'; got {self.algo!r}")
+        if self.group_size < 2:
+            raise ValueError(
+                f"group_size must be >= 2 (GRPO compares responses within a group); got {self.group_size}"
+            )
+        if (self.n_prompts * self.group_size) % self.mini_batches:
+            raise ValueError(
+                f"mini_batches ({self.mini_batches}) must divide n_prompts * group_size "
+                f"({self.n_prompts * self.group_size})"
+            )
+        if self.rollout_dtype not in ("bfloat16", "float32"):
+            raise ValueError(f"rollout_dtype must be 'bfloat16' or 'float32'; got {self.rollout_dtype!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
+        for name in ("lr", "clip_ratio", "grad_clip", "peak_flops"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
+        if not (isinstance(self.kl_coef, int | float) and math.isfinite(self.kl_coef) and self.kl_coef >= 0):
+            raise ValueError(f"kl_coef must be a finite number >= 0; got {self.kl_coef!r}")
+
+
+@dataclass
+class DemoResult:
+    """What :func:`run_demo` returns.
+
+    Attributes
+    ----------
+    jsonl_path : Path
+        The run's ``metrics.jsonl``.
+    run_dir : Path
+        Folder of the run's files (``metrics.jsonl``, ``config.json``, backend folders).
+    val_steps : list[int]
+        Steps at which validation ran (0 is before training).
+    val_acc : list[float]
+        Validation accuracy (mean over prompts and samples, i.e. mean@N of ``acc``) at those steps.
+    last_metrics : dict[str, float]
+        Metrics of the last step.
+    seconds : float
+        Wall time of the run.
+    """
+
+    jsonl_path: Path
+    run_dir: Path
+    val_steps: list[int] = field(default_factory=list)
+    val_acc: list[float] = field(default_factory=list)
+    last_metrics: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+# ----------------------------------------------------------------------------------------------
+# losses and advantages (torch)
+# ----------------------------------------------------------------------------------------------
+
+
+def _masked_mean(x: Any, mask: Any) -> Any:
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def _grpo_advantages(torch: Any, scores: Any, response_mask: Any, group_size: int) -> Any:
+    """verl's GRPO outcome advantage: ``(s - mean_group) / (std_group + 1e-6)`` on every token."""
+    s = scores.view(-1, group_size)
+    adv = (s - s.mean(dim=1, keepdim=True)) / (s.std(dim=1, keepdim=True) + 1e-6)
+    return adv.reshape(-1, 1) * response_mask
+
+
+def _gae(
+    torch: Any, rewards: Any, values: Any, mask: Any, *, gamma: float = 1.0, lam: float = 1.0
+) -> tuple[Any, Any]:
+    """verl's GAE (``compute_gae_advantage_return``): advantages whitened over the masked tokens
+    with the unbiased variance, returns ``= advantages + values`` (before whitening)."""
+    _n, r = rewards.shape
+    next_values: Any = 0.0
+    last: Any = 0.0
+    adv_rev = []
+    for t in reversed(range(r)):  # loop over the (short) response width, vectorised over samples
+        delta = rewards[:, t] + gamma * next_values - values[:, t]
+        last_new = delta + gamma * lam * last
+        next_values = values[:, t] * mask[:, t] + (1 - mask[:, t]) * next_values
+        last = last_new * mask[:, t] + (1 - mask[:, t]) * last
+        adv_rev.append(last)
+    adv = torch.stack(adv_rev[::-1], dim=1)
+    returns = adv + values
+    count = mask.sum()
+    mean = (adv * mask).sum() / count
+    var = (((adv - mean) ** 2) * mask).sum() / count * (count / (count - 1))
+    return (adv - mean) * torch.rsqrt(var + 1e-8), returns
+
+
+def _low_var_kl(torch: Any, logp: Any, ref_logp: Any) -> Any:
+    """verl's ``low_var_kl`` (k3) estimator of KL(pi || ref), clamped to [-10, 10]."""
+    d = (ref_logp - logp).clamp(-20.0, 20.0)
+    return (d.exp() - d - 1.0).clamp(-10.0, 10.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# the run
+# ----------------------------------------------------------------------------------------------
+
+
+class _Run:
+    """State of one demo run: task, models, optimisers, generators."""
+
+    def __init__(self, config: DemoConfig) -> None:
+        torch = _torch()
+
+        self.torch = torch
+        self.cfg = config
+        self.task = ReversalTask(n_letters=config.n_letters, min_len=config.min_len, max_len=config.max_len)
+        self.P, self.R = self.task.prompt_width, self.task.response_width
+        self.pcfg = PolicyConfig(
+            vocab_size=self.task.vocab_size,
+            max_seq_len=self.P + self.R,
+            d_model=config.d_model,
+            n_layers=config.n_layers,
+            n_heads=config.n_heads,
+        )
+        init_gen = torch.Generator().manual_seed(config.seed)
+        self.actor = init_policy(self.pcfg, generator=init_gen)
+        self.ref = {k: v.detach().clone() for k, v in self.actor.items()} if config.kl_coef > 0 else None
+        self.critic = (
+            init_policy(self.pcfg, generator=init_gen, value_head=True) if config.algo == "ppo" else None
+        )
+        self.actor_opt = torch.optim.AdamW(self.actor.values(), lr=config.lr, weight_decay=0.0)
+        self.critic_opt = (
+            torch.optim.AdamW(self.critic.values(), lr=config.lr, weight_decay=0.0) if self.critic else None
+        )
+        self.sample_gen = torch.Generator().manual_seed(config.seed + 1)
+        self.prompt_rng = np.random.default_rng(config.seed)
+        # The validation prompts do not depend on the seed: runs with different seeds compare.
+        self.val_strings = self.task.sample(np.random.default_rng(20261129), config.val_prompts)
+
+    # -- one training step ---------------------------------------------------------------------
+    def step(self, step: int) -> dict[str, float]:
+        torch, cfg = self.torch, self.cfg
+        timing_raw: dict[str, float] = {}
+        metrics_lists: dict[str, list[float]] = {}
+        with timer("step", timing_raw):
+            strings = self.task.sample(self.prompt_rng, cfg.n_prompts)
+            strings = [s for s in strings for _ in range(cfg.group_size)]
+            uids = np.repeat(np.arange(cfg.n_prompts) + step * cfg.n_prompts, cfg.group_size).astype(str)
+            prompt_np, prompt_mask_np = self.task.encode_prompts(strings)
+            prompts, prompt_mask = torch.from_numpy(prompt_np), torch.from_numpy(prompt_mask_np)
+            with timer("gen", timing_raw):
+                responses, response_mask, rollout_log_probs = generate(
+                    self.actor,
+                    prompts,
+                    prompt_mask,
+                    config=self.pcfg,
+                    max_response_len=self.R,
+                    generator=self.sample_gen,
+                    dtype=cfg.rollout_dtype,
+                )
+            input_ids = torch.cat([prompts, responses], dim=1)
+            attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
+            mask = response_mask.float()
+            resp_len = response_mask.sum(dim=1)
+
+            with timer("reward", timing_raw):
+                score_np, acc_np, _ = self.task.score(strings, responses.numpy())
+                scores = torch.from_numpy(score_np).float()
+                token_level_scores = torch.zeros_like(mask)
+                last = (resp_len - 1).clamp(min=0)
+                token_level_scores[torch.arange(len(strings)), last] = scores * (resp_len > 0).float()
+                token_level_rewards = token_level_scores.clone()
+
+            with timer("old_log_prob", timing_raw), torch.no_grad():
+                logits = response_logits(self.actor, input_ids, attention_mask, self.P, config=self.pcfg)
+                old_log_probs = torch.log_softmax(logits, dim=-1).gather(2, responses[..., None]).squeeze(-1)
+                entropy, sum_pi_squared = entropy_and_sum_pi_squared_from_logits(logits)
+                old_log_probs = old_log_probs * mask
+                metrics_lists["actor/entropy"] = [float(_masked_mean(entropy, mask))]
+
+            ref_log_prob = None
+            if self.ref is not None:
+                with timer("ref", timing_raw), torch.no_grad():
+                    ref_logits = response_logits(
+                        self.ref, input_ids, attention_mask, self.P, config=self.pcfg
+                    )
+                    ref_log_prob = (
+                        torch.log_softmax(ref_logits, dim=-1).gather(2, responses[..., None]).squeeze(-1)
+                    )
+
+            values = None
+            if self.critic is not None:
+                with timer("values", timing_raw), torch.no_grad():
+                    _, values = response_logits(
+                        self.critic, input_ids, attention_mask, self.P, config=self.pcfg, values=True
+                    )
+                    values = values * mask
+
+            with timer("adv", timing_raw):
+                if values is None:
+                    advantages = _grpo_advantages(torch, token_level_rewards.sum(dim=1), mask, cfg.group_size)
+                    returns = advantages.clone()
+                else:
+                    advantages, returns = _gae(torch, token_level_rewards, values, mask)
+                    advantages, returns = advantages * mask, returns * mask
+
+            batch: dict[str, Any] = {
+                "prompts": prompts,
+                "responses": responses,
+                "input_ids": input_ids,
+                "attention_mask": attention_mask,
+                "response_mask": response_mask,
+                "token_level_scores": token_level_scores,
+                "token_level_rewards": token_level_rewards,
+                "advantages": advantages,
+                "returns": returns,
+                "old_log_probs": old_log_probs,
+                "rollout_log_probs": rollout_log_probs,
+                "sum_pi_squared": sum_pi_squared,
+                "uid": uids,
+                "meta_info": {"global_token_num": attention_mask.sum(dim=1).tolist()},
+            }
+            if ref_log_prob is not None:
+                batch["ref_log_prob"] = ref_log_prob
+            if values is not None:
+                batch["values"] = values
+
+            if self.critic is not None:
+                with timer("update_critic", timing_raw):
+                    self._update_critic(batch, metrics_lists)
+            with timer("update_actor", timing_raw):
+                self._update_actor(batch, metrics_lists)
+
+        self.last_batch, self.last_timing = batch, timing_raw  # kept for inspection and bench/bench_demo.py
+        metrics: dict[str, float] = {K.GLOBAL_STEP: float(step)}
+        metrics.update(reduce_metrics(metrics_lists))
+        metrics[K.TRAIN_ACC] = float(acc_np.mean())
+        metrics.update(compute_data_metrics(batch, use_critic=self.critic is not None))
+        metrics.update(compute_timing_metrics(batch, timing_raw))
+        metrics.update(
+            compute_throughput_metrics(
+                batch,
+                timing_raw,
+                n_gpus=1,
+                flops_per_token=self.pcfg.flops_per_token,
+                peak_flops=cfg.peak_flops,
+            )
+        )
+        metrics.update(compute_variance_proxy_metrics(batch, gradient_norm=metrics["actor/grad_norm"]))
+        metrics.update(compute_rollout_mismatch_metrics(old_log_probs, rollout_log_probs, response_mask))
+        metrics.update(compute_group_metrics(batch, solved_threshold=1.0))
+        return metrics
+
+    def _update_actor(self, batch: dict[str, Any], out: dict[str, list[float]]) -> None:
+        torch, cfg = self.torch, self.cfg
+        n = batch["responses"].shape[0]
+        size = n // cfg.mini_batches
+        for mb in range(cfg.mini_batches):
+            sl = slice(mb * size, (mb + 1) * size)
+            mask = batch["response_mask"][sl].float()
+            responses = batch["responses"][sl]
+            logits = response_logits(
+                self.actor, batch["input_ids"][sl], batch["attention_mask"][sl], self.P, config=self.pcfg
+            )
+            logp = torch.log_softmax(logits, dim=-1).gather(2, responses[..., None]).squeeze(-1)
+            adv = batch["advantages"][sl]
+            log_ratio = (logp - batch["old_log_probs"][sl]).clamp(-20.0, 20.0)
+            ratio = log_ratio.exp()
+            loss1 = -adv * ratio
+            loss2 = -adv * ratio.clamp(1.0 - cfg.clip_ratio, 1.0 + cfg.clip_ratio)
+            pg_losses = torch.maximum(loss1, loss2)
+            pg_loss = _masked_mean(pg_losses, mask)
+            loss = pg_loss
+            if self.ref is not None:
+                kl = _masked_mean(_low_var_kl(torch, logp, batch["ref_log_prob"][sl]), mask)
+                loss = loss + cfg.kl_coef * kl
+                out.setdefault("actor/kl_loss", []).append(float(kl.detach()))
+                out.setdefault("actor/kl_coef", []).append(cfg.kl_coef)
+            self.actor_opt.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(list(self.actor.values()), cfg.grad_clip)
+            self.actor_opt.step()
+            update = compute_ppo_update_metrics(
+                logp.detach(), batch["old_log_probs"][sl], adv, mask, clip_ratio=cfg.clip_ratio
+            )
+            for key, value in update.items():
+                out.setdefault(key, []).append(value)
+            out.setdefault("actor/pg_loss", []).append(float(pg_loss.detach()))
+            out.setdefault("actor/grad_norm", []).append(float(grad_norm))
+            out.setdefault("actor/lr", []).append(cfg.lr)
+
+    def _update_critic(self, batch: dict[str, Any], out: dict[str, list[float]]) -> None:
+        torch, cfg = self.torch, self.cfg
+        assert self.critic is not None and self.critic_opt is not None
+        n = batch["responses"].shape[0]
+        size = n // cfg.mini_batches
+        for mb in range(cfg.mini_batches):
+            sl = slice(mb * size, (mb + 1) * size)
+            mask = batch["response_mask"][sl].float()
+            _, vpred = response_logits(
+                self.critic,
+                batch["input_ids"][sl],
+                batch["attention_mask"][sl],
+                self.P,
+                config=self.pcfg,
+                values=True,
+            )
+            old_v, ret = batch["values"][sl], batch["returns"][sl]
+            clipped = old_v + (vpred - old_v).clamp(-0.5, 0.5)
+            l1, l2 = (vpred - ret) ** 2, (clipped - ret) ** 2
+            vf_loss = 0.5 * _masked_mean(torch.maximum(l1, l2), mask)
+            self.critic_opt.zero_grad(set_to_none=True)
+            vf_loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(list(self.critic.values()), cfg.grad_clip)
+            self.critic_opt.step()
+            with torch.no_grad():
+                out.setdefault("critic/vf_loss", []).append(float(vf_loss))
+                out.setdefault("critic/vf_clipfrac", []).append(float(_masked_mean((l2 > l1).float(), mask)))
+                out.setdefault("critic/vpred_mean", []).append(float(_masked_mean(vpred, mask)))
+                out.setdefault("critic/grad_norm", []).append(float(grad_norm))
+
+    # -- validation ----------------------------------------------------------------------------
+    def validate(self, step: int) -> tuple[dict[str, float], float]:
+        """``val-core/...`` metrics of ``val_samples`` samples per held-out prompt, and the accuracy."""
+        torch, cfg = self.torch, self.cfg
+        strings = [s for s in self.val_strings for _ in range(cfg.val_samples)]
+        prompt_np, prompt_mask_np = self.task.encode_prompts(strings)
+        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+        responses, response_mask, _ = generate(
+            self.actor,
+            torch.from_numpy(prompt_np),
+            torch.from_numpy(prompt_mask_np),
+            config=self.pcfg,
+            max_response_len=self.R,
+            generator=gen,
+            dtype=cfg.rollout_dtype,
+        )
+        score, acc, pred = self.task.score(strings, responses.numpy())
+        uids = [str(i) for i in range(len(self.val_strings)) for _ in range(cfg.val_samples)]
+        infos = {"score": score.tolist(), "acc": acc.astype(float).tolist(), "pred": pred}
+        metrics = _validation_metrics(
+            [_DATA_SOURCE] * len(strings), uids, infos, n=cfg.val_samples, seed=cfg.seed
+        )
+        lengths = response_mask.sum(dim=1).float()
+        metrics["val-aux/response_length/mean"] = float(lengths.mean())
+        metrics["val-aux/eos_ratio"] = float((responses == EOS).any(dim=1).float().mean())
+        return metrics, float(acc.mean())
+
+
+def _validation_metrics(
+    data_sources: list[str], uids: list[str], infos: dict[str, list[Any]], *, n: int, seed: int
+) -> dict[str, float]:
+    """verl's ``val-core/...`` / ``val-aux/...`` keys (bootstrap mean@N, best@k, maj@k), plus the
+    exact estimators with 95% intervals as ``val-exact/{source}/{var}/{metric}`` and
+    ``.../{metric}/ci_low``, ``.../{metric}/ci_high`` (mean@N, pass@k, best@k, maj@k)."""
+    out = flatten_validation_metrics(process_validation_metrics(data_sources, uids, infos, seed=seed))
+    summary = summarize_validation(data_sources, uids, infos, seed=seed)
+    for src, per_var in summary.items():
+        for var, info in per_var.items():
+            for name, m in info["metrics"].items():
+                if not name.startswith(("mean@", "pass@", "best@", "maj@")):
+                    continue
+                base = K.val_metric(K.VAL_EXACT_PREFIX, src, var, name)
+                out[base] = float(m["value"])
+                out[base + K.CI_LOW_SUFFIX] = float(m["ci_low"])
+                out[base + K.CI_HIGH_SUFFIX] = float(m["ci_high"])
+    return out
+
+
+def _default_experiment(config: DemoConfig) -> str:
+    return f"{config.algo}_seed{config.seed}"
+
+
+def run_demo(
+    config: DemoConfig | None = None,
+    *,
+    out_dir: str | Path = "rlmetrics_runs",
+    backends: str | Sequence[str] = ("jsonl",),
+    project: str = "rlmetrics-demo",
+    experiment: str | None = None,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+    tracker_kwargs: dict[str, Any] | None = None,
+) -> DemoResult:
+    """Train the demo policy and log every metric family; see the module docstring.
+
+    Parameters
+    ----------
+    config : DemoConfig, optional
+        Run settings (defaults: :class:`DemoConfig`).
+    out_dir : str or Path, keyword-only
+        Root of the logs; the run writes ``out_dir/project/experiment/metrics.jsonl`` (replaced
+        if it exists) and ``config.json``.
+    backends : str or sequence of str, keyword-only
+        Tracker backends, e.g. ``"jsonl"`` or ``"jsonl,tensorboard"`` (jsonl is always added:
+        the summary and ``rlmetrics report`` read it).
+    project, experiment : str, keyword-only
+        Names of the run (experiment default: ``{algo}_seed{seed}``).
+    on_step : callable, optional, keyword-only
+        Called as ``on_step(step, metrics)`` after each logged step (progress display).
+    tracker_kwargs : dict, optional, keyword-only
+        Extra :class:`Tracker` arguments (``wandb_mode``, ``mlflow_tracking_uri`` ...).
+
+    Returns
+    -------
+    DemoResult
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     cfg = DemoConfig(steps=2, n_prompts=4, val_every=2, val_prompts=4, val_samples=2)
+    ...     res = run_demo(cfg, out_dir=d)
+    ...     n_lines = len(res.jsonl_path.read_text().splitlines())
+    >>> res.val_steps, n_lines, "critic/score/mean" in res.last_metrics
+    ([0, 2], 3, True)
+    """
+    cfg = config if config is not None else DemoConfig()
+    if not isinstance(cfg, DemoConfig):
+        raise TypeError(f"config must be a DemoConfig; got {type(cfg).__name__}")
+    names = [b.strip() for b in backends.split(",")] if isinstance(backends, str) else list(backends)
+    names = [b for b in names if b]
+    for b in names:
+        if b not in BACKENDS:
+            raise ValueError(f"backends: unknown backend {b!r}; known: {', '.join(BACKENDS)}")
+    if "jsonl" not in names:
+        names.insert(0, "jsonl")
+    experiment = experiment or _default_experiment(cfg)
+    run_dir = Path(out_dir) / project / experiment
+    stale = run_dir / "metrics.jsonl"
+    if stale.exists():
+        stale.unlink()
+    torch = _torch()
+
+    t0 = time.perf_counter()
+    # The matrices are tiny: intra-op threads only add overhead (a lot on a busy machine) and
+    # would make the float results depend on the thread count. Restored on exit.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run_demo(cfg, names, run_dir, project, experiment, out_dir, on_step, tracker_kwargs, t0)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_demo(
+    cfg: DemoConfig,
+    names: list[str],
+    run_dir: Path,
+    project: str,
+    experiment: str,
+    out_dir: str | Path,
+    on_step: Callable[[int, dict[str, float]], None] | None,
+    tracker_kwargs: dict[str, Any] | None,
+    t0: float,
+) -> DemoResult:
+    stale = run_dir / "metrics.jsonl"
+    run = _Run(cfg)
+    result = DemoResult(jsonl_path=stale, run_dir=run_dir)
+    config_dict = dataclasses.asdict(cfg) | {
+        "task": "reverse a string",
+        "num_params": run.pcfg.num_params,
+        "flops_per_token": run.pcfg.flops_per_token,
+    }
+    kwargs = dict(tracker_kwargs or {})
+    if "wandb" in names:
+        kwargs.setdefault("wandb_mode", "offline")
+    with Tracker(
+        project, experiment, backends=names, config=config_dict, log_dir=out_dir, **kwargs
+    ) as tracker:
+        result.jsonl_path = tracker.jsonl_path
+        val_metrics, acc = run.validate(0)
+        result.val_steps.append(0)
+        result.val_acc.append(acc)
+        tracker.log(val_metrics, step=0)
+        if on_step is not None:
+            on_step(0, val_metrics)
+        for step in range(1, cfg.steps + 1):
+            metrics = run.step(step)
+            if step % cfg.val_every == 0 or step == cfg.steps:
+                with timer("testing") as testing:
+                    val_metrics, acc = run.validate(step)
+                metrics.update(val_metrics)
+                metrics[K.timing_s("testing")] = testing.elapsed
+                result.val_steps.append(step)
+                result.val_acc.append(acc)
+            tracker.log(metrics, step=step)
+            result.last_metrics = metrics
+            if on_step is not None:
+                on_step(step, metrics)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# the command
+# ----------------------------------------------------------------------------------------------
+
+_SUMMARY_KEYS = (
+    "critic/score/mean",
+    "actor/train_acc",
+    "response_length/mean",
+    "response_length/clip_ratio",
+    "actor/entropy",
+    "actor/pg_clipfrac",
+    "variance_proxy/proxy2_total_power",
+    "rollout_corr/k3_kl",
+    "timing_s/step",
+    "perf/throughput",
+    "perf/mfu",
+)
+
+
+def demo(
+    steps: Annotated[int, typer.Option(help="Training steps.")] = DemoConfig.steps,
+    seed: Annotated[int, typer.Option(help="Seed of the parameters, prompts and samples.")] = DemoConfig.seed,
+    algo: Annotated[str, typer.Option(help="grpo, or ppo (with a critic).")] = DemoConfig.algo,
+    out_dir: Annotated[Path, typer.Option("--out-dir", "-o", help="Root folder of the logs.")] = Path(
+        "rlmetrics_runs"
+    ),
+    backends: Annotated[
+        str,
+        typer.Option(help="Comma-separated tracking backends: jsonl, console, tensorboard, wandb, mlflow."),
+    ] = "jsonl",
+    experiment: Annotated[str | None, typer.Option(help="Run name (default: ALGO_seedSEED).")] = None,
+    group_size: Annotated[int, typer.Option(help="Responses per prompt.")] = DemoConfig.group_size,
+    n_prompts: Annotated[int, typer.Option(help="Prompts per step.")] = DemoConfig.n_prompts,
+    val_every: Annotated[int, typer.Option(help="Validate every this many steps.")] = DemoConfig.val_every,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = DemoConfig.lr,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
+
+    Writes OUT_DIR/rlmetrics-demo/EXPERIMENT/metrics.jsonl; draw it with `rlmetrics report`.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    console = Console()
+    try:
+        cfg = DemoConfig(
+            steps=steps,
+            seed=seed,
+            algo=algo,
+            group_size=group_size,
+            n_prompts=n_prompts,
+            val_every=val_every,
+            lr=lr,
+        )
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        console.print("[red]the demo needs torch:[/] pip install 'rlmetrics[demo]'")
+        raise typer.Exit(code=1) from None
+
+    val_key = f"val-core/{_DATA_SOURCE}/acc/mean@{cfg.val_samples}"
+    state = {"val": math.nan}
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[info]}"),
+        console=console,
+        disable=quiet,
+    )
+
+    def on_step(step: int, m: dict[str, float]) -> None:
+        if val_key in m:
+            state["val"] = m[val_key]
+        score = m.get(K.SCORE_MEAN, math.nan)
+        progress.update(task_id, completed=step, info=f"score {score:.3f}  val acc {state['val']:.3f}")
+
+    console.print(
+        f"rlmetrics demo: {cfg.algo.upper()} on string reversal, {cfg.steps} steps of "
+        f"{cfg.n_prompts} prompts x {cfg.group_size} samples, seed {cfg.seed}"
+    )
+    try:
+        with progress:
+            task_id = progress.add_task("training", total=cfg.steps, info="")
+            result = run_demo(cfg, out_dir=out_dir, backends=backends, experiment=experiment, on_step=on_step)
+    except ValueError as err:  # an unknown backend name
+        raise typer.BadParameter(str(err), param_hint="--backends") from None
+    except ImportError as err:  # a backend's package is not installed
+        console.print(f"[red]error:[/] {err}")
+        raise typer.Exit(code=1) from None
+
+    table = Table(title=f"rlmetrics demo: {result.seconds:.1f} s", show_lines=False)
+    table.add_column("metric")
+    table.add_column("last step", justify="right")
+    table.add_row(
+        f"validation accuracy (mean@{cfg.val_samples})",
+        f"{result.val_acc[0]:.3f} -> {result.val_acc[-1]:.3f}",
+    )
+    for key in _SUMMARY_KEYS:
+        if key in result.last_metrics:
+            table.add_row(key, f"{result.last_metrics[key]:.4g}")
+    console.print(table)
+    console.print(f"metrics: {result.jsonl_path}")
+    console.print(f"config:  {result.run_dir / 'config.json'}")
+    console.print(f"next:    rlmetrics report {result.jsonl_path} -o {result.run_dir / 'report'}")

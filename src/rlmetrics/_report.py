@@ -1,11 +1,499 @@
-"""Placeholder for the ``rlmetrics report``command (being written)."""
+"""``rlmetrics report``: draw the training curves of one or more JSONL runs, as PNGs and one HTML page.
+
+A run is a ``metrics.jsonl`` written by :class:`rlmetrics.Tracker` (one flat JSON object per
+step; a line cut short by a crash is skipped with a warning). Metrics are grouped by their first
+path segment (``critic/``, ``actor/``, ``response_length/``, ``timing_s/``, ``perf/``,
+``variance_proxy/``, ``rollout_corr/``, ``val-core/`` ...); each group becomes one PNG with a
+panel per metric and every run drawn on the same axes, and the HTML page (images embedded, no
+external files needed) shows the figures with a table of each metric's last and best values.
+
+matplotlib is imported when drawing (``pip install 'rlmetrics[plot]'``); no pyplot global state
+is touched (figures are drawn with the Agg canvas directly).
+"""
 
 from __future__ import annotations
 
+import base64
+import html
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
 import typer
 
+from . import _keys as K
+from ._tracking import read_jsonl
 
-def report() -> None:
-    """Not available yet."""
-    typer.echo("rlmetrics report is not available yet", err=True)
-    raise typer.Exit(code=2)
+__all__ = [
+    "ReportResult",
+    "RunCurves",
+    "best_direction",
+    "group_metrics",
+    "load_run",
+    "report",
+    "write_report",
+]
+
+_RESERVED = ("step", "timestamp")
+# Groups drawn first, in this order; the others follow alphabetically.
+_GROUP_ORDER = (
+    "val-core",
+    "val-aux",
+    "critic",
+    "actor",
+    "response_length",
+    "response_length_non_aborted",
+    "response",
+    "prompt_length",
+    "variance_proxy",
+    "rollout_corr",
+    "timing_s",
+    "timing_per_token_ms",
+    "perf",
+)
+_PANEL_COLS = 4
+_MAX_PANELS = 48
+
+
+@dataclass
+class RunCurves:
+    """The numeric series of one run.
+
+    Attributes
+    ----------
+    name : str
+        Label of the run in plots and tables.
+    path : Path
+        The JSONL file.
+    series : dict[str, tuple[numpy.ndarray, numpy.ndarray]]
+        Metric key to ``(steps, values)``, float64 arrays of equal length sorted by step, for
+        the steps where the key was logged (NaN values kept).
+    """
+
+    name: str
+    path: Path
+    series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+def load_run(path: str | os.PathLike[str], *, name: str | None = None) -> RunCurves:
+    """Read a JSONL run into per-metric ``(steps, values)`` series.
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``metrics.jsonl`` (a truncated last line is skipped with a ``RuntimeWarning``).
+    name : str, optional, keyword-only
+        Label (default: the run's folder name when the file is ``metrics.jsonl``, else the
+        file's stem).
+
+    Returns
+    -------
+    RunCurves
+
+    Examples
+    --------
+    >>> import json, tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = pathlib.Path(d) / "run.jsonl"
+    ...     _ = p.write_text('{"step": 1, "a/x": 1.0}\\n{"step": 2, "a/x": 3.0, "b/y": 5}\\n')
+    ...     run = load_run(p)
+    >>> run.name, run.series["a/x"][1].tolist(), run.series["b/y"][0].tolist()
+    ('run', [1.0, 3.0], [2.0])
+    """
+    import warnings
+
+    p = Path(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = read_jsonl(p)
+    for w in caught:  # re-issue (once, attributed here) e.g. the truncated-line warning
+        warnings.warn(str(w.message), w.category, stacklevel=2)
+    if not rows:
+        raise ValueError(f"path: {str(p)!r} holds no complete JSON line")
+    label = name or (p.parent.name if p.name == "metrics.jsonl" and p.parent.name else p.stem)
+    acc: dict[str, tuple[list[float], list[float]]] = {}
+    for i, row in enumerate(rows):
+        step = row.get("step", i)
+        if isinstance(step, bool) or not isinstance(step, int | float):
+            raise ValueError(f"{p}: row {i + 1} has a non-numeric step {step!r}")
+        for key, value in row.items():
+            if key in _RESERVED or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            steps, values = acc.setdefault(key, ([], []))
+            steps.append(float(step))
+            values.append(float(value))
+    series = {}
+    for key, (steps, values) in acc.items():
+        s, v = np.asarray(steps), np.asarray(values)
+        order = np.argsort(s, kind="stable")
+        series[key] = (s[order], v[order])
+    return RunCurves(name=label, path=p, series=series)
+
+
+def _group_of(key: str) -> str:
+    return key.split("/", 1)[0] if "/" in key else "other"
+
+
+def group_metrics(keys: Sequence[str]) -> dict[str, list[str]]:
+    """Group metric keys by their first path segment (keys without a slash go to ``other``).
+
+    Well-known groups come first (``val-core``, ``critic``, ``actor``, ``response_length``, ...),
+    the rest alphabetically; keys keep their sorted order within a group.
+
+    Examples
+    --------
+    >>> group_metrics(["perf/mfu", "critic/score/mean", "loss", "critic/advantages/max"])
+    {'critic': ['critic/advantages/max', 'critic/score/mean'], 'perf': ['perf/mfu'], 'other': ['loss']}
+    """
+    groups: dict[str, list[str]] = {}
+    for key in sorted(set(keys)):
+        groups.setdefault(_group_of(key), []).append(key)
+    rank = {g: i for i, g in enumerate(_GROUP_ORDER)}
+
+    def order(g: str) -> tuple[int, int, str]:
+        return (0 if g in rank else 1 if g != "other" else 2, rank.get(g, 0), g)
+
+    return {g: groups[g] for g in sorted(groups, key=order)}
+
+
+_HIGHER = re.compile(
+    r"(^|[/_@])(acc|accuracy|score|reward|rewards|mean@\d+|pass@\d+|best@\d+|maj@\d+|worst@\d+|"
+    r"throughput|mfu|vf_explained_var|train_acc|eff_sample_size|ess_tokens)($|[/_@])"
+)
+_LOWER = re.compile(
+    r"(loss|clipfrac|clip_ratio|timing_s|timing_per_token_ms|time_per_step|kl|ppl_abs_diff|chi2|"
+    r"aborted_ratio|grad_norm)"
+)
+
+
+def best_direction(key: str) -> str | None:
+    """``"max"`` when larger is better for ``key``, ``"min"`` when smaller is, else ``None``.
+
+    A heuristic on the key's words: accuracy, score, reward, pass@k, mean@N, throughput, MFU
+    go up; losses, clip fractions, timings, KLs go down; spreads (``std``), extremes of
+    advantages and lengths have no "best".
+
+    Examples
+    --------
+    >>> best_direction("val-core/gsm8k/acc/mean@8"), best_direction("actor/pg_loss")
+    ('max', 'min')
+    >>> best_direction("critic/score/mean"), best_direction("response_length/mean")
+    ('max', None)
+    """
+    last = key.rsplit("/", 1)[-1]
+    if last.startswith("std") or "/std" in key:
+        return None
+    if (
+        key.startswith("critic/advantages")
+        or key.startswith("critic/returns")
+        or key.startswith("critic/values")
+    ):
+        return None
+    if _HIGHER.search(key):
+        return "max"
+    if _LOWER.search(key):
+        return "min"
+    return None
+
+
+def _fmt(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    if value == 0 or 1e-3 <= abs(value) < 1e5:
+        return f"{value:.4g}"
+    return f"{value:.3e}"
+
+
+def _finite_last(steps: np.ndarray, values: np.ndarray) -> tuple[float, float]:
+    ok = np.flatnonzero(np.isfinite(values))
+    if ok.size == 0:
+        return math.nan, math.nan
+    return float(steps[ok[-1]]), float(values[ok[-1]])
+
+
+def _best(steps: np.ndarray, values: np.ndarray, direction: str | None) -> tuple[float, float]:
+    ok = np.isfinite(values)
+    if direction is None or not ok.any():
+        return math.nan, math.nan
+    v = np.where(ok, values, -np.inf if direction == "max" else np.inf)
+    i = int(np.argmax(v) if direction == "max" else np.argmin(v))
+    return float(steps[i]), float(values[i])
+
+
+@dataclass
+class ReportResult:
+    """Files written by :func:`write_report`.
+
+    Attributes
+    ----------
+    html_path : Path
+    png_paths : dict[str, Path]
+        Group name to its PNG.
+    runs : list[RunCurves]
+    """
+
+    html_path: Path
+    png_paths: dict[str, Path]
+    runs: list[RunCurves]
+
+
+def _unique_names(runs: list[RunCurves]) -> None:
+    seen: dict[str, int] = {}
+    for run in runs:
+        n = seen.get(run.name, 0)
+        seen[run.name] = n + 1
+        if n:
+            run.name = f"{run.name} ({n + 1})"
+    if len({run.name for run in runs}) < len(runs):  # a suffixed name collided again: number them all
+        for i, run in enumerate(runs, start=1):
+            run.name = f"{i}: {run.name}"
+
+
+def _split_bands(keys: list[str]) -> tuple[list[str], set[str]]:
+    """Keys to draw (``K/ci_low`` and ``K/ci_high`` folded into ``K``) and the keys that have a band."""
+    present = set(keys)
+    banded = {k for k in keys if k + K.CI_LOW_SUFFIX in present and k + K.CI_HIGH_SUFFIX in present}
+    folded = {k + K.CI_LOW_SUFFIX for k in banded} | {k + K.CI_HIGH_SUFFIX for k in banded}
+    return [k for k in keys if k not in folded], banded
+
+
+def _draw_group(group: str, keys: list[str], runs: list[RunCurves], path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    keys, banded = _split_bands(keys)
+    shown = keys[:_MAX_PANELS]
+    ncols = min(_PANEL_COLS, len(shown))
+    nrows = math.ceil(len(shown) / ncols)
+    # Fixed margins in inches (constrained layout would double the drawing time of big groups).
+    width, height = 4.0 * ncols, 2.9 * nrows + 0.8
+    fig = Figure(figsize=(width, height), dpi=90)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(
+        nrows,
+        ncols,
+        squeeze=False,
+        gridspec_kw={
+            "left": 0.75 / width,
+            "right": 1 - 0.15 / width,
+            "bottom": 0.45 / height,
+            "top": 1 - 0.8 / height,
+            "wspace": 0.4,
+            "hspace": 0.55,
+        },
+    )
+    colors = [f"C{i % 10}" for i in range(len(runs))]
+    for ax, key in zip(axes.flat, shown):
+        for run, color in zip(runs, colors):
+            if key not in run.series:
+                continue
+            steps, values = run.series[key]
+            sparse = len(steps) <= 30
+            ax.plot(steps, values, color=color, lw=1.4, marker="o" if sparse else None, ms=3, label=run.name)
+            if key in banded and f"{key}/ci_low" in run.series and f"{key}/ci_high" in run.series:
+                ls, lo = run.series[f"{key}/ci_low"]
+                hs, hi = run.series[f"{key}/ci_high"]
+                if np.array_equal(ls, steps) and np.array_equal(hs, steps):
+                    ax.fill_between(steps, lo, hi, color=color, alpha=0.18, lw=0)
+        title = key[len(group) + 1 :] if key.startswith(group + "/") else key
+        title += " (95% CI)" if key in banded else ""
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.ticklabel_format(axis="y", useOffset=False)  # no "+1" / "1e-5+9.999e-1" offset labels
+        ax.grid(alpha=0.3)
+        ax.set_xlabel("step", fontsize=7)
+    for ax in list(axes.flat)[len(shown) :]:
+        ax.set_visible(False)
+    more = f" (first {_MAX_PANELS} of {len(keys)} metrics)" if len(keys) > len(shown) else ""
+    fig.suptitle(
+        f"{group}/{more}",
+        fontsize=12,
+        fontweight="bold",
+        x=0.5 / width,
+        ha="left",
+        y=1 - 0.12 / height,
+        va="top",
+    )
+    if len(runs) > 1:
+        handles = [fig.axes[0].plot([], [], color=c, lw=2)[0] for c in colors]
+        fig.legend(
+            handles,
+            [r.name for r in runs],
+            loc="upper right",
+            fontsize=8,
+            ncols=min(4, len(runs)),
+            frameon=False,
+        )
+    fig.savefig(path)
+
+
+def _slug(group: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", group) or "group"
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1400px}
+body{color:#222}
+h1{font-size:1.5em} h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
+img{max-width:100%;height:auto;border:1px solid #eee}
+table{border-collapse:collapse;font-size:.85em;margin:.6em 0}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right} th{background:#f4f4f4}
+td.k{text-align:left;font-family:ui-monospace,monospace}
+.small{color:#666;font-size:.85em}
+"""
+
+
+def _table(keys: list[str], runs: list[RunCurves]) -> str:
+    keys, banded = _split_bands(keys)
+    head = "".join(f'<th colspan="2">{html.escape(r.name)}</th>' for r in runs)
+    sub = "".join("<th>last (step)</th><th>best (step)</th>" for _ in runs)
+    rows = []
+    for key in keys:
+        direction = best_direction(key)
+        cells = []
+        for run in runs:
+            if key not in run.series:
+                cells.append("<td></td><td></td>")
+                continue
+            s, v = run.series[key]
+            ls, lv = _finite_last(s, v)
+            bs, bv = _best(s, v, direction)
+            last = f"{_fmt(lv)} ({ls:g})" if not math.isnan(ls) else "nan"
+            if key in banded and not math.isnan(ls):
+                lo = _value_at(run, f"{key}/ci_low", ls)
+                hi = _value_at(run, f"{key}/ci_high", ls)
+                last = f"{_fmt(lv)} [{_fmt(lo)}, {_fmt(hi)}] ({ls:g})"
+            best = f"{_fmt(bv)} ({bs:g})" if not math.isnan(bs) else "&ndash;"
+            cells.append(f"<td>{last}</td><td>{best}</td>")
+        arrow = {"max": " &uarr;", "min": " &darr;"}.get(direction or "", "")
+        rows.append(f'<tr><td class="k">{html.escape(key)}{arrow}</td>{"".join(cells)}</tr>')
+    return f'<table><tr><th rowspan="2">metric</th>{head}</tr><tr>{sub}</tr>' + "".join(rows) + "</table>"
+
+
+def _value_at(run: RunCurves, key: str, step: float) -> float:
+    if key not in run.series:
+        return math.nan
+    s, v = run.series[key]
+    hit = np.flatnonzero(s == step)
+    return float(v[hit[-1]]) if hit.size else math.nan
+
+
+def write_report(
+    paths: Sequence[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    *,
+    names: Sequence[str] | None = None,
+    title: str = "rlmetrics report",
+) -> ReportResult:
+    """Plot one or more JSONL runs on shared axes and write PNGs plus a self-contained HTML page.
+
+    Parameters
+    ----------
+    paths : sequence of str or Path
+        JSONL runs (``metrics.jsonl`` from :class:`rlmetrics.Tracker`); at least one.
+    out_dir : str or Path
+        Created if needed; receives ``{group}.png`` per metric group and ``report.html``.
+    names : sequence of str, optional, keyword-only
+        Labels of the runs (default from the paths; duplicates get a suffix).
+    title : str, keyword-only
+        Title of the page.
+
+    Returns
+    -------
+    ReportResult
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = pathlib.Path(d) / "a.jsonl"
+    ...     _ = p.write_text('{"step": 1, "critic/x": 0.1}\\n{"step": 2, "critic/x": 0.4}\\n')
+    ...     res = write_report([p], pathlib.Path(d) / "out")
+    ...     page = res.html_path.read_text()
+    >>> sorted(res.png_paths), "data:image/png;base64," in page, "0.4 (2)" in page
+    (['critic'], True, True)
+    """
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    if not paths:
+        raise ValueError("paths: give at least one JSONL run")
+    if names is not None and len(names) != len(paths):
+        raise ValueError(f"names: expected {len(paths)} names (one per run); got {len(names)}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - matplotlib is in the plot extra
+        raise ImportError("rlmetrics report needs matplotlib: pip install 'rlmetrics[plot]'") from exc
+    runs = [load_run(p, name=None if names is None else names[i]) for i, p in enumerate(paths)]
+    _unique_names(runs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    all_keys = [k for run in runs for k in run.series]
+    groups = group_metrics(all_keys)
+    png_paths: dict[str, Path] = {}
+    sections = []
+    for group, keys in groups.items():
+        png = out / f"{_slug(group)}.png"
+        _draw_group(group, keys, runs, png)
+        png_paths[group] = png
+        data = base64.b64encode(png.read_bytes()).decode("ascii")
+        sections.append(
+            f'<h2 id="{html.escape(_slug(group))}">{html.escape(group)}/</h2>'
+            f'<img alt="{html.escape(group)} curves" src="data:image/png;base64,{data}">' + _table(keys, runs)
+        )
+    toc = " &middot; ".join(f'<a href="#{html.escape(_slug(g))}">{html.escape(g)}</a>' for g in groups)
+    run_list = "".join(
+        f"<li><b>{html.escape(r.name)}</b>: {html.escape(str(r.path))} "
+        f"({len(r.series)} metrics, steps {_step_range(r)})</li>"
+        for r in runs
+    )
+    page = (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1><ul>{run_list}</ul>"
+        f'<p class="small">{toc}</p><p class="small">best: &uarr; highest, &darr; lowest, '
+        f"&ndash; no natural direction; (n) is the step.</p>{''.join(sections)}</body></html>\n"
+    )
+    html_path = out / "report.html"
+    html_path.write_text(page, encoding="utf-8")
+    return ReportResult(html_path=html_path, png_paths=png_paths, runs=runs)
+
+
+def _step_range(run: RunCurves) -> str:
+    steps = np.concatenate([s for s, _ in run.series.values()]) if run.series else np.zeros(0)
+    return f"{steps.min():g}-{steps.max():g}" if steps.size else "none"
+
+
+def report(
+    runs: Annotated[
+        list[Path], typer.Argument(help="One or more metrics.jsonl files (compared on shared axes).")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Output folder (default: report/ next to the first run)."),
+    ] = None,
+    name: Annotated[
+        list[str] | None, typer.Option("--name", "-n", help="Label of a run; repeat once per run.")
+    ] = None,
+    title: Annotated[str, typer.Option(help="Title of the HTML page.")] = "rlmetrics report",
+) -> None:
+    """Draw the curves of JSONL runs: one PNG per metric group and a self-contained report.html."""
+    from rich.console import Console
+
+    console = Console()
+    missing = [str(p) for p in runs if not p.is_file()]
+    if missing:
+        raise typer.BadParameter(f"no such file: {', '.join(missing)}", param_hint="RUNS")
+    out_dir = out if out is not None else runs[0].parent / "report"
+    try:
+        result = write_report(runs, out_dir, names=name or None, title=title)
+    except ValueError as err:
+        console.print(f"[red]error:[/] {err}")
+        raise typer.Exit(code=1) from None
+    for run in result.runs:
+        console.print(f"run [bold]{run.name}[/]: {len(run.series)} metrics, steps {_step_range(run)}")
+    console.print(f"{len(result.png_paths)} figures in {out_dir}")
+    console.print(f"report: {result.html_path}")

@@ -1,0 +1,197 @@
+"""Tests of rlmetrics._demo_task: the reversal task, its verifiable reward and the tiny policy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlmetrics._demo_task import (
+    BOS,
+    EOS,
+    PAD,
+    SEP,
+    PolicyConfig,
+    ReversalTask,
+    generate,
+    init_policy,
+    policy_forward,
+    response_logits,
+)
+
+
+def brute_score(string: list[int], response: list[int]) -> tuple[float, bool]:
+    """Slow reference: cut at the first EOS, compare position by position."""
+    answer = []
+    for tok in response:
+        if tok == EOS:
+            break
+        answer.append(tok)
+    target = string[::-1]
+    right = sum(1 for i, tok in enumerate(answer) if i < len(target) and tok == target[i])
+    return right / max(len(answer), len(target)), answer == target
+
+
+@pytest.mark.parametrize(
+    ("string", "response", "score", "acc"),
+    [
+        ([4, 5, 6], [6, 5, 4, EOS, PAD], 1.0, True),
+        ([4, 5, 6], [6, 5, 4, 4, EOS], 0.75, False),  # one extra letter
+        ([4, 5, 6], [6, 5, EOS, PAD, PAD], 2 / 3, False),  # one letter short
+        ([4, 5], [4, 5, EOS, PAD, PAD], 0.0, False),  # not reversed
+        ([4, 5], [5, 4, 5, 4, 5], 0.4, False),  # no EOS: the whole width is the answer
+        ([4], [EOS, PAD, PAD, PAD, PAD], 0.0, False),  # empty answer
+    ],
+    ids=["exact", "extra", "short", "copied", "no-eos", "empty"],
+)
+def test_score_cases(string, response, score, acc):
+    task = ReversalTask(n_letters=3, min_len=1, max_len=3)
+    s, a, pred = task.score([string], np.array([response]))
+    assert s[0] == pytest.approx(score)
+    assert bool(a[0]) is acc
+    assert pred[0] == task.decode([t for t in response[: ([*response, EOS]).index(EOS)]])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_score_matches_brute_force(data):
+    task = ReversalTask(n_letters=3, min_len=1, max_len=4)
+    n = data.draw(st.integers(1, 6))
+    strings = [data.draw(st.lists(st.integers(4, 6), min_size=1, max_size=4)) for _ in range(n)]
+    responses = np.array(
+        [
+            data.draw(st.lists(st.integers(0, 6), min_size=task.response_width, max_size=task.response_width))
+            for _ in range(n)
+        ]
+    )
+    score, acc, _ = task.score(strings, responses)
+    for i in range(n):
+        ref_score, ref_acc = brute_score(strings[i], responses[i].tolist())
+        assert score[i] == pytest.approx(ref_score)
+        assert bool(acc[i]) == ref_acc
+        assert (score[i] == 1.0) == ref_acc  # full marks exactly when right
+        assert 0.0 <= score[i] <= 1.0
+
+
+def test_encode_prompts_left_padded():
+    task = ReversalTask(n_letters=4, min_len=1, max_len=3)
+    ids, mask = task.encode_prompts([[4], [5, 6, 7]])
+    assert ids.tolist() == [[PAD, PAD, BOS, 4, SEP], [BOS, 5, 6, 7, SEP]]
+    assert mask.tolist() == [[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]]
+
+
+def test_sample_uses_the_generator_only():
+    task = ReversalTask()
+    a = task.sample(np.random.default_rng(3), 20)
+    b = task.sample(np.random.default_rng(3), 20)
+    assert a == b
+    assert all(task.min_len <= len(s) <= task.max_len for s in a)
+    assert all(4 <= t < 4 + task.n_letters for s in a for t in s)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"n_letters": 1}, "n_letters"),
+        ({"min_len": 3, "max_len": 2}, "min_len <= max_len"),
+        ({"min_len": 0}, "1 <="),
+    ],
+    ids=["alphabet", "lengths", "zero"],
+)
+def test_task_rejects_bad_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ReversalTask(**kwargs)
+
+
+@pytest.fixture(scope="module")
+def policy():
+    task = ReversalTask(n_letters=4, min_len=1, max_len=3)
+    cfg = PolicyConfig(
+        vocab_size=task.vocab_size,
+        max_seq_len=task.prompt_width + task.response_width,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+    )
+    return task, cfg, init_policy(cfg, generator=torch.Generator().manual_seed(0))
+
+
+def test_num_params_counts_the_tensors(policy):
+    _, cfg, params = policy
+    assert cfg.num_params == sum(p.numel() for p in params.values())
+    assert cfg.flops_per_token > 6 * cfg.num_params
+
+
+def test_init_is_seeded_and_leaves_global_rng_alone(policy):
+    _, cfg, params = policy
+    state = torch.random.get_rng_state()
+    again = init_policy(cfg, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(state, torch.random.get_rng_state())
+    assert all(torch.equal(params[k], again[k]) for k in params)
+    other = init_policy(cfg, generator=torch.Generator().manual_seed(1))
+    assert not torch.equal(params["tok_emb"], other["tok_emb"])
+
+
+def test_left_padding_does_not_change_the_logits(policy):
+    """Position ids follow the attention mask, so extra left padding is invisible."""
+    _, cfg, params = policy
+    seq = torch.tensor([[BOS, 4, 5, SEP, 6]])
+    padded = torch.cat([torch.zeros(1, 2, dtype=torch.long), seq], dim=1)
+    mask = torch.cat([torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 5, dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        a, _ = policy_forward(params, seq, torch.ones_like(seq), config=cfg)
+        b, _ = policy_forward(params, padded, mask, config=cfg)
+    torch.testing.assert_close(a, b[:, 2:], rtol=1e-5, atol=1e-5)
+
+
+def test_generate_layout_and_log_probs(policy):
+    task, cfg, params = policy
+    strings = task.sample(np.random.default_rng(0), 16)
+    ids, mask = (torch.from_numpy(x) for x in task.encode_prompts(strings))
+    resp, resp_mask, logp = generate(
+        params,
+        ids,
+        mask,
+        config=cfg,
+        max_response_len=task.response_width,
+        generator=torch.Generator().manual_seed(0),
+    )
+    assert resp.shape == resp_mask.shape == logp.shape == (16, task.response_width)
+    for row, m in zip(resp.tolist(), resp_mask.tolist()):  # mask: 1 up to and including the first EOS
+        n = (row.index(EOS) + 1) if EOS in row else len(row)
+        assert m == [1] * n + [0] * (len(row) - n)
+        assert all(t == PAD for t in row[n:])
+    assert bool((logp[resp_mask == 0] == 0).all())
+    assert bool((logp[resp_mask == 1] < 0).all())
+    # float32 rollout log-probs equal the training forward's (same numerics, one full pass)
+    full_ids, full_mask = torch.cat([ids, resp], 1), torch.cat([mask, resp_mask], 1)
+    with torch.no_grad():
+        logits = response_logits(params, full_ids, full_mask, task.prompt_width, config=cfg)
+    train = torch.log_softmax(logits, -1).gather(2, resp[..., None]).squeeze(-1) * resp_mask
+    torch.testing.assert_close(train, logp, rtol=1e-4, atol=1e-4)
+
+
+def test_generate_is_reproducible_and_bf16_differs_slightly(policy):
+    task, cfg, params = policy
+    strings = task.sample(np.random.default_rng(1), 8)
+    ids, mask = (torch.from_numpy(x) for x in task.encode_prompts(strings))
+
+    def run(dtype):
+        return generate(
+            params,
+            ids,
+            mask,
+            config=cfg,
+            max_response_len=task.response_width,
+            generator=torch.Generator().manual_seed(5),
+            dtype=dtype,
+        )
+
+    a, b = run("float32"), run("float32")
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    c = run("bfloat16")
+    both = (a[1] == 1) & (c[1] == 1) & (a[0] == c[0])
+    diff = (a[2] - c[2])[both].abs()
+    assert 0 < float(diff.max()) < 0.1

@@ -1,0 +1,265 @@
+"""Tests of rlmetrics._report: reading runs, grouping, best/last values, PNGs and the HTML page."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from rlmetrics._cli import app
+from rlmetrics._report import _best, _finite_last, best_direction, group_metrics, load_run, write_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _write_run(path, rows, *, truncate=None):
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    if truncate:
+        text += truncate
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _rows(seed, steps=12):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in range(1, steps + 1):
+        row = {
+            "step": s,
+            "timestamp": 1.0 * s,
+            "critic/score/mean": float(s / steps + rng.normal(0, 0.01)),
+            "actor/pg_loss": float(rng.normal()),
+            "response_length/mean": float(10 + rng.normal()),
+            "timing_s/gen": float(0.1 + rng.random()),
+            "perf/throughput": float(1000 * rng.random()),
+            "variance_proxy/proxy2_total_power": float(rng.random()),
+        }
+        if s % 4 == 0:
+            acc = s / steps
+            row |= {
+                "val-core/src/acc/mean@4": acc,
+                "val-exact/src/acc/pass@2": acc,
+                "val-exact/src/acc/pass@2/ci_low": acc - 0.1,
+                "val-exact/src/acc/pass@2/ci_high": acc + 0.1,
+            }
+        rows.append(row)
+    return rows
+
+
+def test_load_run_series_and_name(tmp_path):
+    rows = _rows(0)
+    p = _write_run(tmp_path / "exp1" / "metrics.jsonl", rows)
+    run = load_run(p)
+    assert run.name == "exp1"
+    steps, values = run.series["critic/score/mean"]
+    assert steps.tolist() == list(range(1, 13))
+    assert values.tolist() == [r["critic/score/mean"] for r in rows]
+    assert run.series["val-core/src/acc/mean@4"][0].tolist() == [4, 8, 12]
+    assert "timestamp" not in run.series and "step" not in run.series
+
+
+def test_truncated_last_line_is_tolerated(tmp_path):
+    p = _write_run(tmp_path / "run.jsonl", _rows(0), truncate='{"step": 13, "critic/sco')
+    with pytest.warns(RuntimeWarning, match="truncated"):
+        run = load_run(p)
+    assert run.series["critic/score/mean"][0][-1] == 12
+
+
+def test_load_run_errors(tmp_path):
+    with pytest.raises(ValueError, match="no jsonl file"):
+        load_run(tmp_path / "nope.jsonl")
+    p = tmp_path / "cut.jsonl"
+    p.write_text('{"step": 1, "a')
+    with (
+        pytest.warns(RuntimeWarning, match="truncated"),
+        pytest.raises(ValueError, match="holds no complete JSON line"),
+    ):
+        load_run(p)
+    p.write_text('{"step": "x", "a/b": 1}\n')
+    with pytest.raises(ValueError, match="non-numeric step"):
+        load_run(p)
+
+
+def test_group_metrics_order():
+    keys = [
+        "perf/mfu",
+        "zzz/a",
+        "critic/score/mean",
+        "loss",
+        "val-core/x/acc/mean@4",
+        "actor/pg_loss",
+        "critic/advantages/max",
+        "timing_s/gen",
+    ]
+    groups = group_metrics(keys)
+    assert list(groups) == ["val-core", "critic", "actor", "timing_s", "perf", "zzz", "other"]
+    assert groups["critic"] == ["critic/advantages/max", "critic/score/mean"]
+
+
+@pytest.mark.parametrize(
+    ("key", "direction"),
+    [
+        ("val-core/gsm8k/acc/mean@8", "max"),
+        ("val-exact/gsm8k/acc/pass@4", "max"),
+        ("critic/score/mean", "max"),
+        ("perf/throughput", "max"),
+        ("critic/vf_explained_var", "max"),
+        ("actor/pg_loss", "min"),
+        ("timing_s/gen", "min"),
+        ("actor/pg_clipfrac", "min"),
+        ("rollout_corr/k3_kl", "min"),
+        ("response_length/mean", None),
+        ("critic/advantages/max", None),
+        ("val-aux/gsm8k/acc/std@8", None),
+    ],
+    ids=lambda v: str(v),
+)
+def test_best_direction(key, direction):
+    assert best_direction(key) == direction
+
+
+def _table_cells(page, key):
+    row = re.search(rf'<tr><td class="k">{re.escape(key)}[^<]*</td>(.*?)</tr>', page)
+    assert row, key
+    return re.findall(r"<td>(.*?)</td>", row.group(1))
+
+
+def test_report_two_runs(tmp_path):
+    ra, rb = _rows(0), _rows(1, steps=8)
+    a = _write_run(tmp_path / "a" / "metrics.jsonl", ra)
+    b = _write_run(tmp_path / "b" / "metrics.jsonl", rb, truncate='{"step": 9')
+    with pytest.warns(RuntimeWarning, match="truncated"):
+        res = write_report([a, b], tmp_path / "out", title="cmp")
+    assert [r.name for r in res.runs] == ["a", "b"]
+    assert sorted(res.png_paths) == sorted(
+        ["critic", "actor", "response_length", "timing_s", "perf", "variance_proxy", "val-core", "val-exact"]
+    )
+    for png in res.png_paths.values():
+        assert png.read_bytes().startswith(PNG_MAGIC)
+    page = res.html_path.read_text()
+    # self-contained: every figure embedded, no external image
+    embedded = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(embedded) == len(res.png_paths)
+    assert all(base64.b64decode(e).startswith(PNG_MAGIC) for e in embedded)
+    assert not re.search(r'src="(?!data:)', page)
+    # last and best values, checked against the rows (brute force)
+    cells = _table_cells(page, "critic/score/mean")
+    for run_rows, (last, best) in zip((ra, rb), (cells[0:2], cells[2:4])):
+        vals = [(r["step"], r["critic/score/mean"]) for r in run_rows]
+        s_best, v_best = max(vals, key=lambda t: t[1])
+        assert last == f"{vals[-1][1]:.4g} ({vals[-1][0]})"
+        assert best == f"{v_best:.4g} ({s_best})"
+    cells = _table_cells(page, "actor/pg_loss")
+    s_min, v_min = min(((r["step"], r["actor/pg_loss"]) for r in ra), key=lambda t: t[1])
+    assert cells[1] == f"{v_min:.4g} ({s_min})"
+    assert _table_cells(page, "response_length/mean")[1] == "&ndash;"  # no natural direction
+    # the interval keys fold into their metric: a band in the plot, [lo, hi] in the table
+    assert "val-exact/src/acc/pass@2/ci_low" not in page
+    assert _table_cells(page, "val-exact/src/acc/pass@2")[0] == "1 [0.9, 1.1] (12)"
+
+
+def test_duplicate_names_and_explicit_names(tmp_path):
+    a = _write_run(tmp_path / "x" / "run.jsonl", _rows(0))
+    b = _write_run(tmp_path / "y" / "run.jsonl", _rows(1))
+    res = write_report([a, b], tmp_path / "o1")
+    assert [r.name for r in res.runs] == ["run", "run (2)"]
+    res = write_report([a, b], tmp_path / "o2", names=["base", "new"])
+    assert [r.name for r in res.runs] == ["base", "new"]
+    with pytest.raises(ValueError, match="expected 2 names"):
+        write_report([a, b], tmp_path / "o3", names=["one"])
+    with pytest.raises(ValueError, match="at least one"):
+        write_report([], tmp_path / "o4")
+
+
+def test_report_of_a_real_demo_run(tmp_path):
+    from rlmetrics._demo import DemoConfig, run_demo
+
+    cfg = DemoConfig(steps=3, n_prompts=4, group_size=4, val_every=3, val_prompts=4, val_samples=4)
+    run = run_demo(cfg, out_dir=tmp_path)
+    res = write_report([run.jsonl_path], tmp_path / "report")
+    for group in (
+        "critic",
+        "response_length",
+        "timing_s",
+        "perf",
+        "variance_proxy",
+        "val-core",
+        "grpo",
+        "actor",
+        "rollout_corr",
+    ):
+        assert group in res.png_paths, group
+
+
+def test_cli_report(tmp_path):
+    a = _write_run(tmp_path / "a" / "metrics.jsonl", _rows(0))
+    b = _write_run(tmp_path / "b" / "metrics.jsonl", _rows(1))
+    out = tmp_path / "rep"
+    result = CliRunner().invoke(app, ["report", str(a), str(b), "-o", str(out), "-n", "A", "-n", "B"])
+    assert result.exit_code == 0, result.output
+    assert (out / "report.html").is_file() and (out / "critic.png").is_file()
+    assert "run A" in result.output and "run B" in result.output
+    # default output folder: report/ next to the first run
+    result = CliRunner().invoke(app, ["report", str(a)])
+    assert result.exit_code == 0, result.output
+    assert (a.parent / "report" / "report.html").is_file()
+
+
+def test_cli_report_errors(tmp_path):
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "missing.jsonl")])
+    assert result.exit_code != 0
+    assert "no such file" in result.output
+    a = _write_run(tmp_path / "a.jsonl", _rows(0))
+    result = CliRunner().invoke(app, ["report", str(a), "-n", "x", "-n", "y"])
+    assert result.exit_code == 1
+    assert "expected 1 names" in result.output
+
+
+_values = st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(math.nan)), min_size=1, max_size=30)
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=_values, direction=st.sampled_from(["max", "min", None]))
+def test_last_and_best_match_a_loop(values, direction):
+    steps = np.arange(len(values), dtype=float) * 10
+    v = np.asarray(values, dtype=float)
+    finite = [(s, x) for s, x in zip(steps, values) if not math.isnan(x)]
+    last_step, last_value = _finite_last(steps, v)
+    best_step, best_value = _best(steps, v, direction)
+    if not finite:
+        assert math.isnan(last_step) and math.isnan(best_step)
+        return
+    assert (last_step, last_value) == finite[-1]
+    if direction is None:
+        assert math.isnan(best_value)
+        return
+    pick = max if direction == "max" else min
+    want = pick(x for _, x in finite)
+    assert best_value == want
+    assert best_step == next(s for s, x in finite if x == want)  # the first step reaching it
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=st.lists(
+        st.dictionaries(st.sampled_from(["a/x", "a/y", "b/z"]), st.floats(-10, 10), min_size=1),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_load_run_round_trip(tmp_path_factory, rows):
+    rows = [{"step": i, **r} for i, r in enumerate(rows)]
+    p = _write_run(tmp_path_factory.mktemp("rt") / "r.jsonl", rows)
+    run = load_run(p)
+    for key in {k for r in rows for k in r} - {"step"}:
+        steps, values = run.series[key]
+        assert steps.tolist() == [r["step"] for r in rows if key in r]
+        assert values.tolist() == [r[key] for r in rows if key in r]
