@@ -24,7 +24,29 @@ from __future__ import annotations
 from . import _keys as keys
 from ._batch import BatchView, as_batch
 from ._data import compute_data_metrics
+from ._demo import DemoConfig, DemoResult, run_demo
+from ._distributed import (
+    MetricCollector,
+    all_reduce_data_stats,
+    all_reduce_metric,
+    all_reduce_metrics,
+    all_reduce_stats,
+    empty_data_stats,
+)
+from ._estimators import Estimate, best_at_k, maj_at_k, pass_at_k, worst_at_k
+from ._grpo import compute_group_metrics
+from ._logits import entropy_and_sum_pi_squared_from_logits, entropy_from_logits, sum_pi_squared_from_logits
+from ._mismatch import (
+    compute_rollout_mismatch_metrics,
+    finalize_rollout_mismatch_metrics,
+    rollout_mismatch_statistics,
+)
+from ._policy_stats import PolicyStats
+from ._ppo import compute_ppo_update_metrics, finalize_ppo_update_metrics, ppo_update_statistics
 from ._reduce import AggregationType, Metric, reduce_metrics, reducer_for_key
+from ._report import load_run, write_report
+from ._summary import summarize_validation
+from ._timer import Stage, StageTimer, timer
 from ._timing import (
     ACCELERATOR_PEAK_FLOPS,
     compute_mfu,
@@ -32,10 +54,19 @@ from ._timing import (
     compute_throughput_metrics,
     compute_timing_metrics,
 )
-
-# -- validation statistics (issue 3): add imports below this line --
-# -- policy-side metrics (issue 4): add imports below this line --
-# -- distributed, timers, tracking (issue 5): add imports below this line --
+from ._tracking import Tracker, TrackingBackend, read_jsonl
+from ._validation import (
+    bootstrap_indices,
+    bootstrap_metric,
+    calc_maj_val,
+    flatten_validation_metrics,
+    process_validation_metrics,
+)
+from ._variance import (
+    compute_variance_proxy_metrics,
+    finalize_variance_proxy_metrics,
+    variance_proxy_statistics,
+)
 
 __version__ = "0.1.0"
 
@@ -43,15 +74,57 @@ __all__ = [
     "ACCELERATOR_PEAK_FLOPS",
     "AggregationType",
     "BatchView",
+    "DemoConfig",
+    "DemoResult",
+    "Estimate",
     "Metric",
+    "MetricCollector",
+    "PolicyStats",
+    "Stage",
+    "StageTimer",
+    "Tracker",
+    "TrackingBackend",
     "__version__",
+    "all_reduce_data_stats",
+    "all_reduce_metric",
+    "all_reduce_metrics",
+    "all_reduce_stats",
     "as_batch",
+    "best_at_k",
+    "bootstrap_indices",
+    "bootstrap_metric",
+    "calc_maj_val",
     "compute_data_metrics",
+    "compute_group_metrics",
     "compute_mfu",
+    "compute_ppo_update_metrics",
+    "compute_rollout_mismatch_metrics",
     "compute_throughout_metrics",
     "compute_throughput_metrics",
     "compute_timing_metrics",
+    "compute_variance_proxy_metrics",
+    "empty_data_stats",
+    "entropy_and_sum_pi_squared_from_logits",
+    "entropy_from_logits",
+    "finalize_ppo_update_metrics",
+    "finalize_rollout_mismatch_metrics",
+    "finalize_variance_proxy_metrics",
+    "flatten_validation_metrics",
     "keys",
+    "load_run",
+    "maj_at_k",
+    "pass_at_k",
+    "ppo_update_statistics",
+    "process_validation_metrics",
+    "read_jsonl",
     "reduce_metrics",
     "reducer_for_key",
+    "rollout_mismatch_statistics",
+    "run_demo",
+    "sum_pi_squared_from_logits",
+    "summarize_validation",
+    "timer",
+    "variance_proxy_statistics",
+    "worst_at_k",
+    "write_report",
 ]

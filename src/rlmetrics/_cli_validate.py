@@ -1,11 +1,516 @@
-"""Placeholder for the ``rlmetrics validate``command (being written)."""
+"""``rlmetrics validate``: validation statistics of rollout dumps (JSONL or Parquet).
+
+Reads verl's validation dumps (one JSON object per line with ``input``, ``output``, ``gts``,
+``score``, ``step`` and the extra reward keys such as ``acc`` and ``pred``) or Parquet files,
+groups the samples into prompts by ``--uid-key`` (else by ``input``) and data sources by
+``--source-key`` (else one source), and prints :func:`rlmetrics.summarize_validation`: mean,
+pass@k, best@k, worst@k and maj@k with 95% intervals across prompts.
+
+Bad input stops the command with exit code 1 and a message naming the file, the line and the
+key; outputs (``--json``, ``--plot``) are written to a temporary file and renamed into place, so
+nothing is ever left half written.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
 import typer
 
+__all__ = ["ValidateInputError", "load_rollouts", "validate"]
 
-def validate() -> None:
-    """Not available yet."""
-    typer.echo("rlmetrics validate is not available yet", err=True)
-    raise typer.Exit(code=2)
+_TEXT_KEYS = frozenset({"input", "output", "gts", "step"})
+
+
+class ValidateInputError(ValueError):
+    """A problem with the input files, reported to the user without a traceback."""
+
+
+# ----------------------------------------------------------------------------- reading
+def _describe_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return type(value).__name__
+
+
+def _read_jsonl_lines(path: Path, progress: Any = None) -> dict[str, list[Any]]:
+    """Line-by-line JSONL reader: exact file/line of malformed lines and inconsistent types."""
+    columns: dict[str, list[Any]] = {}
+    kinds: dict[str, tuple[str, int]] = {}
+    n_rows = 0
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            if progress is not None:
+                progress(len(raw))
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                raise ValidateInputError(f"{path}:{lineno}: malformed JSON line ({err})") from None
+            if not isinstance(obj, dict):
+                raise ValidateInputError(
+                    f"{path}:{lineno}: each line must be a JSON object; got {_describe_type(obj)}"
+                )
+            for key, value in obj.items():
+                kind = _describe_type(value)
+                if kind in ("number", "bool", "string"):
+                    seen = kinds.get(key)
+                    compatible = seen is None or seen[0] == kind or {seen[0], kind} == {"number", "bool"}
+                    if not compatible:
+                        assert seen is not None
+                        raise ValidateInputError(
+                            f"{path}:{lineno}: key {key!r} is a {kind} ({value!r}) but it is a {seen[0]} "
+                            f"on line {seen[1]}; a key must hold one type (numbers/bools or strings) "
+                            "in all lines"
+                        )
+                    if seen is None:
+                        kinds[key] = (kind, lineno)
+                col = columns.get(key)
+                if col is None:
+                    col = columns[key] = [None] * n_rows
+                col.append(value)
+            n_rows += 1
+            for col in columns.values():
+                if len(col) < n_rows:
+                    col.append(None)
+    return columns
+
+
+def _read_jsonl(path: Path, progress: Any = None) -> dict[str, Any]:
+    try:
+        import pyarrow as pa
+        import pyarrow.json as pa_json
+    except ImportError:
+        return _read_jsonl_lines(path, progress)
+    try:
+        table = pa_json.read_json(path, read_options=pa_json.ReadOptions(block_size=1 << 26))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        # Locate the problem precisely (and read the file when it is only a type mix).
+        return _read_jsonl_lines(path, progress)
+    if progress is not None:
+        progress(path.stat().st_size)
+    return _columns_of_table(table, path)
+
+
+def _read_parquet(path: Path, progress: Any = None) -> dict[str, Any]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError("reading Parquet needs pyarrow: pip install 'rlmetrics[io]'") from None
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValidateInputError(f"{path}: not a readable Parquet file ({err})") from None
+    if progress is not None:
+        progress(path.stat().st_size)
+    return _columns_of_table(table, path)
+
+
+def _columns_of_table(table: Any, path: Path) -> dict[str, Any]:
+    """Arrow table -> numpy arrays (numeric columns without nulls) or Python lists."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out: dict[str, Any] = {}
+    for name in table.column_names:
+        col = table.column(name)
+        typ = col.type
+        if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ):
+            out[name] = col.to_numpy() if col.null_count == 0 else col.to_pylist()
+        elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            if col.null_count == 0:
+                # Strings are only grouped or voted on: integer codes plus the distinct values.
+                uniq = pc.unique(col)
+                codes = pc.index_in(col, value_set=uniq).to_numpy(zero_copy_only=False)
+                out[name] = _Coded(codes, uniq.to_pylist())
+            else:
+                out[name] = col.to_pylist()
+        elif pa.types.is_null(typ):
+            out[name] = [None] * len(col)
+        else:
+            out[name] = col.to_pylist()
+    return out
+
+
+class _Coded:
+    """A string column as integer codes into ``values`` (cheap to concatenate and group)."""
+
+    def __init__(self, codes: np.ndarray, values: list[str]) -> None:
+        self.codes = codes.astype(np.int64)
+        self.values = values
+
+    def __len__(self) -> int:
+        return int(self.codes.shape[0])
+
+    def tolist(self) -> list[str]:
+        return np.asarray(self.values, dtype=object)[self.codes].tolist()
+
+
+def _kind_of(col: Any) -> str:
+    """'number', 'string', 'null' or 'mixed' for a column (numpy, _Coded or list)."""
+    if isinstance(col, _Coded):
+        return "string"
+    if isinstance(col, np.ndarray):
+        return "number" if col.dtype.kind in "biuf" else "mixed"
+    kinds = {_describe_type(v) for v in col} - {"null"}
+    kinds = {"number" if k == "bool" else k for k in kinds}
+    if not kinds:
+        return "null"
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _concat(parts: list[tuple[Path, Any]], key: str) -> Any:
+    kinds = {_kind_of(col) for _, col in parts} - {"null"}
+    if len(kinds) > 1:
+        where = ", ".join(f"{path} has {_kind_of(col)}s" for path, col in parts)
+        raise ValidateInputError(f"key {key!r} holds different types across files: {where}")
+    if all(isinstance(col, np.ndarray) for _, col in parts):
+        return np.concatenate([col for _, col in parts])
+    if all(isinstance(col, _Coded) for _, col in parts):
+        if len(parts) == 1:
+            return parts[0][1]
+        code_of: dict[str, int] = {}
+        codes = []
+        for _, col in parts:
+            remap = np.asarray([code_of.setdefault(v, len(code_of)) for v in col.values], dtype=np.int64)
+            codes.append(remap[col.codes] if col.codes.size else col.codes)
+        return _Coded(np.concatenate(codes), list(code_of))
+    out: list[Any] = []
+    for _, col in parts:
+        out.extend(col.tolist() if hasattr(col, "tolist") else col)
+    return out
+
+
+def load_rollouts(files: list[Path], *, progress: Any = None) -> tuple[dict[str, Any], int]:
+    """Read JSONL/Parquet rollout files into columns (same keys across files, None where absent).
+
+    Returns
+    -------
+    (columns, n_rows)
+    """
+    per_file: list[tuple[Path, dict[str, Any], int]] = []
+    for path in files:
+        if not path.exists():
+            raise ValidateInputError(f"{path}: no such file")
+        suffix = path.suffix.lower()
+        if suffix in (".jsonl", ".json", ".ndjson"):
+            cols = _read_jsonl(path, progress)
+        elif suffix in (".parquet", ".pq"):
+            cols = _read_parquet(path, progress)
+        else:
+            raise ValidateInputError(f"{path}: unknown file type {suffix!r}; expected .jsonl or .parquet")
+        n_rows = len(next(iter(cols.values()))) if cols else 0
+        if n_rows == 0:
+            raise ValidateInputError(f"{path}: no rows")
+        per_file.append((path, cols, n_rows))
+    keys: dict[str, None] = {}
+    for _, cols, _ in per_file:
+        keys.update(dict.fromkeys(cols))
+    merged: dict[str, Any] = {}
+    for key in keys:
+        parts = [(path, cols[key] if key in cols else [None] * n) for path, cols, n in per_file]
+        merged[key] = _concat(parts, key)
+    return merged, sum(n for _, _, n in per_file)
+
+
+# ----------------------------------------------------------------------------- outputs
+@contextmanager
+def _atomic_path(target: Path) -> Iterator[Path]:
+    """A temporary path next to ``target``, renamed onto it only if the block succeeds."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=target.suffix)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, float | np.floating):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def _plot(summary: dict[str, Any], target: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError("--plot needs matplotlib: pip install 'rlmetrics[plot]'") from None
+    sources = list(summary)
+    fig, axes = plt.subplots(1, len(sources), figsize=(5 * len(sources), 4), squeeze=False)
+    for ax, src in zip(axes[0], sources):
+        all_ks: set[int] = set()
+        for var, body in summary[src].items():
+            metrics = body["metrics"]
+            for kind in ("pass", "maj") if body["binary"] else ("best", "maj"):
+                pts = sorted(
+                    (int(name.split("@")[1]), m) for name, m in metrics.items() if name.startswith(kind + "@")
+                )
+                if not pts:
+                    continue
+                ks = [k for k, _ in pts]
+                all_ks.update(ks)
+                vals = [m["value"] for _, m in pts]
+                err = [0.0 if not math.isfinite(m["se"]) else m["value"] - m["ci_low"] for _, m in pts]
+                ax.errorbar(ks, vals, yerr=err, marker="o", capsize=3, label=f"{var} {kind}@k")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(all_ks), [str(k) for k in sorted(all_ks)])
+        ax.minorticks_off()
+        ax.set_xlabel("k")
+        ax.set_title(src)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    with _atomic_path(target) as tmp:
+        fig.savefig(tmp, format=target.suffix.lstrip(".") or "png", dpi=120)
+    plt.close(fig)
+
+
+def _fmt(m: dict[str, Any] | None) -> str:
+    if m is None:
+        return ""
+    value = m["value"]
+    if not math.isfinite(value):
+        return "nan"
+    if math.isfinite(m["se"]):
+        return f"{value:.4f}±{m['value'] - m['ci_low']:.4f}"
+    return f"{value:.4f}"
+
+
+def _print_tables(console: Any, summary: dict[str, Any], n_rows: int, n_files: int) -> None:
+    from rich.table import Table
+
+    console.print(f"[bold]{n_rows}[/bold] samples from {n_files} file(s); intervals are 95% across prompts")
+    for src, var2body in summary.items():
+        for var, body in var2body.items():
+            metrics = body["metrics"]
+            mean_name = next(name for name in metrics if name.startswith("mean@"))
+            spp = body["samples_per_prompt"]
+            counts = (
+                ", ".join(f"{n}×{c}" for n, c in spp.items())
+                if len(spp) > 1
+                else f"{next(iter(spp))} samples each"
+            )
+            title = (
+                f"{src} / {var}: {body['n_prompts']} prompts ({counts}), "
+                f"{mean_name} = {_fmt(metrics[mean_name])}"
+            )
+            if body["binary"]:
+                title += (
+                    f"\nsolved by all samples {_fmt(metrics['all_solved'])}, "
+                    f"by none {_fmt(metrics['none_solved'])}"
+                )
+            ks = sorted({int(name.split("@")[1]) for name in metrics if name.startswith(("best@", "maj@"))})
+            console.print()
+            console.print(title, highlight=False)
+            table = Table()
+            table.add_column("k", justify="right")
+            kinds = ["pass" if body["binary"] else "best", "worst"]
+            if any(name.startswith("maj@") for name in metrics):
+                kinds.append("maj")
+            for kind in kinds:
+                table.add_column(f"{kind}@k", justify="right")
+            table.add_column("prompts", justify="right")
+            for k in ks:
+                row = [str(k)] + [_fmt(metrics.get(f"{kind}@{k}")) for kind in kinds]
+                row.append(str(metrics.get(f"best@{k}", {}).get("n_prompts", "")))
+                table.add_row(*row)
+            console.print(table)
+
+
+# ----------------------------------------------------------------------------- the command
+def _choose_values(columns: dict[str, Any], value_keys: list[str] | None, exclude: set[str]) -> list[str]:
+    present = ", ".join(sorted(columns))
+    if value_keys:
+        for key in value_keys:
+            if key not in columns:
+                raise ValidateInputError(f"value key {key!r} is not in the files; keys present: {present}")
+            if _kind_of(columns[key]) not in ("number", "null"):
+                raise ValidateInputError(
+                    f"value key {key!r} must hold numbers or bools; it holds {_kind_of(columns[key])} values"
+                )
+        return list(value_keys)
+    chosen = [
+        key
+        for key, col in columns.items()
+        if key not in exclude and key not in _TEXT_KEYS and _kind_of(col) == "number"
+    ]
+    if not chosen:
+        raise ValidateInputError(f"no numeric value key found (e.g. 'score', 'acc'); keys present: {present}")
+    return chosen
+
+
+def validate(
+    files: Annotated[
+        list[Path], typer.Argument(help="Rollout dumps: .jsonl (verl's validation dump) or .parquet.")
+    ],
+    uid_key: Annotated[
+        str,
+        typer.Option(
+            "--uid-key",
+            help="Key of the prompt id; if absent from the files, prompts are grouped by 'input'.",
+        ),
+    ] = "uid",
+    source_key: Annotated[
+        str, typer.Option("--source-key", help="Key of the data source; if absent, one source named 'all'.")
+    ] = "data_source",
+    value_keys: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--value-key", "-v", help="A value to summarise (repeatable); default: every numeric key."
+        ),
+    ] = None,
+    pred_key: Annotated[
+        str, typer.Option("--pred-key", help="Key of the predicted answer voted on for maj@k.")
+    ] = "pred",
+    k: Annotated[
+        list[int] | None, typer.Option("--k", "-k", help="A k for the @k metrics (repeatable).")
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Draw with replacement (the expectation of verl's bootstrap).")
+    ] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the summary as JSON to this file.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Draw pass@k and maj@k against k (PNG).")
+    ] = None,
+    verl_keys: Annotated[
+        bool, typer.Option("--verl", help="Also compute verl's bootstrap metrics (val-core/val-aux keys).")
+    ] = False,
+) -> None:
+    """Summarise validation rollouts: mean, pass@k, best@k, worst@k, maj@k with 95% intervals."""
+    from rich.console import Console
+
+    from ._summary import summarize_validation
+    from ._validation import flatten_validation_metrics, process_validation_metrics
+
+    out_console = Console()
+    err_console = Console(stderr=True)
+
+    def fail(message: str) -> None:
+        err_console.print(f"[bold red]error:[/bold red] {message}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=1)
+
+    for target, opt in ((json_out, "--json"), (plot, "--plot")):
+        if target is not None and not target.parent.exists():
+            fail(f"{opt}: the directory {target.parent} does not exist")
+    if k is not None and any(v < 1 for v in k):
+        fail(f"--k values must be >= 1; got {k}")
+    try:
+        total = sum(p.stat().st_size for p in files if p.exists())
+        columns, n_rows = _load_with_progress(files, total, err_console)
+        present = ", ".join(sorted(columns))
+        if uid_key in columns:
+            uid_col = columns[uid_key]
+        elif uid_key == "uid" and "input" in columns:
+            uid_col = columns["input"]
+        else:
+            fail(f"the prompt id key {uid_key!r} is not in the files (nor 'input'); keys present: {present}")
+        if source_key in columns:
+            src_col = columns[source_key]
+        elif source_key == "data_source":
+            src_col = ["all"] * n_rows
+        else:
+            fail(f"the data source key {source_key!r} is not in the files; keys present: {present}")
+        exclude = {uid_key, source_key, pred_key}
+        chosen = _choose_values(columns, value_keys, exclude)
+        infos: dict[str, Any] = {key: _as_values(columns[key]) for key in chosen}
+        pred_col = columns.get(pred_key)
+        if pred_col is not None:
+            infos[pred_key] = pred_col.codes if isinstance(pred_col, _Coded) else pred_col
+        uids = uid_col.codes if isinstance(uid_col, _Coded) else uid_col
+        sources = src_col.tolist() if isinstance(src_col, _Coded) else src_col
+        with (
+            err_console.status("computing statistics", spinner="dots") if err_console.is_terminal else _null()
+        ):
+            summary = summarize_validation(sources, uids, infos, ks=k, pred_key=pred_key, replace=replace)
+            verl_flat = None
+            if verl_keys:
+                verl_infos = dict(infos)
+                if pred_col is not None:
+                    verl_infos[pred_key] = _as_values(pred_col)
+                verl_flat = flatten_validation_metrics(process_validation_metrics(sources, uids, verl_infos))
+    except (ValidateInputError, ValueError, TypeError) as err:
+        fail(str(err))
+    except ImportError as err:
+        fail(str(err))
+
+    _print_tables(out_console, summary, n_rows, len(files))
+    if verl_flat is not None:
+        from rich.table import Table
+
+        table = Table(title="verl validation metrics (bootstrap, seed 42)", title_justify="left")
+        table.add_column("key")
+        table.add_column("value", justify="right")
+        for key, value in verl_flat.items():
+            if key.startswith("val-core/"):
+                table.add_row(key, f"{value:.4f}")
+        out_console.print(table)
+    if json_out is not None:
+        payload = {"files": [str(p) for p in files], "n_samples": n_rows, "summary": summary}
+        if verl_flat is not None:
+            payload["verl"] = verl_flat
+        with _atomic_path(json_out) as tmp:
+            tmp.write_text(json.dumps(_json_safe(payload), indent=2, allow_nan=False) + "\n")
+        err_console.print(f"wrote {json_out}")
+    if plot is not None:
+        try:
+            _plot(summary, plot)
+        except ImportError as err:
+            fail(str(err))
+        err_console.print(f"wrote {plot}")
+
+
+@contextmanager
+def _null() -> Iterator[None]:
+    yield None
+
+
+def _as_values(col: Any) -> Any:
+    return col.tolist() if isinstance(col, _Coded) else col
+
+
+def _load_with_progress(files: list[Path], total: int, console: Any) -> tuple[dict[str, Any], int]:
+    if not console.is_terminal or total < (32 << 20):
+        return load_rollouts(files)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("reading"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("read", total=total)
+        return load_rollouts(files, progress=lambda nbytes: bar.advance(task, nbytes))

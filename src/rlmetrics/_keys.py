@@ -90,3 +90,21 @@ PPO_RATIO_MAX = "actor/ppo_ratio_max"
 PPO_RATIO_MIN = "actor/ppo_ratio_min"
 ROLLOUT_CORR_PREFIX = "rollout_corr/"
 GRPO_PREFIX = "grpo/"
+
+# --- validation statistics (issue 3) ---------------------------------------------------------
+VAL_CORE_VARS = ("acc", "reward")  # verl's core variable: acc if the source has it, else reward
+VAL_CORE_METRIC_PREFIXES = ("mean", "maj", "best")
+
+
+def val_metric(section: str, source: str, var: str, metric: str) -> str:
+    """Logger key of a validation metric, e.g. ``val-core/gsm8k/acc/mean@4``."""
+    return f"{section}/{source}/{var}/{metric}"
+
+# --- demo (issue 6) ---------------------------------------------------------------------------
+#: Exact validation estimators with 95% intervals: ``val-exact/{source}/{var}/{metric}`` and
+#: ``.../{metric}/ci_low``, ``.../{metric}/ci_high`` (metric: mean@N, pass@k, best@k, maj@k).
+VAL_EXACT_PREFIX = "val-exact"
+CI_LOW_SUFFIX = "/ci_low"
+CI_HIGH_SUFFIX = "/ci_high"
+GLOBAL_STEP = "training/global_step"
+TRAIN_ACC = "actor/train_acc"

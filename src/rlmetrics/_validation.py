@@ -1,0 +1,1016 @@
+"""verl's validation statistics (``process_validation_metrics``), same draws, vectorised.
+
+verl 0.9.1 estimates best@k, worst@k and maj@k of every prompt with a 1000-draw bootstrap run
+as a Python loop per prompt, variable and k, reseeding numpy's *global* RNG with ``seed`` before
+every call. Because of that reseeding the bootstrap index matrix depends only on
+``(n_samples, k, n_bootstrap, seed)``; here it is drawn once from a *local*
+``numpy.random.RandomState(seed)`` (the legacy generator behind ``np.random.choice``, so the
+indices are the same) and shared by every prompt with the same number of samples.
+
+* best@k / worst@k: the bootstrap max (min) of a prompt is the value of the highest (lowest)
+  rank drawn. For each prompt only the *counts* of each rank being the max matter; with
+  ``2**n`` small they come from a subset-sum (zeta) transform of the histogram of drawn
+  position sets, ``Z[A] = #{draws inside A}``, looked up at each prompt's sorted prefixes;
+  otherwise from the drawn ranks (one row gather per draw slot, over all prompts at once).
+* maj@k: verl returns the value of the first occurrence, in the bootstrap sample, of the most
+  voted prediction, ties going to the prediction that appears first in the sample. With the
+  predictions of a prompt named by their first position, each (draw, prediction) gets the score
+  ``count * 2**k + sum of 2**(k - 1 - first_slot)`` over its drawn samples, from one small matrix
+  product over all prompts; the largest score is verl's winner and its highest bit the slot, hence
+  the position, of the value verl returns (one or two draws: always the first slot; ``k > 47``: a
+  per-position score instead). The counts of each position winning are shared by all variables.
+
+Only the means and standard deviations over the draws are needed, so each prompt's statistic is
+the weighted mean/std of its sorted values under these integer counts (float64; the results
+agree with verl's to about 1e-15).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "bootstrap_indices",
+    "bootstrap_metric",
+    "calc_maj_val",
+    "flatten_validation_metrics",
+    "process_validation_metrics",
+]
+
+_N_BOOTSTRAP = 1000
+# Elements per block in the vectorised kernels (bounds temporary memory to tens of MB).
+_BLOCK = 1 << 22
+# Largest number of samples per prompt for which the subset-sum table (2**n entries) is used.
+_ZETA_MAX_N = 20
+# Scores per block in the majority kernel (small enough to stay in cache).
+_MAJ_BLOCK = 1 << 18
+
+
+# ----------------------------------------------------------------------------- bootstrap draws
+@functools.lru_cache(maxsize=256)
+def _indices_cached(n_data: int, subset_size: int, n_bootstrap: int, seed: int) -> np.ndarray:
+    rs = np.random.RandomState(seed)
+    idx = rs.choice(n_data, size=(n_bootstrap, subset_size), replace=True)
+    idx.setflags(write=False)
+    return idx
+
+
+def bootstrap_indices(
+    n_data: int, subset_size: int, *, n_bootstrap: int = _N_BOOTSTRAP, seed: int = 42
+) -> np.ndarray:
+    """The bootstrap index matrix verl draws, without touching numpy's global RNG.
+
+    verl calls ``np.random.seed(seed)`` then ``np.random.choice(n_data, size=(n_bootstrap,
+    subset_size), replace=True)``; a local ``RandomState(seed)`` gives the same indices.
+
+    Parameters
+    ----------
+    n_data : int
+        Number of data points (> 0).
+    subset_size : int
+        Draws per bootstrap sample (>= 0).
+    n_bootstrap : int, keyword-only
+        Number of bootstrap samples.
+    seed : int, keyword-only
+        The seed verl passes to ``np.random.seed``.
+
+    Returns
+    -------
+    numpy.ndarray of shape ``(n_bootstrap, subset_size)``, int
+        Read-only (cached) index matrix.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> idx = bootstrap_indices(5, 3, n_bootstrap=4, seed=42)
+    >>> np.random.seed(42)
+    >>> bool((idx == np.random.choice(5, size=(4, 3), replace=True)).all())
+    True
+    """
+    for name, value, low in (
+        ("n_data", n_data, 1),
+        ("subset_size", subset_size, 0),
+        ("n_bootstrap", n_bootstrap, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise TypeError(f"seed must be an integer; got {type(seed).__name__} {seed!r}")
+    return _indices_cached(int(n_data), int(subset_size), int(n_bootstrap), int(seed))
+
+
+@functools.lru_cache(maxsize=256)
+def _subset_table(n_data: int, subset_size: int, n_bootstrap: int, seed: int) -> np.ndarray:
+    """``Z[A]`` = number of bootstrap rows whose drawn positions all lie in bit set ``A``."""
+    idx = _indices_cached(n_data, subset_size, n_bootstrap, seed)
+    masks = np.bitwise_or.reduce(np.left_shift(np.int64(1), idx.astype(np.int64)), axis=1)
+    table = np.bincount(masks, minlength=1 << n_data).astype(np.int64)
+    for bit in range(n_data):
+        view = table.reshape(-1, 2, 1 << bit)
+        view[:, 1, :] += view[:, 0, :]
+    table.setflags(write=False)
+    return table
+
+
+def _rank_counts(
+    values: np.ndarray,
+    subset_size: int,
+    n_bootstrap: int,
+    seed: int,
+    order: np.ndarray | None = None,
+    prep: dict[str, np.ndarray] | None = None,
+) -> tuple[Any, ...]:
+    """Sorted values and, per row, how many bootstrap draws have each rank as max / as min.
+
+    Parameters
+    ----------
+    values : (Q, n) float64
+        One row per (prompt, variable), all with ``n`` samples.
+    order : (Q, n) int, optional
+        ``np.argsort(values, axis=1, kind="stable")`` if already known.
+    prep : dict, optional
+        Scratch space reused across calls on the same ``values`` (sorted values, prefix sets).
+
+    Returns
+    -------
+    sorted_vals : (Q, n) float64, ascending
+    best_counts, worst_counts : (Q, n) int64, each row summing to ``n_bootstrap``
+    """
+    q, n = values.shape
+    prep = {} if prep is None else prep
+    if order is None:
+        order = np.argsort(values, axis=1, kind="stable")
+    if "sorted" not in prep:
+        prep["sorted"] = np.take_along_axis(values, order, axis=1)
+    sorted_vals = prep["sorted"]
+    zeta_cost = n * (1 << n) if n <= _ZETA_MAX_N else math.inf
+    if zeta_cost <= 8 * n_bootstrap * subset_size * q:  # table adds are ~8x cheaper than gathers
+        table = _subset_table(n, subset_size, n_bootstrap, seed)
+        if "prefix" not in prep:
+            bits = np.left_shift(np.int64(1), order.astype(np.int64))
+            prefix = np.zeros((q, n + 1), dtype=np.int64)
+            np.cumsum(bits, axis=1, out=prefix[:, 1:])
+            prep["prefix"] = prefix
+        prefix = prep["prefix"]
+        inside = table[prefix]  # rows whose max rank is < r, for r = 0..n
+        best = np.diff(inside, axis=1)
+        suffix = table[((1 << n) - 1) ^ prefix]  # rows whose min rank is >= r
+        worst = -np.diff(suffix, axis=1)
+        return sorted_vals, best, worst
+    # General case: ranks of each position, max/min over the drawn slots, then counted.
+    idx = _indices_cached(n, subset_size, n_bootstrap, seed)
+    rank_dtype = np.uint8 if n <= 256 else np.int32
+    ranks = np.empty((q, n), dtype=rank_dtype)
+    np.put_along_axis(ranks, order, np.arange(n, dtype=rank_dtype)[None, :], axis=1)
+    ranks_t = np.ascontiguousarray(ranks.T)  # (n, Q): a draw gathers whole rows
+    best = np.zeros((q, n), dtype=np.int64)
+    worst = np.zeros((q, n), dtype=np.int64)
+    step = max(1, _BLOCK // max(q, 1))
+    offsets = (np.arange(q, dtype=np.int64) * n)[None, :]
+    for start in range(0, n_bootstrap, step):
+        rows = idx[start : start + step]
+        hi = ranks_t[rows[:, 0]].copy()
+        lo = hi.copy()
+        for slot in range(1, subset_size):
+            g = ranks_t[rows[:, slot]]
+            np.maximum(hi, g, out=hi)
+            np.minimum(lo, g, out=lo)
+        best += np.bincount((offsets + hi).ravel(), minlength=q * n).reshape(q, n)
+        worst += np.bincount((offsets + lo).ravel(), minlength=q * n).reshape(q, n)
+    return sorted_vals, best, worst
+
+
+def _weighted_mean_std(
+    sorted_vals: np.ndarray, counts: np.ndarray, total: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and (population) std of the multiset with ``counts[q, r]`` copies of ``sorted_vals[q, r]``."""
+    mean = np.einsum("qr,qr->q", counts.astype(np.float64), sorted_vals) / total
+    dev = sorted_vals - mean[:, None]
+    var = np.einsum("qr,qr->q", counts.astype(np.float64), dev * dev) / total
+    return mean, np.sqrt(var)
+
+
+def _local_codes(codes: np.ndarray) -> np.ndarray:
+    """Per row, replace each code by the position of its first occurrence in the row."""
+    q, n = codes.shape
+    out = np.empty((q, n), dtype=np.int64)
+    step = max(1, _BLOCK // max(n * n, 1))
+    for start in range(0, q, step):
+        c = codes[start : start + step]
+        out[start : start + step] = np.argmax(c[:, :, None] == c[:, None, :], axis=1)
+    return out
+
+
+def _unique_rows(local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of a small-integer matrix and the row -> distinct-row index (via byte strings)."""
+    n = local.shape[1]
+    small = np.ascontiguousarray(local.astype(np.uint8 if n <= 256 else np.int32))
+    keys = small.view(np.dtype((np.void, small.dtype.itemsize * n))).ravel()
+    _, first_idx, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return local[first_idx], inverse.reshape(-1)
+
+
+def _majority_counts(
+    local: np.ndarray,
+    subset_size: int,
+    n_bootstrap: int,
+    seed: int,
+    unique: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """How many bootstrap draws give each position as verl's majority-vote pick.
+
+    Parameters
+    ----------
+    local : (P, n) int
+        Per prompt, each position's prediction coded as the position of its first occurrence.
+    unique : (patterns, inverse), optional
+        ``_unique_rows(local)`` if already known.
+
+    Returns
+    -------
+    (P, n) int64 counts, each row summing to ``n_bootstrap``.
+    """
+    p_all, n = local.shape
+    out = np.zeros((p_all, n), dtype=np.int64)
+    if p_all == 0:
+        return out
+    if subset_size <= 2:
+        # One or two draws: the first drawn answer always wins (alone, or first among a 1-1 tie).
+        first = _indices_cached(n, subset_size, n_bootstrap, seed)[:, 0]
+        out[:] = np.bincount(first, minlength=n)[None, :]
+        return out
+    patterns, inverse = _unique_rows(local) if unique is None else unique
+    if subset_size <= 47:
+        counts_pat = _majority_counts_bits(patterns, subset_size, n_bootstrap, seed)
+    else:
+        counts_pat = _majority_counts_positions(patterns, subset_size, n_bootstrap, seed)
+    out[:] = counts_pat[inverse]
+    return out
+
+
+def _draw_tables(n: int, k: int, n_bootstrap: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Index matrix, per-row multiplicity of each position and first slot of each position (k if absent)."""
+    idx = _indices_cached(n, k, n_bootstrap, seed)
+    b_rows = np.arange(n_bootstrap)
+    mult = np.bincount((b_rows[:, None] * n + idx).ravel(), minlength=n_bootstrap * n).reshape(n_bootstrap, n)
+    first = np.full((n_bootstrap, n), k, dtype=np.int64)
+    first[b_rows[:, None], idx[:, ::-1]] = np.arange(k - 1, -1, -1)[None, :]  # later writes win: first slot
+    return idx, mult, first
+
+
+def _matmul_single_thread(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` in row blocks small enough for BLAS to stay on the calling thread.
+
+    OpenBLAS runs products under 2**18 multiply-adds on one thread; larger ones wake its thread
+    pool, whose spinning workers cost more than they save on these thin products (several times
+    slower on a busy 2-core machine).
+    """
+    rows, inner = a.shape
+    step = max(1, ((1 << 18) - 1) // max(inner * b.shape[1], 1))
+    if step >= rows:
+        return a @ b
+    out = np.empty((rows, b.shape[1]), dtype=np.result_type(a, b))
+    for start in range(0, rows, step):
+        np.matmul(a[start : start + step], b, out=out[start : start + step])
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _top_bit_slot(k: int) -> np.ndarray:
+    """``table[g]`` = the slot ``k - 1 - floor(log2 g)`` of the highest set bit of ``g`` (``g < 2**k``)."""
+    table = np.zeros(1 << k, dtype=np.int8)
+    for bit in range(k):
+        table[1 << bit : 1 << (bit + 1)] = k - 1 - bit
+    table.setflags(write=False)
+    return table
+
+
+def _majority_counts_bits(patterns: np.ndarray, k: int, n_bootstrap: int, seed: int) -> np.ndarray:
+    """Majority picks for ``k <= 47``: one product scores every (draw, prediction) exactly.
+
+    ``score = count * 2**k + sum over drawn members of 2**(k - 1 - first_slot)``: the first-slot
+    bits of different predictions are disjoint, so among equal counts the larger score is the
+    prediction that appears first; its highest bit gives the slot, hence the position, of the pick.
+    Identical draws (frequent for small ``k``) are scored once and weighted by their multiplicity.
+    """
+    n_pat, n = patterns.shape
+    idx, mult, first = _draw_tables(n, k, n_bootstrap, seed)
+    uniq, first_row, weight = np.unique(idx, axis=0, return_index=True, return_counts=True)
+    weighted = uniq.shape[0] <= 0.7 * n_bootstrap
+    if weighted:  # identical draws (frequent for small k) are scored once
+        idx, mult, first = uniq, mult[first_row], first[first_row]
+    n_rows = idx.shape[0]
+    dtype = np.float32 if k <= 19 else np.float64
+    int_t = np.int32 if k <= 19 else np.int64
+    drawn = first < k
+    bits = np.where(drawn, np.ldexp(1.0, np.where(drawn, k - 1 - first, 0)), 0.0)
+    x_t = np.ascontiguousarray((mult * float(2**k) + bits).T, dtype=dtype)  # (n, rows)
+    # slot_pos[t * rows + b] = position drawn in slot t of draw b
+    slot_pos = np.ascontiguousarray(idx.T).astype(np.int32).ravel()
+    rows = np.arange(n_rows, dtype=np.int32)[None, :]
+    counts = np.zeros((n_pat, n), dtype=np.int64)
+    # Per pattern, its predictions named by their first position, padded to the chunk's largest
+    # number of predictions (padding rows score 0, below any drawn prediction's 2**k).
+    is_code = patterns == np.arange(n)[None, :]
+    n_codes = is_code.sum(axis=1)
+    by_size = np.argsort(n_codes, kind="stable")
+    code_pos = np.where(is_code, np.arange(n)[None, :], n)
+    code_pos.sort(axis=1)  # first positions first, then n (padding)
+    low_mask = (1 << k) - 1
+    # table[g] = n_rows * (slot of the highest bit of g): the winner's first slot, pre-scaled
+    table = (_top_bit_slot(k).astype(np.int32) * n_rows) if k <= 20 else None
+    start = 0
+    while start < n_pat:
+        m_max = int(n_codes[by_size[start]])
+        size = max(1, _MAJ_BLOCK // max(n_rows * m_max, 1))
+        chunk = by_size[start : start + size]
+        c = len(chunk)
+        m_max = int(n_codes[chunk[-1]])
+        onehot = (patterns[chunk][:, None, :] == code_pos[chunk, :m_max][:, :, None]).astype(dtype)
+        score = _matmul_single_thread(onehot.reshape(-1, n), x_t).reshape(c, m_max, n_rows)
+        top = score[:, 0, :] if m_max == 1 else score.max(axis=1)  # (c, rows)
+        low = top.astype(int_t)
+        low &= low_mask
+        if table is not None:
+            lin = table[low]
+        else:
+            lin = (k - np.frexp(low.astype(np.float64))[1]) * n_rows
+        lin += rows
+        pos = slot_pos[lin]  # (c, rows) winning positions
+        pos += (np.arange(c, dtype=np.int32) * n)[:, None]
+        if weighted:
+            got = np.bincount(
+                pos.ravel(), weights=np.broadcast_to(weight, pos.shape).ravel(), minlength=c * n
+            )
+        else:
+            got = np.bincount(pos.ravel(), minlength=c * n)
+        counts[chunk] = got.reshape(c, n).astype(np.int64)
+        start += c
+    return counts
+
+
+def _majority_counts_positions(patterns: np.ndarray, k: int, n_bootstrap: int, seed: int) -> np.ndarray:
+    """Majority picks for any ``k``: max over positions of ``count(code) * (k + 1) - first_slot``.
+
+    Scores are encoded as ``score * n + position`` so that the max also names the position.
+    """
+    n_pat, n = patterns.shape
+    _, mult, first = _draw_tables(n, k, n_bootstrap, seed)
+    exact32 = ((k + 1) * k + k + 1) * n < (1 << 24)
+    dtype = np.float32 if exact32 else np.float64
+    counts_t = np.ascontiguousarray((mult * float((k + 1) * n)).T, dtype=dtype)  # (n, B)
+    # per position: its own index minus n * its first slot (k when not drawn), added after the product
+    offset = (np.arange(n)[:, None] - n * first.T).astype(dtype)[:, None, :]  # (n, 1, B)
+    step = max(1, _MAJ_BLOCK // max(n_bootstrap * n, 1))
+    counts = np.zeros((n_pat, n), dtype=np.int64)
+    for start in range(0, n_pat, step):
+        pat = patterns[start : start + step]
+        m = pat.shape[0]
+        eq = (
+            (pat[:, None, :] == pat[:, :, None]).transpose(1, 0, 2).reshape(n * m, n).astype(dtype)
+        )  # (j, p), j'
+        score = _matmul_single_thread(eq, counts_t).reshape(n, m, n_bootstrap)
+        score += offset
+        top = score.max(axis=0)  # (m, B)
+        winner = np.rint(top).astype(np.int64) % n
+        lin = np.arange(m, dtype=np.int64)[:, None] * n + winner
+        counts[start : start + m] = np.bincount(lin.ravel(), minlength=m * n).reshape(m, n)
+    return counts
+
+
+# ----------------------------------------------------------------------------- verl drop-ins
+def calc_maj_val(data: Sequence[Mapping[str, Any]], vote_key: str, val_key: str) -> Any:
+    """Value of the first item whose ``vote_key`` is the most common (verl's ``calc_maj_val``).
+
+    Ties go to the vote that appears first in ``data``.
+
+    Parameters
+    ----------
+    data : sequence of mappings
+        Each holds ``vote_key`` and ``val_key``.
+    vote_key, val_key : str
+        The keys of the vote and of the value to return.
+
+    Returns
+    -------
+    The ``val_key`` value of the first item voting for the winner.
+
+    Examples
+    --------
+    >>> calc_maj_val([{"pred": "A", "val": 0.9}, {"pred": "B", "val": 0.8}, {"pred": "A", "val": 0.7}],
+    ...              vote_key="pred", val_key="val")
+    0.9
+    """
+    if len(data) == 0:
+        raise ValueError("data must hold at least one item to vote on; got an empty sequence")
+    counts: dict[Any, int] = {}
+    first_val: dict[Any, Any] = {}
+    for i, item in enumerate(data):
+        try:
+            vote, val = item[vote_key], item[val_key]
+        except (KeyError, TypeError, IndexError):
+            keys = sorted(map(str, item.keys())) if hasattr(item, "keys") else type(item).__name__
+            raise ValueError(
+                f"data[{i}] must hold the keys {vote_key!r} and {val_key!r}; it holds {keys}"
+            ) from None
+        if vote in counts:
+            counts[vote] += 1
+        else:
+            counts[vote] = 1
+            first_val[vote] = val
+    winner = max(counts, key=counts.__getitem__)
+    return first_val[winner]
+
+
+def _reducer_kind(fn: Any) -> tuple[str, Any]:
+    """Classify a reduce function: ('max'|'min'|'mean', None), ('maj', (vote, val)) or ('other', None)."""
+    if fn in (np.max, np.amax, max):
+        return "max", None
+    if fn in (np.min, np.amin, min):
+        return "min", None
+    if fn is np.mean:
+        return "mean", None
+    if isinstance(fn, functools.partial) and not fn.args and set(fn.keywords) == {"vote_key", "val_key"}:
+        target = fn.func
+        if target is calc_maj_val or getattr(target, "__name__", "") == "calc_maj_val":
+            return "maj", (fn.keywords["vote_key"], fn.keywords["val_key"])
+    return "other", None
+
+
+def _numeric_vector(data: Sequence[Any]) -> np.ndarray | None:
+    try:
+        arr = np.asarray(data)
+    except (TypeError, ValueError):
+        return None
+    if arr.ndim != 1 or arr.dtype.kind not in "biuf":
+        return None
+    return arr.astype(np.float64)
+
+
+def bootstrap_metric(
+    data: Sequence[Any],
+    subset_size: int,
+    reduce_fns: Sequence[Callable[[np.ndarray], float]],
+    n_bootstrap: int = _N_BOOTSTRAP,
+    seed: int = 42,
+) -> list[tuple[float, float]]:
+    """Bootstrap (mean, std) of reduce functions over resamples, identical to verl's.
+
+    Draws ``n_bootstrap`` samples of ``subset_size`` items with replacement (the same indices as
+    verl, from a local generator: numpy's global RNG is left alone) and returns, per reduce
+    function, the mean and population std of its value over the samples. ``np.max``/``max``,
+    ``np.min``/``min``, ``np.mean`` and ``functools.partial(calc_maj_val, vote_key=..,
+    val_key=..)`` are computed vectorised; any other callable is called on each sample (an
+    object array, as in verl).
+
+    Parameters
+    ----------
+    data : sequence, length n > 0
+        Numbers, or mappings for the majority vote.
+    subset_size : int
+        Items per bootstrap sample.
+    reduce_fns : sequence of callables
+        Each maps a sample (object array of shape ``(subset_size,)``) to a number.
+    n_bootstrap : int
+        Number of bootstrap samples.
+    seed : int
+        Seed of the draws (verl's default 42).
+
+    Returns
+    -------
+    list of (mean, std) float tuples, one per reduce function.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> [tuple(round(v, 4) for v in r) for r in bootstrap_metric([1, 2, 3, 4, 5], 3, [np.mean, np.max])]
+    [(3.0087, 0.8167), (4.221, 0.9488)]
+    """
+    n_data = len(data)
+    if n_data == 0:
+        raise ValueError("data must hold at least one item to resample; got an empty sequence")
+    idx = bootstrap_indices(n_data, subset_size, n_bootstrap=n_bootstrap, seed=seed)
+    numeric: np.ndarray | None = None
+    numeric_done = False
+    results: list[tuple[float, float]] = []
+    for fn in reduce_fns:
+        kind, extra = _reducer_kind(fn)
+        if kind in ("max", "min", "mean"):
+            if not numeric_done:
+                numeric, numeric_done = _numeric_vector(data), True
+            if numeric is not None and subset_size > 0:
+                if kind == "mean":
+                    vals = numeric[idx].mean(axis=1)
+                    results.append((float(np.mean(vals)), float(np.std(vals))))
+                    continue
+                sorted_vals, best, worst = _rank_counts(numeric[None, :], subset_size, n_bootstrap, int(seed))
+                counts = best if kind == "max" else worst
+                mean, std = _weighted_mean_std(sorted_vals, counts, n_bootstrap)
+                results.append((float(mean[0]), float(std[0])))
+                continue
+        if kind == "maj" and subset_size > 0:
+            vote_key, val_key = extra
+            try:
+                votes = [d[vote_key] for d in data]
+                vals = _numeric_vector([d[val_key] for d in data])
+                code_of: dict[Any, int] = {}
+                codes = np.array([code_of.setdefault(v, len(code_of)) for v in votes], dtype=np.int64)
+            except (KeyError, TypeError, IndexError):
+                vals = None
+            if vals is not None:
+                local = _local_codes(codes[None, :])
+                counts = _majority_counts(local, subset_size, n_bootstrap, int(seed))
+                order = np.argsort(vals, kind="stable")
+                mean, std = _weighted_mean_std(vals[order][None, :], counts[:, order], n_bootstrap)
+                results.append((float(mean[0]), float(std[0])))
+                continue
+        # Generic path, exactly verl's loop.
+        data_np = np.empty(n_data, dtype=object)
+        data_np[:] = list(data)
+        out = np.empty(n_bootstrap, dtype=np.float64)
+        for b in range(n_bootstrap):
+            out[b] = fn(data_np[idx[b]])
+        results.append((float(np.mean(out)), float(np.std(out))))
+    return results
+
+
+# ----------------------------------------------------------------------------- factorising
+def _factorize(items: Any, n: int, what: str) -> tuple[np.ndarray, dict[Any, int]]:
+    """Codes ``0, 1, ...`` of hashable items in order of first appearance, and the item -> code dict.
+
+    ``dict.setdefault`` is mapped over the items with a running counter (one C-level pass): each
+    item gets the index of its first appearance, which is then ranked.
+    """
+    first_seen: dict[Any, int] = {}
+    try:
+        raw = np.fromiter(map(first_seen.setdefault, items, itertools.count()), dtype=np.int64, count=n)
+    except TypeError as err:
+        raise TypeError(f"{what} must hold hashable values ({err})") from None
+    firsts = np.flatnonzero(raw == np.arange(n))
+    rank = np.empty(n, dtype=np.int64)
+    rank[firsts] = np.arange(firsts.shape[0])
+    codes = rank[raw]
+    return codes, {key: int(rank[i]) for key, i in first_seen.items()}
+
+
+# ----------------------------------------------------------------------------- columns
+_NUMERIC_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
+class _Column:
+    """One ``infos_dict`` variable: float64 values, masks of None and of strings, narrow copy.
+
+    ``narrow`` holds float32 values when every non-None value is a float32 (verl's ``np.mean`` then
+    computes in float32); ``exotic`` marks mixes whose per-prompt dtype verl infers differently
+    (those prompts take a per-prompt path for mean/std).
+    """
+
+    __slots__ = ("_items", "exotic", "is_none", "is_str", "narrow", "values")
+
+    def __init__(self, col: Any, name: str, n: int) -> None:
+        self._items: list[Any] | None = None
+        if hasattr(col, "detach") and hasattr(col, "cpu"):  # torch tensor
+            col = col.detach().cpu().numpy()
+        if len(col) != n:
+            raise ValueError(
+                f"infos_dict[{name!r}] must have one value per sample ({n}, the length of data_sources); "
+                f"got {len(col)}"
+            )
+        self.narrow: np.ndarray | None = None
+        self.exotic = False
+        if isinstance(col, np.ndarray) and col.dtype.kind in "biuf":
+            if col.ndim != 1:
+                raise ValueError(f"infos_dict[{name!r}] must be one-dimensional; got shape {col.shape}")
+            self.values = col.astype(np.float64)
+            self.is_none = np.zeros(n, dtype=bool)
+            self.is_str = np.zeros(n, dtype=bool)
+            if col.dtype == np.float32:
+                self.narrow = col
+            elif col.dtype == np.float16:
+                self.exotic = True
+                self._items = list(col)
+            return
+        items = col.tolist() if isinstance(col, np.ndarray) else list(col)
+        types = set(map(type, items))
+        plain = {bool, int, float}
+        if types <= plain:
+            self.values = np.asarray(items, dtype=np.float64) if items else np.zeros(0)
+            self.is_none = np.zeros(n, dtype=bool)
+            self.is_str = np.zeros(n, dtype=bool)
+            return
+        if types == {str}:  # a text column (e.g. predictions): nothing numeric to convert
+            self.values = np.zeros(n)
+            self.is_none = np.zeros(n, dtype=bool)
+            self.is_str = np.ones(n, dtype=bool)
+            return
+        self.is_none = np.fromiter((v is None for v in items), dtype=bool, count=n)
+        self.is_str = np.fromiter((isinstance(v, str) for v in items), dtype=bool, count=n)
+        values = np.zeros(n, dtype=np.float64)
+        numeric = ~(self.is_none | self.is_str)
+        kept = [v for v, ok in zip(items, numeric.tolist()) if ok]
+        bad = [v for v in kept if not isinstance(v, _NUMERIC_TYPES)]
+        if bad:
+            raise TypeError(
+                f"infos_dict[{name!r}] must hold numbers, bools, strings or None; found "
+                f"{type(bad[0]).__name__} {bad[0]!r}"
+            )
+        if kept:
+            values[numeric] = np.asarray(kept, dtype=np.float64)
+        self.values = values
+        kinds = {type(v) for v in kept}
+        if np.float32 in kinds or np.float16 in kinds:
+            if kinds == {np.float32}:
+                narrow = np.zeros(n, dtype=np.float32)
+                narrow[numeric] = values[numeric]
+                self.narrow = narrow
+            else:
+                self.exotic = True
+        self._items = items if self.exotic else None
+
+
+# ----------------------------------------------------------------------------- main entry
+def _gen_ns(n_resps: int) -> list[int]:
+    if n_resps <= 1:
+        return []
+    ns = []
+    n = 2
+    while n < n_resps:
+        ns.append(n)
+        n *= 2
+    ns.append(n_resps)
+    return ns
+
+
+def _metric_names(n_resps: int, has_pred: bool) -> list[str]:
+    names = [f"mean@{n_resps}"]
+    if n_resps > 1:
+        names.append(f"std@{n_resps}")
+        for n in _gen_ns(n_resps):
+            names += [f"best@{n}/mean", f"best@{n}/std", f"worst@{n}/mean", f"worst@{n}/std"]
+            if has_pred:
+                names += [f"maj@{n}/mean", f"maj@{n}/std"]
+    return names
+
+
+def _as_list(x: Any, name: str) -> list[Any]:
+    if isinstance(x, str | bytes) or not hasattr(x, "__len__"):
+        raise TypeError(f"{name} must be a sequence with one entry per sample; got {type(x).__name__}")
+    if hasattr(x, "detach") and hasattr(x, "cpu"):
+        x = x.detach().cpu().numpy()
+    return x.tolist() if isinstance(x, np.ndarray) else list(x)
+
+
+def process_validation_metrics(
+    data_sources: Sequence[Any] | np.ndarray,
+    sample_uids: Sequence[Any] | np.ndarray,
+    infos_dict: Mapping[str, Sequence[Any]],
+    seed: int = 42,
+    expected_acc_counts: Mapping[tuple[str, str], int] | None = None,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Validation metrics per data source and variable, identical to verl 0.9.1's.
+
+    Groups samples by ``(data_source, uid)`` and, per prompt and numeric variable, computes
+    ``mean@N`` and ``std@N`` over its ``N`` samples and, for ``k`` in 2, 4, 8, ... and ``N``,
+    verl's bootstrap ``best@k/mean|std``, ``worst@k/mean|std`` and, when a ``pred`` variable
+    exists, ``maj@k/mean|std``; then averages every metric over the prompts that have it.
+    ``None`` values are dropped and string variables skipped, as verl does.
+
+    Parameters
+    ----------
+    data_sources : sequence, length n
+        Data source of each sample.
+    sample_uids : sequence, length n
+        Prompt id of each sample.
+    infos_dict : mapping of str to sequence of length n
+        Per-sample values (bool, int, float, str or None) of each variable.
+    seed : int
+        Seed of verl's bootstrap draws (numpy's global RNG is not touched).
+    expected_acc_counts : mapping of (data_source, uid) to int, optional
+        verl's failed-session padding: for sources that report ``acc``, each listed prompt's
+        ``acc`` is padded with zeros up to the expected count, and ``acc_success_only`` keeps the
+        observed values.
+
+    Returns
+    -------
+    dict
+        ``{data_source: {variable: {metric_name: value}}}`` with float values.
+
+    Examples
+    --------
+    >>> out = process_validation_metrics(
+    ...     ["math"] * 4, ["q1", "q1", "q2", "q2"],
+    ...     {"acc": [1.0, 0.0, 1.0, 1.0], "pred": ["4", "5", "7", "7"]})
+    >>> out["math"]["acc"]["mean@2"], out["math"]["acc"]["best@2/mean"]
+    (0.75, 0.885)
+    """
+    sources = _as_list(data_sources, "data_sources")
+    uids = _as_list(sample_uids, "sample_uids")
+    n = len(sources)
+    if len(uids) != n:
+        raise ValueError(
+            f"sample_uids must have one entry per sample ({n}, the length of data_sources); got {len(uids)}"
+        )
+    if not isinstance(infos_dict, Mapping):
+        raise TypeError(
+            f"infos_dict must be a mapping of variable name to values; got {type(infos_dict).__name__}"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise TypeError(f"seed must be an integer; got {type(seed).__name__} {seed!r}")
+    seed = int(seed)
+
+    # 1. prompts, in order of first appearance (verl's nested defaultdict order).
+    pid, prompt_of = _factorize(zip(sources, uids), n, "data_sources and sample_uids")
+    keys = list(prompt_of)
+    n_observed = len(keys)
+    columns = {name: _Column(col, name, n) for name, col in infos_dict.items()}
+
+    # 2. sample order grouped by prompt (stable), sizes per prompt.
+    order = np.argsort(pid, kind="stable")
+    sizes = np.bincount(pid, minlength=n_observed)
+
+    # Ragged variables: (prompt ids, float64 values, float32 values or None) in verl's list order.
+    ragged: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]] = {}
+    skipped_first_str: dict[str, np.ndarray] = {}
+    for name, col in columns.items():
+        keep = ~col.is_none[order]
+        e_pid = pid[order][keep]
+        e_idx = order[keep]
+        e_str = col.is_str[e_idx]
+        if e_str.any():
+            # verl skips a prompt's variable when its first kept value is a string.
+            first = np.ones(e_pid.shape[0], dtype=bool)
+            first[1:] = e_pid[1:] != e_pid[:-1]
+            str_first_prompts = np.unique(e_pid[first & e_str])
+            skip = np.isin(e_pid, str_first_prompts)
+            if (e_str & ~skip).any():
+                bad = int(e_idx[e_str & ~skip][0])
+                raise TypeError(
+                    f"infos_dict[{name!r}] mixes numbers and strings within a prompt: sample {bad} is "
+                    f"the string {infos_dict[name][bad]!r}"
+                )
+            e_pid, e_idx = e_pid[~skip], e_idx[~skip]
+            skipped_first_str[name] = str_first_prompts
+        narrow = col.narrow[e_idx] if col.narrow is not None else None
+        ragged[name] = (e_pid, col.values[e_idx], narrow, e_idx)
+
+    # 3. expected_acc_counts: verl's padding of failed sessions.
+    var_names = list(columns)
+    narrow_off: set[int] = set()  # prompts whose padded acc list verl averages in float64
+    if expected_acc_counts and "acc" in columns:
+        acc_col = columns["acc"]
+        src_of_prompt = [k[0] for k in keys]
+        has_acc = np.zeros(n_observed, dtype=bool)
+        has_acc[pid[~acc_col.is_none]] = True
+        acc_sources = {src_of_prompt[p] for p in np.flatnonzero(has_acc).tolist()}
+        e_pid, e_val, e_nar, e_idx = ragged["acc"]
+        observed_count = np.bincount(pid[~acc_col.is_none], minlength=n_observed)
+        pad_pids: list[int] = []
+        pad_counts: list[int] = []
+        listed: list[int] = []
+        for (src, uid), expected in expected_acc_counts.items():
+            if src not in acc_sources:
+                continue
+            p = prompt_of.get((src, uid))
+            if p is None:
+                p = len(keys)
+                prompt_of[(src, uid)] = p
+                keys.append((src, uid))
+            listed.append(p)
+            have = int(observed_count[p]) if p < n_observed else 0
+            missing = max(int(expected) - have, 0)
+            if missing:
+                pad_pids.append(p)
+                pad_counts.append(missing)
+        listed_arr = np.unique(np.asarray(listed, dtype=np.int64))
+        in_listed = np.isin(e_pid, listed_arr)
+        # acc_success_only: the observed acc values of the listed prompts.
+        ragged["acc_success_only"] = (
+            e_pid[in_listed],
+            e_val[in_listed],
+            e_nar[in_listed] if e_nar is not None else None,
+            e_idx[in_listed],
+        )
+        var_names.append("acc_success_only")
+        if pad_pids:
+            add_pid = np.repeat(np.asarray(pad_pids, dtype=np.int64), pad_counts)
+            all_pid = np.concatenate([e_pid, add_pid])
+            srt = np.argsort(all_pid, kind="stable")
+            all_nar = None
+            if e_nar is not None:
+                all_nar = np.concatenate([e_nar, np.zeros(add_pid.shape[0], dtype=np.float32)])[srt]
+                # Padded lists mix float32 values with Python 0.0: verl's mean then runs in float64.
+                narrow_off.update(pad_pids)
+            ragged["acc"] = (
+                all_pid[srt],
+                np.concatenate([e_val, np.zeros(add_pid.shape[0])])[srt],
+                all_nar,
+                np.concatenate([e_idx, np.full(add_pid.shape[0], -1)])[srt],
+            )
+    n_prompts = len(keys)
+    sizes = np.concatenate([sizes, np.zeros(n_prompts - n_observed, dtype=np.int64)])
+
+    # 4. predictions: per prompt, valid when present with no None.
+    pred_codes_sorted: np.ndarray | None = None
+    pred_ok = np.zeros(n_prompts, dtype=bool)
+    if "pred" in infos_dict:
+        pred_items = _as_list(infos_dict["pred"], "infos_dict['pred']")
+        if len(pred_items) != n:
+            raise ValueError(
+                f"infos_dict['pred'] must have one value per sample ({n}); got {len(pred_items)}"
+            )
+        codes, code_of = _factorize(pred_items, n, "infos_dict['pred']")
+        if None in code_of:
+            codes[codes == code_of[None]] = -1
+        has_none = np.bincount(pid[codes < 0], minlength=n_prompts) > 0
+        pred_ok[:n_observed] = ~has_none[:n_observed]
+        pred_codes_sorted = codes[order]
+    starts = np.zeros(n_prompts + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+
+    maj_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    layout_cache: dict[int, tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = {}
+
+    def maj_counts_for(n_resps: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(prompt ids with valid preds and n_resps samples, their (P, n) majority counts)."""
+        key = (n_resps, k)
+        if key not in maj_cache:
+            if n_resps not in layout_cache:
+                prompts = np.flatnonzero(pred_ok & (sizes == n_resps))
+                assert pred_codes_sorted is not None
+                code_rows = pred_codes_sorted[starts[prompts][:, None] + np.arange(n_resps)[None, :]]
+                local = _local_codes(code_rows)
+                layout_cache[n_resps] = (prompts, local, _unique_rows(local))
+            prompts, local, unique = layout_cache[n_resps]
+            maj_cache[key] = (prompts, _majority_counts(local, k, _N_BOOTSTRAP, seed, unique=unique))
+        return maj_cache[key]
+
+    # 5. per variable: per-prompt metrics, grouped by number of values.
+    src_index: dict[Any, int] = {}
+    src_of = np.asarray([src_index.setdefault(k[0], len(src_index)) for k in keys], dtype=np.int64)
+    src_names = list(src_index)
+    # per (var): metric name -> (prompt ids, values)
+    per_var: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {}
+    per_var_cfg: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for name in var_names:
+        e_pid, e_val, e_nar, e_idx = ragged[name]
+        count = np.bincount(e_pid, minlength=n_prompts)
+        active = np.flatnonzero(count > 0)
+        if active.size == 0:
+            continue
+        v_starts = np.zeros(n_prompts + 1, dtype=np.int64)
+        np.cumsum(count, out=v_starts[1:])
+        has_pred = pred_ok & (count == sizes)
+        metrics: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        for n_resps in np.unique(count[active]).tolist():
+            prompts = active[count[active] == n_resps]
+            pos = v_starts[prompts][:, None] + np.arange(n_resps)[None, :]
+            vals = e_val[pos]
+            narrow_rows = None
+            if e_nar is not None:
+                off = sorted(narrow_off) if name == "acc" else []
+                narrow_rows = ~np.isin(prompts, np.asarray(off, dtype=np.int64))
+            means, stds = _mean_std(vals, e_nar, narrow_rows, pos, columns.get(name), e_idx)
+            metrics.setdefault(f"mean@{n_resps}", []).append((prompts, means))
+            if n_resps <= 1:
+                continue
+            metrics.setdefault(f"std@{n_resps}", []).append((prompts, stds))
+            pred_rows = has_pred[prompts]
+            order = np.argsort(vals, axis=1, kind="stable")
+            prep: dict[str, np.ndarray] = {}
+            if pred_rows.any():
+                maj_sel = prompts[pred_rows]
+                maj_order = order[pred_rows]
+                maj_sorted = np.take_along_axis(vals[pred_rows], maj_order, axis=1)
+            for k in _gen_ns(n_resps):
+                sorted_vals, best, worst = _rank_counts(vals, k, _N_BOOTSTRAP, seed, order=order, prep=prep)
+                bm, bs = _weighted_mean_std(sorted_vals, best, _N_BOOTSTRAP)
+                wm, ws = _weighted_mean_std(sorted_vals, worst, _N_BOOTSTRAP)
+                metrics.setdefault(f"best@{k}/mean", []).append((prompts, bm))
+                metrics.setdefault(f"best@{k}/std", []).append((prompts, bs))
+                metrics.setdefault(f"worst@{k}/mean", []).append((prompts, wm))
+                metrics.setdefault(f"worst@{k}/std", []).append((prompts, ws))
+                if pred_rows.any():
+                    maj_prompts, maj_counts = maj_counts_for(n_resps, k)
+                    rows = np.searchsorted(maj_prompts, maj_sel)
+                    mm, ms = _weighted_mean_std(
+                        maj_sorted, np.take_along_axis(maj_counts[rows], maj_order, axis=1), _N_BOOTSTRAP
+                    )
+                    metrics.setdefault(f"maj@{k}/mean", []).append((maj_sel, mm))
+                    metrics.setdefault(f"maj@{k}/std", []).append((maj_sel, ms))
+        per_var[name] = metrics
+        per_var_cfg[name] = (active, count[active], has_pred[active])
+
+    # 6. average over prompts, per source, in verl's key order.
+    result: dict[str, dict[str, dict[str, float]]] = {}
+    var_rank = {name: i for i, name in enumerate(var_names)}
+    for s, src in enumerate(src_names):
+        entries = []
+        for name, (active, counts_a, hp) in per_var_cfg.items():
+            in_src = src_of[active] == s
+            if in_src.any():
+                entries.append((int(active[in_src][0]), var_rank[name], name, counts_a[in_src], hp[in_src]))
+        if not entries:
+            continue
+        src_out: dict[str, dict[str, float]] = {}
+        for _, _, name, counts_s, hp_s in sorted(entries):
+            cfg = np.stack([counts_s, hp_s.astype(np.int64)], axis=1)
+            _, first_at = np.unique(cfg, axis=0, return_index=True)
+            names: dict[str, None] = {}
+            for i in np.sort(first_at).tolist():
+                for m in _metric_names(int(cfg[i, 0]), bool(cfg[i, 1])):
+                    names[m] = None
+            var_out: dict[str, float] = {}
+            for m in names:
+                parts = per_var[name][m]
+                p_all = np.concatenate([p for p, _ in parts])
+                v_all = np.concatenate([v for _, v in parts])
+                sel = src_of[p_all] == s
+                p_sel, v_sel = p_all[sel], v_all[sel]
+                if p_sel.size > 1 and not bool(np.all(p_sel[1:] > p_sel[:-1])):
+                    v_sel = v_sel[np.argsort(p_sel, kind="stable")]
+                var_out[m] = float(np.mean(v_sel))
+            src_out[name] = var_out
+        result[src] = src_out
+    return result
+
+
+def _mean_std(
+    vals: np.ndarray,
+    narrow: np.ndarray | None,
+    narrow_rows: np.ndarray | None,
+    pos: np.ndarray,
+    column: _Column | None,
+    e_idx: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row ``np.mean``/``np.std`` as verl computes them (rows of float32 values stay float32)."""
+    means = np.mean(vals, axis=1)
+    stds = np.std(vals, axis=1)
+    if narrow is not None and narrow_rows is not None and narrow_rows.any():
+        nv = narrow[pos[narrow_rows]]
+        means[narrow_rows] = np.mean(nv, axis=1)
+        stds[narrow_rows] = np.std(nv, axis=1)
+    if column is not None and column.exotic and column._items is not None:
+        # Mixed float32/float16/other scalars: verl's dtype depends on each prompt's list.
+        items = column._items
+        for r in range(vals.shape[0]):
+            row = [items[i] if i >= 0 else 0.0 for i in e_idx[pos[r]].tolist()]
+            means[r] = float(np.mean(row))
+            stds[r] = float(np.std(row))
+    return means, stds
+
+
+def flatten_validation_metrics(
+    metrics: Mapping[str, Mapping[str, Mapping[str, float]]],
+) -> dict[str, float]:
+    """Logger keys ``val-core/{source}/{var}/{metric}`` and ``val-aux/...``, by verl's rule.
+
+    A metric is *core* when its variable is the source's core variable (``acc`` if the source has
+    it, else ``reward``), its name starts with ``mean``, ``maj`` or ``best``, and it is taken at
+    the largest ``N`` of that variable; everything else is *aux*.
+
+    Parameters
+    ----------
+    metrics : mapping
+        The output of :func:`process_validation_metrics`.
+
+    Returns
+    -------
+    dict of str to float
+
+    Examples
+    --------
+    >>> flat = flatten_validation_metrics({"gsm8k": {"acc": {"mean@4": 0.5, "best@2/mean": 0.7,
+    ...                                                      "best@4/mean": 0.8}}})
+    >>> sorted(flat)
+    ['val-aux/gsm8k/acc/best@2/mean', 'val-core/gsm8k/acc/best@4/mean', 'val-core/gsm8k/acc/mean@4']
+    """
+    if not isinstance(metrics, Mapping):
+        raise TypeError(
+            f"metrics must be a nested mapping source -> variable -> metric; got {type(metrics).__name__}"
+        )
+    out: dict[str, float] = {}
+    for source, var2metric in metrics.items():
+        core_var = "acc" if "acc" in var2metric else "reward"
+        for var_name, metric2val in var2metric.items():
+            try:
+                n_max = max(int(m.split("@")[-1].split("/")[0]) for m in metric2val)
+            except ValueError:
+                raise ValueError(
+                    f"metrics[{source!r}][{var_name!r}] must hold verl metric names such as 'mean@4'; "
+                    f"got {sorted(metric2val)}"
+                ) from None
+            for metric_name, value in metric2val.items():
+                core = (
+                    var_name == core_var
+                    and metric_name.startswith(("mean", "maj", "best"))
+                    and f"@{n_max}" in metric_name
+                )
+                section = "val-core" if core else "val-aux"
+                out[f"{section}/{source}/{var_name}/{metric_name}"] = float(value)
+    return out

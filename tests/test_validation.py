@@ -1,0 +1,334 @@
+"""Parity of rlmetrics._validation with verl 0.9.1's validation metrics."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlmetrics import _validation as V
+from rlmetrics._validation import (
+    bootstrap_indices,
+    bootstrap_metric,
+    calc_maj_val,
+    flatten_validation_metrics,
+    process_validation_metrics,
+)
+
+mu = pytest.importorskip("verl.trainer.ppo.metric_utils")
+
+
+def assert_same(ref, out, tol=1e-9):
+    """Same sources, variables, metric names (same order) and values to ``tol``."""
+    assert list(ref) == list(out)
+    for src in ref:
+        assert list(ref[src]) == list(out[src]), src
+        for var in ref[src]:
+            assert list(ref[src][var]) == list(out[src][var]), (src, var)
+            for name, want in ref[src][var].items():
+                got = out[src][var][name]
+                assert isinstance(got, float)
+                assert math.isclose(got, float(want), rel_tol=tol, abs_tol=tol), (src, var, name, want, got)
+
+
+def random_layout(rng: np.random.Generator, *, max_prompts: int = 5, sizes=(1, 2, 3, 4, 5, 6, 8)):
+    """Prompts with different N, several sources, shuffled samples, bool/int/float/str/None values."""
+    n_prompts = int(rng.integers(1, max_prompts + 1))
+    sources = [f"src{i}" for i in range(int(rng.integers(1, 4)))]
+    ds, uids = [], []
+    for p in range(n_prompts):
+        n = int(rng.choice(sizes))
+        ds += [sources[int(rng.integers(len(sources)))]] * n
+        uids += [f"uid{p}"] * n
+    perm = rng.permutation(len(ds))
+    ds = [ds[i] for i in perm]
+    uids = [uids[i] for i in perm]
+    n = len(ds)
+    n_answers = int(rng.integers(1, 5))
+    pred = [str(v) for v in rng.integers(0, n_answers, n)]
+    acc = [p == "0" for p in pred]
+    infos: dict[str, list] = {
+        "acc": acc,
+        "score": [float(a) + float(rng.normal(0, 0.3)) for a in acc],
+        "reward": [int(v) for v in rng.integers(-1, 3, n)],
+        "pred": pred,
+    }
+    kind = int(rng.integers(4))
+    if kind == 1:  # missing values: verl drops them (and loses maj@k where lengths differ)
+        infos["score"] = [None if rng.random() < 0.25 else v for v in infos["score"]]
+    elif kind == 2:  # a text variable and numpy scalars
+        infos["note"] = ["text"] * n
+        infos["reward"] = list(np.asarray(infos["reward"], dtype=np.int64))
+    elif kind == 3:  # float32 values: verl averages them in float32
+        infos["f32"] = list(rng.random(n).astype(np.float32))
+    if rng.random() < 0.2:
+        infos["pred"] = [None if rng.random() < 0.2 else p for p in pred]
+    return ds, uids, infos
+
+
+@pytest.fixture
+def short_bootstrap(monkeypatch):
+    """verl with 40 bootstrap draws (the first 40 rows of its 1000) and rlmetrics likewise: fast parity."""
+    original = mu.bootstrap_metric
+
+    def verl_short(data, subset_size, reduce_fns, n_bootstrap=1000, seed=42):
+        return original(data, subset_size, reduce_fns, n_bootstrap=40, seed=seed)
+
+    monkeypatch.setattr(mu, "bootstrap_metric", verl_short)
+    monkeypatch.setattr(V, "_N_BOOTSTRAP", 40)
+
+
+@pytest.mark.parametrize("block", range(6), ids=[f"layouts-{50 * b}-{50 * b + 49}" for b in range(6)])
+def test_parity_300_random_layouts(short_bootstrap, block):
+    rng = np.random.default_rng(1000 + block)
+    for _ in range(50):
+        ds, uids, infos = random_layout(rng)
+        seed = int(rng.integers(0, 100))
+        assert_same(
+            mu.process_validation_metrics(ds, uids, infos, seed=seed),
+            process_validation_metrics(ds, uids, infos, seed=seed),
+        )
+
+
+@pytest.mark.parametrize("case", range(4), ids=[f"full-1000-draws-{i}" for i in range(4)])
+def test_parity_full_bootstrap(case):
+    rng = np.random.default_rng(case)
+    ds, uids, infos = random_layout(rng, max_prompts=3, sizes=(2, 5, 16) if case < 3 else (1, 33))
+    assert_same(mu.process_validation_metrics(ds, uids, infos), process_validation_metrics(ds, uids, infos))
+
+
+def test_parity_many_prompts_same_n_and_large_n(short_bootstrap):
+    """The subset-table path (N=12, many prompts) and the rank-gather/position paths (N=50, k=50)."""
+    rng = np.random.default_rng(7)
+    for n, p in ((12, 40), (50, 3)):
+        ds = ["a"] * (n * p)
+        uids = np.repeat(np.arange(p), n)
+        pred = rng.integers(0, 3, n * p)
+        infos = {"acc": (pred == 0).tolist(), "score": rng.normal(size=n * p), "pred": [str(v) for v in pred]}
+        assert_same(
+            mu.process_validation_metrics(ds, uids.tolist(), infos),
+            process_validation_metrics(ds, uids, infos),
+        )
+
+
+@pytest.mark.parametrize(
+    "expected",
+    [
+        {("s", "a"): 4, ("s", "b"): 2},
+        {("s", "a"): 6, ("s", "zz"): 3, ("t", "c"): 5},
+        {("s", "a"): 1},
+    ],
+    ids=["pad-one", "new-uid-and-reward-only-source", "no-padding"],
+)
+def test_parity_expected_acc_counts(short_bootstrap, expected):
+    ds = ["s"] * 5 + ["t"] * 2
+    uids = ["a", "a", "a", "b", "b", "c", "c"]
+    infos = {
+        "acc": [1.0, None, 0.0, 1.0, 1.0, None, None],
+        "reward": [1.0, 0.5, 0.0, 1.0, 1.0, 0.2, 0.3],
+        "pred": ["x", "y", "x", "x", "x", "q", "r"],
+    }
+    assert_same(
+        mu.process_validation_metrics(ds, uids, infos, expected_acc_counts=expected),
+        process_validation_metrics(ds, uids, infos, expected_acc_counts=expected),
+    )
+
+
+def test_numpy_inputs_and_global_rng_untouched():
+    rng = np.random.default_rng(3)
+    ds = np.array(["a"] * 24 + ["b"] * 8, dtype=object)
+    uids = np.repeat(np.arange(8), 4)
+    infos = {
+        "acc": rng.random(32) < 0.5,
+        "score": rng.normal(size=32).astype(np.float32),
+        "pred": np.array([str(v) for v in rng.integers(0, 2, 32)]),
+    }
+    np.random.seed(123)  # noqa: NPY002 - the global state is what must stay untouched
+    state = np.random.get_state()  # noqa: NPY002
+    out = process_validation_metrics(ds, uids, infos)
+    after = np.random.get_state()  # noqa: NPY002
+    assert state[0] == after[0] and np.array_equal(state[1], after[1]) and state[2:] == after[2:]
+    ref = mu.process_validation_metrics(list(ds), uids.tolist(), {k: list(v) for k, v in infos.items()})
+    assert_same(ref, out)
+
+
+@pytest.mark.parametrize(
+    ("data", "size", "fns"),
+    [
+        ([1, 2, 3, 4, 5], 3, [np.max, np.min, np.mean]),
+        ([0.5, -1.0, 2.0], 4, [max, min]),
+        ([True, False, False, True], 2, [np.amax, np.amin]),
+        ([3.0], 2, [np.max]),
+        ([1.0, 2.0, 4.0], 3, [lambda s: float(np.median(s))]),
+    ],
+    ids=["np-reducers", "builtin-reducers", "bools", "single-item", "custom-callable"],
+)
+def test_bootstrap_metric_matches_verl(data, size, fns):
+    for seed in (0, 42, 7):
+        ref = mu.bootstrap_metric(data, size, fns, seed=seed)
+        out = bootstrap_metric(data, size, fns, seed=seed)
+        assert np.allclose(ref, out, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3], ids=lambda s: f"seed{s}")
+def test_bootstrap_majority_matches_verl(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 12))
+    data = [{"pred": str(p), "val": float(v)} for p, v in zip(rng.integers(0, 3, n), rng.normal(size=n))]
+    for fn_mod in (mu.calc_maj_val, calc_maj_val):
+        fn = functools.partial(fn_mod, vote_key="pred", val_key="val")
+        for k in (1, 2, n):
+            ref = mu.bootstrap_metric(data, k, [fn], seed=seed)
+            out = bootstrap_metric(data, k, [fn], seed=seed)
+            assert np.allclose(ref, out, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(5), ids=lambda s: f"seed{s}")
+def test_calc_maj_val_matches_verl(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 10))
+    data = [{"p": int(a), "v": float(b)} for a, b in zip(rng.integers(0, 3, n), rng.random(n))]
+    assert calc_maj_val(data, "p", "v") == mu.calc_maj_val(data, "p", "v")
+
+
+def test_bootstrap_indices_equal_global_draws():
+    np.random.seed(5)  # noqa: NPY002 - verl's own draws, the reference
+    want = np.random.choice(9, size=(1000, 4), replace=True)  # noqa: NPY002
+    assert np.array_equal(bootstrap_indices(9, 4, seed=5), want)
+
+
+@pytest.mark.parametrize(
+    ("call", "exc", "match"),
+    [
+        (
+            lambda: process_validation_metrics(["a"], ["u", "v"], {"x": [1]}),
+            ValueError,
+            "sample_uids must have one",
+        ),
+        (
+            lambda: process_validation_metrics(["a"], ["u"], {"x": [1, 2]}),
+            ValueError,
+            r"infos_dict\['x'\] must have",
+        ),
+        (
+            lambda: process_validation_metrics(["a", "a"], ["u", "u"], {"x": [1, "b"]}),
+            TypeError,
+            "mixes numbers",
+        ),
+        (lambda: process_validation_metrics(["a"], ["u"], {"x": [[1]]}), TypeError, "must hold numbers"),
+        (lambda: process_validation_metrics(["a"], ["u"], [1]), TypeError, "infos_dict must be a mapping"),
+        (lambda: process_validation_metrics(["a"], ["u"], {"x": [1]}, seed=1.5), TypeError, "seed must be"),
+        (lambda: process_validation_metrics("ab", ["u"], {"x": [1]}), TypeError, "data_sources must be"),
+        (
+            lambda: process_validation_metrics(["a"], ["u"], {"x": [1], "pred": [["l"]]}),
+            TypeError,
+            r"infos_dict\[.pred.\] must hold numbers",
+        ),
+        (lambda: bootstrap_metric([], 2, [np.max]), ValueError, "at least one item"),
+        (lambda: bootstrap_metric([1], -1, [np.max]), ValueError, "subset_size must be"),
+        (lambda: calc_maj_val([], "p", "v"), ValueError, "at least one item"),
+        (lambda: calc_maj_val([{"p": 1}], "p", "v"), ValueError, "must hold the keys 'p' and 'v'"),
+        (lambda: flatten_validation_metrics({"s": {"acc": {"mean": 1.0}}}), ValueError, "verl metric names"),
+    ],
+    ids=[
+        "uid-length",
+        "info-length",
+        "mixed-str",
+        "nested-value",
+        "infos-not-mapping",
+        "float-seed",
+        "string-sources",
+        "unhashable-pred",
+        "empty-bootstrap",
+        "negative-subset",
+        "empty-vote",
+        "missing-key",
+        "bad-metric-name",
+    ],
+)
+def test_errors(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_text_first_value_skips_prompt_like_verl():
+    ds, uids = ["a"] * 4, ["u", "u", "v", "v"]
+    infos = {"x": ["t", 1.0, 2.0, 3.0]}
+    assert_same(mu.process_validation_metrics(ds, uids, infos), process_validation_metrics(ds, uids, infos))
+
+
+def reference_flatten(metrics):
+    """verl's trainer rule written out: core = core var, mean/maj/best prefix, @N_max."""
+    out = {}
+    for src, v2m in metrics.items():
+        core_var = "acc" if "acc" in v2m else "reward"
+        for var, m2v in v2m.items():
+            ns = [int(name.split("@")[-1].split("/")[0]) for name in m2v]
+            for name, value in m2v.items():
+                core = (
+                    var == core_var
+                    and name.split("@")[0] in ("mean", "maj", "best")
+                    and f"@{max(ns)}" in name
+                )
+                out[f"{'val-core' if core else 'val-aux'}/{src}/{var}/{name}"] = value
+    return out
+
+
+def test_flatten_rule():
+    rng = np.random.default_rng(11)
+    ds, uids, infos = random_layout(rng, max_prompts=4)
+    infos.pop("acc")
+    res = process_validation_metrics(ds, uids, infos)
+    flat = flatten_validation_metrics(res)
+    assert flat == reference_flatten(res)
+    assert any(key.startswith("val-core/") and "/reward/" in key for key in flat)
+    assert not any(key.startswith("val-core/") and "/score/" in key for key in flat)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=4),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_property_best_mean_worst_ordering(sizes, seed):
+    rng = np.random.default_rng(seed)
+    uids = np.repeat(np.arange(len(sizes)), sizes)
+    vals = rng.normal(size=uids.shape[0])
+    pred = [str(v) for v in rng.integers(0, 3, uids.shape[0])]
+    out = process_validation_metrics(["s"] * uids.shape[0], uids, {"v": vals, "pred": pred})["s"]["v"]
+    for name, value in out.items():
+        if name.startswith("best@") and name.endswith("/mean"):
+            worst = out[name.replace("best", "worst")]
+            assert worst <= value + 1e-12
+        if name.endswith("/std") or name.startswith("std@"):
+            assert value >= 0.0
+    for name in out:
+        if name.startswith("maj@") and name.endswith("/mean"):
+            k = name.split("@")[1].split("/")[0]
+            assert out[f"worst@{k}/mean"] - 1e-12 <= out[name] <= out[f"best@{k}/mean"] + 1e-12
+
+
+@pytest.mark.parametrize("seed", range(3), ids=lambda s: f"seed{s}")
+def test_parity_expected_acc_counts_float32(short_bootstrap, seed):
+    """float32 acc: padded prompts average in float64 (mixed list), the others stay float32, as in verl."""
+    rng = np.random.default_rng(seed)
+    for _ in range(10):
+        ds = ["s"] * 7 + ["t"] * 2
+        uids = ["a", "a", "a", "b", "b", "b", "b", "c", "c"]
+        acc = list(rng.random(9).astype(np.float32))
+        acc[int(rng.integers(9))] = None
+        infos = {
+            "acc": acc,
+            "pred": [str(v) for v in rng.integers(0, 2, 9)],
+            "reward": list(rng.random(9).astype(np.float32)),
+        }
+        expected = {("s", "a"): int(rng.integers(2, 6)), ("s", "b"): int(rng.integers(2, 6)), ("s", "new"): 2}
+        assert_same(
+            mu.process_validation_metrics(ds, uids, infos, expected_acc_counts=expected),
+            process_validation_metrics(ds, uids, infos, expected_acc_counts=expected),
+            tol=1e-12,
+        )
