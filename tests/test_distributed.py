@@ -24,7 +24,13 @@ torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as tmp  # noqa: E402
 
-from rlmetrics import Metric, compute_data_metrics  # noqa: E402
+from rlmetrics import (  # noqa: E402
+    Metric,
+    compute_data_metrics,
+    compute_ppo_update_metrics,
+    compute_rollout_mismatch_metrics,
+    compute_variance_proxy_metrics,
+)
 from rlmetrics._data import data_statistics, finalize_data_metrics  # noqa: E402
 from rlmetrics._distributed import (  # noqa: E402
     MetricCollector,
@@ -66,6 +72,34 @@ def make_batch(n: int, seed: int, *, turns: bool = True) -> dict:
     return batch
 
 
+def policy_arrays(n: int, seed: int) -> dict:
+    """Log-probs, advantages, Σπ² and IS weights for the policy-side metrics (numpy, float64)."""
+    rng = np.random.default_rng(seed + 100)
+    mask = (np.arange(R)[None, :] < rng.integers(1, R + 1, size=n)[:, None]).astype(np.int64)
+    old = -rng.exponential(1.0, size=(n, R))
+    return {
+        "response_mask": mask,
+        "old_log_probs": old,
+        "log_probs": old + rng.normal(0.0, 0.1, size=(n, R)),
+        "rollout_log_probs": old + rng.normal(0.0, 0.05, size=(n, R)),
+        "advantages": rng.normal(size=(n, R)),
+        "sum_pi_squared": rng.uniform(0.1, 1.0, size=(n, R)),
+        "rollout_is_weights": rng.uniform(0.5, 1.5, size=(n, R)),
+    }
+
+
+def policy_metrics(a: dict, process_group=None) -> dict:
+    """The three policy-side families, each with process_group= (or on one batch without)."""
+    out = compute_variance_proxy_metrics(a, gradient_norm=0.5, process_group=process_group)
+    out |= compute_ppo_update_metrics(
+        a["log_probs"], a["old_log_probs"], a["advantages"], a["response_mask"], process_group=process_group
+    )
+    out |= compute_rollout_mismatch_metrics(
+        a["old_log_probs"], a["rollout_log_probs"], a["response_mask"], process_group=process_group
+    )
+    return out
+
+
 def shard(batch: dict, sizes: list[int], rank: int) -> dict:
     start = sum(sizes[:rank])
     return {k: v[start : start + sizes[rank]] for k, v in batch.items()}
@@ -85,11 +119,13 @@ def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
         full = make_batch(sum(sizes), seed=world)
         local = shard(full, sizes, rank)
         res: dict = {}
-        # compute_data_metrics(process_group=) on non-empty shards; the stats route everywhere.
-        if all(sizes):
-            res["data_np"] = compute_data_metrics(local, process_group=dist.group.WORLD)
-            tlocal = {k: torch.from_numpy(v) for k, v in local.items() if k != "__num_turns__"}
-            res["data_torch"] = compute_data_metrics(tlocal, process_group=dist.group.WORLD)
+        # compute_data_metrics(process_group=) on every shard, the empty one included.
+        res["data_np"] = compute_data_metrics(local, process_group=dist.group.WORLD)
+        tlocal = {k: torch.from_numpy(v) for k, v in local.items() if k != "__num_turns__"}
+        res["data_torch"] = compute_data_metrics(tlocal, process_group=dist.group.WORLD)
+        # The policy-side metrics with process_group=, empty shard included.
+        pol = shard(policy_arrays(sum(sizes), seed=world), sizes, rank)
+        res["policy"] = policy_metrics(pol, process_group=dist.group.WORLD)
         stats = data_statistics(local) if sizes[rank] else empty_data_stats()
         res["data_stats"] = finalize_data_metrics(
             all_reduce_data_stats(stats, dist.group.WORLD), True, has_num_turns=True
@@ -180,13 +216,22 @@ def test_data_metrics_equal_concatenated_batch(spawned):
         assert_metrics_close(res["data_stats_torch"], want)
         local_type, reduced_type = res["data_stats_types"]  # the all-reduce keeps the array type
         assert local_type == reduced_type
-        if all(SHARDS[world]):
-            assert_metrics_close(res["data_np"], want)
-            assert_metrics_close(res["data_torch"], want_torch)
+        assert_metrics_close(res["data_np"], want)
+        assert_metrics_close(res["data_torch"], want_torch)
     # Averaging per-rank metrics (the bug this fixes) would differ for uneven shards.
     per_rank = [compute_data_metrics(shard(full, SHARDS[world], r)) for r in range(world) if SHARDS[world][r]]
     naive = np.mean([m["critic/advantages/mean"] for m in per_rank])
     assert naive != pytest.approx(want["critic/advantages/mean"], rel=1e-6)
+
+
+def test_policy_metrics_with_process_group_equal_concatenated_batch(spawned):
+    world, results = spawned
+    want = policy_metrics(policy_arrays(sum(SHARDS[world]), seed=world))
+    for res in results:
+        got = res["policy"]
+        assert sorted(got) == sorted(want)
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12, nan_ok=True), key
 
 
 def test_all_reduce_stats_packed(spawned):

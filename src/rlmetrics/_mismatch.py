@@ -18,7 +18,14 @@ from typing import Any
 
 from . import _keys as K
 from ._array import as_float, check_mask, check_same_shape, describe
-from ._policy_stats import PolicyStats, cpu_block_rows, pack_stats, prepare_arrays, warn_undefined
+from ._policy_stats import (
+    PolicyStats,
+    cpu_block_rows,
+    pack_stats,
+    prepare_arrays,
+    sharded_statistics,
+    warn_undefined,
+)
 
 __all__ = [
     "compute_rollout_mismatch_metrics",
@@ -200,7 +207,12 @@ def rollout_mismatch_statistics(
             total_n[k] = xp.minimum(total_n[k], v) if k in total_n else v
     total_s["n_rows"] = float(n_rows)
     return pack_stats(
-        "mismatch", total_s, total_x, total_n, xp=xp, device=device,
+        "mismatch",
+        total_s,
+        total_x,
+        total_n,
+        xp=xp,
+        device=device,
         options={"rollout_is": rollout_is, "upper": upper, "lower": lower, "icepop": icepop},
     )
 
@@ -285,6 +297,7 @@ def compute_rollout_mismatch_metrics(
     rollout_is: str | None = "token",
     rollout_is_threshold: Any = 2.0,
     prefix: str = PREFIX,
+    process_group: Any = None,
 ) -> dict[str, float]:
     """Importance-ratio, KL, perplexity and chi-squared diagnostics of the rollout/training mismatch.
 
@@ -308,6 +321,9 @@ def compute_rollout_mismatch_metrics(
         ``"lower_upper"`` / ``(lower, upper)`` for IcePop (weights outside zeroed).
     prefix : str, keyword-only
         Prepended to every key (default ``"rollout_corr/"``).
+    process_group : torch.distributed.ProcessGroup, optional, keyword-only
+        When given, every rank gets the metrics of the union of all ranks' batches (two packed
+        all-reduces; a rank with an empty shard still takes part).
 
     Returns
     -------
@@ -335,8 +351,15 @@ def compute_rollout_mismatch_metrics(
     >>> round(m["rollout_corr/kl"], 6), round(m["rollout_corr/k3_kl"], 6)
     (-0.074381, 0.133952)
     """
-    stats = rollout_mismatch_statistics(
-        old_log_probs, rollout_log_probs, response_mask,
-        rollout_is=rollout_is, rollout_is_threshold=rollout_is_threshold,
+    stats = sharded_statistics(
+        rollout_mismatch_statistics,
+        {
+            "old_log_probs": old_log_probs,
+            "rollout_log_probs": rollout_log_probs,
+            "response_mask": response_mask,
+        },
+        process_group,
+        rollout_is=rollout_is,
+        rollout_is_threshold=rollout_is_threshold,
     )
     return finalize_rollout_mismatch_metrics(stats, prefix=prefix)

@@ -47,9 +47,9 @@ def prepare_arrays(arrays: Sequence[Any], names: Sequence[str]) -> tuple[Any, li
             import torch
 
             out = [
-                None if a is None else (
-                    a.detach().float().numpy() if a.dtype == torch.bfloat16 else a.detach().numpy()
-                )
+                None
+                if a is None
+                else (a.detach().float().numpy() if a.dtype == torch.bfloat16 else a.detach().numpy())
                 for a in arrays
             ]
             return array_namespace(np.empty(0)), out, None, True
@@ -117,6 +117,29 @@ class PolicyStats:
             dict(zip(self.min_names, values[n_s + n_x :])),
         )
 
+    def zeroed(self) -> PolicyStats:
+        """The same layout with the statistics of an empty batch: zero sums, -inf/+inf extremes."""
+        xp = array_namespace(self.sums)
+        return PolicyStats(
+            self.kind,
+            self.sum_names,
+            self.max_names,
+            self.min_names,
+            xp.zeros_like(self.sums),
+            xp.full_like(self.maxes, -math.inf),
+            xp.full_like(self.mins, math.inf),
+            dict(self.options),
+        )
+
+    def all_reduce(self, process_group: Any = None) -> PolicyStats:
+        """Statistics of the union of every rank's batch (two collectives: SUM, and MAX/-MIN)."""
+        from ._distributed import all_reduce_stats
+
+        sums, maxes, mins = all_reduce_stats(self.sums, self.maxes, self.mins, process_group=process_group)
+        return PolicyStats(
+            self.kind, self.sum_names, self.max_names, self.min_names, sums, maxes, mins, dict(self.options)
+        )
+
     @classmethod
     def merge(cls, parts: Sequence[PolicyStats]) -> PolicyStats:
         """Statistics of the union of the batches that ``parts`` describe (host numpy arrays)."""
@@ -125,15 +148,58 @@ class PolicyStats:
         first = parts[0]
         for p in parts[1:]:
             if (p.kind, p.sum_names, p.max_names, p.min_names) != (
-                first.kind, first.sum_names, first.max_names, first.min_names
+                first.kind,
+                first.sum_names,
+                first.max_names,
+                first.min_names,
             ):
                 raise ValueError(f"cannot merge {p.kind!r} statistics with {first.kind!r} statistics")
         hosts = [p.to_host() for p in parts]
         sums = np.array([[h[0][k] for k in first.sum_names] for h in hosts]).sum(axis=0)
         maxes = np.array([[h[1][k] for k in first.max_names] for h in hosts]).max(axis=0)
         mins = np.array([[h[2][k] for k in first.min_names] for h in hosts]).min(axis=0)
-        return cls(first.kind, first.sum_names, first.max_names, first.min_names, sums, maxes, mins,
-                   dict(first.options))
+        return cls(
+            first.kind,
+            first.sum_names,
+            first.max_names,
+            first.min_names,
+            sums,
+            maxes,
+            mins,
+            dict(first.options),
+        )
+
+
+def _stand_in(x: Any, fill: float) -> Any:
+    """A (1, 1) array like ``x`` (namespace, dtype, device) holding ``fill``."""
+    xp = array_namespace(x)
+    return xp.full((1, 1), fill, dtype=x.dtype, device=getattr(x, "device", None))
+
+
+def sharded_statistics(
+    statistics: Any,
+    arrays: dict[str, Any],
+    process_group: Any,
+    *,
+    mask_key: str = "response_mask",
+    **options: Any,
+) -> PolicyStats:
+    """``statistics(**arrays, **options)``, all-reduced over ``process_group`` when one is given.
+
+    A rank whose shard has no rows still joins the collectives (raising would leave the others
+    waiting): it contributes zero sums and empty extremes, in the layout that a one-token
+    stand-in batch with the same options gives.
+    """
+    if process_group is None:
+        return statistics(**arrays, **options)
+    if arrays[mask_key].shape[0] == 0:
+        stand_in = {
+            k: _stand_in(v, 1.0 if k in (mask_key, "rollout_is_weights") else 0.0) for k, v in arrays.items()
+        }
+        stats = statistics(**stand_in, **options).zeroed()
+    else:
+        stats = statistics(**arrays, **options)
+    return stats.all_reduce(process_group)
 
 
 def pack_stats(
@@ -153,11 +219,14 @@ def pack_stats(
             if xp is not None and device is not None:
                 return xp.zeros((0,), dtype=xp.float64, device=device)
             return np.asarray([float(v) for v in values], dtype=np.float64)
-        return xp.stack([
-            xp.reshape(xp.astype(xp.asarray(v, device=device), xp.float64), ()) if hasattr(v, "shape")
-            else xp.asarray(float(v), dtype=xp.float64, device=device)
-            for v in values
-        ])
+        return xp.stack(
+            [
+                xp.reshape(xp.astype(xp.asarray(v, device=device), xp.float64), ())
+                if hasattr(v, "shape")
+                else xp.asarray(float(v), dtype=xp.float64, device=device)
+                for v in values
+            ]
+        )
 
     return PolicyStats(
         kind=kind,

@@ -22,12 +22,22 @@ from typing import Any
 
 from . import _keys as K
 from ._array import as_float, check_finite_scalar, check_mask, check_same_shape, describe
-from ._policy_stats import PolicyStats, cpu_block_rows, pack_stats, prepare_arrays, warn_undefined
+from ._policy_stats import (
+    PolicyStats,
+    cpu_block_rows,
+    pack_stats,
+    prepare_arrays,
+    sharded_statistics,
+    warn_undefined,
+)
 
 __all__ = ["compute_ppo_update_metrics", "finalize_ppo_update_metrics", "ppo_update_statistics"]
 
-AGGREGATIONS = {"token-mean": "token-mean", "seq-mean": "seq-mean-token-mean",
-                "seq-mean-token-mean": "seq-mean-token-mean"}
+AGGREGATIONS = {
+    "token-mean": "token-mean",
+    "seq-mean": "seq-mean-token-mean",
+    "seq-mean-token-mean": "seq-mean-token-mean",
+}
 # Per-token indicators / values, averaged by the chosen aggregation: name -> metric key.
 _MEANS = {
     "clip": K.PG_CLIPFRAC,
@@ -98,7 +108,8 @@ def ppo_update_statistics(
         zero = xp.zeros_like(a)
         neg_kl = xp.clip(
             xp.astype(as_float(lp[rows, ...], xp), work) - xp.astype(as_float(olp[rows, ...], xp), work),
-            min=-20.0, max=20.0,
+            min=-20.0,
+            max=20.0,
         )
         ratio = xp.exp(neg_kl)
         loss1 = -a * ratio
@@ -129,7 +140,12 @@ def ppo_update_statistics(
     sums.update({f"tok_{k}": v for k, v in tok.items()})
     sums.update({f"seq_{k}": v for k, v in seq.items()})
     return pack_stats(
-        "ppo", sums, {"ratio": r_max}, {"ratio": r_min}, xp=xp, device=device,
+        "ppo",
+        sums,
+        {"ratio": r_max},
+        {"ratio": r_min},
+        xp=xp,
+        device=device,
         options={"clip_ratio_low": low, "clip_ratio_high": high, "clip_ratio_c": c},
     )
 
@@ -153,9 +169,7 @@ def finalize_ppo_update_metrics(stats: PolicyStats, *, aggregation: str = "token
 
 def _aggregation(aggregation: str) -> str:
     if aggregation not in AGGREGATIONS:
-        raise ValueError(
-            f"aggregation must be one of {sorted(AGGREGATIONS)}; got {aggregation!r}"
-        )
+        raise ValueError(f"aggregation must be one of {sorted(AGGREGATIONS)}; got {aggregation!r}")
     return AGGREGATIONS[aggregation]
 
 
@@ -170,6 +184,7 @@ def compute_ppo_update_metrics(
     clip_ratio_high: float | None = None,
     clip_ratio_c: float = 3.0,
     aggregation: str = "token-mean",
+    process_group: Any = None,
 ) -> dict[str, float]:
     """Clip fractions, approximate KL and ratio range of a PPO update.
 
@@ -189,6 +204,9 @@ def compute_ppo_update_metrics(
     aggregation : {"token-mean", "seq-mean-token-mean", "seq-mean"}, keyword-only
         Average over all tokens (verl's metrics), or over each sequence then over the
         sequences that have tokens (``"seq-mean"`` is an alias).
+    process_group : torch.distributed.ProcessGroup, optional, keyword-only
+        When given, every rank gets the metrics of the union of all ranks' batches (two packed
+        all-reduces; a rank with an empty shard still takes part).
 
     Returns
     -------
@@ -211,8 +229,18 @@ def compute_ppo_update_metrics(
     (1.5, 0.5)
     """
     _aggregation(aggregation)
-    stats = ppo_update_statistics(
-        log_probs, old_log_probs, advantages, response_mask, clip_ratio=clip_ratio,
-        clip_ratio_low=clip_ratio_low, clip_ratio_high=clip_ratio_high, clip_ratio_c=clip_ratio_c,
+    stats = sharded_statistics(
+        ppo_update_statistics,
+        {
+            "log_probs": log_probs,
+            "old_log_probs": old_log_probs,
+            "advantages": advantages,
+            "response_mask": response_mask,
+        },
+        process_group,
+        clip_ratio=clip_ratio,
+        clip_ratio_low=clip_ratio_low,
+        clip_ratio_high=clip_ratio_high,
+        clip_ratio_c=clip_ratio_c,
     )
     return finalize_ppo_update_metrics(stats, aggregation=aggregation)

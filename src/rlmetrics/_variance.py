@@ -19,7 +19,7 @@ from typing import Any
 from . import _keys as K
 from ._array import as_float, check_mask, check_same_shape, describe, is_torch_array
 from ._batch import as_batch
-from ._policy_stats import PolicyStats, cpu_block_rows, pack_stats, prepare_arrays
+from ._policy_stats import PolicyStats, cpu_block_rows, pack_stats, prepare_arrays, sharded_statistics
 
 __all__ = [
     "compute_variance_proxy_metrics",
@@ -55,8 +55,9 @@ def variance_proxy_statistics(batch: Any, *, strict: bool = False) -> PolicyStat
         return None
     names = ["sum_pi_squared", "old_log_probs", "advantages", "response_mask", "rollout_is_weights"]
     raw = [view.tensor(k, why="the variance proxies sum over response tokens") for k in names[:4]]
-    xp, arrays, device, on_cpu = prepare_arrays([*raw, view.get("rollout_is_weights")],
-                                                [f"batch[{n!r}]" for n in names])
+    xp, arrays, device, on_cpu = prepare_arrays(
+        [*raw, view.get("rollout_is_weights")], [f"batch[{n!r}]" for n in names]
+    )
     spi, old, adv, mask_raw, weights = arrays
     if adv.ndim != 2:
         raise ValueError(f"batch['advantages'] must have shape (B, R); got {describe(adv)}")
@@ -156,7 +157,7 @@ def _gradient_norm_squared(gradient_norm: Any) -> float | None:
 
 
 def compute_variance_proxy_metrics(
-    batch: Any, gradient_norm: Any = None, *, strict: bool = False
+    batch: Any, gradient_norm: Any = None, *, strict: bool = False, process_group: Any = None
 ) -> dict[str, float]:
     """Gradient-variance proxies of a batch; same keys and values as verl 0.9.1.
 
@@ -172,6 +173,9 @@ def compute_variance_proxy_metrics(
     strict : bool, keyword-only
         verl returns ``{}`` when ``sum_pi_squared``, ``old_log_probs`` or ``advantages`` is
         missing; ``strict=True`` raises a ``ValueError`` naming the missing tensor instead.
+    process_group : torch.distributed.ProcessGroup, optional, keyword-only
+        When given, every rank gets the metrics of the union of all ranks' batches (two packed
+        all-reduces; a rank with an empty shard still takes part).
 
     Returns
     -------
@@ -201,7 +205,21 @@ def compute_variance_proxy_metrics(
         ...
     ValueError: batch is missing the tensor 'sum_pi_squared' (needed by the variance proxies; strict=True)...
     """
-    stats = variance_proxy_statistics(batch, strict=strict)
-    if stats is None:
-        return {}
+    if process_group is not None:
+        view = as_batch(batch)
+        keys = ("sum_pi_squared", "old_log_probs", "advantages", "response_mask", "rollout_is_weights")
+        present = {k: view.tensor(k) for k in keys if view.has(k)}
+        if not all(k in present for k in keys[:4]):
+            stats = variance_proxy_statistics(
+                batch, strict=strict
+            )  # {} or verl's error, before any collective
+            if stats is None:
+                return {}
+        stats = sharded_statistics(
+            lambda **a: variance_proxy_statistics(a, strict=True), present, process_group
+        )
+    else:
+        stats = variance_proxy_statistics(batch, strict=strict)
+        if stats is None:
+            return {}
     return finalize_variance_proxy_metrics(stats, gradient_norm)
