@@ -34,7 +34,6 @@ ROW_SUM_FIELDS = (
     "val_sum",
     "diff_sum",
     "diff_m2",
-    "unused",
     "n_invalid",
 )
 #: Columns of its per-row extremes table (order-preserving integer keys of the floats).
@@ -67,7 +66,7 @@ def _compiled() -> tuple[Any, Any] | None:
     @numba.njit(cache=True, nogil=True, fastmath=fast)
     def token_rows(adv, ret, val, adv_bits, ret_bits, val_bits, mask, use_critic, sign_shift, magnitude):  # type: ignore[no-untyped-def]
         n_rows, width = mask.shape
-        sums = numpy.zeros((n_rows, 9), dtype=numpy.float64)
+        sums = numpy.zeros((n_rows, 8), dtype=numpy.float64)
         keys = numpy.empty((n_rows, 6), dtype=numpy.int64)
         lowest = numpy.int64(-(2**62))
         highest = numpy.int64(2**62)
@@ -122,7 +121,7 @@ def _compiled() -> tuple[Any, Any] | None:
             sums[i, 2] = r_s
             # Centred second moments of the row (shifted data: no cancellation).
             sums[i, 3] = r_c2 - r_c * r_c / n
-            sums[i, 8] = bad
+            sums[i, 7] = bad
             keys[i, 0] = a_hi
             keys[i, 1] = a_lo
             keys[i, 2] = r_hi
@@ -183,7 +182,7 @@ def token_rows_kernel() -> Any:
     """The fused per-row token kernel, or ``None`` without numba.
 
     ``kernel(adv, ret, val, adv_bits, ret_bits, val_bits, mask, use_critic, sign_shift,
-    magnitude) -> (sums (B, 9) float64, keys (B, 6) int64)``: the ``*_bits`` arguments are the
+    magnitude) -> (sums (B, 8) float64, keys (B, 6) int64)``: the ``*_bits`` arguments are the
     value arrays viewed as same-width integers, ``sign_shift``/``magnitude`` their width - 1
     and ``2**(width - 1) - 1``; columns :data:`ROW_SUM_FIELDS` and :data:`ROW_KEY_FIELDS`
     (:func:`float_keys_to_values` turns keys back into floats). ``mask`` may be any integer,
