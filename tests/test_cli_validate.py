@@ -201,3 +201,21 @@ def test_inconsistent_types_across_files(tmp_path):
     res = run(a, b)
     assert res.exit_code == 1
     assert "key 'acc' holds different types across files" in " ".join(res.output.split())
+
+
+def test_outputs_get_a_normal_file_mode(tmp_path):
+    import os
+    import stat
+
+    from typer.testing import CliRunner
+
+    from rlmetrics._cli import app
+
+    src = tmp_path / "val.jsonl"
+    src.write_text("\n".join(f'{{"input": "q{i % 3}", "score": {i % 2}}}' for i in range(12)) + "\n")
+    out = tmp_path / "summary.json"
+    result = CliRunner().invoke(app, ["validate", str(src), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask

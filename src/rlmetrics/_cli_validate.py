@@ -237,6 +237,9 @@ def _atomic_path(target: Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a normal file's mode
         os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
