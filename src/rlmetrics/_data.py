@@ -34,7 +34,7 @@ from ._array import (
 )
 from ._batch import BatchView, as_batch
 from ._kernels import ROW_SUM_FIELDS, float_keys_to_values, token_rows_kernel
-from ._lengths import prompt_response_lengths, response_width
+from ._lengths import attention_split, prompt_response_lengths, response_width
 
 __all__ = ["DataStats", "compute_data_metrics", "data_statistics", "finalize_data_metrics"]
 
@@ -292,8 +292,18 @@ def _rows_in_parallel(fn: Any, shape: tuple[int, ...]) -> Any:
     return np.concatenate(parts)
 
 
-def _token_stats_fused(kernel: Any, tensors: list[np.ndarray], mask: np.ndarray, use_critic: bool) -> tuple:
-    """Token statistics from the fused per-row kernel, combined over rows in float64."""
+def _token_stats_fused(
+    kernel: Any,
+    tensors: list[np.ndarray],
+    mask: np.ndarray,
+    use_critic: bool,
+    extras: tuple[np.ndarray, np.ndarray, np.ndarray, int] | None = None,
+) -> tuple:
+    """Token statistics from the fused per-row kernel, combined over rows in float64.
+
+    ``extras`` = (scores, rewards, attention_mask, split) adds the per-row sequence table
+    (:data:`ROW_SEQ_FIELDS`) as a fourth result, computed in the same pass.
+    """
     if mask.dtype.kind not in "biuf":
         raise TypeError(f"batch['response_mask'] must be a bool or 0/1 integer mask; got {describe(mask)}")
     adv, ret = tensors[0], tensors[1]
@@ -306,7 +316,10 @@ def _token_stats_fused(kernel: Any, tensors: list[np.ndarray], mask: np.ndarray,
     ]
     sign_shift = 8 * dtype.itemsize - 1
     magnitude = (1 << sign_shift) - 1
-    sums, keys = _rows_in_parallel(
+    n_rows = mask.shape[0]
+    nothing = np.zeros((n_rows, 0), dtype=np.float32)
+    scores, rewards, attention, split = extras if extras is not None else (nothing, nothing, nothing, 0)
+    sums, keys, seq = _rows_in_parallel(
         lambda sl: kernel(
             adv[sl],
             ret[sl],
@@ -318,6 +331,10 @@ def _token_stats_fused(kernel: Any, tensors: list[np.ndarray], mask: np.ndarray,
             use_critic,
             sign_shift,
             magnitude,
+            scores[sl],
+            rewards[sl],
+            attention[sl],
+            split,
         ),
         mask.shape,
     )
@@ -348,7 +365,44 @@ def _token_stats_fused(kernel: Any, tensors: list[np.ndarray], mask: np.ndarray,
         diff_sq_n,
         float(col["n_invalid"].sum()),
     ]
+    if extras is not None:
+        return out, maxes, mins, seq
     return out, maxes, mins
+
+
+def _fused_rows(
+    kernel: Any,
+    view: BatchView,
+    floats: list[np.ndarray],
+    response_mask: np.ndarray,
+    scores: np.ndarray,
+    rewards: np.ndarray,
+    use_critic: bool,
+) -> tuple:
+    """Everything per row in one kernel pass: token statistics, score/reward sums, lengths."""
+    n_rows = response_mask.shape[0]
+    given_lengths = view.has("prompt_length") and view.has("response_length")
+    if given_lengths:
+        prompt_len, response_len, _ = prompt_response_lengths(view)
+        attention, split = np.zeros((n_rows, 0), dtype=np.int8), 0
+    else:
+        attention, split = attention_split(view)
+        if attention.dtype.kind not in "biuf":
+            raise TypeError(
+                f"batch['attention_mask'] must be a bool or 0/1 integer mask; got {describe(attention)}"
+            )
+        if attention.shape[0] != n_rows:
+            raise ValueError(
+                f"prompt/response lengths have {attention.shape[0]} rows, the token tensors {n_rows}"
+            )
+    sums, maxes, mins, seq = _token_stats_fused(
+        kernel, floats, response_mask, use_critic, (scores, rewards, attention, split)
+    )
+    if not given_lengths:
+        if seq[:, 4].any():
+            raise_invalid_mask(attention, "batch['attention_mask']")
+        prompt_len, response_len = seq[:, 2], seq[:, 3]
+    return sums, maxes, mins, seq[:, 0], seq[:, 1], prompt_len, response_len
 
 
 def _seq_stats(xp: Any, x: Any, keep: Any) -> tuple[Any, Any, Any]:
@@ -464,14 +518,38 @@ def data_statistics(
     if is_torch_array(response_mask):
         mask, mask_invalid = mask_and_invalid_count(response_mask, "batch['response_mask']")
 
-    # Sequence-level quantities, shape (B,).
-    prompt_len, response_len, attention_invalid = prompt_response_lengths(view)
+    # Token-level inputs in a common float dtype (>= float32).
+    floats = [as_float(x, xp) for x in token_tensors]
+    work = xp.float64 if any(x.dtype == xp.float64 for x in floats) else xp.float32
+    floats = [xp.astype(x, work) if x.dtype != work else x for x in floats]
+    kernel = None if is_torch_array(response_mask) else token_rows_kernel()
+    if kernel is not None and response_mask.dtype.kind in "biuf":
+        # One fused pass per row over every input: token statistics, score/reward sums, lengths.
+        tok_sums, tok_hi, tok_lo, seq_score, seq_reward, prompt_len, response_len = _fused_rows(
+            kernel, view, floats, response_mask, as_float(scores, xp), as_float(rewards, xp), use_critic
+        )
+        attention_invalid = None
+        mask_invalid = tok_sums.pop()
+    else:
+        prompt_len, response_len, attention_invalid = prompt_response_lengths(view)
+        seq_score = xp.sum(as_float(scores, xp), axis=-1)
+        seq_reward = xp.sum(as_float(rewards, xp), axis=-1)
+        if is_torch_array(response_mask):
+            tok_sums, tok_hi, tok_lo = _token_block(
+                xp, floats, mask, xp.astype(mask, work), use_critic, exact=True
+            )
+        else:
+            tok_sums, tok_hi, tok_lo = _token_stats_host(floats, response_mask, use_critic)
+            mask_invalid = tok_sums.pop()
+    if not is_torch_array(response_mask) and mask_invalid:
+        raise_invalid_mask(response_mask, "batch['response_mask']")
+    n_tok, adv_s, ret_s, val_s, diff_s, ret_m2, ret_sq_n, diff_m2, diff_sq_n = tok_sums
     if prompt_len.shape[0] != n_rows:
         raise ValueError(
             f"prompt/response lengths have {prompt_len.shape[0]} rows, the token tensors {n_rows}"
         )
-    seq_score = xp.sum(as_float(scores, xp), axis=-1)
-    seq_reward = xp.sum(as_float(rewards, xp), axis=-1)
+
+    # Sequence-level statistics, over arrays of shape (B,).
     non_aborted = response_len != 0
     everyone = xp.ones_like(non_aborted)
     r_limit = float(response_width(view) if max_response_length is None else max_response_length)
@@ -493,21 +571,6 @@ def data_statistics(
     resp_s, resp_hi, resp_lo = _seq_stats(xp, response_len, everyone)
     na_s, na_hi, na_lo = _seq_stats(xp, response_len, non_aborted)
     prompt_s, prompt_hi, prompt_lo = _seq_stats(xp, prompt_len, everyone)
-
-    # Token-level quantities over the response mask, in a common float dtype (>= float32).
-    floats = [as_float(x, xp) for x in token_tensors]
-    work = xp.float64 if any(x.dtype == xp.float64 for x in floats) else xp.float32
-    floats = [xp.astype(x, work) if x.dtype != work else x for x in floats]
-    if is_torch_array(response_mask):
-        tok_sums, tok_hi, tok_lo = _token_block(
-            xp, floats, mask, xp.astype(mask, work), use_critic, exact=True
-        )
-    else:
-        tok_sums, tok_hi, tok_lo = _token_stats_host(floats, response_mask, use_critic)
-        mask_invalid = tok_sums.pop()
-        if mask_invalid:
-            raise_invalid_mask(response_mask, "batch['response_mask']")
-    n_tok, adv_s, ret_s, val_s, diff_s, ret_m2, ret_sq_n, diff_m2, diff_sq_n = tok_sums
 
     turns = _host_count_stats(view.non_tensor("__num_turns__"), "__num_turns__")
     tools = _host_count_stats(view.non_tensor("tool_call_counts"), "tool_call_counts")

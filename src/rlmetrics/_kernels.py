@@ -19,6 +19,7 @@ import numpy
 
 __all__ = [
     "ROW_KEY_FIELDS",
+    "ROW_SEQ_FIELDS",
     "ROW_SUM_FIELDS",
     "attention_lengths_kernel",
     "float_keys_to_values",
@@ -36,6 +37,8 @@ ROW_SUM_FIELDS = (
     "diff_m2",
     "n_invalid",
 )
+#: Columns of its per-row sequence table.
+ROW_SEQ_FIELDS = ("score_sum", "reward_sum", "prompt_len", "response_len", "attention_invalid")
 #: Columns of its per-row extremes table (order-preserving integer keys of the floats).
 ROW_KEY_FIELDS = ("adv_max", "adv_min", "ret_max", "ret_min", "val_max", "val_min")
 
@@ -64,13 +67,52 @@ def _compiled() -> tuple[Any, Any] | None:
     fast = {"reassoc", "contract", "nsz"}
 
     @numba.njit(cache=True, nogil=True, fastmath=fast)
-    def token_rows(adv, ret, val, adv_bits, ret_bits, val_bits, mask, use_critic, sign_shift, magnitude):  # type: ignore[no-untyped-def]
+    def token_rows(  # type: ignore[no-untyped-def]
+        adv,
+        ret,
+        val,
+        adv_bits,
+        ret_bits,
+        val_bits,
+        mask,
+        use_critic,
+        sign_shift,
+        magnitude,
+        scores,
+        rewards,
+        attention,
+        split,
+    ):
         n_rows, width = mask.shape
         sums = numpy.zeros((n_rows, 8), dtype=numpy.float64)
         keys = numpy.empty((n_rows, 6), dtype=numpy.int64)
+        seq = numpy.zeros((n_rows, 5), dtype=numpy.float64)
         lowest = numpy.int64(-(2**62))
         highest = numpy.int64(2**62)
         for i in range(n_rows):
+            # Sequence-level: score and reward sums, prompt/response lengths (same row, same pass).
+            s_s = 0.0
+            w_s = 0.0
+            for j in range(scores.shape[1]):
+                s_s += numpy.float64(scores[i, j])
+            for j in range(rewards.shape[1]):
+                w_s += numpy.float64(rewards[i, j])
+            p_n = 0
+            r_n = 0
+            a_bad = 0
+            for j in range(split):
+                v = attention[i, j]
+                p_n += 1 if v != 0 else 0
+                a_bad += 1 if (v != 0 and v != 1) else 0
+            for j in range(split, attention.shape[1]):
+                v = attention[i, j]
+                r_n += 1 if v != 0 else 0
+                a_bad += 1 if (v != 0 and v != 1) else 0
+            seq[i, 0] = s_s
+            seq[i, 1] = w_s
+            seq[i, 2] = p_n
+            seq[i, 3] = r_n
+            seq[i, 4] = a_bad
             # The row's first valid token: the shift that centres the second moments.
             first = -1
             for j in range(width):
@@ -152,7 +194,7 @@ def _compiled() -> tuple[Any, Any] | None:
                 sums[i, 6] = d_c2 - d_c * d_c / n
             keys[i, 4] = v_hi
             keys[i, 5] = v_lo
-        return sums, keys
+        return sums, keys, seq
 
     @numba.njit(cache=True, nogil=True, fastmath=fast)
     def attention_lengths(attention, split):  # type: ignore[no-untyped-def]
@@ -182,11 +224,14 @@ def token_rows_kernel() -> Any:
     """The fused per-row token kernel, or ``None`` without numba.
 
     ``kernel(adv, ret, val, adv_bits, ret_bits, val_bits, mask, use_critic, sign_shift,
-    magnitude) -> (sums (B, 8) float64, keys (B, 6) int64)``: the ``*_bits`` arguments are the
-    value arrays viewed as same-width integers, ``sign_shift``/``magnitude`` their width - 1
-    and ``2**(width - 1) - 1``; columns :data:`ROW_SUM_FIELDS` and :data:`ROW_KEY_FIELDS`
-    (:func:`float_keys_to_values` turns keys back into floats). ``mask`` may be any integer,
-    bool or float array; entries other than 0/1 are counted in ``n_invalid``.
+    magnitude, scores, rewards, attention, split) -> (sums (B, 8) float64, keys (B, 6) int64,
+    seq (B, 5) float64)``: the ``*_bits`` arguments are the value arrays viewed as same-width
+    integers, ``sign_shift``/``magnitude`` their width - 1 and ``2**(width - 1) - 1``; columns
+    :data:`ROW_SUM_FIELDS`, :data:`ROW_KEY_FIELDS` (:func:`float_keys_to_values` turns keys
+    back into floats) and :data:`ROW_SEQ_FIELDS` (row sums of ``scores`` and ``rewards``,
+    attention-mask counts before and after column ``split``; pass zero-width arrays to skip
+    them). ``mask`` may be any integer, bool or float array; entries other than 0/1 are counted
+    in ``n_invalid`` (``attention_invalid`` for the attention mask).
     """
     compiled = _compiled()
     return None if compiled is None else compiled[0]

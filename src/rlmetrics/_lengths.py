@@ -10,7 +10,7 @@ from ._array import array_namespace, as_float, describe, mask_and_invalid_count,
 from ._batch import BatchView
 from ._kernels import attention_lengths_kernel
 
-__all__ = ["prompt_response_lengths", "response_width"]
+__all__ = ["attention_split", "prompt_response_lengths", "response_width"]
 
 
 def response_width(view: BatchView) -> int:
@@ -39,6 +39,27 @@ def prompt_response_lengths(view: BatchView) -> tuple[Any, Any, Any]:
                 f"got {tuple(prompt_len.shape)} and {tuple(response_len.shape)}"
             )
         return as_float(prompt_len), as_float(response_len), None
+    attention, split = attention_split(view)
+    xp = array_namespace(attention)
+    kernel = attention_lengths_kernel() if isinstance(attention, np.ndarray) else None
+    if kernel is not None and attention.dtype.kind in "biuf":
+        from ._data import _rows_in_parallel
+
+        rows = _rows_in_parallel(lambda sl: kernel(attention[sl], split), attention.shape)
+        if rows[:, 2].any():
+            raise_invalid_mask(attention, f"{view.arg}['attention_mask']")
+        return rows[:, 0].astype(np.float32), rows[:, 1].astype(np.float32), None
+    _, n_invalid = mask_and_invalid_count(attention, f"{view.arg}['attention_mask']")
+    if attention.dtype == xp.bool:
+        attention = xp.astype(attention, xp.int32)
+    # Valid 0/1 masks: the row sums are the lengths (no boolean temporaries needed).
+    prompt_len = xp.sum(attention[:, :split], axis=-1)
+    response_len = xp.sum(attention[:, split:], axis=-1)
+    return xp.astype(prompt_len, xp.float32), xp.astype(response_len, xp.float32), n_invalid
+
+
+def attention_split(view: BatchView) -> tuple[Any, int]:
+    """``attention_mask`` ``(B, P + R)`` and ``P``, the column where the responses start (validated)."""
     width = response_width(view)
     attention = view.tensor(
         "attention_mask", why="prompt and response lengths come from it when prompt_length is absent"
@@ -59,20 +80,4 @@ def prompt_response_lengths(view: BatchView) -> tuple[Any, Any, Any]:
             f"{view.arg}['attention_mask'] has {attention.shape[-1]} columns, fewer than the response "
             f"width {width}"
         )
-    xp = array_namespace(attention)
-    split = attention.shape[-1] - width
-    kernel = attention_lengths_kernel() if isinstance(attention, np.ndarray) else None
-    if kernel is not None and attention.dtype.kind in "biuf":
-        from ._data import _rows_in_parallel
-
-        rows = _rows_in_parallel(lambda sl: kernel(attention[sl], split), attention.shape)
-        if rows[:, 2].any():
-            raise_invalid_mask(attention, f"{view.arg}['attention_mask']")
-        return rows[:, 0].astype(np.float32), rows[:, 1].astype(np.float32), None
-    _, n_invalid = mask_and_invalid_count(attention, f"{view.arg}['attention_mask']")
-    if attention.dtype == xp.bool:
-        attention = xp.astype(attention, xp.int32)
-    # Valid 0/1 masks: the row sums are the lengths (no boolean temporaries needed).
-    prompt_len = xp.sum(attention[:, :split], axis=-1)
-    response_len = xp.sum(attention[:, split:], axis=-1)
-    return xp.astype(prompt_len, xp.float32), xp.astype(response_len, xp.float32), n_invalid
+    return attention, attention.shape[-1] - width
