@@ -368,3 +368,19 @@ def test_cuda_parity_with_verl(verl_metric_utils, data_proto):
     on_gpu = {k: v.cuda() for k, v in tensors.items()}
     ref = verl_metrics(verl_metric_utils, data_proto, on_gpu, {}, True)
     assert_close_to_reference(rlmetrics.compute_data_metrics(on_gpu), ref, scale=summand_scale(tensors))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("offset", [2.0, 1e6, -1e6], ids=["above-2", "large", "large-negative"])
+def test_extremes_of_offset_values_are_exact(engine, dtype, offset):
+    """Regression: float64 keys once started at the key of 2.0, so a min above 2.0 came out wrong."""
+    tensors, _ = make_batch(9, 3, 300, seed=31, mask="holes", aborted=0.0)
+    batch = to_numpy(tensors)
+    rng = np.random.default_rng(0)
+    for key in ("advantages", "returns", "values"):
+        batch[key] = (offset + rng.uniform(0.5, 3.0, size=batch[key].shape)).astype(dtype)
+    ours = rlmetrics.compute_data_metrics(batch)
+    mask = batch["response_mask"].astype(bool)
+    for name, key in (("advantages", "advantages"), ("returns", "returns"), ("values", "values")):
+        assert ours[f"critic/{name}/max"] == float(batch[key][mask].max())
+        assert ours[f"critic/{name}/min"] == float(batch[key][mask].min())
