@@ -11,7 +11,8 @@ Data: P prompts x N samples per prompt, one data source, variables ``acc`` (bool
 (Python lists). "cold" clears rlmetrics' caches of bootstrap draws before each call; "warm" keeps
 them (as in a training run, where every validation has the same N). Times are the best of
 ``--repeat`` runs. The floor is grouping the samples by (source, uid) once (a dict factorisation
-plus a stable argsort), which any implementation has to do.
+plus a stable argsort), which any implementation has to do. maj@k runs the numba kernel when numba
+is installed; ``RLMETRICS_NO_NUMBA=1`` times the numpy path.
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ def main() -> None:
     parser.add_argument("--no-verl", action="store_true", help="skip the verl comparison")
     parser.add_argument("--cli", action="store_true", help="also time the CLI on a 1M-line JSONL")
     args = parser.parse_args()
-    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs")
+    kernel = "numba" if V._majority_kernel() is not None else "numpy (no numba or RLMETRICS_NO_NUMBA set)"
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs, maj@k: {kernel}")
     if not args.no_verl:
         vs_verl([(50, 16), (10, 64)] if args.quick else [(500, 16), (30, 64)], args.repeat)
     scaling([10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000], 16, args.repeat)

@@ -332,3 +332,61 @@ def test_parity_expected_acc_counts_float32(short_bootstrap, seed):
             process_validation_metrics(ds, uids, infos, expected_acc_counts=expected),
             tol=1e-12,
         )
+
+
+def _numpy_majority(monkeypatch):
+    monkeypatch.setattr(V, "_majority_kernel", lambda: None)
+
+
+@pytest.mark.parametrize(
+    ("n", "ks", "n_answers"),
+    [(16, (3, 4, 8, 16), 3), (3, (3, 4, 5), 2), (9, (4, 9, 20), 5), (33, (8, 33, 47), 4), (64, (3, 40), 6)],
+    ids=["n16", "n3-repeated-draws", "n9", "n33-int64-scores", "n64"],
+)
+def test_majority_kernel_matches_numpy_path(monkeypatch, n, ks, n_answers):
+    """The numba kernel and the numpy path give identical majority counts (single answers included)."""
+    pytest.importorskip("numba")
+    if V._majority_kernel() is None:
+        pytest.skip("numba kernel disabled (RLMETRICS_NO_NUMBA)")
+    rng = np.random.default_rng(n)
+    codes = rng.integers(0, n_answers, (1500, n))
+    codes[:100] = 7  # one answer only
+    patterns, _ = V._unique_rows(V._local_codes(codes))
+    for k in ks:
+        got = V._majority_counts_bits(patterns, k, 1000, 42)
+        with pytest.MonkeyPatch.context() as mp:
+            _numpy_majority(mp)
+            want = V._majority_counts_bits(patterns, k, 1000, 42)
+        assert got.dtype == want.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+        assert (got.sum(axis=1) == 1000).all()
+
+
+def test_process_validation_metrics_numba_equals_numpy(monkeypatch):
+    """Whole results are identical with and without the numba majority kernel (threads included)."""
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(11)
+    ds, uids, infos = [], [], {"acc": [], "score": [], "pred": []}
+    for p, n in enumerate([16] * 1200 + [5] * 30 + [20] * 20 + [1] * 3):
+        pred = rng.integers(0, int(rng.integers(1, 5)), n)
+        ds += [f"s{p % 3}"] * n
+        uids += [f"u{p}"] * n
+        infos["acc"] += (pred == 0).tolist()
+        infos["score"] += rng.normal(size=n).tolist()
+        infos["pred"] += [str(v) for v in pred]
+    from rlmetrics import _validation_kernels
+
+    monkeypatch.setattr(_validation_kernels, "_THREAD_MIN_WORK", 0)  # split prompts across threads
+    monkeypatch.setattr(_validation_kernels, "_PROMPT_BLOCK", 64)
+    fast = process_validation_metrics(ds, uids, infos)
+    _numpy_majority(monkeypatch)
+    slow = process_validation_metrics(ds, uids, infos)
+    assert fast == slow
+
+
+def test_parity_uid_shared_by_two_sources(short_bootstrap):
+    """A uid under two data sources is two prompts (the pair factorisation path)."""
+    ds = ["a", "b", "a", "b", "a", "c"]
+    uids = ["u", "u", "u", "u", "v", "u"]
+    infos = {"acc": [1.0, 0.0, 0.0, 1.0, 1.0, 0.5], "pred": ["x", "y", "y", "y", "x", "z"]}
+    assert_same(mu.process_validation_metrics(ds, uids, infos), process_validation_metrics(ds, uids, infos))

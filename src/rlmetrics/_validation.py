@@ -19,6 +19,11 @@ indices are the same) and shared by every prompt with the same number of samples
   product over all prompts; the largest score is verl's winner and its highest bit the slot, hence
   the position, of the value verl returns (one or two draws: always the first slot; ``k > 47``: a
   per-position score instead). The counts of each position winning are shared by all variables.
+  With numba installed the same scores are summed per prompt over all draws by a compiled
+  kernel (:mod:`rlmetrics._validation_kernels`, threads over prompts); it yields the same
+  integer counts as the numpy path (``RLMETRICS_NO_NUMBA=1`` forces the latter).
+* A variable whose kept values equal an earlier one's (verl's ``reward`` next to ``score`` or
+  ``acc``) reuses its metrics.
 
 Only the means and standard deviations over the draws are needed, so each prompt's statistic is
 the weighted mean/std of its sorted values under these integer counts (float64; the results
@@ -34,6 +39,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from rlmetrics import _validation_kernels as _kernels
 
 __all__ = [
     "bootstrap_indices",
@@ -110,7 +117,8 @@ def _subset_table(n_data: int, subset_size: int, n_bootstrap: int, seed: int) ->
     """``Z[A]`` = number of bootstrap rows whose drawn positions all lie in bit set ``A``."""
     idx = _indices_cached(n_data, subset_size, n_bootstrap, seed)
     masks = np.bitwise_or.reduce(np.left_shift(np.int64(1), idx.astype(np.int64)), axis=1)
-    table = np.bincount(masks, minlength=1 << n_data).astype(np.int64)
+    # int32 counts (at most n_bootstrap): half the cache footprint of the lookups
+    table = np.bincount(masks, minlength=1 << n_data).astype(np.int32 if n_bootstrap < 2**31 else np.int64)
     for bit in range(n_data):
         view = table.reshape(-1, 2, 1 << bit)
         view[:, 1, :] += view[:, 0, :]
@@ -140,7 +148,7 @@ def _rank_counts(
     Returns
     -------
     sorted_vals : (Q, n) float64, ascending
-    best_counts, worst_counts : (Q, n) int64, each row summing to ``n_bootstrap``
+    best_counts, worst_counts : (Q, n) int, each row summing to ``n_bootstrap``
     """
     q, n = values.shape
     prep = {} if prep is None else prep
@@ -157,10 +165,11 @@ def _rank_counts(
             prefix = np.zeros((q, n + 1), dtype=np.int64)
             np.cumsum(bits, axis=1, out=prefix[:, 1:])
             prep["prefix"] = prefix
+            prep["complement"] = ((1 << n) - 1) ^ prefix
         prefix = prep["prefix"]
         inside = table[prefix]  # rows whose max rank is < r, for r = 0..n
         best = np.diff(inside, axis=1)
-        suffix = table[((1 << n) - 1) ^ prefix]  # rows whose min rank is >= r
+        suffix = table[prep["complement"]]  # rows whose min rank is >= r
         worst = -np.diff(suffix, axis=1)
         return sorted_vals, best, worst
     # General case: ranks of each position, max/min over the drawn slots, then counted.
@@ -190,9 +199,11 @@ def _weighted_mean_std(
     sorted_vals: np.ndarray, counts: np.ndarray, total: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean and (population) std of the multiset with ``counts[q, r]`` copies of ``sorted_vals[q, r]``."""
-    mean = np.einsum("qr,qr->q", counts.astype(np.float64), sorted_vals) / total
+    weights = counts.astype(np.float64)
+    mean = np.einsum("qr,qr->q", weights, sorted_vals) / total
     dev = sorted_vals - mean[:, None]
-    var = np.einsum("qr,qr->q", counts.astype(np.float64), dev * dev) / total
+    np.multiply(dev, dev, out=dev)
+    var = np.einsum("qr,qr->q", weights, dev) / total
     return mean, np.sqrt(var)
 
 
@@ -291,6 +302,11 @@ def _top_bit_slot(k: int) -> np.ndarray:
     return table
 
 
+def _majority_kernel() -> Any | None:
+    """The numba majority kernel, or ``None`` (numba missing, or ``RLMETRICS_NO_NUMBA`` set)."""
+    return _kernels.majority_kernel()
+
+
 def _majority_counts_bits(patterns: np.ndarray, k: int, n_bootstrap: int, seed: int) -> np.ndarray:
     """Majority picks for ``k <= 47``: one product scores every (draw, prediction) exactly.
 
@@ -305,6 +321,10 @@ def _majority_counts_bits(patterns: np.ndarray, k: int, n_bootstrap: int, seed: 
     weighted = uniq.shape[0] <= 0.7 * n_bootstrap
     if weighted:  # identical draws (frequent for small k) are scored once
         idx, mult, first = uniq, mult[first_row], first[first_row]
+    kernel = _majority_kernel()
+    if kernel is not None:
+        w_rows = weight if weighted else np.ones(idx.shape[0], dtype=np.int64)
+        return _kernels.majority_counts_tables(kernel, patterns, k, idx, mult, first, w_rows)
     n_rows = idx.shape[0]
     dtype = np.float32 if k <= 19 else np.float64
     int_t = np.int32 if k <= 19 else np.int64
@@ -556,7 +576,33 @@ def _factorize(items: Any, n: int, what: str) -> tuple[np.ndarray, dict[Any, int
     rank = np.empty(n, dtype=np.int64)
     rank[firsts] = np.arange(firsts.shape[0])
     codes = rank[raw]
-    return codes, {key: int(rank[i]) for key, i in first_seen.items()}
+    # first_seen keeps insertion (= first appearance) order, so a key's code is its index there
+    return codes, dict(zip(first_seen, range(len(first_seen))))
+
+
+def _factorize_prompts(sources: list[Any], uids: list[Any], n: int) -> tuple[np.ndarray, dict[Any, int]]:
+    """Prompt codes of the ``(source, uid)`` pairs in order of first appearance, and pair -> code.
+
+    When every uid belongs to one source (the usual case) the pairs are numbered like the uids,
+    which are factorised alone (no tuple per sample); otherwise the pairs are factorised.
+    """
+    what = "data_sources and sample_uids"
+    uid_codes, uid_of = _factorize(uids, n, what)
+    try:
+        distinct = set(sources)
+    except TypeError as err:
+        raise TypeError(f"{what} must hold hashable values ({err})") from None
+    if len(distinct) == 1:  # one source (a set keeps the first of equal items, as a dict does)
+        src_codes, src_code_of = np.zeros(n, dtype=np.int64), dict.fromkeys(distinct, 0)
+    else:
+        src_codes, src_code_of = _factorize(sources, n, what)
+    src_of_uid = np.zeros(len(uid_of), dtype=np.int64)
+    src_of_uid[uid_codes] = src_codes
+    if np.array_equal(src_of_uid[uid_codes], src_codes):
+        src_items = list(src_code_of)
+        keys = [(src_items[c], uid) for c, uid in zip(src_of_uid.tolist(), uid_of)]
+        return uid_codes, dict(zip(keys, range(len(keys))))
+    return _factorize(zip(sources, uids), n, what)
 
 
 # ----------------------------------------------------------------------------- columns
@@ -596,7 +642,7 @@ class _Column:
                 self.exotic = True
                 self._items = list(col)
             return
-        items = col.tolist() if isinstance(col, np.ndarray) else list(col)
+        items = col.tolist() if isinstance(col, np.ndarray) else col if isinstance(col, list) else list(col)
         types = set(map(type, items))
         plain = {bool, int, float}
         if types <= plain:
@@ -725,7 +771,7 @@ def process_validation_metrics(
     seed = int(seed)
 
     # 1. prompts, in order of first appearance (verl's nested defaultdict order).
-    pid, prompt_of = _factorize(zip(sources, uids), n, "data_sources and sample_uids")
+    pid, prompt_of = _factorize_prompts(sources, uids, n)
     keys = list(prompt_of)
     n_observed = len(keys)
     columns = {name: _Column(col, name, n) for name, col in infos_dict.items()}
@@ -857,11 +903,18 @@ def process_validation_metrics(
     # per (var): metric name -> (prompt ids, values)
     per_var: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {}
     per_var_cfg: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    done: list[str] = []  # variables computed so far (a copy of one reuses its metrics)
     for name in var_names:
         e_pid, e_val, e_nar, e_idx = ragged[name]
         count = np.bincount(e_pid, minlength=n_prompts)
         active = np.flatnonzero(count > 0)
         if active.size == 0:
+            continue
+        twin = _same_variable(name, done, ragged, columns)
+        done.append(name)
+        if twin is not None:  # e.g. verl's ``reward`` next to an identical ``score`` or ``acc``
+            per_var[name] = per_var[twin]
+            per_var_cfg[name] = per_var_cfg[twin]
             continue
         v_starts = np.zeros(n_prompts + 1, dtype=np.int64)
         np.cumsum(count, out=v_starts[1:])
@@ -885,8 +938,7 @@ def process_validation_metrics(
             prep: dict[str, np.ndarray] = {}
             if pred_rows.any():
                 maj_sel = prompts[pred_rows]
-                maj_order = order[pred_rows]
-                maj_sorted = np.take_along_axis(vals[pred_rows], maj_order, axis=1)
+                maj_vals = vals[pred_rows]  # in sample order, as the majority counts
             for k in _gen_ns(n_resps):
                 sorted_vals, best, worst = _rank_counts(vals, k, _N_BOOTSTRAP, seed, order=order, prep=prep)
                 bm, bs = _weighted_mean_std(sorted_vals, best, _N_BOOTSTRAP)
@@ -897,10 +949,9 @@ def process_validation_metrics(
                 metrics.setdefault(f"worst@{k}/std", []).append((prompts, ws))
                 if pred_rows.any():
                     maj_prompts, maj_counts = maj_counts_for(n_resps, k)
-                    rows = np.searchsorted(maj_prompts, maj_sel)
-                    mm, ms = _weighted_mean_std(
-                        maj_sorted, np.take_along_axis(maj_counts[rows], maj_order, axis=1), _N_BOOTSTRAP
-                    )
+                    if maj_prompts.shape != maj_sel.shape or not np.array_equal(maj_prompts, maj_sel):
+                        maj_counts = maj_counts[np.searchsorted(maj_prompts, maj_sel)]
+                    mm, ms = _weighted_mean_std(maj_vals, maj_counts, _N_BOOTSTRAP)
                     metrics.setdefault(f"maj@{k}/mean", []).append((maj_sel, mm))
                     metrics.setdefault(f"maj@{k}/std", []).append((maj_sel, ms))
         per_var[name] = metrics
@@ -938,6 +989,27 @@ def process_validation_metrics(
             src_out[name] = var_out
         result[src] = src_out
     return result
+
+
+def _same_variable(
+    name: str,
+    done: list[str],
+    ragged: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]],
+    columns: Mapping[str, _Column],
+) -> str | None:
+    """An earlier variable with the same kept values per prompt (float64, no float32/exotic path)."""
+    e_pid, e_val, e_nar, _ = ragged[name]
+    col = columns.get(name)
+    if e_nar is not None or col is None or col.exotic:
+        return None
+    for other in done:
+        o_pid, o_val, o_nar, _ = ragged[other]
+        o_col = columns.get(other)
+        if o_nar is not None or o_col is None or o_col.exotic or o_pid.shape != e_pid.shape:
+            continue
+        if np.array_equal(o_pid, e_pid) and np.array_equal(o_val, e_val, equal_nan=True):
+            return other
+    return None
 
 
 def _mean_std(
