@@ -7,6 +7,7 @@ here: it is only touched through the namespace of tensors the caller already pas
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,7 @@ __all__ = [
     "mask_and_invalid_count",
     "raise_invalid_mask",
     "to_host",
+    "vectors_to_host",
 ]
 
 
@@ -114,6 +116,24 @@ def check_finite_scalar(value: Any, name: str, *, positive: bool = False) -> flo
     if positive and out <= 0:
         raise ValueError(f"{name} must be > 0; got {out}")
     return out
+
+
+def vectors_to_host(*vectors: Any) -> list[np.ndarray]:
+    """Copy several 1-d vectors (numpy, or torch on any device) to float64 numpy in **one** transfer.
+
+    Examples
+    --------
+    >>> [v.tolist() for v in vectors_to_host(np.array([1.0, 2.0]), np.array([3]))]
+    [[1.0, 2.0], [3.0]]
+    """
+    if vectors and is_torch_array(vectors[0]):
+        import torch
+
+        packed = torch.cat([v.reshape(-1).to(torch.float64) for v in vectors]).detach().cpu().numpy()
+    else:
+        packed = np.concatenate([np.asarray(v, dtype=np.float64).reshape(-1) for v in vectors])
+    bounds = np.cumsum([0] + [int(np.prod(v.shape)) for v in vectors])
+    return [packed[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def to_host(values: Sequence[Any], xp: Any | None = None) -> list[float]:

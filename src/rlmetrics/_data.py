@@ -31,6 +31,7 @@ from ._array import (
     is_torch_array,
     mask_and_invalid_count,
     raise_invalid_mask,
+    vectors_to_host,
 )
 from ._batch import BatchView, as_batch
 from ._kernels import ROW_SUM_FIELDS, float_keys_to_values, token_rows_kernel
@@ -100,14 +101,8 @@ class DataStats:
 
     def to_host(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The three vectors as numpy float64 arrays, in one device-to-host copy."""
-        if is_torch_array(self.sums):
-            import torch
-
-            packed = torch.cat([self.sums, self.maxes, self.mins]).detach().cpu().numpy()
-        else:
-            packed = np.concatenate([np.asarray(self.sums), np.asarray(self.maxes), np.asarray(self.mins)])
-        n_s, n_e = len(SUM_FIELDS), len(EXTREME_FIELDS)
-        return packed[:n_s], packed[n_s : n_s + n_e], packed[n_s + n_e :]
+        sums, maxes, mins = vectors_to_host(self.sums, self.maxes, self.mins)
+        return sums, maxes, mins
 
     @classmethod
     def merge(cls, parts: list[DataStats]) -> DataStats:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array import array_namespace, describe, is_torch_array
+from ._array import array_namespace, describe, is_torch_array, vectors_to_host
 
 __all__ = ["PolicyStats", "cpu_block_rows", "pack_stats", "prepare_arrays", "warn_undefined"]
 
@@ -103,18 +103,11 @@ class PolicyStats:
 
     def to_host(self) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
         """The three vectors as name -> float dictionaries, in one device-to-host copy."""
-        if is_torch_array(self.sums):
-            import torch
-
-            packed = torch.cat([self.sums, self.maxes, self.mins]).detach().cpu().numpy()
-        else:
-            packed = np.concatenate([np.asarray(self.sums), np.asarray(self.maxes), np.asarray(self.mins)])
-        n_s, n_x = len(self.sum_names), len(self.max_names)
-        values = packed.astype(np.float64).tolist()
+        sums, maxes, mins = vectors_to_host(self.sums, self.maxes, self.mins)
         return (
-            dict(zip(self.sum_names, values[:n_s])),
-            dict(zip(self.max_names, values[n_s : n_s + n_x])),
-            dict(zip(self.min_names, values[n_s + n_x :])),
+            dict(zip(self.sum_names, sums.tolist())),
+            dict(zip(self.max_names, maxes.tolist())),
+            dict(zip(self.min_names, mins.tolist())),
         )
 
     def zeroed(self) -> PolicyStats:
