@@ -24,6 +24,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
+from rich.markup import escape
 
 __all__ = ["ValidateInputError", "load_rollouts", "validate"]
 
@@ -420,7 +421,8 @@ def validate(
     err_console = Console(stderr=True)
 
     def fail(message: str) -> None:
-        err_console.print(f"[bold red]error:[/bold red] {message}", highlight=False, soft_wrap=True)
+        text = f"[bold red]error:[/bold red] {escape(str(message))}"
+        err_console.print(text, highlight=False, soft_wrap=True)
         raise typer.Exit(code=1)
 
     for target, opt in ((json_out, "--json"), (plot, "--plot")):

@@ -37,6 +37,7 @@ from typing import Annotated, Any
 
 import numpy as np
 import typer
+from rich.markup import escape
 
 from . import _keys as K
 from ._data import compute_data_metrics
@@ -685,7 +686,7 @@ def demo(
     try:
         import torch  # noqa: F401
     except ImportError:
-        console.print("[red]the demo needs torch:[/] pip install 'rlmetrics[demo]'")
+        console.print("[red]the demo needs torch:[/] " + escape("pip install 'rlmetrics[demo]'"))
         raise typer.Exit(code=1) from None
 
     val_key = f"val-core/{_DATA_SOURCE}/acc/mean@{cfg.val_samples}"
@@ -717,7 +718,7 @@ def demo(
     except ValueError as err:  # an unknown backend name
         raise typer.BadParameter(str(err), param_hint="--backends") from None
     except ImportError as err:  # a backend's package is not installed
-        console.print(f"[red]error:[/] {err}")
+        console.print(f"[red]error:[/] {escape(str(err))}")
         raise typer.Exit(code=1) from None
 
     table = Table(title=f"rlmetrics demo: {result.seconds:.1f} s", show_lines=False)

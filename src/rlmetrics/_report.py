@@ -25,6 +25,7 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from rich.markup import escape
 
 from . import _keys as K
 from ._tracking import read_jsonl
@@ -490,8 +491,8 @@ def report(
     out_dir = out if out is not None else runs[0].parent / "report"
     try:
         result = write_report(runs, out_dir, names=name or None, title=title)
-    except ValueError as err:
-        console.print(f"[red]error:[/] {err}")
+    except (ValueError, ImportError) as err:
+        console.print(f"[red]error:[/] {escape(str(err))}")
         raise typer.Exit(code=1) from None
     for run in result.runs:
         console.print(f"run [bold]{run.name}[/]: {len(run.series)} metrics, steps {_step_range(run)}")
