@@ -263,3 +263,22 @@ def test_load_run_round_trip(tmp_path_factory, rows):
         steps, values = run.series[key]
         assert steps.tolist() == [r["step"] for r in rows if key in r]
         assert values.tolist() == [r[key] for r in rows if key in r]
+
+
+def test_cli_without_matplotlib_gives_the_pip_line_not_a_traceback(tmp_path, monkeypatch):
+    import builtins
+
+    run = tmp_path / "metrics.jsonl"
+    run.write_text('{"step": 1, "critic/score/mean": 0.5}\n{"step": 2, "critic/score/mean": 0.7}\n')
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    result = CliRunner().invoke(app, ["report", str(run), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "pip install 'rlmetrics[plot]'" in result.output
+    assert "Traceback" not in result.output
