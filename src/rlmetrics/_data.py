@@ -12,7 +12,6 @@ several reductions each tensor needs (sum, max, min, sum of squares) cost about 
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import warnings
@@ -38,8 +37,6 @@ from ._kernels import ROW_SUM_FIELDS, float_keys_to_values, token_rows_kernel
 from ._lengths import attention_split, prompt_response_lengths, response_width
 
 __all__ = ["DataStats", "compute_data_metrics", "data_statistics", "finalize_data_metrics"]
-
-logger = logging.getLogger(__name__)
 
 # Names of the statistics, by how they merge. The order is the layout of the packed vectors.
 SUM_FIELDS = (
@@ -643,18 +640,14 @@ def finalize_data_metrics(
         _undefined("response_mask is all zero: advantage, return and value metrics are NaN")
 
     m: dict[str, float] = {}
-    for prefix, name, total in (
-        ("critic/score", "score", s["score_sum"]),
-        ("critic/rewards", "reward", s["reward_sum"]),
+    for (k_mean, k_max, k_min), name, total, count in (
+        ((K.SCORE_MEAN, K.SCORE_MAX, K.SCORE_MIN), "score", s["score_sum"], n_na),
+        ((K.REWARDS_MEAN, K.REWARDS_MAX, K.REWARDS_MIN), "reward", s["reward_sum"], n_na),
+        ((K.ADV_MEAN, K.ADV_MAX, K.ADV_MIN), "adv", s["adv_sum"], n_tok),
+        ((K.RETURNS_MEAN, K.RETURNS_MAX, K.RETURNS_MIN), "ret", s["ret_sum"], n_tok),
     ):
-        m[f"{prefix}/mean"] = mean(total, n_na)
-        m[f"{prefix}/max"], m[f"{prefix}/min"] = ext(name, n_na)
-    for prefix, name, total in (
-        ("critic/advantages", "adv", s["adv_sum"]),
-        ("critic/returns", "ret", s["ret_sum"]),
-    ):
-        m[f"{prefix}/mean"] = mean(total, n_tok)
-        m[f"{prefix}/max"], m[f"{prefix}/min"] = ext(name, n_tok)
+        m[k_mean] = mean(total, count)
+        m[k_max], m[k_min] = ext(name, count)
     if use_critic:
         m[K.VALUES_MEAN] = mean(s["val_sum"], n_tok)
         m[K.VALUES_MAX], m[K.VALUES_MIN] = ext("val", n_tok)
