@@ -390,3 +390,45 @@ def test_parity_uid_shared_by_two_sources(short_bootstrap):
     uids = ["u", "u", "u", "u", "v", "u"]
     infos = {"acc": [1.0, 0.0, 0.0, 1.0, 1.0, 0.5], "pred": ["x", "y", "y", "y", "x", "z"]}
     assert_same(mu.process_validation_metrics(ds, uids, infos), process_validation_metrics(ds, uids, infos))
+
+
+@pytest.mark.parametrize(
+    ("q", "n"), [(5000, 16), (3, 16), (700, 7), (40, 24)], ids=["zeta-blocks", "ranks", "n7", "n24"]
+)
+def test_best_worst_stats_equal_unblocked(q, n):
+    """The cache-blocked best/worst statistics are bit-for-bit the unblocked ones, on both count paths."""
+    rng = np.random.default_rng(q + n)
+    vals = rng.normal(size=(q, n))
+    vals[: q // 2] = np.round(vals[: q // 2])  # ties
+    order = np.argsort(vals, axis=1, kind="stable")
+    ks = V._gen_ns(n)
+    got = V._best_worst_stats(vals, ks, 1000, 42, order)
+    for k in ks:
+        sorted_vals, best, worst = V._rank_counts(vals, k, 1000, 42, order=order)
+        want = V._weighted_mean_std(sorted_vals, best, 1000) + V._weighted_mean_std(sorted_vals, worst, 1000)
+        for g, w in zip(got[k], want, strict=True):
+            np.testing.assert_array_equal(g, w)
+    maj = rng.integers(0, 1000, (q, n))
+    blocked = np.stack(V._weighted_mean_std_blocks(vals, maj, 1000))
+    np.testing.assert_array_equal(blocked, np.stack(V._weighted_mean_std(vals, maj, 1000)))
+
+
+def test_process_validation_metrics_background_majority_padding(monkeypatch):
+    """maj@k on the background thread: same results as the numpy path with padding, None preds, sources."""
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(5)
+    ds, uids, infos = [], [], {"acc": [], "pred": [], "score": []}
+    for p, n in enumerate([16] * 300 + [8] * 20 + [3] * 5):
+        pred = [str(v) for v in rng.integers(0, 3, n)]
+        if p % 50 == 7:
+            pred[2] = None
+        ds += [f"s{p % 2}"] * n
+        uids += [f"u{p}"] * n
+        infos["acc"] += (rng.random(n) < 0.5).tolist()
+        infos["pred"] += pred
+        infos["score"] += rng.normal(size=n).tolist()
+    expected = {("s0", "u0"): 20, ("s1", "u1"): 16, ("s0", "never-seen"): 4}
+    fast = process_validation_metrics(ds, uids, infos, expected_acc_counts=expected)
+    _numpy_majority(monkeypatch)
+    slow = process_validation_metrics(ds, uids, infos, expected_acc_counts=expected)
+    assert fast == slow

@@ -21,7 +21,9 @@ indices are the same) and shared by every prompt with the same number of samples
   per-position score instead). The counts of each position winning are shared by all variables.
   With numba installed the same scores are summed per prompt over all draws by a compiled
   kernel (:mod:`rlmetrics._validation_kernels`, threads over prompts); it yields the same
-  integer counts as the numpy path (``RLMETRICS_NO_NUMBA=1`` forces the latter).
+  integer counts as the numpy path (``RLMETRICS_NO_NUMBA=1`` forces the latter). In
+  :func:`process_validation_metrics` the kernel's counts are computed on a background thread while
+  the value columns are converted and best@k/worst@k computed.
 * A variable whose kept values equal an earlier one's (verl's ``reward`` next to ``score`` or
   ``acc``) reuses its metrics.
 
@@ -35,7 +37,9 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -57,6 +61,8 @@ _BLOCK = 1 << 22
 _ZETA_MAX_N = 20
 # Scores per block in the majority kernel (small enough to stay in cache).
 _MAJ_BLOCK = 1 << 18
+# Elements per block in the best/worst statistics (temporaries stay in cache).
+_CACHE_BLOCK = 1 << 15
 
 
 # ----------------------------------------------------------------------------- bootstrap draws
@@ -126,6 +132,23 @@ def _subset_table(n_data: int, subset_size: int, n_bootstrap: int, seed: int) ->
     return table
 
 
+def _use_zeta(n: int, subset_size: int, n_bootstrap: int, q: int) -> bool:
+    """Whether best/worst counts come from the subset-sum table (else from the drawn ranks)."""
+    zeta_cost = n * (1 << n) if n <= _ZETA_MAX_N else math.inf
+    return zeta_cost <= 8 * n_bootstrap * subset_size * q  # table adds are ~8x cheaper than gathers
+
+
+def _zeta_prep(order: np.ndarray, prep: dict[str, np.ndarray]) -> None:
+    """Bit sets of each row's sorted prefixes (``prep['prefix']``) and their complements."""
+    if "prefix" not in prep:
+        q, n = order.shape
+        bits = np.left_shift(np.int64(1), order.astype(np.int64))
+        prefix = np.zeros((q, n + 1), dtype=np.int64)
+        np.cumsum(bits, axis=1, out=prefix[:, 1:])
+        prep["prefix"] = prefix
+        prep["complement"] = ((1 << n) - 1) ^ prefix
+
+
 def _rank_counts(
     values: np.ndarray,
     subset_size: int,
@@ -157,15 +180,9 @@ def _rank_counts(
     if "sorted" not in prep:
         prep["sorted"] = np.take_along_axis(values, order, axis=1)
     sorted_vals = prep["sorted"]
-    zeta_cost = n * (1 << n) if n <= _ZETA_MAX_N else math.inf
-    if zeta_cost <= 8 * n_bootstrap * subset_size * q:  # table adds are ~8x cheaper than gathers
+    if _use_zeta(n, subset_size, n_bootstrap, q):
         table = _subset_table(n, subset_size, n_bootstrap, seed)
-        if "prefix" not in prep:
-            bits = np.left_shift(np.int64(1), order.astype(np.int64))
-            prefix = np.zeros((q, n + 1), dtype=np.int64)
-            np.cumsum(bits, axis=1, out=prefix[:, 1:])
-            prep["prefix"] = prefix
-            prep["complement"] = ((1 << n) - 1) ^ prefix
+        _zeta_prep(order, prep)
         prefix = prep["prefix"]
         inside = table[prefix]  # rows whose max rank is < r, for r = 0..n
         best = np.diff(inside, axis=1)
@@ -207,6 +224,65 @@ def _weighted_mean_std(
     return mean, np.sqrt(var)
 
 
+def _best_worst_stats(
+    values: np.ndarray, ks: Sequence[int], n_bootstrap: int, seed: int, order: np.ndarray
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per ``k``: bootstrap best@k mean/std and worst@k mean/std of every row of ``values``.
+
+    The same numbers as :func:`_rank_counts` then :func:`_weighted_mean_std` (row by row), but on
+    the subset-sum path it runs over blocks of rows small enough for every temporary to stay in
+    cache, all ``k`` per block.
+    """
+    q, n = values.shape
+    prep: dict[str, np.ndarray] = {}
+    out: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    zeta_ks = []
+    for k in ks:
+        if _use_zeta(n, k, n_bootstrap, q):
+            zeta_ks.append(k)
+            continue
+        sorted_vals, best, worst = _rank_counts(values, k, n_bootstrap, seed, order=order, prep=prep)
+        out[k] = _weighted_mean_std(sorted_vals, best, n_bootstrap) + _weighted_mean_std(
+            sorted_vals, worst, n_bootstrap
+        )
+    if not zeta_ks:
+        return out
+    if "sorted" not in prep:
+        prep["sorted"] = np.take_along_axis(values, order, axis=1)
+    _zeta_prep(order, prep)
+    sorted_all, prefix, complement = prep["sorted"], prep["prefix"], prep["complement"]
+    tables = [_subset_table(n, k, n_bootstrap, seed) for k in zeta_ks]
+    stats = {k: np.empty((4, q)) for k in zeta_ks}
+    step = max(1, _CACHE_BLOCK // (n + 1))
+    for lo in range(0, q, step):
+        hi = min(q, lo + step)
+        sv, pre, com = sorted_all[lo:hi], prefix[lo:hi], complement[lo:hi]
+        for k, table in zip(zeta_ks, tables):
+            st = stats[k]
+            best = np.diff(table[pre], axis=1)  # draws whose max rank is r
+            worst = -np.diff(table[com], axis=1)  # draws whose min rank is r
+            st[0, lo:hi], st[1, lo:hi] = _weighted_mean_std(sv, best, n_bootstrap)
+            st[2, lo:hi], st[3, lo:hi] = _weighted_mean_std(sv, worst, n_bootstrap)
+    for k in zeta_ks:
+        st = stats[k]
+        out[k] = (st[0], st[1], st[2], st[3])
+    return out
+
+
+def _weighted_mean_std_blocks(
+    vals: np.ndarray, counts: np.ndarray, total: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_weighted_mean_std` over blocks of rows (same numbers; temporaries stay in cache)."""
+    q, n = vals.shape
+    mean, std = np.empty(q), np.empty(q)
+    step = max(1, _CACHE_BLOCK // max(n, 1))
+    for lo in range(0, q, step):
+        mean[lo : lo + step], std[lo : lo + step] = _weighted_mean_std(
+            vals[lo : lo + step], counts[lo : lo + step], total
+        )
+    return mean, std
+
+
 def _local_codes(codes: np.ndarray) -> np.ndarray:
     """Per row, replace each code by the position of its first occurrence in the row."""
     q, n = codes.shape
@@ -233,6 +309,7 @@ def _majority_counts(
     n_bootstrap: int,
     seed: int,
     unique: tuple[np.ndarray, np.ndarray] | None = None,
+    scratch: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """How many bootstrap draws give each position as verl's majority-vote pick.
 
@@ -242,6 +319,8 @@ def _majority_counts(
         Per prompt, each position's prediction coded as the position of its first occurrence.
     unique : (patterns, inverse), optional
         ``_unique_rows(local)`` if already known.
+    scratch : dict, optional
+        Layout of those patterns kept across calls with other ``subset_size`` (numba path).
 
     Returns
     -------
@@ -258,11 +337,10 @@ def _majority_counts(
         return out
     patterns, inverse = _unique_rows(local) if unique is None else unique
     if subset_size <= 47:
-        counts_pat = _majority_counts_bits(patterns, subset_size, n_bootstrap, seed)
+        counts_pat = _majority_counts_bits(patterns, subset_size, n_bootstrap, seed, scratch)
     else:
         counts_pat = _majority_counts_positions(patterns, subset_size, n_bootstrap, seed)
-    out[:] = counts_pat[inverse]
-    return out
+    return counts_pat[inverse].astype(np.int64, copy=False)
 
 
 def _draw_tables(n: int, k: int, n_bootstrap: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -307,7 +385,9 @@ def _majority_kernel() -> Any | None:
     return _kernels.majority_kernel()
 
 
-def _majority_counts_bits(patterns: np.ndarray, k: int, n_bootstrap: int, seed: int) -> np.ndarray:
+def _majority_counts_bits(
+    patterns: np.ndarray, k: int, n_bootstrap: int, seed: int, scratch: dict[str, Any] | None = None
+) -> np.ndarray:
     """Majority picks for ``k <= 47``: one product scores every (draw, prediction) exactly.
 
     ``score = count * 2**k + sum over drawn members of 2**(k - 1 - first_slot)``: the first-slot
@@ -324,7 +404,7 @@ def _majority_counts_bits(patterns: np.ndarray, k: int, n_bootstrap: int, seed: 
     kernel = _majority_kernel()
     if kernel is not None:
         w_rows = weight if weighted else np.ones(idx.shape[0], dtype=np.int64)
-        return _kernels.majority_counts_tables(kernel, patterns, k, idx, mult, first, w_rows)
+        return _kernels.majority_counts_tables(kernel, patterns, k, idx, mult, first, w_rows, scratch)
     n_rows = idx.shape[0]
     dtype = np.float32 if k <= 19 else np.float64
     int_t = np.int32 if k <= 19 else np.int64
@@ -580,11 +660,16 @@ def _factorize(items: Any, n: int, what: str) -> tuple[np.ndarray, dict[Any, int
     return codes, dict(zip(first_seen, range(len(first_seen))))
 
 
-def _factorize_prompts(sources: list[Any], uids: list[Any], n: int) -> tuple[np.ndarray, dict[Any, int]]:
-    """Prompt codes of the ``(source, uid)`` pairs in order of first appearance, and pair -> code.
+def _factorize_prompts(
+    sources: list[Any], uids: list[Any], n: int
+) -> tuple[np.ndarray, np.ndarray, list[Any], Callable[[], list[tuple[Any, Any]]]]:
+    """Prompt codes of the ``(source, uid)`` pairs in order of first appearance.
 
-    When every uid belongs to one source (the usual case) the pairs are numbered like the uids,
-    which are factorised alone (no tuple per sample); otherwise the pairs are factorised.
+    Returns the per-sample prompt codes, each prompt's source code (sources numbered in order of
+    first appearance), the sources, and a function listing every prompt's ``(source, uid)`` key
+    (built only when needed). When every uid belongs to one source (the usual case) the pairs are
+    numbered like the uids, which are factorised alone (no tuple per sample or prompt); otherwise
+    the pairs are factorised.
     """
     what = "data_sources and sample_uids"
     uid_codes, uid_of = _factorize(uids, n, what)
@@ -600,9 +685,16 @@ def _factorize_prompts(sources: list[Any], uids: list[Any], n: int) -> tuple[np.
     src_of_uid[uid_codes] = src_codes
     if np.array_equal(src_of_uid[uid_codes], src_codes):
         src_items = list(src_code_of)
-        keys = [(src_items[c], uid) for c, uid in zip(src_of_uid.tolist(), uid_of)]
-        return uid_codes, dict(zip(keys, range(len(keys))))
-    return _factorize(zip(sources, uids), n, what)
+
+        def uid_keys() -> list[tuple[Any, Any]]:
+            return list(zip([src_items[c] for c in src_of_uid.tolist()], uid_of))
+
+        return uid_codes, src_of_uid, src_items, uid_keys
+    codes, pair_of = _factorize(zip(sources, uids), n, what)
+    keys = list(pair_of)
+    src_index: dict[Any, int] = {}
+    prompt_src = np.asarray([src_index.setdefault(k[0], len(src_index)) for k in keys], dtype=np.int64)
+    return codes, prompt_src, list(src_index), lambda: keys
 
 
 # ----------------------------------------------------------------------------- columns
@@ -643,7 +735,9 @@ class _Column:
                 self._items = list(col)
             return
         items = col.tolist() if isinstance(col, np.ndarray) else col if isinstance(col, list) else list(col)
-        types = set(map(type, items))
+        # one type throughout (the usual case) is checked by identity, cheaper than a set of types
+        first_type = type(items[0]) if items else float
+        types = {first_type} if operator.countOf(map(type, items), first_type) == n else set(map(type, items))
         plain = {bool, int, float}
         if types <= plain:
             self.values = np.asarray(items, dtype=np.float64) if items else np.zeros(0)
@@ -709,6 +803,8 @@ def _as_list(x: Any, name: str) -> list[Any]:
         raise TypeError(f"{name} must be a sequence with one entry per sample; got {type(x).__name__}")
     if hasattr(x, "detach") and hasattr(x, "cpu"):
         x = x.detach().cpu().numpy()
+    if type(x) is list:  # no copy: a fresh million-item list costs a copy and cyclic-GC traversals
+        return x
     return x.tolist() if isinstance(x, np.ndarray) else list(x)
 
 
@@ -771,29 +867,47 @@ def process_validation_metrics(
     seed = int(seed)
 
     # 1. prompts, in order of first appearance (verl's nested defaultdict order).
-    pid, prompt_of = _factorize_prompts(sources, uids, n)
-    keys = list(prompt_of)
-    n_observed = len(keys)
-    columns = {name: _Column(col, name, n) for name, col in infos_dict.items()}
+    pid, src_of, src_names, prompt_keys = _factorize_prompts(sources, uids, n)
+    n_observed = src_of.shape[0]
 
     # 2. sample order grouped by prompt (stable), sizes per prompt.
     order = np.argsort(pid, kind="stable")
     sizes = np.bincount(pid, minlength=n_observed)
 
+    # The maj@k counts depend only on the predictions: with the numba kernel (threads, no GIL) they
+    # are computed on a background thread while the columns below are converted.
+    early_pred: tuple[np.ndarray, np.ndarray] | None = None
+    maj_future: Future[dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]] | None = None
+    if "pred" in infos_dict and _majority_kernel() is not None:
+        try:
+            early_pred = _pred_codes(infos_dict["pred"], pid, order, n, n_observed)
+        except (TypeError, ValueError):
+            early_pred = None  # raised again below, after the checks verl's order puts first
+        if early_pred is not None:
+            maj_future = _kernels.background().submit(
+                _all_majority_counts, early_pred[0], early_pred[1], sizes, seed
+            )
+    columns = {name: _Column(col, name, n) for name, col in infos_dict.items()}
+
     # Ragged variables: (prompt ids, float64 values, float32 values or None) in verl's list order.
     ragged: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]] = {}
     skipped_first_str: dict[str, np.ndarray] = {}
+    pid_sorted = pid[order]  # ascending
     for name, col in columns.items():
-        keep = ~col.is_none[order]
-        e_pid = pid[order][keep]
-        e_idx = order[keep]
+        if col.is_none.any():
+            keep = ~col.is_none[order]
+            e_pid, e_idx = pid_sorted[keep], order[keep]
+        else:  # shared, never written to
+            e_pid, e_idx = pid_sorted, order
         e_str = col.is_str[e_idx]
         if e_str.any():
             # verl skips a prompt's variable when its first kept value is a string.
             first = np.ones(e_pid.shape[0], dtype=bool)
             first[1:] = e_pid[1:] != e_pid[:-1]
-            str_first_prompts = np.unique(e_pid[first & e_str])
-            skip = np.isin(e_pid, str_first_prompts)
+            str_first_prompts = e_pid[first & e_str]  # sorted and distinct (e_pid ascending)
+            skipped = np.zeros(n_observed, dtype=bool)
+            skipped[str_first_prompts] = True
+            skip = skipped[e_pid]
             if (e_str & ~skip).any():
                 bad = int(e_idx[e_str & ~skip][0])
                 raise TypeError(
@@ -808,8 +922,11 @@ def process_validation_metrics(
     # 3. expected_acc_counts: verl's padding of failed sessions.
     var_names = list(columns)
     narrow_off: set[int] = set()  # prompts whose padded acc list verl averages in float64
+    n_prompts = n_observed
     if expected_acc_counts and "acc" in columns:
         acc_col = columns["acc"]
+        keys = prompt_keys()
+        prompt_of = dict(zip(keys, range(len(keys))))
         src_of_prompt = [k[0] for k in keys]
         has_acc = np.zeros(n_observed, dtype=bool)
         has_acc[pid[~acc_col.is_none]] = True
@@ -858,51 +975,45 @@ def process_validation_metrics(
                 all_nar,
                 np.concatenate([e_idx, np.full(add_pid.shape[0], -1)])[srt],
             )
-    n_prompts = len(keys)
+        if len(keys) > n_observed:  # listed prompts never seen: their sources are known ones
+            src_code = {src: i for i, src in enumerate(src_names)}
+            added = [src_code[k[0]] for k in keys[n_observed:]]
+            src_of = np.concatenate([src_of, np.asarray(added, dtype=np.int64)])
+        n_prompts = len(keys)
     sizes = np.concatenate([sizes, np.zeros(n_prompts - n_observed, dtype=np.int64)])
 
     # 4. predictions: per prompt, valid when present with no None.
     pred_codes_sorted: np.ndarray | None = None
     pred_ok = np.zeros(n_prompts, dtype=bool)
     if "pred" in infos_dict:
-        pred_items = _as_list(infos_dict["pred"], "infos_dict['pred']")
-        if len(pred_items) != n:
-            raise ValueError(
-                f"infos_dict['pred'] must have one value per sample ({n}); got {len(pred_items)}"
-            )
-        codes, code_of = _factorize(pred_items, n, "infos_dict['pred']")
-        if None in code_of:
-            codes[codes == code_of[None]] = -1
-        has_none = np.bincount(pid[codes < 0], minlength=n_prompts) > 0
-        pred_ok[:n_observed] = ~has_none[:n_observed]
-        pred_codes_sorted = codes[order]
-    starts = np.zeros(n_prompts + 1, dtype=np.int64)
-    np.cumsum(sizes, out=starts[1:])
+        if early_pred is None:
+            early_pred = _pred_codes(infos_dict["pred"], pid, order, n, n_observed)
+        pred_codes_sorted = early_pred[0]
+        pred_ok[:n_observed] = early_pred[1]
 
     maj_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-    layout_cache: dict[int, tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]] = {}
+    layout_cache: dict[int, _MajLayout] = {}
 
     def maj_counts_for(n_resps: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(prompt ids with valid preds and n_resps samples, their (P, n) majority counts)."""
+        nonlocal maj_future
+        if maj_future is not None:
+            maj_cache.update(maj_future.result())
+            maj_future = None
         key = (n_resps, k)
         if key not in maj_cache:
+            assert pred_codes_sorted is not None
             if n_resps not in layout_cache:
-                prompts = np.flatnonzero(pred_ok & (sizes == n_resps))
-                assert pred_codes_sorted is not None
-                code_rows = pred_codes_sorted[starts[prompts][:, None] + np.arange(n_resps)[None, :]]
-                local = _local_codes(code_rows)
-                layout_cache[n_resps] = (prompts, local, _unique_rows(local))
-            prompts, local, unique = layout_cache[n_resps]
-            maj_cache[key] = (prompts, _majority_counts(local, k, _N_BOOTSTRAP, seed, unique=unique))
+                layout_cache[n_resps] = _maj_layout(pred_codes_sorted, pred_ok[:n_observed], sizes, n_resps)
+            maj_cache[key] = _maj_counts_layout(layout_cache[n_resps], k, seed)
         return maj_cache[key]
 
     # 5. per variable: per-prompt metrics, grouped by number of values.
-    src_index: dict[Any, int] = {}
-    src_of = np.asarray([src_index.setdefault(k[0], len(src_index)) for k in keys], dtype=np.int64)
-    src_names = list(src_index)
     # per (var): metric name -> (prompt ids, values)
     per_var: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {}
     per_var_cfg: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    # (metrics of a variable, number of samples, k, prompts, values): maj@k, filled in last
+    maj_todo: list[tuple[dict[str, Any], int, int, np.ndarray, np.ndarray]] = []
     done: list[str] = []  # variables computed so far (a copy of one reuses its metrics)
     for name in var_names:
         e_pid, e_val, e_nar, e_idx = ragged[name]
@@ -935,27 +1046,27 @@ def process_validation_metrics(
             metrics.setdefault(f"std@{n_resps}", []).append((prompts, stds))
             pred_rows = has_pred[prompts]
             order = np.argsort(vals, axis=1, kind="stable")
-            prep: dict[str, np.ndarray] = {}
             if pred_rows.any():
                 maj_sel = prompts[pred_rows]
                 maj_vals = vals[pred_rows]  # in sample order, as the majority counts
+            bw_stats = _best_worst_stats(vals, _gen_ns(n_resps), _N_BOOTSTRAP, seed, order)
             for k in _gen_ns(n_resps):
-                sorted_vals, best, worst = _rank_counts(vals, k, _N_BOOTSTRAP, seed, order=order, prep=prep)
-                bm, bs = _weighted_mean_std(sorted_vals, best, _N_BOOTSTRAP)
-                wm, ws = _weighted_mean_std(sorted_vals, worst, _N_BOOTSTRAP)
+                bm, bs, wm, ws = bw_stats[k]
                 metrics.setdefault(f"best@{k}/mean", []).append((prompts, bm))
                 metrics.setdefault(f"best@{k}/std", []).append((prompts, bs))
                 metrics.setdefault(f"worst@{k}/mean", []).append((prompts, wm))
                 metrics.setdefault(f"worst@{k}/std", []).append((prompts, ws))
-                if pred_rows.any():
-                    maj_prompts, maj_counts = maj_counts_for(n_resps, k)
-                    if maj_prompts.shape != maj_sel.shape or not np.array_equal(maj_prompts, maj_sel):
-                        maj_counts = maj_counts[np.searchsorted(maj_prompts, maj_sel)]
-                    mm, ms = _weighted_mean_std(maj_vals, maj_counts, _N_BOOTSTRAP)
-                    metrics.setdefault(f"maj@{k}/mean", []).append((maj_sel, mm))
-                    metrics.setdefault(f"maj@{k}/std", []).append((maj_sel, ms))
+                if pred_rows.any():  # after every variable's best/worst: maj@k may still be running
+                    maj_todo.append((metrics, n_resps, k, maj_sel, maj_vals))
         per_var[name] = metrics
         per_var_cfg[name] = (active, count[active], has_pred[active])
+    for metrics, n_resps, k, maj_sel, maj_vals in maj_todo:  # same order of parts per metric
+        maj_prompts, maj_counts = maj_counts_for(n_resps, k)
+        if maj_prompts.shape != maj_sel.shape or not np.array_equal(maj_prompts, maj_sel):
+            maj_counts = maj_counts[np.searchsorted(maj_prompts, maj_sel)]
+        mm, ms = _weighted_mean_std_blocks(maj_vals, maj_counts, _N_BOOTSTRAP)
+        metrics.setdefault(f"maj@{k}/mean", []).append((maj_sel, mm))
+        metrics.setdefault(f"maj@{k}/std", []).append((maj_sel, ms))
 
     # 6. average over prompts, per source, in verl's key order.
     result: dict[str, dict[str, dict[str, float]]] = {}
@@ -991,6 +1102,55 @@ def process_validation_metrics(
     return result
 
 
+def _pred_codes(
+    pred: Any, pid: np.ndarray, order: np.ndarray, n: int, n_observed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Prediction codes in grouped sample order (-1: None) and, per prompt, whether it has no None."""
+    pred_items = _as_list(pred, "infos_dict['pred']")
+    if len(pred_items) != n:
+        raise ValueError(f"infos_dict['pred'] must have one value per sample ({n}); got {len(pred_items)}")
+    codes, code_of = _factorize(pred_items, n, "infos_dict['pred']")
+    if None in code_of:
+        codes[codes == code_of[None]] = -1
+    has_none = np.bincount(pid[codes < 0], minlength=n_observed) > 0
+    return codes[order], ~has_none[:n_observed]
+
+
+# prompts, local codes, their distinct rows and inverse, kernel scratch
+_MajLayout = tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], dict[str, Any]]
+
+
+def _maj_layout(
+    codes_sorted: np.ndarray, pred_ok: np.ndarray, sizes: np.ndarray, n_resps: int
+) -> _MajLayout:
+    """The prompts with valid predictions and ``n_resps`` samples, and their prediction patterns."""
+    prompts = np.flatnonzero(pred_ok & (sizes[: pred_ok.shape[0]] == n_resps))
+    starts = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
+    np.cumsum(sizes, out=starts[1:])
+    code_rows = codes_sorted[starts[prompts][:, None] + np.arange(n_resps)[None, :]]
+    local = _local_codes(code_rows)
+    return prompts, local, _unique_rows(local), {}
+
+
+def _maj_counts_layout(layout: _MajLayout, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    prompts, local, unique, scratch = layout
+    return prompts, _majority_counts(local, k, _N_BOOTSTRAP, seed, unique=unique, scratch=scratch)
+
+
+def _all_majority_counts(
+    codes_sorted: np.ndarray, pred_ok: np.ndarray, sizes: np.ndarray, seed: int
+) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+    """Majority counts of every (number of samples, k) the prompts with valid predictions need."""
+    out: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for n_resps in np.unique(sizes[pred_ok]).tolist():
+        if n_resps <= 1:
+            continue
+        layout = _maj_layout(codes_sorted, pred_ok, sizes, n_resps)
+        for k in _gen_ns(n_resps):
+            out[(n_resps, k)] = _maj_counts_layout(layout, k, seed)
+    return out
+
+
 def _same_variable(
     name: str,
     done: list[str],
@@ -1007,7 +1167,10 @@ def _same_variable(
         o_col = columns.get(other)
         if o_nar is not None or o_col is None or o_col.exotic or o_pid.shape != e_pid.shape:
             continue
-        if np.array_equal(o_pid, e_pid) and np.array_equal(o_val, e_val, equal_nan=True):
+        if (o_pid is e_pid or np.array_equal(o_pid, e_pid)) and (
+            np.array_equal(o_val, e_val)  # one pass; NaNs (never equal) need the slower check
+            or (bool(np.isnan(e_val).any()) and np.array_equal(o_val, e_val, equal_nan=True))
+        ):
             return other
     return None
 

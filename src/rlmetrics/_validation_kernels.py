@@ -31,6 +31,7 @@ _PROMPT_BLOCK = 512
 _THREAD_MIN_WORK = 1 << 22
 _MAX_THREADS = 8
 _EXECUTOR: ThreadPoolExecutor | None = None
+_BACKGROUND: ThreadPoolExecutor | None = None
 
 
 @cache
@@ -119,6 +120,14 @@ def _executor() -> ThreadPoolExecutor:
     return _EXECUTOR
 
 
+def background() -> ThreadPoolExecutor:
+    """One thread for work that overlaps the caller's (its kernels use the pool of :func:`_run`)."""
+    global _BACKGROUND
+    if _BACKGROUND is None:
+        _BACKGROUND = ThreadPoolExecutor(max_workers=1)
+    return _BACKGROUND
+
+
 def _run(kernel: Any, dense: np.ndarray, rest: tuple[Any, ...], out: np.ndarray) -> None:
     """The kernel over all rows of ``dense``, split across threads when the work is large."""
     n_pat = dense.shape[0]
@@ -147,6 +156,7 @@ def majority_counts_tables(
     mult: np.ndarray,
     first: np.ndarray,
     weights: np.ndarray,
+    scratch: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """Majority-pick counts ``(n_patterns, n)`` for ``3 <= k <= 47`` with the compiled kernel.
 
@@ -160,30 +170,39 @@ def majority_counts_tables(
         Draws, multiplicity of each position per draw, first slot of each position (k if absent).
     weights : (R,) int64
         Number of bootstrap draws each row stands for.
+    scratch : dict, optional
+        Reused across calls on the same ``patterns`` (other ``k``): keeps their ``k``-free layout.
     """
     n_pat, n = patterns.shape
     weights = np.ascontiguousarray(weights, dtype=np.int64)
     out = np.zeros((n_pat, n), dtype=np.int64)
-    is_code = patterns == np.arange(n)[None, :]
-    n_codes = is_code.sum(axis=1)
-    # A single prediction always wins, at the first slot.
-    single = n_codes == 1
+    scratch = {} if scratch is None else scratch
+    if "dense" not in scratch:
+        is_code = patterns == np.arange(n)[None, :]
+        n_codes = is_code.sum(axis=1)
+        single = n_codes == 1  # a single prediction always wins, at the first slot
+        rows = np.flatnonzero(~single)
+        # dense[p, j]: rank of position j's prediction among the pattern's predictions
+        dense = np.take_along_axis(np.cumsum(is_code[rows], axis=1) - 1, patterns[rows], axis=1)
+        scratch["single"] = single
+        scratch["rows"] = rows
+        scratch["n_codes"] = n_codes[rows].astype(np.int64)
+        scratch["dense"] = np.ascontiguousarray(dense, dtype=np.int32)
+    single, rows = scratch["single"], scratch["rows"]
     if single.any():
         out[single] = np.bincount(idx[:, 0], weights=weights, minlength=n).astype(np.int64)[None, :]
-    if single.all():
+    if rows.shape[0] == 0:
         return out
-    rows = np.flatnonzero(~single)
-    pats = patterns[rows]
-    # dense[p, j]: rank of position j's prediction among the pattern's predictions
-    dense = np.take_along_axis(np.cumsum(is_code[rows], axis=1) - 1, pats, axis=1).astype(np.int32)
     # score of position j in draw r: multiplicity * 2**k + 2**(k - 1 - first slot) if drawn
     drawn = first < k
     bits = np.where(drawn, np.left_shift(np.int64(1), np.where(drawn, k - 1 - first, 0)), 0)
-    score_t = np.int32 if (k + 1) << k < (1 << 31) else np.int64
+    # narrowest integer type holding any prediction's score sum, (k + 1) * 2**k - 1: more SIMD lanes
+    bound = (k + 1) << k
+    score_t = next(t for t in (np.int8, np.int16, np.int32, np.int64) if bound <= np.iinfo(t).max)
     scores = np.ascontiguousarray((mult.astype(np.int64) * (1 << k) + bits).T, dtype=score_t)
     slot_pos = np.ascontiguousarray(idx, dtype=np.uint8 if n <= 256 else np.int32)
-    rest = (n_codes[rows].astype(np.int64), scores, slot_pos, weights, k)
+    rest = (scratch["n_codes"], scores, slot_pos, weights, k)
     got = np.zeros((rows.shape[0], n), dtype=np.int64)
-    _run(kernel, np.ascontiguousarray(dense), rest, got)
+    _run(kernel, scratch["dense"], rest, got)
     out[rows] = got
     return out
