@@ -13,9 +13,7 @@ several reductions each tensor needs (sum, max, min, sum of squares) cost about 
 from __future__ import annotations
 
 import math
-import os
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +33,7 @@ from ._array import (
 from ._batch import BatchView, as_batch
 from ._kernels import ROW_SUM_FIELDS, float_keys_to_values, token_rows_kernel
 from ._lengths import attention_split, prompt_response_lengths, response_width
+from ._threads import N_THREADS, pool
 
 __all__ = ["DataStats", "compute_data_metrics", "data_statistics", "finalize_data_metrics"]
 
@@ -115,8 +114,6 @@ class DataStats:
 # Elements per block when scanning token tensors on the CPU: a float32 block of each tensor and
 # its temporaries stay in L2, and blocks are spread over a few threads (numpy releases the GIL).
 _BLOCK_ELEMENTS = 1 << 18
-_MAX_THREADS = 8
-_EXECUTOR: ThreadPoolExecutor | None = None
 
 # Layout of one block's token statistics.
 _TOKEN_SUMS = (
@@ -132,12 +129,6 @@ _TOKEN_SUMS = (
 )
 _TOKEN_EXTREMES = ("adv", "ret", "val")
 
-
-def _executor() -> ThreadPoolExecutor:
-    global _EXECUTOR
-    if _EXECUTOR is None:
-        _EXECUTOR = ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, _MAX_THREADS)))
-    return _EXECUTOR
 
 
 def _centred(xp: Any, masked: Any, mask_f: Any, total: Any, n: Any, shift: Any) -> tuple[Any, Any]:
@@ -260,12 +251,12 @@ def _token_stats_host(
 
     starts = range(0, n_rows, step)
     exact = False
-    parts = [run(0)] if len(starts) == 1 else list(_executor().map(run, starts))
+    parts = [run(0)] if len(starts) == 1 else list(pool().map(run, starts))
     sums, maxes, mins = _merge_token_blocks(parts)
     if not all(map(math.isfinite, [*sums, *maxes[: len(tensors)], *mins[: len(tensors)]])) and sums[0] > 0:
         # inf/NaN somewhere: the multiply/blend pass is not exact there; select with where instead.
         exact = True
-        parts = [run(0)] if len(starts) == 1 else list(_executor().map(run, starts))
+        parts = [run(0)] if len(starts) == 1 else list(pool().map(run, starts))
         sums, maxes, mins = _merge_token_blocks(parts)
     return [*sums, 0.0], maxes, mins
 
@@ -276,9 +267,9 @@ def _rows_in_parallel(fn: Any, shape: tuple[int, ...]) -> Any:
     per_block = max(1, (4 * _BLOCK_ELEMENTS) // max(width, 1))
     if n_rows <= per_block:
         return fn(slice(0, n_rows))
-    n_blocks = min(_executor()._max_workers, -(-n_rows // per_block))
+    n_blocks = min(N_THREADS, -(-n_rows // per_block))
     step = -(-n_rows // n_blocks)
-    parts = list(_executor().map(fn, [slice(start, start + step) for start in range(0, n_rows, step)]))
+    parts = list(pool().map(fn, [slice(start, start + step) for start in range(0, n_rows, step)]))
     if isinstance(parts[0], tuple):
         return tuple(np.concatenate(p) for p in zip(*parts))
     return np.concatenate(parts)

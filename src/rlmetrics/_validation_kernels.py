@@ -17,21 +17,19 @@ from __future__ import annotations
 
 import itertools
 import os
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from typing import Any
 
 import numpy as np
 
-__all__ = ["majority_counts_tables", "majority_kernel"]
+from ._threads import N_THREADS, background, pool
+
+__all__ = ["background", "majority_counts_tables", "majority_kernel"]
 
 # Fewest patterns per thread.
 _PROMPT_BLOCK = 512
 # Fewer (pattern x draw) pairs than this run on the calling thread.
 _THREAD_MIN_WORK = 1 << 22
-_MAX_THREADS = 8
-_EXECUTOR: ThreadPoolExecutor | None = None
-_BACKGROUND: ThreadPoolExecutor | None = None
 
 
 @cache
@@ -113,26 +111,11 @@ def majority_kernel() -> Any | None:
     return _compiled()
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _EXECUTOR
-    if _EXECUTOR is None:
-        _EXECUTOR = ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, _MAX_THREADS)))
-    return _EXECUTOR
-
-
-def background() -> ThreadPoolExecutor:
-    """One thread for work that overlaps the caller's (its kernels use the pool of :func:`_run`)."""
-    global _BACKGROUND
-    if _BACKGROUND is None:
-        _BACKGROUND = ThreadPoolExecutor(max_workers=1)
-    return _BACKGROUND
-
-
 def _run(kernel: Any, dense: np.ndarray, rest: tuple[Any, ...], out: np.ndarray) -> None:
     """The kernel over all rows of ``dense``, split across threads when the work is large."""
     n_pat = dense.shape[0]
     work = n_pat * rest[1].shape[1]
-    n_threads = max(1, min(os.cpu_count() or 1, _MAX_THREADS))
+    n_threads = N_THREADS
     if work < _THREAD_MIN_WORK or n_threads == 1 or n_pat < 2 * _PROMPT_BLOCK:
         kernel(dense, *rest, 0, n_pat, out)
         return
@@ -143,7 +126,7 @@ def _run(kernel: Any, dense: np.ndarray, rest: tuple[Any, ...], out: np.ndarray)
     def part(lo: int, hi: int) -> None:
         kernel(dense, *rest, lo, hi, out)
 
-    futures = [_executor().submit(part, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+    futures = [pool().submit(part, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
     for f in futures:
         f.result()
 
