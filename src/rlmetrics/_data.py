@@ -33,7 +33,7 @@ from ._array import (
 from ._batch import BatchView, as_batch
 from ._kernels import ROW_SUM_FIELDS, float_keys_to_values, token_rows_kernel
 from ._lengths import attention_split, prompt_response_lengths, response_width
-from ._threads import N_THREADS, pool
+from ._threads import map_row_blocks, pool
 
 __all__ = ["DataStats", "compute_data_metrics", "data_statistics", "finalize_data_metrics"]
 
@@ -261,20 +261,6 @@ def _token_stats_host(
     return [*sums, 0.0], maxes, mins
 
 
-def _rows_in_parallel(fn: Any, shape: tuple[int, ...]) -> Any:
-    """Apply a per-row kernel to row blocks on the thread pool; stack its output(s) in order."""
-    n_rows, width = shape
-    per_block = max(1, (4 * _BLOCK_ELEMENTS) // max(width, 1))
-    if n_rows <= per_block:
-        return fn(slice(0, n_rows))
-    n_blocks = min(N_THREADS, -(-n_rows // per_block))
-    step = -(-n_rows // n_blocks)
-    parts = list(pool().map(fn, [slice(start, start + step) for start in range(0, n_rows, step)]))
-    if isinstance(parts[0], tuple):
-        return tuple(np.concatenate(p) for p in zip(*parts))
-    return np.concatenate(parts)
-
-
 def _token_stats_fused(
     kernel: Any,
     tensors: list[np.ndarray],
@@ -302,7 +288,7 @@ def _token_stats_fused(
     n_rows = mask.shape[0]
     nothing = np.zeros((n_rows, 0), dtype=np.float32)
     scores, rewards, attention, split = extras if extras is not None else (nothing, nothing, nothing, 0)
-    sums, keys, seq = _rows_in_parallel(
+    sums, keys, seq = map_row_blocks(
         lambda sl: kernel(
             adv[sl],
             ret[sl],

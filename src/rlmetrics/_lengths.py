@@ -9,6 +9,7 @@ import numpy as np
 from ._array import array_namespace, as_float, describe, mask_and_invalid_count, raise_invalid_mask
 from ._batch import BatchView
 from ._kernels import attention_lengths_kernel
+from ._threads import map_row_blocks
 
 __all__ = ["attention_split", "prompt_response_lengths", "response_width"]
 
@@ -43,9 +44,7 @@ def prompt_response_lengths(view: BatchView) -> tuple[Any, Any, Any]:
     xp = array_namespace(attention)
     kernel = attention_lengths_kernel() if isinstance(attention, np.ndarray) else None
     if kernel is not None and attention.dtype.kind in "biuf":
-        from ._data import _rows_in_parallel
-
-        rows = _rows_in_parallel(lambda sl: kernel(attention[sl], split), attention.shape)
+        rows = map_row_blocks(lambda sl: kernel(attention[sl], split), attention.shape)
         if rows[:, 2].any():
             raise_invalid_mask(attention, f"{view.arg}['attention_mask']")
         return rows[:, 0].astype(np.float32), rows[:, 1].astype(np.float32), None

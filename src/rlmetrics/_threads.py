@@ -9,9 +9,13 @@ that overlaps the caller's.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-__all__ = ["N_THREADS", "background", "pool"]
+import numpy as np
+
+__all__ = ["N_THREADS", "background", "map_row_blocks", "pool"]
 
 #: Worker threads of :func:`pool`: the CPU count, at most 8.
 N_THREADS = max(1, min(os.cpu_count() or 1, 8))
@@ -34,3 +38,25 @@ def background() -> ThreadPoolExecutor:
     if _BACKGROUND is None:
         _BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlmetrics-bg")
     return _BACKGROUND
+
+
+#: Elements (rows x columns) below which a per-row kernel runs on the calling thread.
+ROW_BLOCK_ELEMENTS = 1 << 20
+
+
+def map_row_blocks(fn: Callable[[slice], Any], shape: tuple[int, ...]) -> Any:
+    """Apply a per-row kernel to contiguous row blocks on :func:`pool`; stack its output(s) in order.
+
+    ``fn(rows)`` returns an array (or a tuple of arrays) with one leading entry per row of the
+    slice; small inputs run on the calling thread.
+    """
+    n_rows, width = shape
+    per_block = max(1, ROW_BLOCK_ELEMENTS // max(width, 1))
+    if n_rows <= per_block:
+        return fn(slice(0, n_rows))
+    n_blocks = min(N_THREADS, -(-n_rows // per_block))
+    step = -(-n_rows // n_blocks)
+    parts = list(pool().map(fn, [slice(start, start + step) for start in range(0, n_rows, step)]))
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate(p) for p in zip(*parts))
+    return np.concatenate(parts)
