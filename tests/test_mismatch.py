@@ -210,4 +210,7 @@ def test_properties_and_merge(b: int, r: int, noise: float, seed: int, mode: str
             ]
             merged = finalize_rollout_mismatch_metrics(PolicyStats.merge(parts))
             for k, v in m.items():
-                assert merged[k] == pytest.approx(v, rel=1e-9, abs=1e-12, nan_ok=True), k
+                # Stds come from merged sums of squares: exact only to ~sqrt(float64 eps) absolute
+                # when the spread is tiny next to the mean (weights ~1 with std ~1e-11).
+                atol = 1e-7 if k.endswith("_std") else 1e-12
+                assert merged[k] == pytest.approx(v, rel=1e-9, abs=atol, nan_ok=True), k
