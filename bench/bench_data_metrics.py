@@ -6,10 +6,17 @@ Run by hand (needs the parity extra: ``pip install --no-deps verl==0.9.1`` and i
     python bench/bench_data_metrics.py --device cuda  # also on the GPU, with host-sync counts
 
 Sizes (float32, int64 masks, use_critic=True): B=256,P=512,R=1024 and B=1024,P=1024,R=4096.
-The floor is the fastest single read of each input tensor the metrics need (scores, rewards,
-advantages, returns, values, response_mask, attention_mask), summed: no implementation that
-reads its inputs can beat it. Each figure is the median of ``--repeat`` timed calls after a
-warm-up call (which also compiles the numba kernels on first use).
+The floor is one pass that reads every input the metrics need (scores, rewards, advantages,
+returns, values, response_mask, attention_mask) once, in sequence, with the fastest reader at
+hand (torch's multi-threaded sum or amax, numpy's sum), timed exactly like the calls: no
+implementation that reads its inputs can beat it. Each figure is the median of ``--repeat``
+timed calls after a warm-up call (which also compiles the numba kernels on first use).
+
+A second reference row times each input *alone*, repeatedly, and sums the medians (this
+script's floor until 2026-11-29). It is not a floor: a single 16-42 MB input stays in the
+last-level cache between repeats, so it measures cache bandwidth, while a call reads all
+154 MB (large size) and streams from memory. ``--cold`` evicts the caches (reads a 1 GiB
+buffer) before every timed call of every row, for figures with nothing cache-resident.
 """
 
 from __future__ import annotations
@@ -66,11 +73,23 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+#: Written before each timed call under ``--cold`` (CPU), to evict the caches.
+_EVICT: dict[str, Any] = {}
+
+
+def evict_caches() -> None:
+    buf = _EVICT.get("buf")
+    if buf is not None:
+        buf.sum()  # reading evicts without leaving dirty lines to write back during the call
+
+
 def median_ms(fn: Callable[[], Any], device: str, repeat: int) -> float:
     fn()
     sync(device)
     times = []
     for _ in range(repeat):
+        if device == "cpu":
+            evict_caches()
         start = time.perf_counter()
         fn()
         sync(device)
@@ -79,7 +98,20 @@ def median_ms(fn: Callable[[], Any], device: str, repeat: int) -> float:
 
 
 def floor_ms(batch: dict[str, torch.Tensor], device: str, repeat: int) -> float:
-    """Fastest single full read of each needed input (torch sum, torch amax, numpy sum), summed."""
+    """One pass reading every needed input once, in sequence: the fastest of three readers."""
+    tensors = [batch[key] for key in READ_KEYS]
+    readers: list[Callable[[], Any]] = [
+        lambda: [t.sum() for t in tensors],
+        lambda: [t.amax() for t in tensors],
+    ]
+    if device == "cpu":
+        arrays = [t.numpy() for t in tensors]
+        readers.append(lambda: [a.sum() for a in arrays])
+    return min(median_ms(r, device, repeat) for r in readers)
+
+
+def each_alone_ms(batch: dict[str, torch.Tensor], device: str, repeat: int) -> float:
+    """Each input read alone, repeatedly (fastest reader each), medians summed: cache-resident."""
     total = 0.0
     for key in READ_KEYS:
         t = batch[key]
@@ -133,7 +165,9 @@ def bench_size(device: str, b: int, p: int, r: int, repeat: int) -> None:
         finally:
             _data.token_rows_kernel, _lengths.attention_lengths_kernel = kernel, lengths
     floor = floor_ms(batch, device, repeat)
-    rows.append(("floor: read each input once", floor, ""))
+    rows.append(("floor: one pass reading every input once", floor, ""))
+    alone = "each input alone, repeated" + ("" if _EVICT else ": cache-resident, not a floor")
+    rows.append((f"({alone})", each_alone_ms(batch, device, repeat), ""))
     for name, ms, syncs in rows:
         size = f"{b} x {p} x {r}"
         print(f"| {device} | {size} | {name} | {ms:.2f} | {verl_ms / ms:.1f}x | {ms / floor:.2f} | {syncs} |")
@@ -146,11 +180,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "cuda", "both"], default="cpu")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--cold", action="store_true", help="evict the CPU caches before every timed call")
     args = parser.parse_args()
+    if args.cold:
+        import numpy as np
+
+        _EVICT["buf"] = np.zeros(1 << 27)  # 1 GiB of float64
 
     devices = ["cpu", "cuda"] if args.device == "both" else [args.device]
     print(
-        f"# compute_data_metrics, float32, use_critic=True -- {platform.processor() or platform.machine()}, "
+        f"# compute_data_metrics, float32, use_critic=True{', cold caches' if args.cold else ''} -- "
+        f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads)"
     )
     header = "| device | B x P x R | impl | median ms | vs verl | vs floor | host syncs |"
