@@ -27,8 +27,9 @@ def _reduce_worker(rank: int, world: int, store: str, keys: int, repeats: int, o
 
     from rlmetrics import MetricCollector
 
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=120))
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timedelta(seconds=120)
+    )
     rng = np.random.default_rng(rank)
     metrics = {f"actor/metric_{i}": rng.normal(size=4 + rank) for i in range(keys)}
     c = MetricCollector()
