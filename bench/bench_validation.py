@@ -60,6 +60,8 @@ def best_of(fn: Any, repeat: int, before: Any = None) -> float:
 def clear_caches() -> None:
     V._indices_cached.cache_clear()
     V._subset_table.cache_clear()
+    V._distinct_draws.cache_clear()
+    V._kernel_draws.cache_clear()
 
 
 def group_floor(sources: list[str], uids: list[str]) -> None:

@@ -38,6 +38,7 @@ import functools
 import itertools
 import math
 import operator
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -125,6 +126,11 @@ def _subset_table(n_data: int, subset_size: int, n_bootstrap: int, seed: int) ->
     masks = np.bitwise_or.reduce(np.left_shift(np.int64(1), idx.astype(np.int64)), axis=1)
     # int32 counts (at most n_bootstrap): half the cache footprint of the lookups
     table = np.bincount(masks, minlength=1 << n_data).astype(np.int32 if n_bootstrap < 2**31 else np.int64)
+    kernel = _kernels.subset_sums_kernel()
+    if kernel is not None:
+        kernel(table, n_data)
+        table.setflags(write=False)
+        return table
     for bit in range(n_data):
         view = table.reshape(-1, 2, 1 << bit)
         view[:, 1, :] += view[:, 0, :]
@@ -247,6 +253,13 @@ def _best_worst_stats(
         )
     if not zeta_ks:
         return out
+    kernel = _kernels.best_worst_kernel()
+    if kernel is not None:
+        tables = np.stack([_subset_table(n, k, n_bootstrap, seed) for k in zeta_ks])
+        got = _kernels.best_worst_tables(kernel, values, order, tables, n_bootstrap)
+        for t, k in enumerate(zeta_ks):
+            out[k] = (got[t, 0], got[t, 1], got[t, 2], got[t, 3])
+        return out
     if "sorted" not in prep:
         prep["sorted"] = np.take_along_axis(values, order, axis=1)
     _zeta_prep(order, prep)
@@ -286,6 +299,9 @@ def _weighted_mean_std_blocks(
 def _local_codes(codes: np.ndarray) -> np.ndarray:
     """Per row, replace each code by the position of its first occurrence in the row."""
     q, n = codes.shape
+    kernel = _kernels.local_codes_kernel()
+    if kernel is not None:
+        return kernel(np.ascontiguousarray(codes))  # no (q, n, n) temporary, no GIL held
     out = np.empty((q, n), dtype=np.int64)
     step = max(1, _BLOCK // max(n * n, 1))
     for start in range(0, q, step):
@@ -295,8 +311,17 @@ def _local_codes(codes: np.ndarray) -> np.ndarray:
 
 
 def _unique_rows(local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct rows of a small-integer matrix and the row -> distinct-row index (via byte strings)."""
+    """Distinct rows of a matrix of first-occurrence codes and the row -> distinct-row index.
+
+    Rows of up to 16 codes (each < 16) are packed into one 64-bit key, longer ones compared as
+    byte strings.
+    """
     n = local.shape[1]
+    if 0 < n <= 16:
+        shifts = np.arange(0, 4 * n, 4, dtype=np.uint64)
+        packed = np.bitwise_or.reduce(local.astype(np.uint64) << shifts[None, :], axis=1)
+        _, first_idx, inverse = np.unique(packed, return_index=True, return_inverse=True)
+        return local[first_idx], inverse.reshape(-1)
     small = np.ascontiguousarray(local.astype(np.uint8 if n <= 256 else np.int32))
     keys = small.view(np.dtype((np.void, small.dtype.itemsize * n))).ravel()
     _, first_idx, inverse = np.unique(keys, return_index=True, return_inverse=True)
@@ -335,12 +360,32 @@ def _majority_counts(
         first = _indices_cached(n, subset_size, n_bootstrap, seed)[:, 0]
         out[:] = np.bincount(first, minlength=n)[None, :]
         return out
+    counts_pat, inverse = _majority_counts_distinct(local, subset_size, n_bootstrap, seed, unique, scratch)
+    return counts_pat[inverse].astype(np.int64, copy=False)
+
+
+def _majority_counts_distinct(
+    local: np.ndarray,
+    subset_size: int,
+    n_bootstrap: int,
+    seed: int,
+    unique: tuple[np.ndarray, np.ndarray] | None = None,
+    scratch: dict[str, Any] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_majority_counts` as (counts of each distinct pattern (U, n), row -> pattern (P,))."""
+    p_all, n = local.shape
+    if p_all == 0:
+        return np.zeros((0, n), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if subset_size <= 2:
+        # One or two draws: the first drawn answer always wins (alone, or first among a 1-1 tie).
+        first = _indices_cached(n, subset_size, n_bootstrap, seed)[:, 0]
+        return np.bincount(first, minlength=n)[None, :].astype(np.int64), np.zeros(p_all, dtype=np.int64)
     patterns, inverse = _unique_rows(local) if unique is None else unique
     if subset_size <= 47:
         counts_pat = _majority_counts_bits(patterns, subset_size, n_bootstrap, seed, scratch)
     else:
         counts_pat = _majority_counts_positions(patterns, subset_size, n_bootstrap, seed)
-    return counts_pat[inverse].astype(np.int64, copy=False)
+    return counts_pat.astype(np.int64, copy=False), inverse
 
 
 def _draw_tables(n: int, k: int, n_bootstrap: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -380,6 +425,35 @@ def _top_bit_slot(k: int) -> np.ndarray:
     return table
 
 
+@functools.lru_cache(maxsize=64)
+def _distinct_draws(
+    n: int, k: int, n_bootstrap: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_draw_tables`, with identical draws (frequent for small ``k``) kept once.
+
+    Returns (idx, mult, first, weights): weights count the bootstrap draws each row stands for.
+    """
+    idx, mult, first = _draw_tables(n, k, n_bootstrap, seed)
+    weight = np.ones(idx.shape[0], dtype=np.int64)
+    # With n**k >= 4 * n_bootstrap possible draws, over 70% of them are distinct in expectation:
+    # not worth folding (the counts come out the same either way).
+    if n**k < 4 * n_bootstrap:
+        keys = idx.astype(np.int64) @ (n ** np.arange(k, dtype=np.int64))  # < 4 * n_bootstrap
+        _, first_row, counts = np.unique(keys, return_index=True, return_counts=True)
+        if first_row.shape[0] <= 0.7 * n_bootstrap:
+            idx, mult, first, weight = idx[first_row], mult[first_row], first[first_row], counts
+    out = (idx, mult, first, weight.astype(np.int64))
+    for a in out:
+        a.setflags(write=False)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel_draws(n: int, k: int, n_bootstrap: int, seed: int) -> tuple[np.ndarray, ...]:
+    """:func:`_validation_kernels.kernel_draws` of the distinct draws (cached: data-independent)."""
+    return _kernels.kernel_draws(k, *_distinct_draws(n, k, n_bootstrap, seed))
+
+
 def _majority_kernel() -> Any | None:
     """The numba majority kernel, or ``None`` (numba missing, or ``RLMETRICS_NO_NUMBA`` set)."""
     return _kernels.majority_kernel()
@@ -396,15 +470,11 @@ def _majority_counts_bits(
     Identical draws (frequent for small ``k``) are scored once and weighted by their multiplicity.
     """
     n_pat, n = patterns.shape
-    idx, mult, first = _draw_tables(n, k, n_bootstrap, seed)
-    uniq, first_row, weight = np.unique(idx, axis=0, return_index=True, return_counts=True)
-    weighted = uniq.shape[0] <= 0.7 * n_bootstrap
-    if weighted:  # identical draws (frequent for small k) are scored once
-        idx, mult, first = uniq, mult[first_row], first[first_row]
     kernel = _majority_kernel()
     if kernel is not None:
-        w_rows = weight if weighted else np.ones(idx.shape[0], dtype=np.int64)
-        return _kernels.majority_counts_tables(kernel, patterns, k, idx, mult, first, w_rows, scratch)
+        return _kernels.majority_counts_tables(kernel, patterns, k, _kernel_draws(n, k, n_bootstrap, seed), scratch)
+    idx, mult, first, weight = _distinct_draws(n, k, n_bootstrap, seed)
+    weighted = idx.shape[0] < n_bootstrap
     n_rows = idx.shape[0]
     dtype = np.float32 if k <= 19 else np.float64
     int_t = np.int32 if k <= 19 else np.int64
@@ -877,17 +947,23 @@ def process_validation_metrics(
     # The maj@k counts depend only on the predictions: with the numba kernel (threads, no GIL) they
     # are computed on a background thread while the columns below are converted.
     early_pred: tuple[np.ndarray, np.ndarray] | None = None
-    maj_future: Future[dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]] | None = None
+    early_layouts: dict[int, _MajLayout] = {}
+    maj_future: Future[dict[tuple[int, int], _MajCounts]] | None = None
     if "pred" in infos_dict and _majority_kernel() is not None:
         try:
             early_pred = _pred_codes(infos_dict["pred"], pid, order, n, n_observed)
         except (TypeError, ValueError):
             early_pred = None  # raised again below, after the checks verl's order puts first
         if early_pred is not None:
-            maj_future = _kernels.background().submit(
-                _all_majority_counts, early_pred[0], early_pred[1], sizes, seed
-            )
-    columns = {name: _Column(col, name, n) for name, col in infos_dict.items()}
+            # layouts here (numpy, holding the GIL); counts there (kernels, GIL released)
+            early_layouts = _maj_layouts(early_pred[0], early_pred[1], sizes)
+            maj_future = _kernels.background().submit(_all_majority_counts, early_layouts, seed)
+            time.sleep(0)  # hand the GIL over: the background thread starts before the column conversions
+    columns: dict[str, _Column] = {}
+    for name, col in infos_dict.items():
+        columns[name] = _Column(col, name, n)
+        if maj_future is not None:
+            time.sleep(0)  # list conversions hold the GIL: let the background thread take its next step
 
     # Ragged variables: (prompt ids, float64 values, float32 values or None) in verl's list order.
     ragged: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]] = {}
@@ -991,11 +1067,11 @@ def process_validation_metrics(
         pred_codes_sorted = early_pred[0]
         pred_ok[:n_observed] = early_pred[1]
 
-    maj_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-    layout_cache: dict[int, _MajLayout] = {}
+    maj_cache: dict[tuple[int, int], _MajCounts] = {}
+    layout_cache: dict[int, _MajLayout] = dict(early_layouts)
 
-    def maj_counts_for(n_resps: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(prompt ids with valid preds and n_resps samples, their (P, n) majority counts)."""
+    def maj_counts_for(n_resps: int, k: int) -> _MajCounts:
+        """(prompt ids with valid preds and n_resps samples, distinct counts, prompt -> counts row)."""
         nonlocal maj_future
         if maj_future is not None:
             maj_cache.update(maj_future.result())
@@ -1060,11 +1136,17 @@ def process_validation_metrics(
                     maj_todo.append((metrics, n_resps, k, maj_sel, maj_vals))
         per_var[name] = metrics
         per_var_cfg[name] = (active, count[active], has_pred[active])
+    weighted_kernel = _kernels.weighted_rows_kernel()
     for metrics, n_resps, k, maj_sel, maj_vals in maj_todo:  # same order of parts per metric
-        maj_prompts, maj_counts = maj_counts_for(n_resps, k)
+        maj_prompts, distinct, inverse = maj_counts_for(n_resps, k)
         if maj_prompts.shape != maj_sel.shape or not np.array_equal(maj_prompts, maj_sel):
-            maj_counts = maj_counts[np.searchsorted(maj_prompts, maj_sel)]
-        mm, ms = _weighted_mean_std_blocks(maj_vals, maj_counts, _N_BOOTSTRAP)
+            rows = np.searchsorted(maj_prompts, maj_sel)
+        else:
+            rows = np.arange(maj_sel.shape[0])
+        if weighted_kernel is not None:
+            mm, ms = weighted_kernel(maj_vals, distinct, inverse, rows, float(_N_BOOTSTRAP))
+        else:
+            mm, ms = _weighted_mean_std_blocks(maj_vals, distinct[inverse[rows]], _N_BOOTSTRAP)
         metrics.setdefault(f"maj@{k}/mean", []).append((maj_sel, mm))
         metrics.setdefault(f"maj@{k}/std", []).append((maj_sel, ms))
 
@@ -1081,15 +1163,20 @@ def process_validation_metrics(
             continue
         src_out: dict[str, dict[str, float]] = {}
         for _, _, name, counts_s, hp_s in sorted(entries):
-            cfg = np.stack([counts_s, hp_s.astype(np.int64)], axis=1)
-            _, first_at = np.unique(cfg, axis=0, return_index=True)
+            # distinct (number of samples, has predictions) configurations, in first-prompt order
+            cfg = counts_s.astype(np.int64) * 2 + hp_s
+            _, first_at = np.unique(cfg, return_index=True)
             names: dict[str, None] = {}
             for i in np.sort(first_at).tolist():
-                for m in _metric_names(int(cfg[i, 0]), bool(cfg[i, 1])):
+                for m in _metric_names(int(counts_s[i]), bool(hp_s[i])):
                     names[m] = None
             var_out: dict[str, float] = {}
+            one_source = len(src_names) == 1
             for m in names:
                 parts = per_var[name][m]
+                if one_source and len(parts) == 1:  # every prompt, already in ascending order
+                    var_out[m] = float(np.mean(parts[0][1]))
+                    continue
                 p_all = np.concatenate([p for p, _ in parts])
                 v_all = np.concatenate([v for _, v in parts])
                 sel = src_of[p_all] == s
@@ -1129,26 +1216,39 @@ def _maj_layout(
     np.cumsum(sizes, out=starts[1:])
     code_rows = codes_sorted[starts[prompts][:, None] + np.arange(n_resps)[None, :]]
     local = _local_codes(code_rows)
-    return prompts, local, _unique_rows(local), {}
+    unique = _unique_rows(local)
+    scratch: dict[str, Any] = {}
+    if _majority_kernel() is not None:
+        _kernels.prepare_patterns(unique[0], scratch)
+    return prompts, local, unique, scratch
 
 
-def _maj_counts_layout(layout: _MajLayout, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+# prompts, majority counts of their distinct patterns (U, n), prompt row -> pattern
+_MajCounts = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _maj_counts_layout(layout: _MajLayout, k: int, seed: int) -> _MajCounts:
     prompts, local, unique, scratch = layout
-    return prompts, _majority_counts(local, k, _N_BOOTSTRAP, seed, unique=unique, scratch=scratch)
+    return (prompts, *_majority_counts_distinct(local, k, _N_BOOTSTRAP, seed, unique=unique, scratch=scratch))
 
 
-def _all_majority_counts(
-    codes_sorted: np.ndarray, pred_ok: np.ndarray, sizes: np.ndarray, seed: int
-) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
-    """Majority counts of every (number of samples, k) the prompts with valid predictions need."""
-    out: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-    for n_resps in np.unique(sizes[pred_ok]).tolist():
-        if n_resps <= 1:
-            continue
-        layout = _maj_layout(codes_sorted, pred_ok, sizes, n_resps)
-        for k in _gen_ns(n_resps):
-            out[(n_resps, k)] = _maj_counts_layout(layout, k, seed)
-    return out
+def _maj_layouts(codes_sorted: np.ndarray, pred_ok: np.ndarray, sizes: np.ndarray) -> dict[int, _MajLayout]:
+    """:func:`_maj_layout` of every number of samples (> 1) among prompts with valid predictions."""
+    return {
+        n_resps: _maj_layout(codes_sorted, pred_ok, sizes, n_resps)
+        for n_resps in np.unique(sizes[pred_ok]).tolist()
+        if n_resps > 1
+    }
+
+
+def _all_majority_counts(layouts: Mapping[int, _MajLayout], seed: int) -> dict[tuple[int, int], _MajCounts]:
+    """Majority counts of every (number of samples, k) of ``layouts`` (little GIL-holding work:
+    runs on the background thread)."""
+    return {
+        (n_resps, k): _maj_counts_layout(layout, k, seed)
+        for n_resps, layout in layouts.items()
+        for k in _gen_ns(n_resps)
+    }
 
 
 def _same_variable(

@@ -1,4 +1,11 @@
-"""Optional numba kernel for the maj@k bootstrap of :mod:`rlmetrics._validation`.
+"""Optional numba kernels for the bootstrap statistics of :mod:`rlmetrics._validation`.
+
+**best@k / worst@k** (:func:`best_worst_kernel`): per prompt row, the bootstrap draws whose best
+(worst) sample has rank ``r`` are read off the subset-sum table of the draws (``Z[A]``: draws
+whose positions all lie in bit set ``A``) at the row's sorted prefixes (complements), and their
+weighted mean and std taken, for every ``k``, in one pass with nothing but the row in cache.
+
+**maj@k** (:func:`majority_kernel`):
 
 For every prompt (a pattern of predictions, each named by the position of its first occurrence)
 and every bootstrap draw, verl's majority vote picks the most common prediction, ties going to
@@ -24,7 +31,18 @@ import numpy as np
 
 from ._threads import N_THREADS, background, pool
 
-__all__ = ["background", "majority_counts_tables", "majority_kernel"]
+__all__ = [
+    "background",
+    "best_worst_kernel",
+    "best_worst_tables",
+    "local_codes_kernel",
+    "kernel_draws",
+    "majority_counts_tables",
+    "majority_kernel",
+    "prepare_patterns",
+    "subset_sums_kernel",
+    "weighted_rows_kernel",
+]
 
 # Fewest patterns per thread.
 _PROMPT_BLOCK = 512
@@ -103,12 +121,182 @@ def _compiled() -> Any | None:
                 cnt[j] = 0
         return 0
 
-    return majority
+    @numba.njit(cache=True, nogil=True)
+    def best_worst(values, order, tables, total, lo, hi, out):  # type: ignore[no-untyped-def]
+        """``out[t, :, q]`` = best mean, best std, worst mean, worst std of row ``q`` under ``tables[t]``."""
+        n = values.shape[1]
+        full = (np.int64(1) << n) - 1
+        sv = np.empty(n, np.float64)
+        prefix = np.empty(n + 1, np.int64)
+        best = np.empty(n, np.float64)
+        worst = np.empty(n, np.float64)
+        for q in range(lo, hi):
+            prefix[0] = 0
+            for r in range(n):
+                j = order[q, r]
+                sv[r] = values[q, j]
+                prefix[r + 1] = prefix[r] | (np.int64(1) << j)
+            for t in range(tables.shape[0]):
+                tab = tables[t]
+                for r in range(n):
+                    # draws whose max rank is r; draws whose min rank is r
+                    best[r] = tab[prefix[r + 1]] - tab[prefix[r]]
+                    worst[r] = tab[full ^ prefix[r]] - tab[full ^ prefix[r + 1]]
+                for c, counts in ((0, best), (2, worst)):
+                    mean = 0.0
+                    for r in range(n):
+                        mean += counts[r] * sv[r]
+                    mean /= total
+                    var = 0.0
+                    for r in range(n):
+                        d = sv[r] - mean
+                        var += counts[r] * (d * d)
+                    out[t, c, q] = mean
+                    out[t, c + 1, q] = np.sqrt(var / total)
+        return 0
+
+    @numba.njit(cache=True, nogil=True)
+    def local_codes(codes):  # type: ignore[no-untyped-def]
+        """Per row, each code replaced by the position of its first occurrence in the row."""
+        q, n = codes.shape
+        out = np.empty((q, n), np.int64)
+        for p in range(q):
+            row = codes[p]
+            for j in range(n):
+                c = row[j]
+                f = 0
+                while row[f] != c:
+                    f += 1
+                out[p, j] = f
+        return out
+
+    @numba.njit(cache=True, nogil=True)
+    def dense_codes(patterns):  # type: ignore[no-untyped-def]
+        """Per row of first-occurrence codes: each position's prediction ranked by first
+        appearance (0, 1, ...) and the number of distinct predictions."""
+        q, n = patterns.shape
+        dense = np.empty((q, n), np.int32)
+        n_codes = np.empty(q, np.int64)
+        rank = np.empty(n, np.int32)
+        for p in range(q):
+            m = 0
+            for j in range(n):
+                f = patterns[p, j]
+                if f == j:
+                    rank[j] = m
+                    m += 1
+                dense[p, j] = rank[f]
+            n_codes[p] = m
+        return dense, n_codes
+
+    @numba.njit(cache=True, nogil=True)
+    def weighted_rows(vals, counts, inverse, rows, total):  # type: ignore[no-untyped-def]
+        """Mean and population std of ``vals[i]`` weighted by ``counts[inverse[rows[i]]]``."""
+        q, n = vals.shape
+        mean = np.empty(q, np.float64)
+        std = np.empty(q, np.float64)
+        for i in range(q):
+            c = counts[inverse[rows[i]]]
+            v = vals[i]
+            m = 0.0
+            for j in range(n):
+                m += c[j] * v[j]
+            m /= total
+            var = 0.0
+            for j in range(n):
+                d = v[j] - m
+                var += c[j] * (d * d)
+            mean[i] = m
+            std[i] = np.sqrt(var / total)
+        return mean, std
+
+    @numba.njit(cache=True, nogil=True)
+    def subset_sums(table, n_bits):  # type: ignore[no-untyped-def]
+        """In place: ``table[A]`` becomes the sum of ``table[B]`` over the subsets ``B`` of ``A``."""
+        size = table.shape[0]
+        for bit in range(n_bits):
+            step = 1 << bit
+            for base in range(0, size, 2 * step):
+                for i in range(base, base + step):
+                    table[i + step] += table[i]
+        return 0
+
+    return majority, best_worst, local_codes, dense_codes, weighted_rows, subset_sums
 
 
 def majority_kernel() -> Any | None:
-    """The compiled kernel, or ``None`` when numba is missing or disabled."""
-    return _compiled()
+    """The compiled maj@k kernel, or ``None`` when numba is missing or disabled."""
+    compiled = _compiled()
+    return None if compiled is None else compiled[0]
+
+
+def best_worst_kernel() -> Any | None:
+    """The compiled best@k/worst@k kernel, or ``None`` when numba is missing or disabled."""
+    compiled = _compiled()
+    return None if compiled is None else compiled[1]
+
+
+def local_codes_kernel() -> Any | None:
+    """``kernel(codes (Q, n) int) -> (Q, n) int64`` first-occurrence positions, or ``None``."""
+    compiled = _compiled()
+    return None if compiled is None else compiled[2]
+
+
+def weighted_rows_kernel() -> Any | None:
+    """``kernel(vals (Q, n), counts (U, n), inverse (P,), rows (Q,), total) -> (mean, std)``, or ``None``.
+
+    Row ``i`` of ``vals`` is weighted by ``counts[inverse[rows[i]]]`` (distinct count rows shared
+    by many prompts are never expanded).
+    """
+    compiled = _compiled()
+    return None if compiled is None else compiled[4]
+
+
+def subset_sums_kernel() -> Any | None:
+    """``kernel(table (2**n,), n)``: in-place sums over subsets (the zeta transform), or ``None``."""
+    compiled = _compiled()
+    return None if compiled is None else compiled[5]
+
+
+#: Rows (prompts x variables) below which the best/worst kernel runs on the calling thread.
+_BEST_WORST_THREAD_ROWS = 16384
+
+
+def best_worst_tables(
+    kernel: Any, values: np.ndarray, order: np.ndarray, tables: np.ndarray, total: int
+) -> np.ndarray:
+    """best@k / worst@k means and stds of every row, for every subset-sum table, with the kernel.
+
+    Parameters
+    ----------
+    values : (Q, n) float64
+        One row per prompt, in sample order.
+    order : (Q, n) int
+        ``np.argsort(values, axis=1, kind="stable")``.
+    tables : (K, 2**n) int
+        Subset-sum table of the bootstrap draws, one per ``k``.
+    total : int
+        Bootstrap draws per table.
+
+    Returns
+    -------
+    (K, 4, Q) float64: best mean, best std, worst mean, worst std.
+    """
+    q = values.shape[0]
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    order = np.ascontiguousarray(order)
+    out = np.empty((tables.shape[0], 4, q), dtype=np.float64)
+    if q < _BEST_WORST_THREAD_ROWS or N_THREADS == 1:
+        kernel(values, order, tables, float(total), 0, q, out)
+        return out
+    bounds = np.linspace(0, q, N_THREADS + 1).astype(np.int64).tolist()
+    futures = [
+        pool().submit(kernel, values, order, tables, float(total), lo, hi, out)
+        for lo, hi in itertools.pairwise(bounds)
+    ]
+    for f in futures:
+        f.result()
+    return out
 
 
 def _run(kernel: Any, dense: np.ndarray, rest: tuple[Any, ...], out: np.ndarray) -> None:
@@ -131,14 +319,62 @@ def _run(kernel: Any, dense: np.ndarray, rest: tuple[Any, ...], out: np.ndarray)
         f.result()
 
 
+def kernel_draws(
+    k: int, idx: np.ndarray, mult: np.ndarray, first: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The data-independent inputs of the maj@k kernel for one ``k`` (cacheable per n, k, seed).
+
+    Parameters
+    ----------
+    idx, mult, first : (R, k), (R, n), (R, n)
+        Draws, multiplicity of each position per draw, first slot of each position (k if absent).
+    weights : (R,) int
+        Number of bootstrap draws each row stands for.
+
+    Returns
+    -------
+    scores : (n, R) narrowest int
+        Score of position j in draw r: ``multiplicity * 2**k + 2**(k - 1 - first slot)`` if drawn.
+    slot_pos : (R, k) uint8 or int32
+        Position drawn in each slot.
+    weights : (R,) int64
+    single_counts : (n,) int64
+        Weighted count of draws whose first slot is each position (a one-prediction pattern's picks).
+    """
+    n = mult.shape[1]
+    weights = np.ascontiguousarray(weights, dtype=np.int64)
+    drawn = first < k
+    bits = np.where(drawn, np.left_shift(np.int64(1), np.where(drawn, k - 1 - first, 0)), 0)
+    # narrowest integer type holding any prediction's score sum, (k + 1) * 2**k - 1: more SIMD lanes
+    bound = (k + 1) << k
+    score_t = next(t for t in (np.int8, np.int16, np.int32, np.int64) if bound <= np.iinfo(t).max)
+    scores = np.ascontiguousarray((mult.astype(np.int64) * (1 << k) + bits).T, dtype=score_t)
+    slot_pos = np.ascontiguousarray(idx, dtype=np.uint8 if n <= 256 else np.int32)
+    single = np.bincount(idx[:, 0], weights=weights, minlength=n).astype(np.int64)
+    for a in (scores, slot_pos, weights, single):
+        a.setflags(write=False)
+    return scores, slot_pos, weights, single
+
+
+def prepare_patterns(patterns: np.ndarray, scratch: dict[str, Any]) -> None:
+    """Fill ``scratch`` with the ``k``-free kernel layout of ``patterns`` (first-occurrence codes)."""
+    if "dense" in scratch:
+        return
+    # dense[p, j]: rank of position j's prediction among the pattern's predictions
+    dense, n_codes = _compiled()[3](np.ascontiguousarray(patterns))  # type: ignore[index]
+    single = n_codes == 1  # a single prediction always wins, at the first slot
+    rows = np.flatnonzero(~single)
+    scratch["single"] = single
+    scratch["rows"] = rows
+    scratch["n_codes"] = n_codes[rows]
+    scratch["dense"] = dense[rows]
+
+
 def majority_counts_tables(
     kernel: Any,
     patterns: np.ndarray,
     k: int,
-    idx: np.ndarray,
-    mult: np.ndarray,
-    first: np.ndarray,
-    weights: np.ndarray,
+    draws: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     scratch: dict[str, Any] | None = None,
 ) -> np.ndarray:
     """Majority-pick counts ``(n_patterns, n)`` for ``3 <= k <= 47`` with the compiled kernel.
@@ -149,41 +385,21 @@ def majority_counts_tables(
         :func:`majority_kernel`'s function.
     patterns : (P, n) int
         Per pattern, each position's prediction named by its first position.
-    idx, mult, first : (R, k), (R, n), (R, n)
-        Draws, multiplicity of each position per draw, first slot of each position (k if absent).
-    weights : (R,) int64
-        Number of bootstrap draws each row stands for.
+    draws
+        :func:`kernel_draws` of this ``k``.
     scratch : dict, optional
-        Reused across calls on the same ``patterns`` (other ``k``): keeps their ``k``-free layout.
+        :func:`prepare_patterns` of ``patterns``, reused across ``k`` (filled here if empty).
     """
     n_pat, n = patterns.shape
-    weights = np.ascontiguousarray(weights, dtype=np.int64)
+    scores, slot_pos, weights, single_counts = draws
     out = np.zeros((n_pat, n), dtype=np.int64)
     scratch = {} if scratch is None else scratch
-    if "dense" not in scratch:
-        is_code = patterns == np.arange(n)[None, :]
-        n_codes = is_code.sum(axis=1)
-        single = n_codes == 1  # a single prediction always wins, at the first slot
-        rows = np.flatnonzero(~single)
-        # dense[p, j]: rank of position j's prediction among the pattern's predictions
-        dense = np.take_along_axis(np.cumsum(is_code[rows], axis=1) - 1, patterns[rows], axis=1)
-        scratch["single"] = single
-        scratch["rows"] = rows
-        scratch["n_codes"] = n_codes[rows].astype(np.int64)
-        scratch["dense"] = np.ascontiguousarray(dense, dtype=np.int32)
+    prepare_patterns(patterns, scratch)
     single, rows = scratch["single"], scratch["rows"]
     if single.any():
-        out[single] = np.bincount(idx[:, 0], weights=weights, minlength=n).astype(np.int64)[None, :]
+        out[single] = single_counts[None, :]
     if rows.shape[0] == 0:
         return out
-    # score of position j in draw r: multiplicity * 2**k + 2**(k - 1 - first slot) if drawn
-    drawn = first < k
-    bits = np.where(drawn, np.left_shift(np.int64(1), np.where(drawn, k - 1 - first, 0)), 0)
-    # narrowest integer type holding any prediction's score sum, (k + 1) * 2**k - 1: more SIMD lanes
-    bound = (k + 1) << k
-    score_t = next(t for t in (np.int8, np.int16, np.int32, np.int64) if bound <= np.iinfo(t).max)
-    scores = np.ascontiguousarray((mult.astype(np.int64) * (1 << k) + bits).T, dtype=score_t)
-    slot_pos = np.ascontiguousarray(idx, dtype=np.uint8 if n <= 256 else np.int32)
     rest = (scratch["n_codes"], scores, slot_pos, weights, k)
     got = np.zeros((rows.shape[0], n), dtype=np.int64)
     _run(kernel, scratch["dense"], rest, got)
