@@ -130,8 +130,10 @@ def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
         res["data_stats"] = finalize_data_metrics(
             all_reduce_data_stats(stats, dist.group.WORLD), True, has_num_turns=True
         )
-        tstats = data_statistics({k: torch.from_numpy(v) for k, v in local.items()}) if sizes[rank] else (
-            empty_data_stats("cpu")
+        tstats = (
+            data_statistics({k: torch.from_numpy(v) for k, v in local.items()})
+            if sizes[rank]
+            else (empty_data_stats("cpu"))
         )
         reduced = all_reduce_data_stats(tstats, dist.group.WORLD)
         res["data_stats_types"] = (type(tstats.sums).__name__, type(reduced.sums).__name__)
@@ -360,9 +362,7 @@ def test_collector_reducers_follow_keys():
 
 @settings(max_examples=40, deadline=None)
 @given(
-    st.lists(
-        st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=6), min_size=1, max_size=5
-    )
+    st.lists(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=6), min_size=1, max_size=5)
 )
 def test_collector_merge_equals_single_pass(chunks):
     """Merging per-chunk collectors equals one collector fed everything (float64 tolerance)."""

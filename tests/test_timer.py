@@ -93,8 +93,11 @@ def test_feeds_compute_timing_metrics(clock):
     batch = {"prompt_length": np.array([3, 5]), "response_length": np.array([2, 0])}
     m = compute_timing_metrics(batch, t.pop())
     assert m == {
-        "timing_s/step": 1.5, "timing_s/gen": 0.5, "timing_s/update_actor": 1.0,
-        "timing_per_token_ms/gen": 250.0, "timing_per_token_ms/update_actor": 100.0,
+        "timing_s/step": 1.5,
+        "timing_s/gen": 0.5,
+        "timing_s/update_actor": 1.0,
+        "timing_per_token_ms/gen": 250.0,
+        "timing_per_token_ms/update_actor": 100.0,
     }
     assert t.timing_raw == {} and t.counts == {}
 

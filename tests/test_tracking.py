@@ -74,17 +74,31 @@ def log_all(tracker: Tracker) -> None:
 
 def test_jsonl_round_trip_and_conversion(tmp_path):
     with Tracker("p", "e", config=CONFIG, log_dir=tmp_path) as tr:
-        tr.log({
-            "np32": np.float32(0.5), "np_int": np.int64(7), "flag": True, "t0": torch.tensor(2.5),
-            "t1": torch.tensor([3], dtype=torch.int32), "arr1": np.array([[1.25]]), "nan": float("nan"),
-            "inf": -math.inf,
-        }, step=np.int64(3))
+        tr.log(
+            {
+                "np32": np.float32(0.5),
+                "np_int": np.int64(7),
+                "flag": True,
+                "t0": torch.tensor(2.5),
+                "t1": torch.tensor([3], dtype=torch.int32),
+                "arr1": np.array([[1.25]]),
+                "nan": float("nan"),
+                "inf": -math.inf,
+            },
+            step=np.int64(3),
+        )
         rows_open = read_jsonl(tr.jsonl_path)  # flushed every step: readable before finish
     assert len(rows_open) == 1
     (row,) = read_jsonl(tr.jsonl_path)
     assert list(row)[:2] == ["step", "timestamp"] and row["step"] == 3 and row["timestamp"] > 1.7e9
     assert {k: row[k] for k in ("np32", "np_int", "flag", "t0", "t1", "arr1", "inf")} == {
-        "np32": 0.5, "np_int": 7.0, "flag": 1.0, "t0": 2.5, "t1": 3.0, "arr1": 1.25, "inf": -math.inf,
+        "np32": 0.5,
+        "np_int": 7.0,
+        "flag": 1.0,
+        "t0": 2.5,
+        "t1": 3.0,
+        "arr1": 1.25,
+        "inf": -math.inf,
     }
     assert math.isnan(row["nan"])
     assert json.loads((tmp_path / "p" / "e" / "config.json").read_text()) == CONFIG
@@ -153,13 +167,17 @@ def test_jsonl_fsync(tmp_path, monkeypatch):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(
-    st.dictionaries(
-        st.text(min_size=1, max_size=12).filter(lambda k: k not in ("step", "timestamp")),
-        st.floats(allow_nan=False), max_size=5,
-    ),
-    min_size=1, max_size=4,
-))
+@given(
+    st.lists(
+        st.dictionaries(
+            st.text(min_size=1, max_size=12).filter(lambda k: k not in ("step", "timestamp")),
+            st.floats(allow_nan=False),
+            max_size=5,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
 def test_jsonl_round_trip_property(tmp_path_factory, steps):
     """Whatever finite floats and keys are logged come back bit for bit."""
     d = tmp_path_factory.mktemp("prop")
@@ -196,8 +214,11 @@ def test_bad_values_name_the_key(tmp_path, metrics, exc, match):
 
 @pytest.mark.parametrize(
     ("step", "exc", "match"),
-    [(1.5, TypeError, "step must be an int; got float"), (True, TypeError, "got bool"),
-     (-1, ValueError, "step must be >= 0")],
+    [
+        (1.5, TypeError, "step must be an int; got float"),
+        (True, TypeError, "got bool"),
+        (-1, ValueError, "step must be >= 0"),
+    ],
     ids=["float", "bool", "negative"],
 )
 def test_bad_step(tmp_path, step, exc, match):

@@ -130,7 +130,6 @@ _TOKEN_SUMS = (
 _TOKEN_EXTREMES = ("adv", "ret", "val")
 
 
-
 def _centred(xp: Any, masked: Any, mask_f: Any, total: Any, n: Any, shift: Any) -> tuple[Any, Any]:
     """(M2, S**2/n) of the masked values: M2 is the sum of squared deviations from their mean.
 

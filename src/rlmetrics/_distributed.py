@@ -216,9 +216,7 @@ def empty_data_stats(device: Any = None) -> Any:
 
     n_s, n_e = len(SUM_FIELDS), len(EXTREME_FIELDS)
     if device is None:
-        return DataStats(
-            sums=np.zeros(n_s), maxes=np.full(n_e, -math.inf), mins=np.full(n_e, math.inf)
-        )
+        return DataStats(sums=np.zeros(n_s), maxes=np.full(n_e, -math.inf), mins=np.full(n_e, math.inf))
     import torch
 
     dev, f64 = torch.device(device), torch.float64
@@ -273,9 +271,18 @@ def _values_to_host(metrics: Mapping[str, Any]) -> dict[str, np.ndarray]:
                 hi = torch.full((), -math.inf, dtype=torch.float64, device=v.device)
                 lo = torch.full((), math.inf, dtype=torch.float64, device=v.device)
             torch_keys.append(key)
-            torch_stats.append(torch.stack([
-                z + v.numel(), v.sum(), (v * v).sum(), hi, lo, (~finite).sum().to(torch.float64),
-            ]))
+            torch_stats.append(
+                torch.stack(
+                    [
+                        z + v.numel(),
+                        v.sum(),
+                        (v * v).sum(),
+                        hi,
+                        lo,
+                        (~finite).sum().to(torch.float64),
+                    ]
+                )
+            )
             continue
         if isinstance(value, Metric):
             value = value.values
@@ -286,11 +293,16 @@ def _values_to_host(metrics: Mapping[str, Any]) -> dict[str, np.ndarray]:
                 f"metrics[{key!r}] must be a number or an array/list of numbers; got {type(value).__name__}"
             ) from None
         n = arr.size
-        out[key] = np.array([
-            n, arr.sum(), np.dot(arr, arr),
-            arr.max() if n else -math.inf, arr.min() if n else math.inf,
-            n - np.count_nonzero(np.isfinite(arr)),
-        ])
+        out[key] = np.array(
+            [
+                n,
+                arr.sum(),
+                np.dot(arr, arr),
+                arr.max() if n else -math.inf,
+                arr.min() if n else math.inf,
+                n - np.count_nonzero(np.isfinite(arr)),
+            ]
+        )
     if torch_stats:
         import torch
 
@@ -458,15 +470,17 @@ class MetricCollector:
             raise ValueError(f"key {key!r} was never collected; keys present: {present}")
         n, total, sumsq, hi, lo = (float(x) for x in self._stats[key])
         if n == 0:
-            warnings.warn(f"no values collected for {key!r}; its statistics are NaN", RuntimeWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"no values collected for {key!r}; its statistics are NaN", RuntimeWarning, stacklevel=2
+            )
             nan = math.nan
             return {"count": 0.0, "mean": nan, "std": nan, "min": nan, "max": nan, "sum": 0.0}
         if n >= 2:
             std = math.sqrt(max(sumsq - total * total / n, 0.0) / (n - 1))
         else:
-            warnings.warn(f"std of {key!r} needs at least two observations; got {int(n)}", RuntimeWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"std of {key!r} needs at least two observations; got {int(n)}", RuntimeWarning, stacklevel=2
+            )
             std = math.nan
         return {"count": n, "mean": total / n, "std": std, "min": lo, "max": hi, "sum": total}
 
@@ -481,8 +495,9 @@ class MetricCollector:
             n, total, _, hi, lo = (float(x) for x in self._stats[key])
             agg = self.aggregation(key)
             if n == 0:
-                warnings.warn(f"no values to aggregate for {key!r}; returning NaN", RuntimeWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"no values to aggregate for {key!r}; returning NaN", RuntimeWarning, stacklevel=2
+                )
                 out[key] = math.nan
             elif agg is AggregationType.MEAN:
                 out[key] = total / n

@@ -174,4 +174,3 @@ def compute_group_metrics(
             f"no group has more than ddof={ddof} samples: grpo reward_std/mean is NaN", stacklevel=2
         )
     return {f"{prefix}{k}": v for k, v in out.items()}
-

@@ -100,6 +100,7 @@ def val_metric(section: str, source: str, var: str, metric: str) -> str:
     """Logger key of a validation metric, e.g. ``val-core/gsm8k/acc/mean@4``."""
     return f"{section}/{source}/{var}/{metric}"
 
+
 # --- demo (issue 6) ---------------------------------------------------------------------------
 #: Exact validation estimators with 95% intervals: ``val-exact/{source}/{var}/{metric}`` and
 #: ``.../{metric}/ci_low``, ``.../{metric}/ci_high`` (metric: mean@N, pass@k, best@k, maj@k).

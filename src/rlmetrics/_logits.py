@@ -56,8 +56,10 @@ def _check_logits(logits: Any, temperature: float) -> tuple[bool, int, int]:
             )
     elif np.asarray(logits).dtype.kind != "f":
         raise TypeError(f"logits must be a floating array (fp16, fp32 or fp64); got {describe(logits)}")
-    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not (
-        math.isfinite(temperature) and temperature > 0
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, int | float)
+        or not (math.isfinite(temperature) and temperature > 0)
     ):
         raise ValueError(f"temperature must be a finite number > 0; got {temperature!r}")
     vocab = int(logits.shape[-1])

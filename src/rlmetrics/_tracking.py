@@ -96,10 +96,15 @@ def _convert(metrics: Mapping[str, Any]) -> dict[str, float]:
             continue
         if is_torch_array(value):
             if value.numel() != 1:
-                raise TypeError(f"metrics[{key!r}] must be a number or a one-element tensor; got shape "
-                                f"{tuple(value.shape)}")
-            if value.is_complex() or not (value.is_floating_point() or value.dtype.is_signed
-                                          or str(value.dtype) in ("torch.bool", "torch.uint8")):
+                raise TypeError(
+                    f"metrics[{key!r}] must be a number or a one-element tensor; got shape "
+                    f"{tuple(value.shape)}"
+                )
+            if value.is_complex() or not (
+                value.is_floating_point()
+                or value.dtype.is_signed
+                or str(value.dtype) in ("torch.bool", "torch.uint8")
+            ):
                 raise TypeError(
                     f"metrics[{key!r}] must be a real number; got a tensor of dtype {value.dtype}"
                 )
@@ -136,8 +141,10 @@ def _apply_nonfinite(metrics: dict[str, float], policy: str) -> dict[str, float]
     if not bad or policy == "keep":
         return metrics
     if policy == "error":
-        raise ValueError(f"metrics[{bad[0]!r}] is {metrics[bad[0]]}; non-finite values are not allowed "
-                         f"(nonfinite='error'); all non-finite keys: {bad}")
+        raise ValueError(
+            f"metrics[{bad[0]!r}] is {metrics[bad[0]]}; non-finite values are not allowed "
+            f"(nonfinite='error'); all non-finite keys: {bad}"
+        )
     return {k: v for k, v in metrics.items() if k not in bad}
 
 
@@ -293,7 +300,9 @@ class _TensorBoardBackend:
         tensor = tensor_pb2.TensorProto(
             dtype=types_pb2.DT_STRING,
             string_val=[text.encode("utf-8")],
-            tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)]),
+            tensor_shape=tensor_shape_pb2.TensorShapeProto(
+                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)]
+            ),
         )
         summary = s.Summary(value=[s.Summary.Value(tag=tag, metadata=meta, tensor=tensor)])
         self._writer.add_event(self._event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
@@ -312,8 +321,14 @@ class _WandbBackend:
     name = "wandb"
 
     def __init__(
-        self, project: str, experiment: str, run_dir: Path, config: Mapping[str, Any], *,
-        mode: str | None = None, **kwargs: Any,
+        self,
+        project: str,
+        experiment: str,
+        run_dir: Path,
+        config: Mapping[str, Any],
+        *,
+        mode: str | None = None,
+        **kwargs: Any,
     ) -> None:
         try:
             import wandb
@@ -355,7 +370,12 @@ class _MlflowBackend:
     _PARAM_BATCH = 100
 
     def __init__(
-        self, project: str, experiment: str, log_dir: Path, config: Mapping[str, Any], *,
+        self,
+        project: str,
+        experiment: str,
+        log_dir: Path,
+        config: Mapping[str, Any],
+        *,
         tracking_uri: str | None = None,
     ) -> None:
         try:
@@ -471,8 +491,13 @@ class Tracker:
         try:
             for spec in specs:
                 name, backend = self._make(
-                    spec, fsync=fsync, console_keys=console_keys, console_file=console_file,
-                    wandb_mode=wandb_mode, wandb_kwargs=wandb_kwargs, mlflow_tracking_uri=mlflow_tracking_uri,
+                    spec,
+                    fsync=fsync,
+                    console_keys=console_keys,
+                    console_file=console_file,
+                    wandb_mode=wandb_mode,
+                    wandb_kwargs=wandb_kwargs,
+                    mlflow_tracking_uri=mlflow_tracking_uri,
                 )
                 self.backends[name] = backend
         except BaseException:
@@ -493,15 +518,23 @@ class Tracker:
         if spec == "jsonl":
             return spec, _JsonlBackend(self.run_dir, self.config, fsync=opts["fsync"])
         if spec == "console":
-            return spec, _ConsoleBackend(self.project, self.experiment, keys=opts["console_keys"],
-                                         file=opts["console_file"])
+            return spec, _ConsoleBackend(
+                self.project, self.experiment, keys=opts["console_keys"], file=opts["console_file"]
+            )
         if spec == "tensorboard":
             return spec, _TensorBoardBackend(self.run_dir, self.config)
         if spec == "wandb":
-            return spec, _WandbBackend(self.project, self.experiment, self.run_dir, self.config,
-                                       mode=opts["wandb_mode"], **dict(opts["wandb_kwargs"] or {}))
-        return spec, _MlflowBackend(self.project, self.experiment, self.log_dir, self.config,
-                                    tracking_uri=opts["mlflow_tracking_uri"])
+            return spec, _WandbBackend(
+                self.project,
+                self.experiment,
+                self.run_dir,
+                self.config,
+                mode=opts["wandb_mode"],
+                **dict(opts["wandb_kwargs"] or {}),
+            )
+        return spec, _MlflowBackend(
+            self.project, self.experiment, self.log_dir, self.config, tracking_uri=opts["mlflow_tracking_uri"]
+        )
 
     @property
     def jsonl_path(self) -> Path:
@@ -558,8 +591,11 @@ class Tracker:
                     backend.finish()
             except Exception as err:
                 self.failed[name] = err
-                warnings.warn(f"tracking backend {name!r} failed in finish(): {type(err).__name__}: {err}",
-                              RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"tracking backend {name!r} failed in finish(): {type(err).__name__}: {err}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
 
     def finish(self, *, exit_code: int = 0) -> None:
         """Flush and close every backend (idempotent); ``exit_code != 0`` marks W&B/MLflow runs failed."""
@@ -629,13 +665,19 @@ def read_jsonl(path: str | os.PathLike[str], *, strict: bool = False) -> list[di
             row = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             if last:
-                warnings.warn(f"{p}: skipping the truncated last line {i} ({len(raw)} bytes)", RuntimeWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"{p}: skipping the truncated last line {i} ({len(raw)} bytes)",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             elif strict:
                 raise ValueError(f"{p}:{i}: not a JSON object ({err})") from None
             else:
-                warnings.warn(f"{p}: skipping unreadable line {i} (a fragment left by a crash?): {err}",
-                              RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"{p}: skipping unreadable line {i} (a fragment left by a crash?): {err}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             continue
         if not isinstance(row, dict):
             raise ValueError(f"{p}:{i}: expected a JSON object per line; got {type(row).__name__}")

@@ -255,8 +255,8 @@ def _best_worst_stats(
         return out
     kernel = _kernels.best_worst_kernel()
     if kernel is not None:
-        tables = np.stack([_subset_table(n, k, n_bootstrap, seed) for k in zeta_ks])
-        got = _kernels.best_worst_tables(kernel, values, order, tables, n_bootstrap)
+        stacked = np.stack([_subset_table(n, k, n_bootstrap, seed) for k in zeta_ks])
+        got = _kernels.best_worst_tables(kernel, values, order, stacked, n_bootstrap)
         for t, k in enumerate(zeta_ks):
             out[k] = (got[t, 0], got[t, 1], got[t, 2], got[t, 3])
         return out
@@ -449,7 +449,9 @@ def _distinct_draws(
 
 
 @functools.lru_cache(maxsize=64)
-def _kernel_draws(n: int, k: int, n_bootstrap: int, seed: int) -> tuple[np.ndarray, ...]:
+def _kernel_draws(
+    n: int, k: int, n_bootstrap: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_validation_kernels.kernel_draws` of the distinct draws (cached: data-independent)."""
     return _kernels.kernel_draws(k, *_distinct_draws(n, k, n_bootstrap, seed))
 
@@ -472,7 +474,9 @@ def _majority_counts_bits(
     n_pat, n = patterns.shape
     kernel = _majority_kernel()
     if kernel is not None:
-        return _kernels.majority_counts_tables(kernel, patterns, k, _kernel_draws(n, k, n_bootstrap, seed), scratch)
+        return _kernels.majority_counts_tables(
+            kernel, patterns, k, _kernel_draws(n, k, n_bootstrap, seed), scratch
+        )
     idx, mult, first, weight = _distinct_draws(n, k, n_bootstrap, seed)
     weighted = idx.shape[0] < n_bootstrap
     n_rows = idx.shape[0]
@@ -960,8 +964,8 @@ def process_validation_metrics(
             maj_future = _kernels.background().submit(_all_majority_counts, early_layouts, seed)
             time.sleep(0)  # hand the GIL over: the background thread starts before the column conversions
     columns: dict[str, _Column] = {}
-    for name, col in infos_dict.items():
-        columns[name] = _Column(col, name, n)
+    for name, raw in infos_dict.items():
+        columns[name] = _Column(raw, name, n)
         if maj_future is not None:
             time.sleep(0)  # list conversions hold the GIL: let the background thread take its next step
 
@@ -1207,9 +1211,7 @@ def _pred_codes(
 _MajLayout = tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], dict[str, Any]]
 
 
-def _maj_layout(
-    codes_sorted: np.ndarray, pred_ok: np.ndarray, sizes: np.ndarray, n_resps: int
-) -> _MajLayout:
+def _maj_layout(codes_sorted: np.ndarray, pred_ok: np.ndarray, sizes: np.ndarray, n_resps: int) -> _MajLayout:
     """The prompts with valid predictions and ``n_resps`` samples, and their prediction patterns."""
     prompts = np.flatnonzero(pred_ok & (sizes[: pred_ok.shape[0]] == n_resps))
     starts = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
