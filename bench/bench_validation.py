@@ -62,6 +62,7 @@ def clear_caches() -> None:
     V._subset_table.cache_clear()
     V._distinct_draws.cache_clear()
     V._kernel_draws.cache_clear()
+    V._stacked_subset_tables.cache_clear()
 
 
 def group_floor(sources: list[str], uids: list[str]) -> None:

@@ -138,6 +138,14 @@ def _subset_table(n_data: int, subset_size: int, n_bootstrap: int, seed: int) ->
     return table
 
 
+@functools.lru_cache(maxsize=32)
+def _stacked_subset_tables(n: int, ks: tuple[int, ...], n_bootstrap: int, seed: int) -> np.ndarray:
+    """:func:`_subset_table` of each ``k``, stacked (K, 2**n) for the best/worst kernel."""
+    stacked = np.stack([_subset_table(n, k, n_bootstrap, seed) for k in ks])
+    stacked.setflags(write=False)
+    return stacked
+
+
 def _use_zeta(n: int, subset_size: int, n_bootstrap: int, q: int) -> bool:
     """Whether best/worst counts come from the subset-sum table (else from the drawn ranks)."""
     zeta_cost = n * (1 << n) if n <= _ZETA_MAX_N else math.inf
@@ -231,7 +239,7 @@ def _weighted_mean_std(
 
 
 def _best_worst_stats(
-    values: np.ndarray, ks: Sequence[int], n_bootstrap: int, seed: int, order: np.ndarray
+    values: np.ndarray, ks: Sequence[int], n_bootstrap: int, seed: int, order: np.ndarray | None = None
 ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Per ``k``: bootstrap best@k mean/std and worst@k mean/std of every row of ``values``.
 
@@ -243,6 +251,9 @@ def _best_worst_stats(
     prep: dict[str, np.ndarray] = {}
     out: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
     zeta_ks = []
+    kernel = _kernels.best_worst_kernel()
+    if order is None and (kernel is None or not all(_use_zeta(n, k, n_bootstrap, q) for k in ks)):
+        order = np.argsort(values, axis=1, kind="stable")
     for k in ks:
         if _use_zeta(n, k, n_bootstrap, q):
             zeta_ks.append(k)
@@ -253,10 +264,9 @@ def _best_worst_stats(
         )
     if not zeta_ks:
         return out
-    kernel = _kernels.best_worst_kernel()
     if kernel is not None:
-        stacked = np.stack([_subset_table(n, k, n_bootstrap, seed) for k in zeta_ks])
-        got = _kernels.best_worst_tables(kernel, values, order, stacked, n_bootstrap)
+        stacked = _stacked_subset_tables(n, tuple(zeta_ks), n_bootstrap, seed)
+        got = _kernels.best_worst_tables(kernel, values, stacked, n_bootstrap)
         for t, k in enumerate(zeta_ks):
             out[k] = (got[t, 0], got[t, 1], got[t, 2], got[t, 3])
         return out
@@ -361,7 +371,7 @@ def _majority_counts(
         out[:] = np.bincount(first, minlength=n)[None, :]
         return out
     counts_pat, inverse = _majority_counts_distinct(local, subset_size, n_bootstrap, seed, unique, scratch)
-    return counts_pat[inverse].astype(np.int64, copy=False)
+    return counts_pat[inverse].astype(np.int64)
 
 
 def _majority_counts_distinct(
@@ -379,13 +389,15 @@ def _majority_counts_distinct(
     if subset_size <= 2:
         # One or two draws: the first drawn answer always wins (alone, or first among a 1-1 tie).
         first = _indices_cached(n, subset_size, n_bootstrap, seed)[:, 0]
-        return np.bincount(first, minlength=n)[None, :].astype(np.int64), np.zeros(p_all, dtype=np.int64)
+        return np.bincount(first, minlength=n)[None, :], np.zeros(p_all, dtype=np.int64)
     patterns, inverse = _unique_rows(local) if unique is None else unique
     if subset_size <= 47:
         counts_pat = _majority_counts_bits(patterns, subset_size, n_bootstrap, seed, scratch)
     else:
         counts_pat = _majority_counts_positions(patterns, subset_size, n_bootstrap, seed)
-    return counts_pat.astype(np.int64, copy=False), inverse
+    # counts are at most n_bootstrap: the narrowest type keeps the (U, n) table in cache
+    count_t = np.int16 if n_bootstrap <= np.iinfo(np.int16).max else np.int64
+    return counts_pat.astype(count_t), inverse
 
 
 def _draw_tables(n: int, k: int, n_bootstrap: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -809,12 +821,23 @@ class _Column:
                 self._items = list(col)
             return
         items = col.tolist() if isinstance(col, np.ndarray) else col if isinstance(col, list) else list(col)
-        # one type throughout (the usual case) is checked by identity, cheaper than a set of types
         first_type = type(items[0]) if items else float
+        if first_type is bool:
+            # numpy infers bool only when every item is a bool: one pass checks and converts
+            as_bool = np.asarray(items)
+            if as_bool.dtype == np.bool_ and as_bool.shape == (n,):
+                self.values = as_bool.astype(np.float64)
+                self.is_none = np.zeros(n, dtype=bool)
+                self.is_str = np.zeros(n, dtype=bool)
+                return
+        # one type throughout (the usual case) is checked by identity, cheaper than a set of types
         types = {first_type} if operator.countOf(map(type, items), first_type) == n else set(map(type, items))
         plain = {bool, int, float}
         if types <= plain:
-            self.values = np.asarray(items, dtype=np.float64) if items else np.zeros(0)
+            if types == {float}:
+                self.values = np.fromiter(items, dtype=np.float64, count=n)
+            else:
+                self.values = np.asarray(items, dtype=np.float64) if items else np.zeros(0)
             self.is_none = np.zeros(n, dtype=bool)
             self.is_str = np.zeros(n, dtype=bool)
             return
@@ -960,7 +983,7 @@ def process_validation_metrics(
             early_pred = None  # raised again below, after the checks verl's order puts first
         if early_pred is not None:
             # layouts here (numpy, holding the GIL); counts there (kernels, GIL released)
-            early_layouts = _maj_layouts(early_pred[0], early_pred[1], sizes)
+            early_layouts = _maj_layouts(early_pred[0], early_pred[1], sizes, seed)
             maj_future = _kernels.background().submit(_all_majority_counts, early_layouts, seed)
             time.sleep(0)  # hand the GIL over: the background thread starts before the column conversions
     columns: dict[str, _Column] = {}
@@ -1084,7 +1107,9 @@ def process_validation_metrics(
         if key not in maj_cache:
             assert pred_codes_sorted is not None
             if n_resps not in layout_cache:
-                layout_cache[n_resps] = _maj_layout(pred_codes_sorted, pred_ok[:n_observed], sizes, n_resps)
+                layout_cache[n_resps] = _maj_layout(
+                    pred_codes_sorted, pred_ok[:n_observed], sizes, n_resps, seed
+                )
             maj_cache[key] = _maj_counts_layout(layout_cache[n_resps], k, seed)
         return maj_cache[key]
 
@@ -1125,11 +1150,10 @@ def process_validation_metrics(
                 continue
             metrics.setdefault(f"std@{n_resps}", []).append((prompts, stds))
             pred_rows = has_pred[prompts]
-            order = np.argsort(vals, axis=1, kind="stable")
             if pred_rows.any():
                 maj_sel = prompts[pred_rows]
                 maj_vals = vals[pred_rows]  # in sample order, as the majority counts
-            bw_stats = _best_worst_stats(vals, _gen_ns(n_resps), _N_BOOTSTRAP, seed, order)
+            bw_stats = _best_worst_stats(vals, _gen_ns(n_resps), _N_BOOTSTRAP, seed)
             for k in _gen_ns(n_resps):
                 bm, bs, wm, ws = bw_stats[k]
                 metrics.setdefault(f"best@{k}/mean", []).append((prompts, bm))
@@ -1179,7 +1203,9 @@ def process_validation_metrics(
             for m in names:
                 parts = per_var[name][m]
                 if one_source and len(parts) == 1:  # every prompt, already in ascending order
-                    var_out[m] = float(np.mean(parts[0][1]))
+                    v = parts[0][1]
+                    # np.mean's own sum and division, without its per-call overhead
+                    var_out[m] = float(v.sum() / v.shape[0]) if v.dtype == np.float64 else float(np.mean(v))
                     continue
                 p_all = np.concatenate([p for p, _ in parts])
                 v_all = np.concatenate([v for _, v in parts])
@@ -1211,7 +1237,9 @@ def _pred_codes(
 _MajLayout = tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], dict[str, Any]]
 
 
-def _maj_layout(codes_sorted: np.ndarray, pred_ok: np.ndarray, sizes: np.ndarray, n_resps: int) -> _MajLayout:
+def _maj_layout(
+    codes_sorted: np.ndarray, pred_ok: np.ndarray, sizes: np.ndarray, n_resps: int, seed: int
+) -> _MajLayout:
     """The prompts with valid predictions and ``n_resps`` samples, and their prediction patterns."""
     prompts = np.flatnonzero(pred_ok & (sizes[: pred_ok.shape[0]] == n_resps))
     starts = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
@@ -1234,10 +1262,12 @@ def _maj_counts_layout(layout: _MajLayout, k: int, seed: int) -> _MajCounts:
     return (prompts, *_majority_counts_distinct(local, k, _N_BOOTSTRAP, seed, unique=unique, scratch=scratch))
 
 
-def _maj_layouts(codes_sorted: np.ndarray, pred_ok: np.ndarray, sizes: np.ndarray) -> dict[int, _MajLayout]:
+def _maj_layouts(
+    codes_sorted: np.ndarray, pred_ok: np.ndarray, sizes: np.ndarray, seed: int
+) -> dict[int, _MajLayout]:
     """:func:`_maj_layout` of every number of samples (> 1) among prompts with valid predictions."""
     return {
-        n_resps: _maj_layout(codes_sorted, pred_ok, sizes, n_resps)
+        n_resps: _maj_layout(codes_sorted, pred_ok, sizes, n_resps, seed)
         for n_resps in np.unique(sizes[pred_ok]).tolist()
         if n_resps > 1
     }

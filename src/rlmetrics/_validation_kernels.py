@@ -122,20 +122,33 @@ def _compiled() -> Any | None:
         return 0
 
     @numba.njit(cache=True, nogil=True)
-    def best_worst(values, order, tables, total, lo, hi, out):  # type: ignore[no-untyped-def]
-        """``out[t, :, q]`` = best mean, best std, worst mean, worst std of row ``q`` under ``tables[t]``."""
+    def best_worst(values, tables, total, lo, hi, out):  # type: ignore[no-untyped-def]
+        """``out[t, :, q]`` = best mean, best std, worst mean, worst std of row ``q`` under ``tables[t]``.
+
+        Each row is sorted here, stably with NaN last (``np.argsort(kind="stable")``'s order).
+        """
         n = values.shape[1]
         full = (np.int64(1) << n) - 1
         sv = np.empty(n, np.float64)
+        pos = np.empty(n, np.int64)
         prefix = np.empty(n + 1, np.int64)
         best = np.empty(n, np.float64)
         worst = np.empty(n, np.float64)
         for q in range(lo, hi):
+            # insertion sort: a later value moves before an earlier one only if strictly smaller
+            for j in range(n):
+                x = values[q, j]
+                r = j
+                if x == x:  # a NaN stays last
+                    while r > 0 and not (sv[r - 1] <= x):
+                        sv[r] = sv[r - 1]
+                        pos[r] = pos[r - 1]
+                        r -= 1
+                sv[r] = x
+                pos[r] = j
             prefix[0] = 0
             for r in range(n):
-                j = order[q, r]
-                sv[r] = values[q, j]
-                prefix[r + 1] = prefix[r] | (np.int64(1) << j)
+                prefix[r + 1] = prefix[r] | (np.int64(1) << pos[r])
             for t in range(tables.shape[0]):
                 tab = tables[t]
                 for r in range(n):
@@ -214,11 +227,35 @@ def _compiled() -> Any | None:
     def subset_sums(table, n_bits):  # type: ignore[no-untyped-def]
         """In place: ``table[A]`` becomes the sum of ``table[B]`` over the subsets ``B`` of ``A``."""
         size = table.shape[0]
-        for bit in range(n_bits):
+        low = 0
+        if n_bits >= 3:
+            # the three lowest bits within each block of 8, in registers (short strided loops
+            # would not vectorise)
+            for b in range(0, size, 8):
+                a0, a1, a2, a3 = table[b], table[b + 1], table[b + 2], table[b + 3]
+                a4, a5, a6, a7 = table[b + 4], table[b + 5], table[b + 6], table[b + 7]
+                a1 += a0
+                a3 += a2
+                a5 += a4
+                a7 += a6
+                a2 += a0
+                a3 += a1
+                a6 += a4
+                a7 += a5
+                a4 += a0
+                a5 += a1
+                a6 += a2
+                a7 += a3
+                table[b + 1], table[b + 2], table[b + 3] = a1, a2, a3
+                table[b + 4], table[b + 5], table[b + 6], table[b + 7] = a4, a5, a6, a7
+            low = 3
+        for bit in range(low, n_bits):
             step = 1 << bit
             for base in range(0, size, 2 * step):
-                for i in range(base, base + step):
-                    table[i + step] += table[i]
+                lo = table[base : base + step]  # row views: the adds vectorise
+                hi = table[base + step : base + 2 * step]
+                for i in range(step):
+                    hi[i] += lo[i]
         return 0
 
     return majority, best_worst, local_codes, dense_codes, weighted_rows, subset_sums
@@ -262,17 +299,13 @@ def subset_sums_kernel() -> Any | None:
 _BEST_WORST_THREAD_ROWS = 16384
 
 
-def best_worst_tables(
-    kernel: Any, values: np.ndarray, order: np.ndarray, tables: np.ndarray, total: int
-) -> np.ndarray:
+def best_worst_tables(kernel: Any, values: np.ndarray, tables: np.ndarray, total: int) -> np.ndarray:
     """best@k / worst@k means and stds of every row, for every subset-sum table, with the kernel.
 
     Parameters
     ----------
     values : (Q, n) float64
-        One row per prompt, in sample order.
-    order : (Q, n) int
-        ``np.argsort(values, axis=1, kind="stable")``.
+        One row per prompt, in sample order (sorted in the kernel).
     tables : (K, 2**n) int
         Subset-sum table of the bootstrap draws, one per ``k``.
     total : int
@@ -284,14 +317,13 @@ def best_worst_tables(
     """
     q = values.shape[0]
     values = np.ascontiguousarray(values, dtype=np.float64)
-    order = np.ascontiguousarray(order)
     out = np.empty((tables.shape[0], 4, q), dtype=np.float64)
     if q < _BEST_WORST_THREAD_ROWS or N_THREADS == 1:
-        kernel(values, order, tables, float(total), 0, q, out)
+        kernel(values, tables, float(total), 0, q, out)
         return out
     bounds = np.linspace(0, q, N_THREADS + 1).astype(np.int64).tolist()
     futures = [
-        pool().submit(kernel, values, order, tables, float(total), lo, hi, out)
+        pool().submit(kernel, values, tables, float(total), lo, hi, out)
         for lo, hi in itertools.pairwise(bounds)
     ]
     for f in futures:
