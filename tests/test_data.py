@@ -123,6 +123,20 @@ def test_bfloat16_inputs_are_computed_in_float32(engine):
         assert ours[key] == pytest.approx(value, rel=1e-9, abs=1e-9), key
 
 
+def test_numpy_float16_inputs_and_masks_are_computed_in_float32(engine):
+    """numpy float16 values and masks (numba has no float16) give the float32 results."""
+    tensors, _ = make_batch(24, 8, 300, seed=6)
+    as_f32 = {k: v.numpy() for k, v in tensors.items()}
+    as_f16 = {k: (v.astype(np.float16) if v.dtype.kind == "f" else v) for k, v in as_f32.items()}
+    as_f16["response_mask"] = as_f32["response_mask"].astype(np.float16)
+    as_f16["attention_mask"] = as_f32["attention_mask"].astype(np.float16)
+    up = {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in as_f16.items()}
+    ours = rlmetrics.compute_data_metrics(as_f16)
+    ref = rlmetrics.compute_data_metrics(up)
+    for key, value in ref.items():
+        assert ours[key] == pytest.approx(value, rel=1e-9, abs=1e-9, nan_ok=True), key
+
+
 def test_float64_inputs_keep_float64_precision(engine):
     rng = np.random.default_rng(0)
     tensors, _ = make_batch(20, 6, 30, seed=9)

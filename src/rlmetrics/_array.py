@@ -106,7 +106,13 @@ def raise_invalid_mask(mask: Any, name: str) -> None:
 
 
 def check_finite_scalar(value: Any, name: str, *, positive: bool = False) -> float:
-    """Return ``value`` as a float, raising ``ValueError`` if it is not finite (or not > 0)."""
+    """Return ``value`` as a float, raising ``ValueError`` if it is not finite (or not > 0).
+
+    Strings are refused (``float("1.5")`` would parse them): a timing or a count read from a
+    config as text is a caller's bug worth naming.
+    """
+    if isinstance(value, str | bytes):
+        raise TypeError(f"{name} must be a real number; got {type(value).__name__} {value!r}")
     try:
         out = float(value)
     except (TypeError, ValueError):

@@ -98,6 +98,9 @@ def as_batch(batch: Any, *, arg: str = "batch") -> BatchView:
         return batch
     # verl DataProto and look-alikes: an object with a .batch mapping.
     inner = getattr(batch, "batch", None)
+    if inner is None and not isinstance(batch, Mapping) and hasattr(batch, "non_tensor_batch"):
+        # a DataProto that holds no tensors (``DataProto(batch=None, ...)``)
+        inner = {}
     if inner is not None and not isinstance(batch, Mapping) and hasattr(inner, "keys"):
         return BatchView(
             tensors=inner,

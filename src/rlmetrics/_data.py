@@ -420,7 +420,8 @@ _CPU_TORCH_VIA_NUMPY = True
 
 
 def _cpu_view(view: BatchView) -> BatchView:
-    """The batch with CPU torch tensors seen as numpy arrays (zero-copy; bf16/fp16 -> float32).
+    """The batch with CPU torch tensors seen as numpy arrays (zero-copy; bf16/fp16 -> float32,
+    as numpy float16 arrays).
 
     The CPU kernels are numpy's, spread over threads; CUDA tensors stay where they are.
     """
@@ -438,6 +439,8 @@ def _cpu_view(view: BatchView) -> BatchView:
             if x.dtype in (torch.bfloat16, torch.float16):
                 x = x.float()
             x = x.numpy()
+        elif isinstance(x, np.ndarray) and x.dtype == np.float16:
+            x = x.astype(np.float32)  # statistics in at least float32 (and numba has no float16)
         converted[key] = x
     return BatchView(tensors=converted, non_tensors=view.non_tensors, meta_info=view.meta_info, arg=view.arg)
 

@@ -42,6 +42,10 @@ def prompt_response_lengths(view: BatchView) -> tuple[Any, Any, Any]:
         return as_float(prompt_len), as_float(response_len), None
     attention, split = attention_split(view)
     xp = array_namespace(attention)
+    if xp.isdtype(attention.dtype, "real floating") and attention.dtype not in (xp.float32, xp.float64):
+        # bf16/fp16 masks: counted in float32 (exact to 2**24; fp16 sums stop at 2048, bf16 at 256),
+        # and numba has no float16
+        attention = xp.astype(attention, xp.float32)
     kernel = attention_lengths_kernel() if isinstance(attention, np.ndarray) else None
     if kernel is not None and attention.dtype.kind in "biuf":
         rows = map_row_blocks(lambda sl: kernel(attention[sl], split), attention.shape)
