@@ -270,6 +270,7 @@ def _best_worst_stats(
         for t, k in enumerate(zeta_ks):
             out[k] = (got[t, 0], got[t, 1], got[t, 2], got[t, 3])
         return out
+    assert order is not None  # computed above whenever the kernel is absent
     if "sorted" not in prep:
         prep["sorted"] = np.take_along_axis(values, order, axis=1)
     _zeta_prep(order, prep)
