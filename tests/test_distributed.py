@@ -27,6 +27,7 @@ import torch.multiprocessing as tmp  # noqa: E402
 from rlmetrics import (  # noqa: E402
     Metric,
     compute_data_metrics,
+    compute_group_metrics,
     compute_ppo_update_metrics,
     compute_rollout_mismatch_metrics,
     compute_variance_proxy_metrics,
@@ -100,6 +101,13 @@ def policy_metrics(a: dict, process_group=None) -> dict:
     return out
 
 
+def grpo_arrays(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group ids spread over the ranks' shards (uid = i % 7) and 0/1 rewards."""
+    rng = np.random.default_rng(n)
+    uids = np.array([f"q{i % 7}" for i in range(n)])
+    return uids, (rng.random(n) < 0.5).astype(np.float64)
+
+
 def shard(batch: dict, sizes: list[int], rank: int) -> dict:
     start = sum(sizes[:rank])
     return {k: v[start : start + sizes[rank]] for k, v in batch.items()}
@@ -138,6 +146,20 @@ def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
         reduced = all_reduce_data_stats(tstats, dist.group.WORLD)
         res["data_stats_types"] = (type(tstats.sums).__name__, type(reduced.sums).__name__)
         res["data_stats_torch"] = finalize_data_metrics(reduced, True, has_num_turns=True)
+        # GRPO group metrics: groups split across ranks (uid i % 7), the empty shard included;
+        # then a bad reward on the last rank: every rank raises the same error.
+        g_uids, g_rewards = grpo_arrays(sum(sizes))
+        start = sum(sizes[:rank])
+        mine = slice(start, start + sizes[rank])
+        res["grpo"] = compute_group_metrics(g_uids[mine], g_rewards[mine], process_group=dist.group.WORLD)
+        bad = g_rewards[mine].copy()
+        if rank == world - 1 and bad.size:
+            bad[0] = np.nan
+        try:
+            compute_group_metrics(g_uids[mine], bad, process_group=dist.group.WORLD)
+            res["grpo_error"] = None
+        except ValueError as err:
+            res["grpo_error"] = str(err)
         # Generic packed statistics.
         res["stats"] = all_reduce_stats(
             np.array([rank + 1.0, 2.0]), np.array([float(rank)]), np.array([-float(rank), 5.0])
@@ -234,6 +256,21 @@ def test_policy_metrics_with_process_group_equal_concatenated_batch(spawned):
         assert sorted(got) == sorted(want)
         for key, value in want.items():
             assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12, nan_ok=True), key
+
+
+def test_group_metrics_with_process_group_equal_concatenated_batch(spawned):
+    """Groups split across ranks are merged (not averaged per rank); a bad shard fails everywhere."""
+    world, results = spawned
+    uids, rewards = grpo_arrays(sum(SHARDS[world]))
+    want = compute_group_metrics(uids, rewards)
+    last_nonempty = world - 1 if SHARDS[world][-1] else None
+    for res in results:
+        assert res["grpo"] == pytest.approx(want, rel=1e-12, nan_ok=True)
+        if last_nonempty is not None:
+            assert res["grpo_error"] is not None
+            assert res["grpo_error"].startswith(f"rank {last_nonempty}: rewards must be finite")
+        else:
+            assert res["grpo_error"] is None
 
 
 def test_all_reduce_stats_packed(spawned):

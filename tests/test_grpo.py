@@ -149,3 +149,13 @@ def test_binary_rewards_properties(samples: list) -> None:
     assert 0 <= m["grpo/frac_samples_reward_zero_std"] <= 1
     assert m["grpo/group_size/mean"] * m["grpo/num_groups"] == pytest.approx(len(samples))
     check(m, brute(uids.tolist(), rewards.tolist()))
+
+
+def test_process_group_needs_initialised_torch_distributed() -> None:
+    """process_group= without torch.distributed initialised: a clear error, not a hang."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():  # pragma: no cover - the test process never initialises it
+        pytest.skip("torch.distributed is initialised in this process")
+    with pytest.raises(RuntimeError, match=r"torch\.distributed is not initialised"):
+        compute_group_metrics(np.array(["a", "a"]), np.array([1.0, 0.0]), process_group=object())

@@ -4,7 +4,8 @@ GRPO normalises each response's reward within its group (the responses sampled f
 identified by verl's ``uid``). A group whose rewards are all equal has zero advantages and
 contributes no gradient; this module measures how much of the batch that is, how many groups
 are all solved / none solved, the mean within-group reward spread and the group sizes. Groups of
-one sample and uneven group sizes are handled.
+one sample and uneven group sizes are handled; with ``process_group=`` the groups are formed
+over every rank's samples.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ def _host_1d(x: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _uids_and_rewards(uids_or_batch: Any, rewards: Any, reward_key: str) -> tuple[np.ndarray, np.ndarray]:
+def _uids_and_rewards(
+    uids_or_batch: Any, rewards: Any, reward_key: str, *, allow_empty: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     if _looks_like_batch(uids_or_batch):
         view = as_batch(uids_or_batch)
         uids = view.non_tensor("uid")
@@ -65,13 +68,46 @@ def _uids_and_rewards(uids_or_batch: Any, rewards: Any, reward_key: str) -> tupl
         raise ValueError(
             f"uids and rewards must have the same length; got {uid_arr.shape[0]} and {reward_arr.shape[0]}"
         )
-    if uid_arr.shape[0] == 0:
+    if uid_arr.shape[0] == 0 and not allow_empty:
         raise ValueError("the batch is empty: group metrics need at least one sample")
     reward_arr = reward_arr.astype(np.float64)
     if not np.all(np.isfinite(reward_arr)):
         bad = int(np.flatnonzero(~np.isfinite(reward_arr))[0])
         raise ValueError(f"rewards must be finite; sample {bad} has reward {reward_arr[bad]}")
     return uid_arr, reward_arr
+
+
+def _gather_groups(
+    uids_or_batch: Any, rewards: Any, reward_key: str, process_group: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every rank's (uids, rewards), concatenated in rank order, on every rank.
+
+    A group's samples may sit on several ranks, so its statistics cannot be merged from
+    per-rank sums: the (uid, reward) pairs themselves are gathered (one object all-gather; a
+    few bytes per sample). A rank whose input is bad still joins the collective, and then every
+    rank raises the same error, naming that rank.
+    """
+    from ._distributed import _dist
+
+    dist = _dist()
+    try:
+        payload: tuple[Any, ...] = (
+            "ok",
+            *_uids_and_rewards(uids_or_batch, rewards, reward_key, allow_empty=True),
+        )
+    except (TypeError, ValueError) as err:
+        payload = ("error", type(err).__name__, str(err))
+    gathered: list[Any] = [None] * dist.get_world_size(process_group)
+    dist.all_gather_object(gathered, payload, group=process_group)
+    for rank, item in enumerate(gathered):
+        if item[0] == "error":
+            kind = TypeError if item[1] == "TypeError" else ValueError
+            raise kind(f"rank {rank}: {item[2]}")
+    uids = np.concatenate([item[1] for item in gathered])
+    r = np.concatenate([item[2] for item in gathered])
+    if uids.shape[0] == 0:
+        raise ValueError("the batch is empty on every rank: group metrics need at least one sample")
+    return uids, r
 
 
 def compute_group_metrics(
@@ -83,6 +119,7 @@ def compute_group_metrics(
     zero_std_atol: float = 1e-8,
     ddof: int = 1,
     prefix: str = PREFIX,
+    process_group: Any = None,
 ) -> dict[str, float]:
     """Per-group reward statistics of a GRPO batch.
 
@@ -107,6 +144,9 @@ def compute_group_metrics(
         ``reward_std/mean``.
     prefix : str, keyword-only
         Prepended to every key (default ``"grpo/"``).
+    process_group : torch.distributed.ProcessGroup, optional, keyword-only
+        When given, every rank gets the metrics of the union of all ranks' samples (a group
+        split across ranks is one group); ranks with no samples still take part.
 
     Returns
     -------
@@ -135,7 +175,10 @@ def compute_group_metrics(
         raise ValueError(f"zero_std_atol must be >= 0; got {atol}")
     if isinstance(ddof, bool) or not isinstance(ddof, int | np.integer) or ddof < 0:
         raise ValueError(f"ddof must be a non-negative integer; got {ddof!r}")
-    uids, r = _uids_and_rewards(uids_or_batch, rewards, reward_key)
+    if process_group is not None:
+        uids, r = _gather_groups(uids_or_batch, rewards, reward_key, process_group)
+    else:
+        uids, r = _uids_and_rewards(uids_or_batch, rewards, reward_key)
     try:
         _, inverse = np.unique(uids, return_inverse=True)
     except TypeError:
