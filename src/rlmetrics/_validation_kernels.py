@@ -125,7 +125,7 @@ def _compiled() -> Any | None:
     def best_worst(values, tables, total, lo, hi, out):  # type: ignore[no-untyped-def]
         """``out[t, :, q]`` = best mean, best std, worst mean, worst std of row ``q`` under ``tables[t]``.
 
-        Each row is sorted here, stably with NaN last (``np.argsort(kind="stable")``'s order).
+        Each row is ranked here, stably with NaN last (``np.argsort(kind="stable")``'s order).
         """
         n = values.shape[1]
         full = (np.int64(1) << n) - 1
@@ -134,16 +134,23 @@ def _compiled() -> Any | None:
         prefix = np.empty(n + 1, np.int64)
         best = np.empty(n, np.float64)
         worst = np.empty(n, np.float64)
+        inside = np.empty(n + 1, np.int64)
+        above = np.empty(n + 1, np.int64)
         for q in range(lo, hi):
-            # insertion sort: a later value moves before an earlier one only if strictly smaller
+            # stable ranks by counting (branch-free, vectorised; n <= 20 here): value i comes
+            # before value j if smaller, or equal and earlier; NaNs last, in sample order
+            row = values[q]
             for j in range(n):
-                x = values[q, j]
-                r = j
-                if x == x:  # a NaN stays last
-                    while r > 0 and not (sv[r - 1] <= x):
-                        sv[r] = sv[r - 1]
-                        pos[r] = pos[r - 1]
-                        r -= 1
+                x = row[j]
+                r = 0
+                if x == x:
+                    for i in range(n):
+                        y = row[i]
+                        r += 1 if (y < x) or (y == x and i < j) else 0
+                else:
+                    for i in range(n):
+                        y = row[i]
+                        r += 1 if (y == y) or i < j else 0
                 sv[r] = x
                 pos[r] = j
             prefix[0] = 0
@@ -151,10 +158,14 @@ def _compiled() -> Any | None:
                 prefix[r + 1] = prefix[r] | (np.int64(1) << pos[r])
             for t in range(tables.shape[0]):
                 tab = tables[t]
+                # draws inside the r lowest ranks / inside the n - r highest: one lookup each
+                for r in range(n + 1):
+                    inside[r] = tab[prefix[r]]
+                    above[r] = tab[full ^ prefix[r]]
                 for r in range(n):
                     # draws whose max rank is r; draws whose min rank is r
-                    best[r] = tab[prefix[r + 1]] - tab[prefix[r]]
-                    worst[r] = tab[full ^ prefix[r]] - tab[full ^ prefix[r + 1]]
+                    best[r] = inside[r + 1] - inside[r]
+                    worst[r] = above[r] - above[r + 1]
                 for c, counts in ((0, best), (2, worst)):
                     mean = 0.0
                     for r in range(n):
