@@ -12,6 +12,7 @@ indices are the same) and shared by every prompt with the same number of samples
   ``2**n`` small they come from a subset-sum (zeta) transform of the histogram of drawn
   position sets, ``Z[A] = #{draws inside A}``, looked up at each prompt's sorted prefixes;
   otherwise from the drawn ranks (one row gather per draw slot, over all prompts at once).
+  With numba, one compiled pass per prompt ranks its values and reads the table for every k.
 * maj@k: verl returns the value of the first occurrence, in the bootstrap sample, of the most
   voted prediction, ties going to the prediction that appears first in the sample. With the
   predictions of a prompt named by their first position, each (draw, prediction) gets the score
@@ -23,7 +24,9 @@ indices are the same) and shared by every prompt with the same number of samples
   kernel (:mod:`rlmetrics._validation_kernels`, threads over prompts); it yields the same
   integer counts as the numpy path (``RLMETRICS_NO_NUMBA=1`` forces the latter). In
   :func:`process_validation_metrics` the kernel's counts are computed on a background thread while
-  the value columns are converted and best@k/worst@k computed.
+  the value columns are converted and best@k/worst@k computed; the prompt patterns and the
+  data-independent draw tables are prepared (and cached per n, k, seed) before it starts, so
+  that thread needs the GIL only to launch the kernels.
 * A variable whose kept values equal an earlier one's (verl's ``reward`` next to ``score`` or
   ``acc``) reuses its metrics.
 
@@ -243,9 +246,10 @@ def _best_worst_stats(
 ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Per ``k``: bootstrap best@k mean/std and worst@k mean/std of every row of ``values``.
 
-    The same numbers as :func:`_rank_counts` then :func:`_weighted_mean_std` (row by row), but on
-    the subset-sum path it runs over blocks of rows small enough for every temporary to stay in
-    cache, all ``k`` per block.
+    The same numbers as :func:`_rank_counts` then :func:`_weighted_mean_std` (row by row). On the
+    subset-sum path the numba kernel ranks each row and reads every ``k``'s table in one pass
+    (``order`` is then not needed); without numba it runs over blocks of rows small enough for
+    every temporary to stay in cache, all ``k`` per block.
     """
     q, n = values.shape
     prep: dict[str, np.ndarray] = {}
