@@ -398,3 +398,35 @@ def test_extremes_of_offset_values_are_exact(engine, dtype, offset):
     for name, key in (("advantages", "advantages"), ("returns", "returns"), ("values", "values")):
         assert ours[f"critic/{name}/max"] == float(batch[key][mask].max())
         assert ours[f"critic/{name}/min"] == float(batch[key][mask].min())
+
+
+# Tensor methods that force a device-to-host copy (a host sync on CUDA).
+_HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int__", "__index__")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("use_critic", [True, False], ids=["critic", "no-critic"])
+def test_array_api_path_reads_the_host_once(monkeypatch, dtype, use_critic):
+    """The path CUDA tensors take, run on CPU tensors: one host read per call, no hidden ones.
+
+    Every tensor method that would copy to the host (and synchronise a GPU) is counted; the
+    packed statistics come back in one ``.cpu()`` + ``.numpy()``, masks are checked from the
+    packed counts (no ``bool(mask.any())``) and nothing calls ``.item()``.
+    """
+    monkeypatch.setattr(_data, "_CPU_TORCH_VIA_NUMPY", False)
+    tensors, extra = make_batch(48, 16, 64, seed=23, mask="holes", dtype=dtype, non_tensors=True)
+    expected = rlmetrics.compute_data_metrics({**tensors, **extra}, use_critic=use_critic)
+    calls: list[str] = []
+    for name in _HOST_READS:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    got = rlmetrics.compute_data_metrics({**tensors, **extra}, use_critic=use_critic)
+    monkeypatch.undo()
+    assert sorted(calls) == ["cpu", "numpy"], calls
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-6, nan_ok=True), key
