@@ -121,6 +121,19 @@ def _compiled() -> Any | None:
                 cnt[j] = 0
         return 0
 
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def weighted_mean_std(counts, vals, total):  # type: ignore[no-untyped-def]
+        """Mean and population std of ``vals`` with ``counts[r]`` copies of ``vals[r]`` (two passes)."""
+        mean = 0.0
+        for r in range(vals.shape[0]):
+            mean += counts[r] * vals[r]
+        mean /= total
+        var = 0.0
+        for r in range(vals.shape[0]):
+            d = vals[r] - mean
+            var += counts[r] * (d * d)
+        return mean, np.sqrt(var / total)
+
     @numba.njit(cache=True, nogil=True)
     def best_worst(values, tables, total, lo, hi, out):  # type: ignore[no-untyped-def]
         """``out[t, :, q]`` = best mean, best std, worst mean, worst std of row ``q`` under ``tables[t]``.
@@ -166,17 +179,8 @@ def _compiled() -> Any | None:
                     # draws whose max rank is r; draws whose min rank is r
                     best[r] = inside[r + 1] - inside[r]
                     worst[r] = above[r] - above[r + 1]
-                for c, counts in ((0, best), (2, worst)):
-                    mean = 0.0
-                    for r in range(n):
-                        mean += counts[r] * sv[r]
-                    mean /= total
-                    var = 0.0
-                    for r in range(n):
-                        d = sv[r] - mean
-                        var += counts[r] * (d * d)
-                    out[t, c, q] = mean
-                    out[t, c + 1, q] = np.sqrt(var / total)
+                out[t, 0, q], out[t, 1, q] = weighted_mean_std(best, sv, total)
+                out[t, 2, q], out[t, 3, q] = weighted_mean_std(worst, sv, total)
         return 0
 
     @numba.njit(cache=True, nogil=True)
@@ -216,22 +220,11 @@ def _compiled() -> Any | None:
     @numba.njit(cache=True, nogil=True)
     def weighted_rows(vals, counts, inverse, rows, total):  # type: ignore[no-untyped-def]
         """Mean and population std of ``vals[i]`` weighted by ``counts[inverse[rows[i]]]``."""
-        q, n = vals.shape
+        q = vals.shape[0]
         mean = np.empty(q, np.float64)
         std = np.empty(q, np.float64)
         for i in range(q):
-            c = counts[inverse[rows[i]]]
-            v = vals[i]
-            m = 0.0
-            for j in range(n):
-                m += c[j] * v[j]
-            m /= total
-            var = 0.0
-            for j in range(n):
-                d = v[j] - m
-                var += c[j] * (d * d)
-            mean[i] = m
-            std[i] = np.sqrt(var / total)
+            mean[i], std[i] = weighted_mean_std(counts[inverse[rows[i]]], vals[i], total)
         return mean, std
 
     @numba.njit(cache=True, nogil=True)
