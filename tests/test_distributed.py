@@ -134,6 +134,11 @@ def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
         # The policy-side metrics with process_group=, empty shard included.
         pol = shard(policy_arrays(sum(sizes), seed=world), sizes, rank)
         res["policy"] = policy_metrics(pol, process_group=dist.group.WORLD)
+        # A rank whose mask selects nothing joins the collectives (the check is on the union).
+        zero_mask = np.zeros_like(pol["response_mask"]) if rank == 0 else pol["response_mask"]
+        res["mismatch_rank0_masked"] = compute_rollout_mismatch_metrics(
+            pol["old_log_probs"], pol["rollout_log_probs"], zero_mask, process_group=dist.group.WORLD
+        )
         stats = data_statistics(local) if sizes[rank] else empty_data_stats()
         res["data_stats"] = finalize_data_metrics(
             all_reduce_data_stats(stats, dist.group.WORLD), True, has_num_turns=True
@@ -271,6 +276,19 @@ def test_group_metrics_with_process_group_equal_concatenated_batch(spawned):
             assert res["grpo_error"].startswith(f"rank {last_nonempty}: rewards must be finite")
         else:
             assert res["grpo_error"] is None
+
+
+def test_mismatch_with_a_rank_selecting_no_token(spawned):
+    """Rank 0's mask is all zero: no error, no hang; the union's metrics."""
+    world, results = spawned
+    a = policy_arrays(sum(SHARDS[world]), seed=world)
+    a["response_mask"][: SHARDS[world][0]] = 0
+    want = compute_rollout_mismatch_metrics(a["old_log_probs"], a["rollout_log_probs"], a["response_mask"])
+    for res in results:
+        got = res["mismatch_rank0_masked"]
+        assert sorted(got) == sorted(want)
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12, nan_ok=True), key
 
 
 def test_all_reduce_stats_packed(spawned):

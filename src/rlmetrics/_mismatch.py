@@ -17,10 +17,12 @@ import math
 from typing import Any
 
 from . import _keys as K
-from ._array import as_float, check_mask, check_same_shape, describe
+from ._array import as_float, check_same_shape, describe
 from ._policy_stats import (
+    MASK_INVALID,
     PolicyStats,
     cpu_block_rows,
+    deferred_mask,
     pack_stats,
     prepare_arrays,
     sharded_statistics,
@@ -183,12 +185,11 @@ def rollout_mismatch_statistics(
         raise ValueError(f"old_log_probs must have shape (B, R); got {describe(old_log_probs)}")
     check_same_shape(roll, old, "rollout_log_probs", "old_log_probs")
     check_same_shape(mask_raw, old, "response_mask", "old_log_probs")
-    mask = check_mask(mask_raw, "response_mask")
+    mask, mask_invalid = deferred_mask(mask_raw, "response_mask")
     n_rows, width = old.shape
-    if n_rows == 0 or not bool(xp.any(mask)):
-        raise ValueError(
-            f"response_mask must select at least one token; got {describe(response_mask)} with none selected"
-        )
+    if n_rows == 0:
+        raise ValueError(f"response_mask must select at least one token; got {describe(response_mask)}")
+    # An all-zero mask is found from the token count after the one host copy (no sync here).
     work = xp.float64 if (old.dtype == xp.float64 or roll.dtype == xp.float64) else xp.float32
     step = cpu_block_rows(n_rows, width, on_cpu)
     total_s: dict[str, Any] = {}
@@ -206,6 +207,7 @@ def rollout_mismatch_statistics(
         for k, v in lo.items():
             total_n[k] = xp.minimum(total_n[k], v) if k in total_n else v
     total_s["n_rows"] = float(n_rows)
+    total_s[MASK_INVALID] = mask_invalid
     return pack_stats(
         "mismatch",
         total_s,
@@ -213,7 +215,13 @@ def rollout_mismatch_statistics(
         total_n,
         xp=xp,
         device=device,
-        options={"rollout_is": rollout_is, "upper": upper, "lower": lower, "icepop": icepop},
+        options={
+            "rollout_is": rollout_is,
+            "upper": upper,
+            "lower": lower,
+            "icepop": icepop,
+            "mask_name": "response_mask",
+        },
     )
 
 
@@ -224,6 +232,11 @@ def finalize_rollout_mismatch_metrics(stats: PolicyStats, *, prefix: str = PREFI
     s, hi, lo = stats.to_host()
     mode = stats.options["rollout_is"]
     n, rows = s["n_tok"], s["n_rows"]
+    if n == 0:
+        raise ValueError(
+            "response_mask must select at least one token; none is selected "
+            "(in this batch, or on any rank with process_group=)"
+        )
     if math.isnan(s["kl"]) or math.isnan(s["train_log_ppl"]):
         raise ValueError("old_log_probs or rollout_log_probs hold NaN at tokens selected by response_mask")
     out: dict[str, float] = {}

@@ -17,9 +17,32 @@ from typing import Any
 
 import numpy as np
 
-from ._array import array_namespace, describe, is_torch_array, vectors_to_host
+from ._array import array_namespace, describe, is_torch_array, mask_and_invalid_count, vectors_to_host
 
-__all__ = ["PolicyStats", "cpu_block_rows", "pack_stats", "prepare_arrays", "warn_undefined"]
+__all__ = [
+    "MASK_INVALID",
+    "PolicyStats",
+    "cpu_block_rows",
+    "deferred_mask",
+    "pack_stats",
+    "prepare_arrays",
+    "warn_undefined",
+]
+
+#: Sum entry counting mask values other than 0/1 (checked after the one host copy).
+MASK_INVALID = "mask_invalid"
+
+
+def deferred_mask(mask: Any, name: str) -> tuple[Any, Any]:
+    """``(mask as bool, count of entries other than 0/1)`` with the check deferred on devices.
+
+    numpy masks are checked here (``ValueError`` naming ``name``), their count is 0; a torch
+    mask's count stays on its device, goes into the packed sums as :data:`MASK_INVALID` and is
+    checked by :meth:`PolicyStats.to_host` after the single transfer (no extra host sync).
+    """
+    as_bool, n_invalid = mask_and_invalid_count(mask, name)
+    return as_bool, (0.0 if n_invalid is None else n_invalid)
+
 
 # Elements per row block when scanning token tensors on the CPU: keeps float32 temporaries in L2.
 BLOCK_ELEMENTS = 1 << 15
@@ -102,10 +125,22 @@ class PolicyStats:
     options: dict[str, Any]
 
     def to_host(self) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-        """The three vectors as name -> float dictionaries, in one device-to-host copy."""
+        """The three vectors as name -> float dictionaries, in one device-to-host copy.
+
+        Raises ``ValueError`` if a deferred mask check (:data:`MASK_INVALID`) found entries
+        other than 0/1, here or on another rank; that entry is not returned.
+        """
         sums, maxes, mins = vectors_to_host(self.sums, self.maxes, self.mins)
+        host_sums = dict(zip(self.sum_names, sums.tolist()))
+        n_invalid = host_sums.pop(MASK_INVALID, 0.0)
+        if n_invalid > 0:
+            name = self.options.get("mask_name", "response_mask")
+            raise ValueError(
+                f"{name} must hold only 0 and 1; found {n_invalid:g} other entries "
+                "(in this batch or, with process_group=, another rank's)"
+            )
         return (
-            dict(zip(self.sum_names, sums.tolist())),
+            host_sums,
             dict(zip(self.max_names, maxes.tolist())),
             dict(zip(self.min_names, mins.tolist())),
         )
@@ -147,10 +182,11 @@ class PolicyStats:
                 first.min_names,
             ):
                 raise ValueError(f"cannot merge {p.kind!r} statistics with {first.kind!r} statistics")
-        hosts = [p.to_host() for p in parts]
-        sums = np.array([[h[0][k] for k in first.sum_names] for h in hosts]).sum(axis=0)
-        maxes = np.array([[h[1][k] for k in first.max_names] for h in hosts]).max(axis=0)
-        mins = np.array([[h[2][k] for k in first.min_names] for h in hosts]).min(axis=0)
+        # raw vectors (same layout): a deferred mask check is summed and raised by the merged to_host
+        hosts = [vectors_to_host(p.sums, p.maxes, p.mins) for p in parts]
+        sums = np.sum([h[0] for h in hosts], axis=0)
+        maxes = np.max([h[1] for h in hosts], axis=0)
+        mins = np.min([h[2] for h in hosts], axis=0)
         return cls(
             first.kind,
             first.sum_names,

@@ -21,10 +21,12 @@ import math
 from typing import Any
 
 from . import _keys as K
-from ._array import as_float, check_finite_scalar, check_mask, check_same_shape, describe
+from ._array import as_float, check_finite_scalar, check_same_shape, describe
 from ._policy_stats import (
+    MASK_INVALID,
     PolicyStats,
     cpu_block_rows,
+    deferred_mask,
     pack_stats,
     prepare_arrays,
     sharded_statistics,
@@ -90,7 +92,7 @@ def ppo_update_statistics(
         raise ValueError(f"log_probs must have shape (B, R); got {describe(log_probs)}")
     for name, x in zip(names[1:], (olp, adv, mask_raw)):
         check_same_shape(x, lp, name, "log_probs")
-    mask = check_mask(mask_raw, "response_mask")
+    mask, mask_invalid = deferred_mask(mask_raw, "response_mask")
     n_rows, width = lp.shape
     work = xp.float64 if xp.float64 in (lp.dtype, olp.dtype, adv.dtype) else xp.float32
     f64 = xp.float64
@@ -136,7 +138,7 @@ def ppo_update_statistics(
             seq[k] = seq[k] + xp.sum(xp.where(has, row / safe, xp.zeros_like(row)))
         r_max = xp.maximum(r_max, xp.astype(xp.max(xp.where(m, ratio, -math.inf)), f64))
         r_min = xp.minimum(r_min, xp.astype(xp.min(xp.where(m, ratio, math.inf)), f64))
-    sums = {"n_tok": n_tok, "n_seq": n_seq}
+    sums = {"n_tok": n_tok, "n_seq": n_seq, MASK_INVALID: mask_invalid}
     sums.update({f"tok_{k}": v for k, v in tok.items()})
     sums.update({f"seq_{k}": v for k, v in seq.items()})
     return pack_stats(
@@ -146,7 +148,12 @@ def ppo_update_statistics(
         {"ratio": r_min},
         xp=xp,
         device=device,
-        options={"clip_ratio_low": low, "clip_ratio_high": high, "clip_ratio_c": c},
+        options={
+            "clip_ratio_low": low,
+            "clip_ratio_high": high,
+            "clip_ratio_c": c,
+            "mask_name": "response_mask",
+        },
     )
 
 

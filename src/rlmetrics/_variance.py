@@ -17,9 +17,17 @@ import math
 from typing import Any
 
 from . import _keys as K
-from ._array import as_float, check_mask, check_same_shape, describe, is_torch_array
+from ._array import as_float, check_same_shape, describe, is_torch_array
 from ._batch import as_batch
-from ._policy_stats import PolicyStats, cpu_block_rows, pack_stats, prepare_arrays, sharded_statistics
+from ._policy_stats import (
+    MASK_INVALID,
+    PolicyStats,
+    cpu_block_rows,
+    deferred_mask,
+    pack_stats,
+    prepare_arrays,
+    sharded_statistics,
+)
 
 __all__ = [
     "compute_variance_proxy_metrics",
@@ -68,7 +76,7 @@ def variance_proxy_statistics(batch: Any, *, strict: bool = False) -> PolicyStat
     n_rows, width = adv.shape
     if n_rows == 0:
         raise ValueError("batch is empty: advantages has 0 rows; the variance proxies need one trajectory")
-    mask = check_mask(mask_raw, "batch['response_mask']")
+    mask, mask_invalid = deferred_mask(mask_raw, "batch['response_mask']")
     step = cpu_block_rows(n_rows, width, on_cpu)
     use_is = weights is not None
     f64 = xp.float64
@@ -99,12 +107,12 @@ def variance_proxy_statistics(batch: Any, *, strict: bool = False) -> PolicyStat
         power_sum = power_sum + xp.sum(term)
     return pack_stats(
         "variance_proxy",
-        {"n": float(n_rows), "a2": a2_sum, "w": w_sum, "power": power_sum},
+        {"n": float(n_rows), "a2": a2_sum, "w": w_sum, "power": power_sum, MASK_INVALID: mask_invalid},
         {},
         {},
         xp=xp,
         device=device,
-        options={"rollout_is": use_is},
+        options={"rollout_is": use_is, "mask_name": "batch['response_mask']"},
     )
 
 
