@@ -145,6 +145,11 @@ def _block_stats(
     sums["w"] = tsum(w)
     sums["wc"] = tsum(wc)
     sums["wc2"] = tsum(wc * wc)
+    # Second moments about 1, where IS weights gather: no cancellation in the stds (float32 sums of
+    # w**2 ~ 1 would lose the spread below ~1e-3).
+    dev = wc - 1.0
+    sums["wd"] = tsum(dev)
+    sums["wd2"] = tsum(dev * dev)
     if mode == "token":
         sums["high_tok"] = tsum(xp.astype(raw > upper, o.dtype))
         sums["low_tok"] = tsum(xp.astype(raw < lower, o.dtype))
@@ -152,7 +157,9 @@ def _block_stats(
         mins["w"] = xp.astype(xp.min(xp.where(m, w, math.inf)), f64)
     seq_w = xp.astype(_row_mean(xp, xp.sum(w, axis=-1), cnt), f64)
     seq_raw = _row_mean(xp, xp.sum(raw, axis=-1), cnt)
-    sums["seq_w"], sums["seq_w2"] = xp.sum(seq_w), xp.sum(seq_w * seq_w)
+    sums["seq_w"] = xp.sum(seq_w)
+    seq_dev = seq_w - 1.0
+    sums["seq_d"], sums["seq_d2"] = xp.sum(seq_dev), xp.sum(seq_dev * seq_dev)
     sums["seq_high"] = xp.sum(xp.astype(seq_raw > upper, f64))
     sums["seq_low"] = xp.sum(xp.astype(seq_raw < lower, f64))
     maxes["seq_w"], mins["seq_w"] = xp.max(seq_w), xp.min(seq_w)
@@ -252,7 +259,8 @@ def finalize_rollout_mismatch_metrics(stats: PolicyStats, *, prefix: str = PREFI
             out["rollout_is_ratio_fraction_high"] = s["high_rows"] / rows
             out["rollout_is_ratio_fraction_low"] = s["low_rows"] / rows
         mean_c, mean_c2 = s["wc"] / n, s["wc2"] / n
-        out["rollout_is_std"] = math.sqrt(max(mean_c2 - mean_c * mean_c, 0.0)) if n > 1 else 0.0
+        mean_d = s["wd"] / n
+        out["rollout_is_std"] = math.sqrt(max(s["wd2"] / n - mean_d * mean_d, 0.0)) if n > 1 else 0.0
         if s["wc2"] > 0:
             out["rollout_is_eff_sample_size"] = mean_c * mean_c / mean_c2
             out["rollout_is_ess_tokens"] = s["wc"] * s["wc"] / s["wc2"]
@@ -262,7 +270,7 @@ def finalize_rollout_mismatch_metrics(stats: PolicyStats, *, prefix: str = PREFI
             out["rollout_is_ess_tokens"] = math.nan
         out["rollout_is_seq_mean"] = s["seq_w"] / rows
         if rows > 1:
-            var = max(s["seq_w2"] - s["seq_w"] ** 2 / rows, 0.0) / (rows - 1)
+            var = max(s["seq_d2"] - s["seq_d"] ** 2 / rows, 0.0) / (rows - 1)
             out["rollout_is_seq_std"] = math.sqrt(var)
         else:
             out["rollout_is_seq_std"] = 0.0
