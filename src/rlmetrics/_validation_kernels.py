@@ -15,9 +15,14 @@ prediction, ``count * 2**k + sum of 2**(k - 1 - first_slot)`` over its drawn pos
 ``_majority_counts_bits``), and the highest bit of the winner's low part names its first slot.
 The kernel sums the per-position scores of each prediction over all draws in contiguous
 (vectorised) loops, instead of the numpy path's matrix product and full-size temporaries. Only
-integer counts come out, so the numpy path gives identical numbers. The kernel releases the
-GIL; large calls spread prompts over a thread pool. Set ``RLMETRICS_NO_NUMBA=1`` to force the
-numpy path.
+integer counts come out, so the numpy path gives identical numbers.
+
+**Helpers**: first-occurrence codes of prediction rows (:func:`local_codes_kernel`), the subset
+sums (zeta transform) behind the best/worst tables (:func:`subset_sums_kernel`), and the
+weighted mean/std of values under per-pattern counts (:func:`weighted_rows_kernel`).
+
+Every kernel releases the GIL; large calls spread rows over the shared thread pool. Set
+``RLMETRICS_NO_NUMBA=1`` to force the numpy paths.
 """
 
 from __future__ import annotations
