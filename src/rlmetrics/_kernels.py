@@ -86,6 +86,26 @@ def _compiled() -> tuple[Any, Any] | None:
         kind = like.dtype
         return lambda k, like: kind(k)
 
+    @numba.njit(cache=True, nogil=True, inline="always")
+    def attention_counts(row, split):  # type: ignore[no-untyped-def]
+        """(nonzero entries before ``split``, nonzero entries from it, entries other than 0/1)."""
+        # Row views indexed from 0: no negative-index wraparound, so the loops vectorise.
+        p_row = row[:split]
+        q_row = row[split:]
+        p_n = 0
+        p_one = 0
+        for j in range(p_row.shape[0]):
+            v = p_row[j]
+            p_n += 1 if v != 0 else 0
+            p_one += 1 if v == 1 else 0
+        r_n = 0
+        r_one = 0
+        for j in range(q_row.shape[0]):
+            v = q_row[j]
+            r_n += 1 if v != 0 else 0
+            r_one += 1 if v == 1 else 0
+        return p_n, r_n, (p_n - p_one) + (r_n - r_one)
+
     @numba.njit(cache=True, nogil=True, fastmath=fast)
     def token_rows(  # type: ignore[no-untyped-def]
         adv,
@@ -130,26 +150,12 @@ def _compiled() -> tuple[Any, Any] | None:
                 s_s += numpy.float64(s_row[j])
             for j in range(w_row.shape[0]):
                 w_s += numpy.float64(w_row[j])
-            att = attention[i]
-            p_row = att[:split]
-            q_row = att[split:]
-            p_n = 0
-            p_one = 0
-            for j in range(p_row.shape[0]):
-                v = p_row[j]
-                p_n += 1 if v != 0 else 0
-                p_one += 1 if v == 1 else 0
-            r_n = 0
-            r_one = 0
-            for j in range(q_row.shape[0]):
-                v = q_row[j]
-                r_n += 1 if v != 0 else 0
-                r_one += 1 if v == 1 else 0
+            p_n, r_n, att_bad = attention_counts(attention[i], split)
             seq[i, 0] = s_s
             seq[i, 1] = w_s
             seq[i, 2] = p_n
             seq[i, 3] = r_n
-            seq[i, 4] = (p_n - p_one) + (r_n - r_one)
+            seq[i, 4] = att_bad
             # Token-level, in column blocks: a block whose mask is all zero is skipped (its
             # values are never read), one that is all one runs without selects.
             n = 0
@@ -294,25 +300,7 @@ def _compiled() -> tuple[Any, Any] | None:
         out = numpy.empty((n_rows, 3), dtype=numpy.float64)
         split = min(max(split, 0), width)
         for i in range(n_rows):
-            # Row views indexed from 0: no negative-index wraparound, so the loops vectorise.
-            row = attention[i]
-            p_row = row[:split]
-            q_row = row[split:]
-            p = 0
-            p_one = 0
-            for j in range(p_row.shape[0]):
-                v = p_row[j]
-                p += 1 if v != 0 else 0
-                p_one += 1 if v == 1 else 0
-            r = 0
-            r_one = 0
-            for j in range(q_row.shape[0]):
-                v = q_row[j]
-                r += 1 if v != 0 else 0
-                r_one += 1 if v == 1 else 0
-            out[i, 0] = p
-            out[i, 1] = r
-            out[i, 2] = (p - p_one) + (r - r_one)
+            out[i, 0], out[i, 1], out[i, 2] = attention_counts(attention[i], split)
         return out
 
     return token_rows, attention_lengths

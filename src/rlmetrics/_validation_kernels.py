@@ -270,22 +270,25 @@ def _compiled() -> Any | None:
     return majority, best_worst, local_codes, dense_codes, weighted_rows, subset_sums
 
 
+def _pick(index: int) -> Any | None:
+    """Kernel ``index`` of :func:`_compiled`, or ``None`` when numba is missing or disabled."""
+    compiled = _compiled()
+    return None if compiled is None else compiled[index]
+
+
 def majority_kernel() -> Any | None:
     """The compiled maj@k kernel, or ``None`` when numba is missing or disabled."""
-    compiled = _compiled()
-    return None if compiled is None else compiled[0]
+    return _pick(0)
 
 
 def best_worst_kernel() -> Any | None:
     """The compiled best@k/worst@k kernel, or ``None`` when numba is missing or disabled."""
-    compiled = _compiled()
-    return None if compiled is None else compiled[1]
+    return _pick(1)
 
 
 def local_codes_kernel() -> Any | None:
     """``kernel(codes (Q, n) int) -> (Q, n) int64`` first-occurrence positions, or ``None``."""
-    compiled = _compiled()
-    return None if compiled is None else compiled[2]
+    return _pick(2)
 
 
 def weighted_rows_kernel() -> Any | None:
@@ -294,14 +297,12 @@ def weighted_rows_kernel() -> Any | None:
     Row ``i`` of ``vals`` is weighted by ``counts[inverse[rows[i]]]`` (distinct count rows shared
     by many prompts are never expanded).
     """
-    compiled = _compiled()
-    return None if compiled is None else compiled[4]
+    return _pick(4)
 
 
 def subset_sums_kernel() -> Any | None:
     """``kernel(table (2**n,), n)``: in-place sums over subsets (the zeta transform), or ``None``."""
-    compiled = _compiled()
-    return None if compiled is None else compiled[5]
+    return _pick(5)
 
 
 #: Rows (prompts x variables) below which the best/worst kernel runs on the calling thread.
@@ -402,7 +403,7 @@ def prepare_patterns(patterns: np.ndarray, scratch: dict[str, Any]) -> None:
     if "dense" in scratch:
         return
     # dense[p, j]: rank of position j's prediction among the pattern's predictions
-    dense, n_codes = _compiled()[3](np.ascontiguousarray(patterns))  # type: ignore[index]
+    dense, n_codes = _pick(3)(np.ascontiguousarray(patterns))  # type: ignore[misc]
     single = n_codes == 1  # a single prediction always wins, at the first slot
     rows = np.flatnonzero(~single)
     scratch["single"] = single
