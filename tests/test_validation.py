@@ -444,3 +444,16 @@ def test_process_validation_metrics_background_majority_padding(monkeypatch):
     _numpy_majority(monkeypatch)
     slow = process_validation_metrics(ds, uids, infos, expected_acc_counts=expected)
     assert fast == slow
+
+
+@pytest.mark.parametrize(
+    "column",
+    [[True, [1, 2]], [False, {"a": 1}], [1.5, [1.0]], [True, np.array([1, 2])]],
+    ids=["bool-then-list", "bool-then-dict", "float-then-list", "bool-then-array"],
+)
+def test_non_scalar_values_are_named(column):
+    """A list/dict among the values: a TypeError naming the variable and the culprit."""
+    with pytest.raises(
+        TypeError, match=r"infos_dict\['acc'\] must hold numbers, bools, strings or None; found"
+    ):
+        process_validation_metrics(["s", "s"], ["u", "u"], {"acc": column})

@@ -829,7 +829,10 @@ class _Column:
         first_type = type(items[0]) if items else float
         if first_type is bool:
             # numpy infers bool only when every item is a bool: one pass checks and converts
-            as_bool = np.asarray(items)
+            try:
+                as_bool = np.asarray(items)
+            except (TypeError, ValueError):  # ragged items: the checks below name the culprit
+                as_bool = np.zeros(0)
             if as_bool.dtype == np.bool_ and as_bool.shape == (n,):
                 self.values = as_bool.astype(np.float64)
                 self.is_none = np.zeros(n, dtype=bool)
