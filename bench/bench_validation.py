@@ -10,8 +10,10 @@ Data: P prompts x N samples per prompt, one data source, variables ``acc`` (bool
 ``reward`` (float) and ``pred`` (string answers, ~3 per prompt), as verl's validation passes them
 (Python lists). "cold" clears rlmetrics' caches of bootstrap draws before each call; "warm" keeps
 them (as in a training run, where every validation has the same N). Times are the best of
-``--repeat`` runs. The floor is grouping the samples by (source, uid) once (a dict factorisation
-plus a stable argsort), which any implementation has to do. maj@k runs the numba kernel when numba
+``--repeat`` runs; the scaling rows are measured in interleaved rounds (at least ``--repeat``,
+more for small sizes) so that the VM's drifts in speed hit every row alike. The floor is
+grouping the samples by (source, uid) once (a dict factorisation plus a stable argsort), which
+any implementation has to do. maj@k runs the numba kernel when numba
 is installed; ``RLMETRICS_NO_NUMBA=1`` times the numpy path.
 """
 
@@ -58,11 +60,7 @@ def best_of(fn: Any, repeat: int, before: Any = None) -> float:
 
 
 def clear_caches() -> None:
-    V._indices_cached.cache_clear()
-    V._subset_table.cache_clear()
-    V._distinct_draws.cache_clear()
-    V._kernel_draws.cache_clear()
-    V._stacked_subset_tables.cache_clear()
+    V._clear_caches()
 
 
 def group_floor(sources: list[str], uids: list[str]) -> None:
@@ -121,6 +119,23 @@ def vs_verl(cases: list[tuple[int, int]], repeat: int) -> None:
         )
 
 
+def interleaved(fns: dict[str, tuple[Any, Any]], rounds: int) -> dict[str, float]:
+    """Best time of each ``(fn, before)`` over ``rounds`` rounds that call every fn once, in turn.
+
+    Interleaving keeps drifts of this shared VM's speed (other tenants, frequency) out of the
+    ratios: every row of one size is measured in the same stretch of time.
+    """
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(rounds):
+        for name, (fn, before) in fns.items():
+            if before is not None:
+                before()
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
 def scaling(sizes: list[int], n: int, repeat: int) -> None:
     print(f"\n## Scaling (N = {n} samples per prompt): rlmetrics vs the group-by floor\n")
     print(
@@ -131,13 +146,21 @@ def scaling(sizes: list[int], n: int, repeat: int) -> None:
     for total in sizes:
         n_prompts = total // n
         sources, uids, infos = make_data(n_prompts, n, seed=1)
-        floor = best_of(functools.partial(group_floor, sources, uids), repeat)
-        vgroup = best_of(functools.partial(verl_grouping, sources, uids, infos), repeat)
-        ours = best_of(
-            functools.partial(process_validation_metrics, sources, uids, infos), repeat, clear_caches
+        call = functools.partial(process_validation_metrics, sources, uids, infos)
+        call()  # first call: kernels loaded, caches filled
+        # small sizes are cheap and noisy: more rounds (at least ``repeat``)
+        rounds = max(repeat, min(60, 600_000 // total))
+        t = interleaved(
+            {
+                "floor": (functools.partial(group_floor, sources, uids), None),
+                "vgroup": (functools.partial(verl_grouping, sources, uids, infos), None),
+                "cold": (call, clear_caches),
+                "warm": (call, None),
+                "summ": (functools.partial(summarize_validation, sources, uids, infos), None),
+            },
+            rounds,
         )
-        warm = best_of(functools.partial(process_validation_metrics, sources, uids, infos), repeat)
-        summ = best_of(functools.partial(summarize_validation, sources, uids, infos), repeat)
+        floor, vgroup, ours, warm, summ = t["floor"], t["vgroup"], t["cold"], t["warm"], t["summ"]
         print(
             f"| {total:,} | {n_prompts:,} | {fmt(floor)} | {fmt(vgroup)} | {fmt(ours)} | {ours / floor:5.1f} "
             f"| {fmt(warm)} | {warm / floor:5.1f} | {ours / vgroup:5.1f} | {fmt(summ)} "

@@ -457,3 +457,28 @@ def test_non_scalar_values_are_named(column):
         TypeError, match=r"infos_dict\['acc'\] must hold numbers, bools, strings or None; found"
     ):
         process_validation_metrics(["s", "s"], ["u", "u"], {"acc": column})
+
+
+@pytest.mark.parametrize(
+    ("n", "ks"), [(1, (1, 3)), (5, (7, 2, 3)), (16, (2, 4, 8, 16)), (300, (3, 1))], ids=str
+)
+def test_indices_are_verl_draws_in_any_order_and_after_clearing(n, ks):
+    """Every k's index matrix is np.random.choice's after np.random.seed, whichever k comes first
+    (they share one stream), the global RNG is left alone, and clearing the caches changes nothing."""
+    before = np.random.get_state()[1].copy()  # noqa: NPY002 - the global state must stay untouched
+    V._clear_caches()
+    got = {k: V._indices_cached(n, k, 50, 7).copy() for k in ks}
+    V._clear_caches()
+    V._prefetch_indices(n, ks[::-1][:1], 50, 7)
+    again = {k: V._indices_cached(n, k, 50, 7) for k in ks}
+    np.testing.assert_array_equal(np.random.get_state()[1], before)  # noqa: NPY002
+    for k in ks:
+        state = np.random.get_state()  # noqa: NPY002
+        try:
+            np.random.seed(7)  # noqa: NPY002 - verl's own draws, the reference
+            want = np.random.choice(n, size=(50, k), replace=True)  # noqa: NPY002
+        finally:
+            np.random.set_state(state)  # noqa: NPY002
+        np.testing.assert_array_equal(got[k], want)
+        np.testing.assert_array_equal(again[k], want)
+        assert not again[k].flags.writeable

@@ -4,8 +4,7 @@ best@k / worst@k come from the subset-sum table of the draws (itself checked aga
 enumeration of the index rows) and must equal the mean / population std of the max (min) over
 the 1000 draws; maj@k counts must equal verl's vote replayed draw by draw; the helper kernels
 (first-occurrence codes, subset sums, weighted rows) are compared with plain loops.
-:func:`kernel_draws` is plain numpy and runs without numba; everything else is skipped when
-numba is missing or disabled with ``RLMETRICS_NO_NUMBA``.
+Everything is skipped when numba is missing or disabled with ``RLMETRICS_NO_NUMBA``.
 """
 
 from __future__ import annotations
@@ -129,6 +128,25 @@ def test_best_worst_tables_float32_and_noncontiguous_values():
 
 
 @needs_numba
+@pytest.mark.parametrize(
+    ("n", "ks"), [(1, (1, 2)), (6, (1, 3, 7)), (10, (2, 4, 8, 10))], ids=["n1", "n6", "n10"]
+)
+def test_stacked_subset_tables_match_enumeration(n, ks):
+    stacked = V._stacked_subset_tables(n, ks, N_BOOT, SEED)
+    assert stacked.shape == (len(ks), 1 << n) and stacked.dtype == np.int16  # counts <= 1000
+    assert not stacked.flags.writeable
+    for t, k in enumerate(ks):
+        np.testing.assert_array_equal(stacked[t], brute_subset_table(n, k))
+
+
+@needs_numba
+def test_stacked_subset_tables_wide_counts():
+    stacked = V._stacked_subset_tables(3, (2,), 40_000, SEED)
+    assert stacked.dtype == np.int32
+    assert stacked[0, -1] == 40_000  # every draw lies inside the full set
+
+
+@needs_numba
 def test_best_worst_tables_threaded_split_equals_serial(monkeypatch):
     rng = np.random.default_rng(2)
     values = rng.standard_normal((50, 6))
@@ -208,117 +226,150 @@ def test_weighted_rows_kernel(count_dtype):
     counts[0] = 0
     counts[0, 3] = total  # all weight on one column: zero std
     counts = counts.astype(count_dtype)
+    stacked = np.stack([counts, counts[::-1]])  # (T, U, n): one table per k
     inverse = rng.integers(0, u, p)
     rows = rng.integers(0, p, q)
-    mean, std = VK.weighted_rows_kernel()(vals, counts, inverse, rows, float(total))
-    for i in range(q):
-        c = counts[inverse[rows[i]]].astype(np.float64)
-        m = np.average(vals[i], weights=c)
-        assert mean[i] == pytest.approx(m, rel=1e-12)
-        assert std[i] == pytest.approx(
-            np.sqrt(np.average((vals[i] - m) ** 2, weights=c)), rel=1e-12, abs=1e-12
-        )
+    mean, std = VK.weighted_rows_kernel()(vals, stacked, inverse, rows, float(total))
+    assert mean.shape == std.shape == (2, q)
+    for t in range(2):
+        for i in range(q):
+            c = stacked[t, inverse[rows[i]]].astype(np.float64)
+            m = np.average(vals[i], weights=c)
+            assert mean[t, i] == pytest.approx(m, rel=1e-12)
+            assert std[t, i] == pytest.approx(
+                np.sqrt(np.average((vals[i] - m) ** 2, weights=c)), rel=1e-12, abs=1e-12
+            )
+    mean, std = mean[0], std[0]
     picked = inverse[rows] == 0
     assert picked.any()
     np.testing.assert_allclose(mean[picked], vals[picked, 3], rtol=1e-14)
 
 
 # ----------------------------------------------------------------------------- maj@k draws
-DRAW_CASES = [(3, 3, np.int8), (4, 4, np.int8), (6, 5, np.int16), (5, 12, np.int32), (4, 27, np.int64)]
+def score_table(idx: np.ndarray, n: int, k: int) -> np.ndarray:
+    """(n + 1, R): position j's score in draw r, multiplicity * 2**k + 2**(k - 1 - first slot)
+    when drawn, and (row n) their sum; a plain loop."""
+    scores = np.zeros((n + 1, idx.shape[0]), dtype=object)
+    for r, draw in enumerate(idx.tolist()):
+        for j in set(draw):
+            scores[j, r] = draw.count(j) * 2**k + 2 ** (k - 1 - draw.index(j))
+        scores[n, r] = sum(scores[:n, r])
+    return scores
 
 
+STACK_CASES = [
+    (3, (3,), (0,)),
+    (4, (4, 2), (0, 0)),
+    (6, (5, 12), (0, 1)),
+    (5, (12, 27, 3), (1, 2, 0)),
+    (16, (4, 8, 16), (0, 0, 1)),
+]
+
+
+@needs_numba
 @pytest.mark.parametrize(
-    ("n", "k", "score_type"), DRAW_CASES, ids=[f"n{n}-k{k}-{np.dtype(t).name}" for n, k, t in DRAW_CASES]
+    ("n", "ks", "kinds"), STACK_CASES, ids=[f"n{n}-k{'-'.join(map(str, ks))}" for n, ks, _ in STACK_CASES]
 )
-def test_kernel_draws(n, k, score_type):
-    idx, mult, first, weights = V._distinct_draws(n, k, N_BOOT, SEED)
-    assert weights.sum() == N_BOOT
-    scores, slot_pos, w, single = VK.kernel_draws(k, idx, mult, first, weights)
-    # narrowest type holding (k + 1) * 2**k - 1
-    assert scores.dtype == score_type
-    widths = [np.int8, np.int16, np.int32, np.int64]
-    narrower = widths[: widths.index(score_type)]
-    assert all(((k + 1) << k) - 1 > np.iinfo(t).max for t in narrower)
-    assert ((k + 1) << k) - 1 <= np.iinfo(score_type).max
-    assert scores.shape == (n, idx.shape[0])
-    for r in range(idx.shape[0]):
-        for j in range(n):
-            want = int(mult[r, j]) << k
-            if first[r, j] < k:
-                want += 1 << (k - 1 - int(first[r, j]))
-            assert int(scores[j, r]) == want
-    assert slot_pos.dtype == np.uint8
-    np.testing.assert_array_equal(slot_pos, idx)
-    assert w.dtype == np.int64
-    np.testing.assert_array_equal(w, weights)
-    want_single = np.zeros(n, dtype=np.int64)
-    for r in range(idx.shape[0]):
-        want_single[idx[r, 0]] += weights[r]
-    assert single.dtype == np.int64
-    np.testing.assert_array_equal(single, want_single)
-    assert single.sum() == N_BOOT
-    assert not any(a.flags.writeable for a in (scores, slot_pos, w, single))
+def test_stack_draws_tables(n, ks, kinds):
+    draws = [V._fold_draws(n, k, N_BOOT, SEED) for k in ks]
+    st = VK.stack_draws(n, ks, draws)
+    np.testing.assert_array_equal(st.ks, ks)
+    # narrowest of int16 / int32 / int64 holding (k + 1) * 2**k - 1
+    np.testing.assert_array_equal(st.kinds, kinds)
+    tabs = (st.tab16, st.tab32, st.tab64)
+    for t, (k, (idx, weights)) in enumerate(zip(ks, draws)):
+        rows = idx.shape[0]
+        assert st.rows[t] == rows
+        tab = tabs[st.kinds[t]]
+        got = tab[:, st.cols[t] : st.cols[t] + rows]
+        np.testing.assert_array_equal(got.astype(object), score_table(idx, n, k))
+        slots = st.slot_flat[st.slot_at[t] : st.slot_at[t] + rows * k].reshape(rows, k)
+        np.testing.assert_array_equal(slots, idx)
+        if weights is None:
+            assert st.weight_at[t] == -1
+            w = np.ones(rows, dtype=np.int64)
+        else:
+            w = st.weights[st.weight_at[t] : st.weight_at[t] + rows]
+            np.testing.assert_array_equal(w, weights)
+        assert w.sum() == N_BOOT
+        want_single = np.zeros(n, dtype=np.int64)
+        for r in range(rows):
+            want_single[idx[r, 0]] += w[r]
+        np.testing.assert_array_equal(st.singles[t], want_single)
+    assert st.slot_flat.dtype == np.uint8
+    assert not any(a.flags.writeable for a in st)
 
 
-def test_kernel_draws_wide_positions_and_weights():
+@needs_numba
+def test_stack_draws_wide_positions_and_bad_k():
     rng = np.random.default_rng(1)
     n, k, rows = 300, 3, 50
     idx = rng.integers(0, n, (rows, k))
-    mult = np.zeros((rows, n), dtype=np.int64)
-    first = np.full((rows, n), k, dtype=np.int64)
-    for r in range(rows):
-        for s in range(k - 1, -1, -1):
-            mult[r, idx[r, s]] += 1
-            first[r, idx[r, s]] = s
     weights = rng.integers(1, 5, rows)
-    scores, slot_pos, _, single = VK.kernel_draws(k, idx, mult, first, weights)
-    assert slot_pos.dtype == np.int32  # n > 256
-    np.testing.assert_array_equal(slot_pos, idx)
-    np.testing.assert_array_equal(single, np.bincount(idx[:, 0], weights=weights, minlength=n))
-    # per draw, all positions together: k draws of 2**k plus the first-slot bit of each distinct one
-    for r in range(rows):
-        distinct_slots = [s for s in range(k) if idx[r, s] not in idx[r, :s]]
-        assert int(scores[:, r].sum()) == (k << k) + sum(1 << (k - 1 - s) for s in distinct_slots)
+    st = VK.stack_draws(n, (k,), [(idx, weights)])
+    assert st.slot_flat.dtype == np.int32  # n > 256
+    np.testing.assert_array_equal(st.slot_flat.reshape(rows, k), idx)
+    np.testing.assert_array_equal(st.singles[0], np.bincount(idx[:, 0], weights=weights, minlength=n))
+    np.testing.assert_array_equal(st.tab16[:n].astype(object), score_table(idx, n, k)[:n])
+    with pytest.raises(ValueError, match=r"k must be in 1 \.\. 47 .*got 48"):
+        VK.stack_draws(n, (48,), [(rng.integers(0, n, (4, 48)), None)])
 
 
-MAJ_CASES = [(4, 3), (5, 4), (6, 7), (3, 12), (5, 20), (4, 47)]
+MAJ_CASES = [(4, (3,)), (5, (4, 2, 1)), (6, (7,)), (3, (12, 5)), (5, (20,)), (4, (47, 3)), (16, (4, 8, 16))]
 
 
 @needs_numba
-@pytest.mark.parametrize(("n", "k"), MAJ_CASES, ids=[f"n{n}-k{k}" for n, k in MAJ_CASES])
-def test_majority_counts_tables_match_brute_force(n, k):
-    rng = np.random.default_rng(100 * n + k)
+@pytest.mark.parametrize(
+    ("n", "ks"), MAJ_CASES, ids=[f"n{n}-k{'-'.join(map(str, ks))}" for n, ks in MAJ_CASES]
+)
+def test_majority_counts_match_brute_force(n, ks):
+    rng = np.random.default_rng(100 * n + ks[0])
     patterns = random_patterns(rng, n, 12)
-    idx = V._indices_cached(n, k, N_BOOT, SEED)
-    got = VK.majority_counts_tables(VK.majority_kernel(), patterns, k, V._kernel_draws(n, k, N_BOOT, SEED))
-    assert got.shape == patterns.shape and got.dtype == np.int64
-    np.testing.assert_array_equal(got.sum(axis=1), N_BOOT)
-    for p, pattern in enumerate(patterns.tolist()):
-        np.testing.assert_array_equal(got[p], brute_majority(pattern, idx), err_msg=f"pattern {pattern}")
+    draws = V._majority_draws(n, ks, N_BOOT, SEED)
+    got = VK.majority_counts(VK.majority_kernel(), patterns, draws)
+    assert got.shape == (len(ks), *patterns.shape) and got.dtype == np.int16
+    np.testing.assert_array_equal(got.sum(axis=2), N_BOOT)
+    for t, k in enumerate(ks):
+        idx = V._indices_cached(n, k, N_BOOT, SEED)
+        for p, pattern in enumerate(patterns.tolist()):
+            np.testing.assert_array_equal(got[t, p], brute_majority(pattern, idx), err_msg=f"k={k} {pattern}")
 
 
 @needs_numba
-def test_majority_counts_tables_scratch_reuse_and_threads(monkeypatch):
+def test_majority_counts_scratch_reuse_and_threads(monkeypatch):
     rng = np.random.default_rng(8)
     n = 5
     patterns = random_patterns(rng, n, 30)
     scratch: dict = {}
     kernel = VK.majority_kernel()
-    serial = {
-        k: VK.majority_counts_tables(kernel, patterns, k, V._kernel_draws(n, k, N_BOOT, SEED), scratch)
-        for k in (3, 6)
-    }
-    assert set(scratch) >= {"single", "rows", "n_codes", "dense"}
-    for k in (3, 6):
+    draws = V._majority_draws(n, (3, 6), N_BOOT, SEED)
+    serial = VK.majority_counts(kernel, patterns, draws, scratch)
+    assert set(scratch) >= {"n_codes", "dense"}
+    for t, k in enumerate((3, 6)):
         idx = V._indices_cached(n, k, N_BOOT, SEED)
         for p in (0, 1, len(patterns) - 1):
-            np.testing.assert_array_equal(serial[k][p], brute_majority(patterns[p].tolist(), idx))
+            np.testing.assert_array_equal(serial[t, p], brute_majority(patterns[p].tolist(), idx))
+    again = VK.majority_counts(kernel, patterns, draws, scratch)
+    np.testing.assert_array_equal(again, serial)
     monkeypatch.setattr(VK, "_THREAD_MIN_WORK", 0)
     monkeypatch.setattr(VK, "_PROMPT_BLOCK", 2)
     monkeypatch.setattr(VK, "N_THREADS", 3)
-    for k in (3, 6):
-        threaded = VK.majority_counts_tables(kernel, patterns, k, V._kernel_draws(n, k, N_BOOT, SEED))
-        np.testing.assert_array_equal(threaded, serial[k])
+    threaded = VK.majority_counts(kernel, patterns, draws)
+    np.testing.assert_array_equal(threaded, serial)
+
+
+@needs_numba
+def test_majority_counts_wide_counts():
+    """Counts above int16 (more than 32767 bootstrap draws) come out as int64."""
+    n, ks, n_boot = 4, (3,), 40_000
+    rng = np.random.default_rng(3)
+    patterns = random_patterns(rng, n, 5)
+    draws = V._majority_draws(n, ks, n_boot, SEED)
+    got = VK.majority_counts(VK.majority_kernel(), patterns, draws)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got.sum(axis=2), n_boot)
+    idx = V._indices_cached(n, 3, n_boot, SEED)
+    np.testing.assert_array_equal(got[0, 1], brute_majority(patterns[1].tolist(), idx))
 
 
 @needs_numba
@@ -328,12 +379,27 @@ def test_prepare_patterns_dense_codes():
     scratch: dict = {}
     VK.prepare_patterns(patterns, scratch)
     n_codes = np.array([len(set(row)) for row in patterns.tolist()])
-    np.testing.assert_array_equal(scratch["single"], n_codes == 1)
-    np.testing.assert_array_equal(scratch["rows"], np.flatnonzero(n_codes > 1))
-    np.testing.assert_array_equal(scratch["n_codes"], n_codes[n_codes > 1])
-    for dense, p in zip(scratch["dense"].tolist(), scratch["rows"].tolist()):
-        order = list(dict.fromkeys(patterns[p].tolist()))  # predictions by first appearance
-        assert dense == [order.index(f) for f in patterns[p].tolist()]
+    np.testing.assert_array_equal(scratch["n_codes"], n_codes)
+    for dense, row in zip(scratch["dense"].tolist(), patterns.tolist()):
+        order = list(dict.fromkeys(row))  # predictions by first appearance
+        assert dense == [order.index(f) for f in row]
     before = scratch["dense"]
     VK.prepare_patterns(patterns[:1], scratch)  # already filled: kept
     assert scratch["dense"] is before
+
+
+@needs_numba
+@pytest.mark.parametrize("n", [1, 2, 5, 16], ids=lambda n: f"n{n}")
+def test_pattern_keys_kernel(n):
+    rng = np.random.default_rng(n)
+    sizes = rng.integers(1, 20, 40)
+    sizes[::3] = n
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    codes = rng.integers(0, 3, int(starts[-1]))
+    prompts = np.flatnonzero(sizes == n)
+    local, keys = VK.pattern_keys_kernel()(codes, starts, prompts, n)
+    rows = np.array([codes[starts[p] : starts[p] + n] for p in prompts.tolist()])
+    np.testing.assert_array_equal(local, first_positions(rows))
+    want = [sum(int(f) << (4 * j) for j, f in enumerate(row)) for row in local.tolist()]
+    assert keys.dtype == np.uint64
+    assert keys.tolist() == want

@@ -37,10 +37,12 @@ agree with verl's to about 1e-15).
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import math
 import operator
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -70,10 +72,44 @@ _CACHE_BLOCK = 1 << 15
 
 
 # ----------------------------------------------------------------------------- bootstrap draws
+# One legacy generator, reseeded for every draw as verl reseeds the global one (``seed()`` costs
+# ~1 us, a new ``RandomState`` ~100 us); the lock keeps reseeding and drawing together.
+_RNG = np.random.RandomState(0)
+_RNG_LOCK = threading.Lock()
+# (n_data, seed) -> the longest stream of indices drawn so far (a few, most recent last)
+_STREAMS: collections.OrderedDict[tuple[int, int], np.ndarray] = collections.OrderedDict()
+_MAX_STREAMS = 16
+
+
+def _index_stream(n_data: int, length: int, seed: int) -> np.ndarray:
+    """The first ``length`` indices drawn after ``seed(seed)``, as ``choice(n_data, ...)`` draws them.
+
+    ``choice(n_data, size=(b, k), replace=True)`` takes its ``b * k`` indices one after another from
+    the generator's stream (``randint`` with one rejection-sampled 32-bit draw per index), so every
+    ``k`` is a prefix of one stream: it is drawn once, at the longest length asked for.
+    """
+    key = (n_data, seed)
+    with _RNG_LOCK:
+        stream = _STREAMS.get(key)
+        if stream is None or stream.shape[0] < length:
+            _RNG.seed(seed)
+            stream = _RNG.choice(n_data, size=length, replace=True)
+            stream.setflags(write=False)
+            _STREAMS[key] = stream
+        _STREAMS.move_to_end(key)
+        while len(_STREAMS) > _MAX_STREAMS:
+            _STREAMS.popitem(last=False)
+    return stream[:length]
+
+
+def _prefetch_indices(n_data: int, ks: Sequence[int], n_bootstrap: int, seed: int) -> None:
+    """Draw the stream once for the largest of ``ks`` (the others are prefixes of it)."""
+    _index_stream(n_data, n_bootstrap * max(ks, default=0), seed)
+
+
 @functools.lru_cache(maxsize=256)
 def _indices_cached(n_data: int, subset_size: int, n_bootstrap: int, seed: int) -> np.ndarray:
-    rs = np.random.RandomState(seed)
-    idx = rs.choice(n_data, size=(n_bootstrap, subset_size), replace=True)
+    idx = _index_stream(n_data, n_bootstrap * subset_size, seed).reshape(n_bootstrap, subset_size)
     idx.setflags(write=False)
     return idx
 
@@ -143,8 +179,28 @@ def _subset_table(n_data: int, subset_size: int, n_bootstrap: int, seed: int) ->
 
 @functools.lru_cache(maxsize=32)
 def _stacked_subset_tables(n: int, ks: tuple[int, ...], n_bootstrap: int, seed: int) -> np.ndarray:
-    """:func:`_subset_table` of each ``k``, stacked (K, 2**n) for the best/worst kernel."""
-    stacked = np.stack([_subset_table(n, k, n_bootstrap, seed) for k in ks])
+    """:func:`_subset_table` of each ``k``, stacked (K, 2**n) for the best/worst kernel.
+
+    With numba, built in one compiled pass (int16 counts when they fit: half the cache footprint
+    of the kernel's lookups).
+    """
+    kernel = _kernels.draw_set_tables_kernel()
+    if kernel is None:
+        stacked = np.stack([_subset_table(n, k, n_bootstrap, seed) for k in ks])
+    else:
+        _prefetch_indices(n, ks, n_bootstrap, seed)
+        idx = [_indices_cached(n, k, n_bootstrap, seed) for k in ks]
+        starts = np.cumsum([0] + [a.size for a in idx[:-1]]).astype(np.int64)
+        flat = np.concatenate([a.ravel() for a in idx]).astype(np.int64)
+        count_t = (
+            np.int16
+            if n_bootstrap <= np.iinfo(np.int16).max
+            else np.int32
+            if n_bootstrap < 2**31
+            else np.int64
+        )
+        stacked = np.zeros((len(ks), 1 << n), dtype=count_t)
+        kernel(flat, np.asarray(ks, dtype=np.int64), starts, n_bootstrap, n, stacked)
     stacked.setflags(write=False)
     return stacked
 
@@ -443,34 +499,67 @@ def _top_bit_slot(k: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _distinct_draws(
-    n: int, k: int, n_bootstrap: int, seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_draw_tables`, with identical draws (frequent for small ``k``) kept once.
+def _fold_draws(n: int, k: int, n_bootstrap: int, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The bootstrap index rows with identical rows (frequent for small ``n**k``) kept once.
 
-    Returns (idx, mult, first, weights): weights count the bootstrap draws each row stands for.
+    Returns (idx (R, k), weights (R,) counting the bootstrap draws each row stands for), or
+    (all rows, ``None``) when folding would keep most of them.
     """
-    idx, mult, first = _draw_tables(n, k, n_bootstrap, seed)
-    weight = np.ones(idx.shape[0], dtype=np.int64)
+    idx = _indices_cached(n, k, n_bootstrap, seed)
     # With n**k >= 4 * n_bootstrap possible draws, over 70% of them are distinct in expectation:
     # not worth folding (the counts come out the same either way).
     if n**k < 4 * n_bootstrap:
         keys = idx.astype(np.int64) @ (n ** np.arange(k, dtype=np.int64))  # < 4 * n_bootstrap
         _, first_row, counts = np.unique(keys, return_index=True, return_counts=True)
         if first_row.shape[0] <= 0.7 * n_bootstrap:
-            idx, mult, first, weight = idx[first_row], mult[first_row], first[first_row], counts
-    out = (idx, mult, first, weight.astype(np.int64))
+            folded = idx[first_row]
+            weights = counts.astype(np.int64)
+            folded.setflags(write=False)
+            weights.setflags(write=False)
+            return folded, weights
+    return idx, None
+
+
+@functools.lru_cache(maxsize=64)
+def _distinct_draws(
+    n: int, k: int, n_bootstrap: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_draw_tables` of the rows of :func:`_fold_draws` (the numpy majority path).
+
+    Returns (idx, mult, first, weights): weights count the bootstrap draws each row stands for.
+    """
+    idx, weight = _fold_draws(n, k, n_bootstrap, seed)
+    b_rows = np.arange(idx.shape[0])
+    mult = np.bincount((b_rows[:, None] * n + idx).ravel(), minlength=idx.shape[0] * n).reshape(-1, n)
+    first = np.full((idx.shape[0], n), k, dtype=np.int64)
+    first[b_rows[:, None], idx[:, ::-1]] = np.arange(k - 1, -1, -1)[None, :]  # later writes win: first slot
+    out = (idx, mult, first, np.ones(idx.shape[0], dtype=np.int64) if weight is None else weight)
     for a in out:
         a.setflags(write=False)
     return out
 
 
 @functools.lru_cache(maxsize=64)
-def _kernel_draws(
-    n: int, k: int, n_bootstrap: int, seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`_validation_kernels.kernel_draws` of the distinct draws (cached: data-independent)."""
-    return _kernels.kernel_draws(k, *_distinct_draws(n, k, n_bootstrap, seed))
+def _majority_draws(n: int, ks: tuple[int, ...], n_bootstrap: int, seed: int) -> _kernels.MajorityDraws:
+    """:func:`_validation_kernels.stack_draws` of every ``k`` in ``ks`` (cached: data-independent)."""
+    _prefetch_indices(n, ks, n_bootstrap, seed)
+    return _kernels.stack_draws(n, ks, [_fold_draws(n, k, n_bootstrap, seed) for k in ks])
+
+
+def _clear_caches() -> None:
+    """Forget every cached draw and table (benchmarks time "cold" calls with this)."""
+    with _RNG_LOCK:
+        _STREAMS.clear()
+    for cached in (
+        _indices_cached,
+        _subset_table,
+        _stacked_subset_tables,
+        _fold_draws,
+        _distinct_draws,
+        _majority_draws,
+        _top_bit_slot,
+    ):
+        cached.cache_clear()
 
 
 def _majority_kernel() -> Any | None:
@@ -491,9 +580,8 @@ def _majority_counts_bits(
     n_pat, n = patterns.shape
     kernel = _majority_kernel()
     if kernel is not None:
-        return _kernels.majority_counts_tables(
-            kernel, patterns, k, _kernel_draws(n, k, n_bootstrap, seed), scratch
-        )
+        draws = _majority_draws(n, (k,), n_bootstrap, seed)
+        return _kernels.majority_counts(kernel, patterns, draws, scratch)[0].astype(np.int64)
     idx, mult, first, weight = _distinct_draws(n, k, n_bootstrap, seed)
     weighted = idx.shape[0] < n_bootstrap
     n_rows = idx.shape[0]
@@ -802,8 +890,15 @@ class _Column:
 
     __slots__ = ("_items", "exotic", "is_none", "is_str", "narrow", "values")
 
-    def __init__(self, col: Any, name: str, n: int) -> None:
+    def __init__(self, col: Any, name: str, n: int, *, all_str: bool = False) -> None:
         self._items: list[Any] | None = None
+        self.narrow: np.ndarray | None = None
+        self.exotic = False
+        if all_str:  # the caller has seen every value be a string (e.g. factorised predictions)
+            self.values = np.zeros(n)
+            self.is_none = np.zeros(n, dtype=bool)
+            self.is_str = np.ones(n, dtype=bool)
+            return
         if hasattr(col, "detach") and hasattr(col, "cpu"):  # torch tensor
             col = col.detach().cpu().numpy()
         if len(col) != n:
@@ -811,8 +906,6 @@ class _Column:
                 f"infos_dict[{name!r}] must have one value per sample ({n}, the length of data_sources); "
                 f"got {len(col)}"
             )
-        self.narrow: np.ndarray | None = None
-        self.exotic = False
         if isinstance(col, np.ndarray) and col.dtype.kind in "biuf":
             if col.ndim != 1:
                 raise ValueError(f"infos_dict[{name!r}] must be one-dimensional; got shape {col.shape}")
@@ -827,6 +920,18 @@ class _Column:
             return
         items = col.tolist() if isinstance(col, np.ndarray) else col if isinstance(col, list) else list(col)
         first_type = type(items[0]) if items else float
+        if first_type is bool or first_type is int:
+            # bytes() takes exactly the integers 0 .. 255 (bools among them) in one C pass; values
+            # are what float64 conversion gives, and anything else raises and takes the paths below
+            try:
+                small = np.frombuffer(bytes(items), dtype=np.uint8)
+            except (TypeError, ValueError):
+                small = None
+            if small is not None:
+                self.values = small.astype(np.float64)
+                self.is_none = np.zeros(n, dtype=bool)
+                self.is_str = np.zeros(n, dtype=bool)
+                return
         if first_type is bool:
             # numpy infers bool only when every item is a bool: one pass checks and converts
             try:
@@ -981,22 +1086,23 @@ def process_validation_metrics(
 
     # The maj@k counts depend only on the predictions: with the numba kernel (threads, no GIL) they
     # are computed on a background thread while the columns below are converted.
-    early_pred: tuple[np.ndarray, np.ndarray] | None = None
+    early_pred: tuple[np.ndarray, np.ndarray, bool] | None = None
     early_layouts: dict[int, _MajLayout] = {}
-    maj_future: Future[dict[tuple[int, int], _MajCounts]] | None = None
+    maj_future: Future[dict[int, _MajStack]] | None = None
     if "pred" in infos_dict and _majority_kernel() is not None:
         try:
             early_pred = _pred_codes(infos_dict["pred"], pid, order, n, n_observed)
         except (TypeError, ValueError):
             early_pred = None  # raised again below, after the checks verl's order puts first
         if early_pred is not None:
-            # layouts here (numpy, holding the GIL); counts there (kernels, GIL released)
+            # layouts and tables here (numpy, holding the GIL); counts there (one kernel call, GIL released)
             early_layouts = _maj_layouts(early_pred[0], early_pred[1], sizes, seed)
-            maj_future = _kernels.background().submit(_all_majority_counts, early_layouts, seed)
+            maj_future = _kernels.background().submit(_majority_job(early_layouts, seed))
             time.sleep(0)  # hand the GIL over: the background thread starts before the column conversions
     columns: dict[str, _Column] = {}
     for name, raw in infos_dict.items():
-        columns[name] = _Column(raw, name, n)
+        all_str = name == "pred" and early_pred is not None and early_pred[2]
+        columns[name] = _Column(raw, name, n, all_str=all_str)
         if maj_future is not None:
             time.sleep(0)  # list conversions hold the GIL: let the background thread take its next step
 
@@ -1103,14 +1209,22 @@ def process_validation_metrics(
         pred_ok[:n_observed] = early_pred[1]
 
     maj_cache: dict[tuple[int, int], _MajCounts] = {}
+    maj_stacks: dict[int, _MajStack] = {}
     layout_cache: dict[int, _MajLayout] = dict(early_layouts)
+
+    def maj_stack_for(n_resps: int) -> _MajStack | None:
+        """The background thread's counts of every k <= 47 of n_resps samples, if it ran."""
+        nonlocal maj_future
+        if maj_future is not None:
+            maj_stacks.update(maj_future.result())
+            maj_future = None
+        return maj_stacks.get(n_resps)
 
     def maj_counts_for(n_resps: int, k: int) -> _MajCounts:
         """(prompt ids with valid preds and n_resps samples, distinct counts, prompt -> counts row)."""
-        nonlocal maj_future
-        if maj_future is not None:
-            maj_cache.update(maj_future.result())
-            maj_future = None
+        stack = maj_stack_for(n_resps)
+        if stack is not None and k in stack[1]:
+            return stack[0], stack[2][stack[1].index(k)], stack[3]
         key = (n_resps, k)
         if key not in maj_cache:
             assert pred_codes_sorted is not None
@@ -1125,8 +1239,8 @@ def process_validation_metrics(
     # per (var): metric name -> (prompt ids, values)
     per_var: dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]] = {}
     per_var_cfg: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    # (metrics of a variable, number of samples, k, prompts, values): maj@k, filled in last
-    maj_todo: list[tuple[dict[str, Any], int, int, np.ndarray, np.ndarray]] = []
+    # (metrics of a variable, number of samples, prompts, values): maj@k, filled in last
+    maj_todo: list[tuple[dict[str, Any], int, np.ndarray, np.ndarray]] = []
     done: list[str] = []  # variables computed so far (a copy of one reuses its metrics)
     for name in var_names:
         e_pid, e_val, e_nar, e_idx = ragged[name]
@@ -1168,23 +1282,52 @@ def process_validation_metrics(
                 metrics.setdefault(f"best@{k}/std", []).append((prompts, bs))
                 metrics.setdefault(f"worst@{k}/mean", []).append((prompts, wm))
                 metrics.setdefault(f"worst@{k}/std", []).append((prompts, ws))
-                if pred_rows.any():  # after every variable's best/worst: maj@k may still be running
-                    maj_todo.append((metrics, n_resps, k, maj_sel, maj_vals))
+            if pred_rows.any():  # after every variable's best/worst: maj@k may still be running
+                maj_todo.append((metrics, n_resps, maj_sel, maj_vals))
         per_var[name] = metrics
         per_var_cfg[name] = (active, count[active], has_pred[active])
+    # The means over prompts of every metric known so far, batched, while maj@k may still run.
+    one_source = len(src_names) == 1
+    means_of: dict[int, float] = {}
+    if one_source:
+        _batch_means(
+            [parts[0][1] for m in per_var.values() for parts in m.values() if len(parts) == 1], means_of
+        )
     weighted_kernel = _kernels.weighted_rows_kernel()
-    for metrics, n_resps, k, maj_sel, maj_vals in maj_todo:  # same order of parts per metric
-        maj_prompts, distinct, inverse = maj_counts_for(n_resps, k)
-        if maj_prompts.shape != maj_sel.shape or not np.array_equal(maj_prompts, maj_sel):
-            rows = np.searchsorted(maj_prompts, maj_sel)
-        else:
-            rows = np.arange(maj_sel.shape[0])
-        if weighted_kernel is not None:
-            mm, ms = weighted_kernel(maj_vals, distinct, inverse, rows, float(_N_BOOTSTRAP))
-        else:
-            mm, ms = _weighted_mean_std_blocks(maj_vals, distinct[inverse[rows]], _N_BOOTSTRAP)
-        metrics.setdefault(f"maj@{k}/mean", []).append((maj_sel, mm))
-        metrics.setdefault(f"maj@{k}/std", []).append((maj_sel, ms))
+    for metrics, n_resps, maj_sel, maj_vals in maj_todo:  # same order of parts per metric
+        ks = _gen_ns(n_resps)
+        stack = maj_stack_for(n_resps)
+        stats: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if stack is not None and weighted_kernel is not None:
+            # every k of the stack in one pass
+            maj_prompts, stack_ks, counts3, inverse = stack
+            rows = _rows_of(maj_prompts, maj_sel)
+            mm, ms = weighted_kernel(maj_vals, counts3, inverse, rows, float(_N_BOOTSTRAP))
+            stats = {k: (mm[t], ms[t]) for t, k in enumerate(stack_ks)}
+        for k in ks:
+            if k not in stats:
+                maj_prompts, distinct, inverse = maj_counts_for(n_resps, k)
+                rows = _rows_of(maj_prompts, maj_sel)
+                if weighted_kernel is not None:
+                    mm, ms = weighted_kernel(maj_vals, distinct[None], inverse, rows, float(_N_BOOTSTRAP))
+                    stats[k] = (mm[0], ms[0])
+                else:
+                    stats[k] = _weighted_mean_std_blocks(maj_vals, distinct[inverse[rows]], _N_BOOTSTRAP)
+            mm_k, ms_k = stats[k]
+            metrics.setdefault(f"maj@{k}/mean", []).append((maj_sel, mm_k))
+            metrics.setdefault(f"maj@{k}/std", []).append((maj_sel, ms_k))
+    if one_source:
+        _batch_means(
+            [
+                v
+                for metrics, *_ in maj_todo
+                for m, parts in metrics.items()
+                if m.startswith("maj@")
+                if len(parts) == 1
+                for _, v in parts
+            ],
+            means_of,
+        )
 
     # 6. average over prompts, per source, in verl's key order.
     result: dict[str, dict[str, dict[str, float]]] = {}
@@ -1207,13 +1350,12 @@ def process_validation_metrics(
                 for m in _metric_names(int(counts_s[i]), bool(hp_s[i])):
                     names[m] = None
             var_out: dict[str, float] = {}
-            one_source = len(src_names) == 1
             for m in names:
                 parts = per_var[name][m]
                 if one_source and len(parts) == 1:  # every prompt, already in ascending order
                     v = parts[0][1]
-                    # np.mean's own sum and division, without its per-call overhead
-                    var_out[m] = float(v.sum() / v.shape[0]) if v.dtype == np.float64 else float(np.mean(v))
+                    got = means_of.get(id(v))
+                    var_out[m] = got if got is not None else float(np.mean(v))
                     continue
                 p_all = np.concatenate([p for p, _ in parts])
                 v_all = np.concatenate([v for _, v in parts])
@@ -1227,10 +1369,33 @@ def process_validation_metrics(
     return result
 
 
+def _batch_means(arrays: Sequence[np.ndarray], out: dict[int, float]) -> None:
+    """``out[id(a)] = np.mean(a)`` for every float64 vector (same sum and division, in a few passes).
+
+    Vectors of one length are stacked and summed along their rows (numpy's pairwise sum of each
+    contiguous row, as ``a.sum()``), instead of one ``np.mean`` call each.
+    """
+    by_len: dict[int, dict[int, np.ndarray]] = {}
+    for a in arrays:
+        if a.dtype == np.float64 and a.ndim == 1 and a.shape[0] and id(a) not in out:
+            by_len.setdefault(a.shape[0], {})[id(a)] = a
+    for length, group in by_len.items():
+        sums = (np.stack(list(group.values())).sum(axis=1) / length).tolist()
+        out.update(zip(group, sums))
+
+
+def _rows_of(prompts: np.ndarray, selected: np.ndarray) -> np.ndarray:
+    """Row of each of ``selected`` (sorted prompt ids, a subset of the sorted ``prompts``) in ``prompts``."""
+    if prompts.shape == selected.shape and np.array_equal(prompts, selected):
+        return np.arange(selected.shape[0])
+    return np.searchsorted(prompts, selected)
+
+
 def _pred_codes(
     pred: Any, pid: np.ndarray, order: np.ndarray, n: int, n_observed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Prediction codes in grouped sample order (-1: None) and, per prompt, whether it has no None."""
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Prediction codes in grouped sample order (-1: None), per prompt whether it has no None,
+    and whether every prediction is a string (checked on the distinct values only)."""
     pred_items = _as_list(pred, "infos_dict['pred']")
     if len(pred_items) != n:
         raise ValueError(f"infos_dict['pred'] must have one value per sample ({n}); got {len(pred_items)}")
@@ -1238,7 +1403,8 @@ def _pred_codes(
     if None in code_of:
         codes[codes == code_of[None]] = -1
     has_none = np.bincount(pid[codes < 0], minlength=n_observed) > 0
-    return codes[order], ~has_none[:n_observed]
+    all_str = operator.countOf(map(type, code_of), str) == len(code_of)
+    return codes[order], ~has_none[:n_observed], all_str
 
 
 # prompts, local codes, their distinct rows and inverse, kernel scratch
@@ -1252,9 +1418,15 @@ def _maj_layout(
     prompts = np.flatnonzero(pred_ok & (sizes[: pred_ok.shape[0]] == n_resps))
     starts = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
     np.cumsum(sizes, out=starts[1:])
-    code_rows = codes_sorted[starts[prompts][:, None] + np.arange(n_resps)[None, :]]
-    local = _local_codes(code_rows)
-    unique = _unique_rows(local)
+    keys_kernel = _kernels.pattern_keys_kernel()
+    if keys_kernel is not None and 0 < n_resps <= 16:
+        local, keys = keys_kernel(codes_sorted, starts, prompts, n_resps)
+        _, first_idx, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        unique = (local[first_idx], inverse.reshape(-1))
+    else:
+        code_rows = codes_sorted[starts[prompts][:, None] + np.arange(n_resps)[None, :]]
+        local = _local_codes(code_rows)
+        unique = _unique_rows(local)
     scratch: dict[str, Any] = {}
     if _majority_kernel() is not None:
         _kernels.prepare_patterns(unique[0], scratch)
@@ -1281,14 +1453,31 @@ def _maj_layouts(
     }
 
 
-def _all_majority_counts(layouts: Mapping[int, _MajLayout], seed: int) -> dict[tuple[int, int], _MajCounts]:
-    """Majority counts of every (number of samples, k) of ``layouts`` (little GIL-holding work:
-    runs on the background thread)."""
-    return {
-        (n_resps, k): _maj_counts_layout(layout, k, seed)
-        for n_resps, layout in layouts.items()
-        for k in _gen_ns(n_resps)
-    }
+# prompts, the k of the stack, majority counts (K, U, n) of their distinct patterns, prompt row -> pattern
+_MajStack = tuple[np.ndarray, tuple[int, ...], np.ndarray, np.ndarray]
+
+
+def _majority_job(layouts: Mapping[int, _MajLayout], seed: int) -> Callable[[], dict[int, _MajStack]]:
+    """A function computing the maj@k counts of every ``k <= 47`` of each layout with the kernel.
+
+    Meant for the background thread: the data-independent tables are built here, on the
+    caller's thread, so that it needs the GIL only to start one kernel call per layout.
+    ``k > 47`` is left to :func:`_maj_counts_layout`.
+    """
+    kernel = _majority_kernel()
+    todo = []
+    for n_resps, layout in layouts.items():
+        ks = tuple(k for k in _gen_ns(n_resps) if k <= _kernels.MAJORITY_MAX_K)
+        if ks and layout[0].shape[0]:
+            todo.append((n_resps, ks, layout, _majority_draws(n_resps, ks, _N_BOOTSTRAP, seed)))
+
+    def run() -> dict[int, _MajStack]:
+        got = {}
+        for n_resps, ks, (prompts, _, (patterns, inverse), scratch), draws in todo:
+            got[n_resps] = (prompts, ks, _kernels.majority_counts(kernel, patterns, draws, scratch), inverse)
+        return got
+
+    return run
 
 
 def _same_variable(

@@ -29,22 +29,27 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ._threads import N_THREADS, background, pool
 
 __all__ = [
+    "MAJORITY_MAX_K",
+    "MajorityDraws",
     "background",
     "best_worst_kernel",
     "best_worst_tables",
-    "kernel_draws",
+    "draw_set_tables_kernel",
     "local_codes_kernel",
-    "majority_counts_tables",
+    "majority_counts",
     "majority_kernel",
+    "pattern_keys_kernel",
     "prepare_patterns",
+    "stack_draws",
     "subset_sums_kernel",
     "weighted_rows_kernel",
 ]
@@ -65,33 +70,164 @@ def _compiled() -> Any | None:
         return None
 
     @numba.njit(cache=True, nogil=True)
-    def majority(dense, n_codes, scores, slot_pos, weights, k, p_lo, p_hi, out):  # type: ignore[no-untyped-def]
-        """``out[p, pos]`` = total weight of the draws whose majority pick for pattern ``p`` is ``pos``.
+    def majority_tables(idx, k, scores, slot_flat):  # type: ignore[no-untyped-def]
+        """Fill the data-independent maj@k tables of the draws ``idx`` (R, k), in place.
 
-        ``dense[p, j]``: index (0 .. n_codes[p] - 1) of position j's prediction; ``scores[j, r]``:
-        position j's score in draw r. Per pattern, every prediction's score is summed over all
-        draws at once (contiguous, vectorised loops; the largest prediction's as the total minus
-        the others'), the max taken, and the winning slot read from the highest bit below
-        ``2**k`` (the float64 exponent of the exact low part).
+        ``scores[j, r]`` (zeroed, (n + 1, R)): position j's score in draw r,
+        ``multiplicity * 2**k + 2**(k - 1 - first slot)`` when drawn; row ``n`` holds their sum.
+        ``slot_flat[r * k + t]``: the position drawn in slot t of draw r.
+        """
+        n_rows = idx.shape[0]
+        n = scores.shape[0] - 1
+        seen = np.zeros(n, np.bool_)
+        unit = np.int64(1) << k
+        for r in range(n_rows):
+            tot = np.int64(0)
+            for t in range(k):
+                j = idx[r, t]
+                slot_flat[r * k + t] = j
+                add = unit
+                if not seen[j]:
+                    seen[j] = True
+                    add += np.int64(1) << (k - 1 - t)
+                scores[j, r] += add
+                tot += add
+            scores[n, r] = tot
+            for t in range(k):
+                seen[idx[r, t]] = False
+        return 0
+
+    @numba.njit(cache=True, nogil=True)
+    def majority_k(  # type: ignore[no-untyped-def]
+        dense, n_codes, bigs, tab, col0, n_rows, slot_flat, s0, weights, w0, k, p_lo, p_hi, out
+    ):
+        """``out[p, pos]``: weight of one ``k``'s draws whose majority pick for pattern ``p`` is ``pos``.
+
+        ``dense[p, j]``: index (0 .. n_codes[p] - 1) of position j's prediction; ``bigs[p]``: the
+        prediction with the most positions (its score is the total minus the others'). Draw r of
+        this ``k`` is column ``col0 + r`` of ``tab`` (:func:`majority_tables`), its slots start at
+        ``s0 + r * k`` in ``slot_flat`` and its weight is ``weights[w0 + r]`` (``w0 < 0``: all 1).
+        Per pattern, every prediction's score is summed over all draws in contiguous (vectorised)
+        loops, the max taken, and the winning slot read from the highest bit below ``2**k`` (the
+        float exponent of the exact low part); the position drawn there gets the draw's weight.
         """
         n = dense.shape[1]
-        n_rows = scores.shape[1]
         m_max = 1
         for p in range(p_lo, p_hi):
             m_max = max(m_max, n_codes[p])
-        acc = np.empty((m_max, n_rows), scores.dtype)
-        total = np.zeros(n_rows, scores.dtype)
-        for j in range(n):
+        acc = np.empty((m_max, n_rows), tab.dtype)
+        low = np.empty(n_rows, tab.dtype)
+        tot = np.empty(n_rows, tab.dtype)
+        w = np.ones(n_rows, np.int64)
+        slots = np.empty(n_rows * k, slot_flat.dtype)
+        for r in range(n_rows):
+            tot[r] = tab[n, col0 + r]
+        weighted = w0 >= 0
+        if weighted:
             for r in range(n_rows):
-                total[r] += scores[j, r]
-        best = np.empty(n_rows, scores.dtype)
-        rest = np.empty(n_rows, scores.dtype)
-        fbuf = np.empty(n_rows, np.float64)
-        ibuf = fbuf.view(np.int64)
+                w[r] = weights[w0 + r]
+        for i in range(n_rows * k):
+            slots[i] = slot_flat[s0 + i]
+        f32 = np.empty(n_rows, np.float32)  # exact for k <= 24
+        i32 = f32.view(np.int32)
+        f64 = np.empty(n_rows, np.float64)  # exact for k <= 53
+        i64 = f64.view(np.int64)
+        lin = np.empty(n_rows, np.int64)
         cnt = np.zeros(n, np.int64)
-        size = np.zeros(m_max, np.int64)
-        low_mask = scores.dtype.type((1 << k) - 1)
-        top = k + 1022  # slot = k - 1 - floor(log2(low)) = top - biased exponent
+        low_mask = tab.dtype.type((np.int64(1) << k) - 1)
+        for p in range(p_lo, p_hi):
+            m = n_codes[p]
+            if m == 1:
+                continue
+            big = bigs[p]
+            acc[: m - 1] = 0
+            for j in range(n):
+                c = dense[p, j]
+                if c != big:
+                    a = acc[c if c < big else c - 1]
+                    sj = tab[j, col0 : col0 + n_rows]
+                    for r in range(n_rows):
+                        a[r] += sj[r]
+            if m == 2:
+                a0 = acc[0]
+                for r in range(n_rows):
+                    x = a0[r]
+                    y = tot[r] - x
+                    low[r] = (x if x > y else y) & low_mask
+            elif m == 3:
+                a0 = acc[0]
+                a1 = acc[1]
+                for r in range(n_rows):
+                    x = a0[r]
+                    y = a1[r]
+                    z = tot[r] - x - y
+                    b = x if x > y else y
+                    low[r] = (b if b > z else z) & low_mask
+            else:
+                a0 = acc[0]
+                for r in range(n_rows):
+                    low[r] = tot[r] - a0[r]
+                for c in range(1, m - 1):
+                    a = acc[c]
+                    for r in range(n_rows):
+                        low[r] -= a[r]
+                for c in range(m - 1):
+                    a = acc[c]
+                    for r in range(n_rows):
+                        low[r] = max(low[r], a[r])
+                for r in range(n_rows):
+                    low[r] &= low_mask
+            # slot = k - 1 - floor(log2(low)): the float's biased exponent, read off its bits
+            if k <= 24:
+                for r in range(n_rows):
+                    f32[r] = low[r]
+                for r in range(n_rows):
+                    lin[r] = r * k + (k + 126 - (i32[r] >> 23))
+            else:
+                for r in range(n_rows):
+                    f64[r] = low[r]
+                for r in range(n_rows):
+                    lin[r] = r * k + (k + 1022 - (i64[r] >> 52))
+            if weighted:
+                for r in range(n_rows):
+                    cnt[slots[lin[r]]] += w[r]
+            else:
+                for r in range(n_rows):
+                    cnt[slots[lin[r]]] += 1
+            for j in range(n):
+                out[p, j] = cnt[j]
+                cnt[j] = 0
+        return 0
+
+    @numba.njit(cache=True, nogil=True)
+    def majority_all(  # type: ignore[no-untyped-def]
+        dense,
+        n_codes,
+        ks,
+        kinds,
+        cols,
+        rows,
+        slot_at,
+        weight_at,
+        tab16,
+        tab32,
+        tab64,
+        slot_flat,
+        weights,
+        singles,
+        p_lo,
+        p_hi,
+        out,
+    ):
+        """Majority counts ``out[t, p, :]`` of patterns ``p_lo .. p_hi - 1`` for every ``k = ks[t]``.
+
+        One call for all ``k`` (the stacked tables of :func:`stack_draws`): the caller's thread
+        needs the GIL only to start it. Single-prediction patterns and ``k <= 2`` take the first
+        slot's counts ``singles[t]`` (the first drawn answer always wins).
+        """
+        n = dense.shape[1]
+        bigs = np.zeros(dense.shape[0], np.int64)
+        size = np.zeros(n, np.int64)
         for p in range(p_lo, p_hi):
             m = n_codes[p]
             size[:m] = 0
@@ -101,29 +237,23 @@ def _compiled() -> Any | None:
             for c in range(1, m):
                 if size[c] > size[big]:
                     big = c
-            acc[:m] = 0
-            for j in range(n):
-                c = dense[p, j]
-                if c != big:
-                    a = acc[c]
-                    sj = scores[j]
-                    for r in range(n_rows):
-                        a[r] += sj[r]
-            rest[:] = total
-            best[:] = 0
-            for c in range(m):
-                if c != big:
-                    a = acc[c]
-                    for r in range(n_rows):
-                        rest[r] -= a[r]
-                        best[r] = max(best[r], a[r])
-            for r in range(n_rows):
-                fbuf[r] = max(best[r], rest[r]) & low_mask
-            for r in range(n_rows):
-                cnt[slot_pos[r, top - (ibuf[r] >> 52)]] += weights[r]
-            for j in range(n):
-                out[p, j] = cnt[j]
-                cnt[j] = 0
+            bigs[p] = big
+        for t in range(ks.shape[0]):
+            k = ks[t]
+            res = out[t]
+            for p in range(p_lo, p_hi):
+                if n_codes[p] == 1 or k <= 2:
+                    for j in range(n):
+                        res[p, j] = singles[t, j]
+            if k <= 2:
+                continue
+            args = (cols[t], rows[t], slot_flat, slot_at[t], weights, weight_at[t], k, p_lo, p_hi, res)
+            if kinds[t] == 0:
+                majority_k(dense, n_codes, bigs, tab16, *args)
+            elif kinds[t] == 1:
+                majority_k(dense, n_codes, bigs, tab32, *args)
+            else:
+                majority_k(dense, n_codes, bigs, tab64, *args)
         return 0
 
     @numba.njit(cache=True, nogil=True, inline="always")
@@ -224,13 +354,36 @@ def _compiled() -> Any | None:
 
     @numba.njit(cache=True, nogil=True)
     def weighted_rows(vals, counts, inverse, rows, total):  # type: ignore[no-untyped-def]
-        """Mean and population std of ``vals[i]`` weighted by ``counts[inverse[rows[i]]]``."""
+        """Mean and population std of ``vals[i]`` weighted by ``counts[t, inverse[rows[i]]]``, per ``t``."""
+        n_t = counts.shape[0]
         q = vals.shape[0]
-        mean = np.empty(q, np.float64)
-        std = np.empty(q, np.float64)
-        for i in range(q):
-            mean[i], std[i] = weighted_mean_std(counts[inverse[rows[i]]], vals[i], total)
+        mean = np.empty((n_t, q), np.float64)
+        std = np.empty((n_t, q), np.float64)
+        for t in range(n_t):
+            for i in range(q):
+                mean[t, i], std[t, i] = weighted_mean_std(counts[t, inverse[rows[i]]], vals[i], total)
         return mean, std
+
+    @numba.njit(cache=True, nogil=True)
+    def pattern_keys(codes, starts, prompts, n):  # type: ignore[no-untyped-def]
+        """First-occurrence codes ``local[i, j]`` of the ``n`` codes from ``starts[prompts[i]]`` on,
+        and (``n <= 16``) each row packed into one 64-bit key, 4 bits per position."""
+        q = prompts.shape[0]
+        local = np.empty((q, n), np.int64)
+        keys = np.zeros(q, np.uint64)
+        for i in range(q):
+            s = starts[prompts[i]]
+            key = np.uint64(0)
+            for j in range(n):
+                c = codes[s + j]
+                f = 0
+                while codes[s + f] != c:
+                    f += 1
+                local[i, j] = f
+                if n <= 16:
+                    key |= np.uint64(f) << np.uint64(4 * j)
+            keys[i] = key
+        return local, keys
 
     @numba.njit(cache=True, nogil=True)
     def subset_sums(table, n_bits):  # type: ignore[no-untyped-def]
@@ -267,7 +420,33 @@ def _compiled() -> Any | None:
                     hi[i] += lo[i]
         return 0
 
-    return majority, best_worst, local_codes, dense_codes, weighted_rows, subset_sums
+    @numba.njit(cache=True, nogil=True)
+    def draw_set_tables(flat, ks, starts, n_rows, n_bits, out):  # type: ignore[no-untyped-def]
+        """``out[t, A]`` (zeroed, (K, 2**n_bits)) = number of draws of ``ks[t]`` whose positions all lie
+        in bit set ``A``; draw r of ``ks[t]`` is ``flat[starts[t] + r * k : ... + k]``."""
+        for t in range(ks.shape[0]):
+            k = ks[t]
+            row = out[t]
+            at = starts[t]
+            for r in range(n_rows):
+                mask = np.int64(0)
+                for s in range(k):
+                    mask |= np.int64(1) << flat[at + r * k + s]
+                row[mask] += 1
+            subset_sums(row, n_bits)
+        return 0
+
+    return (
+        majority_all,
+        best_worst,
+        local_codes,
+        dense_codes,
+        weighted_rows,
+        subset_sums,
+        majority_tables,
+        pattern_keys,
+        draw_set_tables,
+    )
 
 
 def _pick(index: int) -> Any | None:
@@ -292,12 +471,26 @@ def local_codes_kernel() -> Any | None:
 
 
 def weighted_rows_kernel() -> Any | None:
-    """``kernel(vals (Q, n), counts (U, n), inverse (P,), rows (Q,), total) -> (mean, std)``, or ``None``.
+    """``kernel(vals (Q, n), counts (T, U, n), inverse (P,), rows (Q,), total) -> (mean, std)``, each
+    (T, Q), or ``None``.
 
-    Row ``i`` of ``vals`` is weighted by ``counts[inverse[rows[i]]]`` (distinct count rows shared
+    Row ``i`` of ``vals`` is weighted by ``counts[t, inverse[rows[i]]]`` (distinct count rows shared
     by many prompts are never expanded).
     """
     return _pick(4)
+
+
+def pattern_keys_kernel() -> Any | None:
+    """``kernel(codes (S,), starts (P + 1,), prompts (Q,), n) -> (local (Q, n) int64, keys (Q,) uint64)``,
+    or ``None``: first-occurrence codes of each prompt's ``n`` codes, packed 4 bits a position when
+    ``n <= 16``."""
+    return _pick(7)
+
+
+def draw_set_tables_kernel() -> Any | None:
+    """``kernel(flat, ks, starts, n_rows, n, out (K, 2**n))``: every ``k``'s subset-sum table of its
+    draws, in place, or ``None``."""
+    return _pick(8)
 
 
 def subset_sums_kernel() -> Any | None:
@@ -341,85 +534,114 @@ def best_worst_tables(kernel: Any, values: np.ndarray, tables: np.ndarray, total
     return out
 
 
-def _run(kernel: Any, dense: np.ndarray, rest: tuple[Any, ...], out: np.ndarray) -> None:
-    """The kernel over all rows of ``dense``, split across threads when the work is large."""
-    n_pat = dense.shape[0]
-    work = n_pat * rest[1].shape[1]
-    n_threads = N_THREADS
-    if work < _THREAD_MIN_WORK or n_threads == 1 or n_pat < 2 * _PROMPT_BLOCK:
-        kernel(dense, *rest, 0, n_pat, out)
-        return
-    # a few parts per thread, taken in turn: a thread slowed by other load takes fewer
-    n_parts = min(4 * n_threads, n_pat // _PROMPT_BLOCK)
-    bounds = np.linspace(0, n_pat, n_parts + 1).astype(np.int64).tolist()
+class MajorityDraws(NamedTuple):
+    """The data-independent maj@k inputs of every ``k`` of one ``n``, stacked for one kernel call.
 
-    def part(lo: int, hi: int) -> None:
-        kernel(dense, *rest, lo, hi, out)
-
-    futures = [pool().submit(part, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
-    for f in futures:
-        f.result()
-
-
-def kernel_draws(
-    k: int, idx: np.ndarray, mult: np.ndarray, first: np.ndarray, weights: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The data-independent inputs of the maj@k kernel for one ``k`` (cacheable per n, k, seed).
-
-    Parameters
-    ----------
-    idx, mult, first : (R, k), (R, n), (R, n)
-        Draws, multiplicity of each position per draw, first slot of each position (k if absent).
-    weights : (R,) int
-        Number of bootstrap draws each row stands for.
-
-    Returns
-    -------
-    scores : (n, R) narrowest int
-        Score of position j in draw r: ``multiplicity * 2**k + 2**(k - 1 - first slot)`` if drawn.
-    slot_pos : (R, k) uint8 or int32
-        Position drawn in each slot.
-    weights : (R,) int64
-    single_counts : (n,) int64
-        Weighted count of draws whose first slot is each position (a one-prediction pattern's picks).
+    Draw ``r`` of ``ks[t]`` is column ``cols[t] + r`` of the score table of its width
+    (``kinds[t]``: 0 int16, 1 int32, 2 int64; the narrowest holding ``(k + 1) * 2**k - 1``), its
+    slots start at ``slot_at[t] + r * k`` in ``slot_flat``, its weight (the number of bootstrap
+    draws it stands for) is ``weights[weight_at[t] + r]``, or 1 when ``weight_at[t] < 0``.
+    ``singles[t]``: weighted count of draws whose first slot is each position.
     """
-    n = mult.shape[1]
-    weights = np.ascontiguousarray(weights, dtype=np.int64)
-    drawn = first < k
-    bits = np.where(drawn, np.left_shift(np.int64(1), np.where(drawn, k - 1 - first, 0)), 0)
-    # narrowest integer type holding any prediction's score sum, (k + 1) * 2**k - 1: more SIMD lanes
-    bound = (k + 1) << k
-    score_t = next(t for t in (np.int8, np.int16, np.int32, np.int64) if bound <= np.iinfo(t).max)
-    scores = np.ascontiguousarray((mult.astype(np.int64) * (1 << k) + bits).T, dtype=score_t)
-    slot_pos = np.ascontiguousarray(idx, dtype=np.uint8 if n <= 256 else np.int32)
-    single = np.bincount(idx[:, 0], weights=weights, minlength=n).astype(np.int64)
-    for a in (scores, slot_pos, weights, single):
+
+    ks: np.ndarray
+    kinds: np.ndarray
+    cols: np.ndarray
+    rows: np.ndarray
+    slot_at: np.ndarray
+    weight_at: np.ndarray
+    tab16: np.ndarray
+    tab32: np.ndarray
+    tab64: np.ndarray
+    slot_flat: np.ndarray
+    weights: np.ndarray
+    singles: np.ndarray
+
+
+#: Largest ``k`` the majority kernel takes (its scores, up to ``(k + 1) * 2**k``, fit int64).
+MAJORITY_MAX_K = 47
+
+
+def stack_draws(
+    n: int, ks: Sequence[int], draws: Sequence[tuple[np.ndarray, np.ndarray | None]]
+) -> MajorityDraws:
+    """:class:`MajorityDraws` of ``draws[t] = (idx (R, k), weights (R,) or None for all 1)``, ``k = ks[t]``.
+
+    ``1 <= k <= MAJORITY_MAX_K``; ``n`` is the number of samples the indices are drawn from.
+    """
+    tables = _pick(6)
+    assert tables is not None, "stack_draws needs numba"
+    kinds, cols, rows, slot_at, weight_at = [], [], [], [], []
+    parts: dict[int, list[np.ndarray]] = {0: [], 1: [], 2: []}
+    width = {0: 0, 1: 0, 2: 0}
+    slot_parts, weight_parts, singles = [], [], []
+    n_slots = n_weights = 0
+    slot_t = np.uint8 if n <= 256 else np.int32
+    for k, (idx, w) in zip(ks, draws):
+        if not 1 <= k <= MAJORITY_MAX_K:
+            raise ValueError(f"k must be in 1 .. {MAJORITY_MAX_K} for the majority kernel; got {k}")
+        bound = (k + 1) << k
+        kind = 0 if bound <= np.iinfo(np.int16).max else 1 if bound <= np.iinfo(np.int32).max else 2
+        n_rows = idx.shape[0]
+        scores = np.zeros((n + 1, n_rows), dtype=(np.int16, np.int32, np.int64)[kind])
+        slots = np.empty(n_rows * k, dtype=slot_t)
+        tables(np.ascontiguousarray(idx, dtype=np.int64), k, scores, slots)
+        kinds.append(kind)
+        rows.append(n_rows)
+        cols.append(width[kind])
+        width[kind] += n_rows
+        parts[kind].append(scores)
+        slot_at.append(n_slots)
+        n_slots += n_rows * k
+        slot_parts.append(slots)
+        if w is None:
+            weight_at.append(-1)
+            singles.append(np.bincount(idx[:, 0], minlength=n))
+        else:
+            weight_at.append(n_weights)
+            n_weights += n_rows
+            weight_parts.append(np.asarray(w, dtype=np.int64))
+            singles.append(np.bincount(idx[:, 0], weights=w, minlength=n).astype(np.int64))
+
+    def stacked(kind: int) -> np.ndarray:
+        if not parts[kind]:
+            return np.zeros((n + 1, 0), dtype=(np.int16, np.int32, np.int64)[kind])
+        return np.ascontiguousarray(np.concatenate(parts[kind], axis=1))
+
+    def ints(values: list[int]) -> np.ndarray:
+        return np.asarray(values, dtype=np.int64)
+
+    out = MajorityDraws(
+        ints(list(ks)),
+        ints(kinds),
+        ints(cols),
+        ints(rows),
+        ints(slot_at),
+        ints(weight_at),
+        stacked(0),
+        stacked(1),
+        stacked(2),
+        np.concatenate(slot_parts) if slot_parts else np.zeros(0, dtype=slot_t),
+        np.concatenate(weight_parts) if weight_parts else np.zeros(0, dtype=np.int64),
+        np.stack(singles).astype(np.int64) if singles else np.zeros((0, n), dtype=np.int64),
+    )
+    for a in out:
         a.setflags(write=False)
-    return scores, slot_pos, weights, single
+    return out
 
 
 def prepare_patterns(patterns: np.ndarray, scratch: dict[str, Any]) -> None:
-    """Fill ``scratch`` with the ``k``-free kernel layout of ``patterns`` (first-occurrence codes)."""
+    """Fill ``scratch`` with the ``k``-free kernel layout of ``patterns`` (first-occurrence codes):
+    ``dense[p, j]``, the rank of position j's prediction among the pattern's, and ``n_codes``."""
     if "dense" in scratch:
         return
-    # dense[p, j]: rank of position j's prediction among the pattern's predictions
-    dense, n_codes = _pick(3)(np.ascontiguousarray(patterns))  # type: ignore[misc]
-    single = n_codes == 1  # a single prediction always wins, at the first slot
-    rows = np.flatnonzero(~single)
-    scratch["single"] = single
-    scratch["rows"] = rows
-    scratch["n_codes"] = n_codes[rows]
-    scratch["dense"] = dense[rows]
+    scratch["dense"], scratch["n_codes"] = _pick(3)(np.ascontiguousarray(patterns))  # type: ignore[misc]
 
 
-def majority_counts_tables(
-    kernel: Any,
-    patterns: np.ndarray,
-    k: int,
-    draws: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    scratch: dict[str, Any] | None = None,
+def majority_counts(
+    kernel: Any, patterns: np.ndarray, draws: MajorityDraws, scratch: dict[str, Any] | None = None
 ) -> np.ndarray:
-    """Majority-pick counts ``(n_patterns, n)`` for ``3 <= k <= 47`` with the compiled kernel.
+    """Majority-pick counts ``(K, n_patterns, n)`` of every ``k`` of ``draws`` with the compiled kernel.
 
     Parameters
     ----------
@@ -428,22 +650,34 @@ def majority_counts_tables(
     patterns : (P, n) int
         Per pattern, each position's prediction named by its first position.
     draws
-        :func:`kernel_draws` of this ``k``.
+        :func:`stack_draws` of the ``k`` wanted, drawn from ``n`` samples.
     scratch : dict, optional
-        :func:`prepare_patterns` of ``patterns``, reused across ``k`` (filled here if empty).
+        :func:`prepare_patterns` of ``patterns``, reused across calls (filled here if empty).
+
+    Returns
+    -------
+    (K, P, n) int16 when every count fits (at most the total weight of a ``k``'s draws), else int64.
+    One call runs on the calling thread; large inputs are split over :func:`pool`.
     """
     n_pat, n = patterns.shape
-    scores, slot_pos, weights, single_counts = draws
-    out = np.zeros((n_pat, n), dtype=np.int64)
     scratch = {} if scratch is None else scratch
     prepare_patterns(patterns, scratch)
-    single, rows = scratch["single"], scratch["rows"]
-    if single.any():
-        out[single] = single_counts[None, :]
-    if rows.shape[0] == 0:
+    dense, n_codes = scratch["dense"], scratch["n_codes"]
+    total = int(draws.singles.sum(axis=1).max(initial=0))
+    out = np.empty(
+        (draws.ks.shape[0], n_pat, n), dtype=np.int16 if total <= np.iinfo(np.int16).max else np.int64
+    )
+    work = n_pat * int(draws.rows.sum())
+    if work < _THREAD_MIN_WORK or N_THREADS == 1 or n_pat < 2 * _PROMPT_BLOCK:
+        kernel(dense, n_codes, *draws, 0, n_pat, out)
         return out
-    rest = (scratch["n_codes"], scores, slot_pos, weights, k)
-    got = np.zeros((rows.shape[0], n), dtype=np.int64)
-    _run(kernel, scratch["dense"], rest, got)
-    out[rows] = got
+    # a few parts per thread, taken in turn: a thread slowed by other load takes fewer
+    n_parts = min(4 * N_THREADS, n_pat // _PROMPT_BLOCK)
+    bounds = np.linspace(0, n_pat, n_parts + 1).astype(np.int64).tolist()
+    def part(lo: int, hi: int) -> None:
+        kernel(dense, n_codes, *draws, lo, hi, out)
+
+    futures = [pool().submit(part, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+    for f in futures:
+        f.result()
     return out
