@@ -674,6 +674,7 @@ def majority_counts(
     # a few parts per thread, taken in turn: a thread slowed by other load takes fewer
     n_parts = min(4 * N_THREADS, n_pat // _PROMPT_BLOCK)
     bounds = np.linspace(0, n_pat, n_parts + 1).astype(np.int64).tolist()
+
     def part(lo: int, hi: int) -> None:
         kernel(dense, n_codes, *draws, lo, hi, out)
 
