@@ -377,7 +377,7 @@ def test_process_validation_metrics_numba_equals_numpy(monkeypatch):
     from rlmetrics import _validation_kernels
 
     monkeypatch.setattr(_validation_kernels, "_THREAD_MIN_WORK", 0)  # split prompts across threads
-    monkeypatch.setattr(_validation_kernels, "_PROMPT_BLOCK", 64)
+    monkeypatch.setattr(_validation_kernels, "_MAJ_CHUNK", 16)
     fast = process_validation_metrics(ds, uids, infos)
     _numpy_majority(monkeypatch)
     slow = process_validation_metrics(ds, uids, infos)

@@ -279,6 +279,14 @@ def test_stack_draws_tables(n, ks, kinds):
     tabs = (st.tab16, st.tab32, st.tab64)
     for t, (k, (idx, weights)) in enumerate(zip(ks, draws)):
         rows = idx.shape[0]
+        want_single = np.zeros(n, dtype=np.int64)
+        for r in range(rows):
+            want_single[idx[r, 0]] += 1 if weights is None else weights[r]
+        np.testing.assert_array_equal(st.singles[t], want_single)
+        assert want_single.sum() == N_BOOT
+        if k <= 2:  # the first slot's counts only
+            assert st.rows[t] == 0
+            continue
         assert st.rows[t] == rows
         tab = tabs[st.kinds[t]]
         got = tab[:, st.cols[t] : st.cols[t] + rows]
@@ -292,10 +300,6 @@ def test_stack_draws_tables(n, ks, kinds):
             w = st.weights[st.weight_at[t] : st.weight_at[t] + rows]
             np.testing.assert_array_equal(w, weights)
         assert w.sum() == N_BOOT
-        want_single = np.zeros(n, dtype=np.int64)
-        for r in range(rows):
-            want_single[idx[r, 0]] += w[r]
-        np.testing.assert_array_equal(st.singles[t], want_single)
     assert st.slot_flat.dtype == np.uint8
     assert not any(a.flags.writeable for a in st)
 
@@ -352,10 +356,41 @@ def test_majority_counts_scratch_reuse_and_threads(monkeypatch):
     again = VK.majority_counts(kernel, patterns, draws, scratch)
     np.testing.assert_array_equal(again, serial)
     monkeypatch.setattr(VK, "_THREAD_MIN_WORK", 0)
-    monkeypatch.setattr(VK, "_PROMPT_BLOCK", 2)
+    monkeypatch.setattr(VK, "_MAJ_CHUNK", 2)
     monkeypatch.setattr(VK, "N_THREADS", 3)
     threaded = VK.majority_counts(kernel, patterns, draws)
     np.testing.assert_array_equal(threaded, serial)
+
+
+@needs_numba
+@pytest.mark.parametrize("split", [0, 1, 3, 8, 15], ids=lambda s: f"front{s}")
+def test_majority_job_walkers_share_the_chunks(monkeypatch, split):
+    """Chunks taken from the front and from the back cover every pattern exactly as one call does,
+    whoever gets there first (including a chunk taken twice)."""
+    rng = np.random.default_rng(9)
+    n = 6
+    patterns = random_patterns(rng, n, 40)
+    kernel = VK.majority_kernel()
+    draws = V._majority_draws(n, (2, 3, 6), N_BOOT, SEED)
+    want = VK.majority_counts(kernel, patterns, draws)
+    monkeypatch.setattr(VK, "_MAJ_CHUNK", 3)
+    job = VK.MajorityJob(kernel, patterns, draws, {})
+    n_chunks = job.claim.shape[0]
+    assert n_chunks == -(-patterns.shape[0] // 3)
+    # a walker from the front that stopped after ``split`` chunks, then one from the back
+    if split < n_chunks:
+        job.claim[split] = 1  # pretend another walker holds this chunk: the front one stops there
+        front = kernel(*job._args, job.claim, job.chunk, 0, 1, job.out)
+        job.claim[split] = 0
+    else:
+        front = kernel(*job._args, job.claim, job.chunk, 0, 1, job.out)
+    assert front == min(split, n_chunks)
+    back = job.work(forward=False)
+    assert front + back == n_chunks
+    assert job.claim.all()
+    np.testing.assert_array_equal(job.out, want)
+    # a second walker finds nothing left
+    assert job.work(forward=True) == 0
 
 
 @needs_numba

@@ -543,7 +543,12 @@ def _distinct_draws(
 def _majority_draws(n: int, ks: tuple[int, ...], n_bootstrap: int, seed: int) -> _kernels.MajorityDraws:
     """:func:`_validation_kernels.stack_draws` of every ``k`` in ``ks`` (cached: data-independent)."""
     _prefetch_indices(n, ks, n_bootstrap, seed)
-    return _kernels.stack_draws(n, ks, [_fold_draws(n, k, n_bootstrap, seed) for k in ks])
+    # k <= 2 needs only the first slot of every draw: no folding
+    draws = [
+        (_indices_cached(n, k, n_bootstrap, seed), None) if k <= 2 else _fold_draws(n, k, n_bootstrap, seed)
+        for k in ks
+    ]
+    return _kernels.stack_draws(n, ks, draws)
 
 
 def _clear_caches() -> None:
@@ -1088,7 +1093,8 @@ def process_validation_metrics(
     # are computed on a background thread while the columns below are converted.
     early_pred: tuple[np.ndarray, np.ndarray, bool] | None = None
     early_layouts: dict[int, _MajLayout] = {}
-    maj_future: Future[dict[int, _MajStack]] | None = None
+    maj_work: _MajorityWork | None = None
+    maj_future: Future[None] | None = None
     if "pred" in infos_dict and _majority_kernel() is not None:
         try:
             early_pred = _pred_codes(infos_dict["pred"], pid, order, n, n_observed)
@@ -1097,7 +1103,8 @@ def process_validation_metrics(
         if early_pred is not None:
             # layouts and tables here (numpy, holding the GIL); counts there (one kernel call, GIL released)
             early_layouts = _maj_layouts(early_pred[0], early_pred[1], sizes, seed)
-            maj_future = _kernels.background().submit(_majority_job(early_layouts, seed))
+            maj_work = _MajorityWork(early_layouts, seed)
+            maj_future = _kernels.background().submit(maj_work.run)
             time.sleep(0)  # hand the GIL over: the background thread starts before the column conversions
     columns: dict[str, _Column] = {}
     for name, raw in infos_dict.items():
@@ -1215,8 +1222,8 @@ def process_validation_metrics(
     def maj_stack_for(n_resps: int) -> _MajStack | None:
         """The background thread's counts of every k <= 47 of n_resps samples, if it ran."""
         nonlocal maj_future
-        if maj_future is not None:
-            maj_stacks.update(maj_future.result())
+        if maj_future is not None and maj_work is not None:
+            maj_stacks.update(maj_work.finish(maj_future))
             maj_future = None
         return maj_stacks.get(n_resps)
 
@@ -1457,27 +1464,35 @@ def _maj_layouts(
 _MajStack = tuple[np.ndarray, tuple[int, ...], np.ndarray, np.ndarray]
 
 
-def _majority_job(layouts: Mapping[int, _MajLayout], seed: int) -> Callable[[], dict[int, _MajStack]]:
-    """A function computing the maj@k counts of every ``k <= 47`` of each layout with the kernel.
+class _MajorityWork:
+    """The kernel's maj@k counts of every ``k <= 47`` of each layout, shared by two threads.
 
-    Meant for the background thread: the data-independent tables are built here, on the
-    caller's thread, so that it needs the GIL only to start one kernel call per layout.
+    Built on the caller's thread (with the data-independent tables), :meth:`run` goes to the
+    background thread, which needs the GIL only to start one kernel call per layout; the caller
+    joins with :meth:`finish` once its own work is done, computing the chunks left from the back.
     ``k > 47`` is left to :func:`_maj_counts_layout`.
     """
-    kernel = _majority_kernel()
-    todo = []
-    for n_resps, layout in layouts.items():
-        ks = tuple(k for k in _gen_ns(n_resps) if k <= _kernels.MAJORITY_MAX_K)
-        if ks and layout[0].shape[0]:
-            todo.append((n_resps, ks, layout, _majority_draws(n_resps, ks, _N_BOOTSTRAP, seed)))
 
-    def run() -> dict[int, _MajStack]:
-        got = {}
-        for n_resps, ks, (prompts, _, (patterns, inverse), scratch), draws in todo:
-            got[n_resps] = (prompts, ks, _kernels.majority_counts(kernel, patterns, draws, scratch), inverse)
-        return got
+    def __init__(self, layouts: Mapping[int, _MajLayout], seed: int) -> None:
+        kernel = _majority_kernel()
+        self._jobs = []
+        for n_resps, layout in layouts.items():
+            ks = tuple(k for k in _gen_ns(n_resps) if k <= _kernels.MAJORITY_MAX_K)
+            prompts, _, (patterns, inverse), scratch = layout
+            if ks and prompts.shape[0]:
+                draws = _majority_draws(n_resps, ks, _N_BOOTSTRAP, seed)
+                job = _kernels.MajorityJob(kernel, patterns, draws, scratch)
+                self._jobs.append((n_resps, ks, prompts, inverse, job))
 
-    return run
+    def run(self) -> None:
+        for *_, job in self._jobs:
+            job.work(forward=True)
+
+    def finish(self, future: Future[None]) -> dict[int, _MajStack]:
+        for *_, job in reversed(self._jobs):
+            job.work(forward=False)
+        future.result()
+        return {n_resps: (prompts, ks, job.out, inverse) for n_resps, ks, prompts, inverse, job in self._jobs}
 
 
 def _same_variable(

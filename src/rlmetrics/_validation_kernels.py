@@ -40,6 +40,7 @@ from ._threads import N_THREADS, background, pool
 __all__ = [
     "MAJORITY_MAX_K",
     "MajorityDraws",
+    "MajorityJob",
     "background",
     "best_worst_kernel",
     "best_worst_tables",
@@ -54,8 +55,6 @@ __all__ = [
     "weighted_rows_kernel",
 ]
 
-# Fewest patterns per thread.
-_PROMPT_BLOCK = 512
 # Fewer (pattern x draw) pairs than this run on the calling thread.
 _THREAD_MIN_WORK = 1 << 22
 
@@ -99,7 +98,26 @@ def _compiled() -> Any | None:
 
     @numba.njit(cache=True, nogil=True)
     def majority_k(  # type: ignore[no-untyped-def]
-        dense, n_codes, bigs, tab, col0, n_rows, slot_flat, s0, weights, w0, k, p_lo, p_hi, out
+        dense,
+        n_codes,
+        bigs,
+        tab,
+        col0,
+        n_rows,
+        slot_flat,
+        s0,
+        weights,
+        w0,
+        k,
+        p_lo,
+        p_hi,
+        out,
+        acc,
+        low,
+        f32,
+        f64,
+        lin,
+        cnt,
     ):
         """``out[p, pos]``: weight of one ``k``'s draws whose majority pick for pattern ``p`` is ``pos``.
 
@@ -110,37 +128,26 @@ def _compiled() -> Any | None:
         Per pattern, every prediction's score is summed over all draws in contiguous (vectorised)
         loops, the max taken, and the winning slot read from the highest bit below ``2**k`` (the
         float exponent of the exact low part); the position drawn there gets the draw's weight.
+        ``acc`` (m_max, >= n_rows) and ``low`` (>= n_rows) of ``tab``'s type, ``f32``, ``f64``, ``lin``
+        (>= n_rows) and ``cnt`` (n, zeroed) are scratch space.
         """
         n = dense.shape[1]
-        m_max = 1
-        for p in range(p_lo, p_hi):
-            m_max = max(m_max, n_codes[p])
-        acc = np.empty((m_max, n_rows), tab.dtype)
-        low = np.empty(n_rows, tab.dtype)
-        tot = np.empty(n_rows, tab.dtype)
-        w = np.ones(n_rows, np.int64)
-        slots = np.empty(n_rows * k, slot_flat.dtype)
-        for r in range(n_rows):
-            tot[r] = tab[n, col0 + r]
+        tot = tab[n, col0 : col0 + n_rows]
+        slots = slot_flat[s0 : s0 + n_rows * k]
         weighted = w0 >= 0
-        if weighted:
-            for r in range(n_rows):
-                w[r] = weights[w0 + r]
-        for i in range(n_rows * k):
-            slots[i] = slot_flat[s0 + i]
-        f32 = np.empty(n_rows, np.float32)  # exact for k <= 24
-        i32 = f32.view(np.int32)
-        f64 = np.empty(n_rows, np.float64)  # exact for k <= 53
-        i64 = f64.view(np.int64)
-        lin = np.empty(n_rows, np.int64)
-        cnt = np.zeros(n, np.int64)
+        w = weights[max(w0, 0) : max(w0, 0) + (n_rows if weighted else 0)]
+        i32 = f32.view(np.int32)  # f32 is exact for k <= 24
+        i64 = f64.view(np.int64)  # f64 is exact for k <= 53
         low_mask = tab.dtype.type((np.int64(1) << k) - 1)
         for p in range(p_lo, p_hi):
             m = n_codes[p]
             if m == 1:
                 continue
             big = bigs[p]
-            acc[: m - 1] = 0
+            for c in range(m - 1):
+                a = acc[c]
+                for r in range(n_rows):
+                    a[r] = 0
             for j in range(n):
                 c = dense[p, j]
                 if c != big:
@@ -215,46 +222,78 @@ def _compiled() -> Any | None:
         slot_flat,
         weights,
         singles,
-        p_lo,
-        p_hi,
+        claim,
+        chunk,
+        first,
+        step,
         out,
     ):
-        """Majority counts ``out[t, p, :]`` of patterns ``p_lo .. p_hi - 1`` for every ``k = ks[t]``.
+        """Majority counts ``out[t, p, :]`` of every ``k = ks[t]``, over chunks of ``chunk`` patterns.
 
-        One call for all ``k`` (the stacked tables of :func:`stack_draws`): the caller's thread
-        needs the GIL only to start it. Single-prediction patterns and ``k <= 2`` take the first
-        slot's counts ``singles[t]`` (the first drawn answer always wins).
+        Walks the chunks ``first, first + step, ...`` (``step`` is 1 or -1) and stops at the first one
+        that ``claim`` marks as taken, marking each before computing it: threads walking towards each
+        other share the work without locks (a chunk taken by two threads at once is computed twice,
+        with identical results). One call covers all ``k`` (the stacked tables of
+        :func:`stack_draws`): the caller's thread needs the GIL only to start it. Single-prediction
+        patterns and ``k <= 2`` take the first slot's counts ``singles[t]`` (the first drawn answer
+        always wins). Returns the number of chunks computed.
         """
-        n = dense.shape[1]
-        bigs = np.zeros(dense.shape[0], np.int64)
+        n_pat, n = dense.shape
+        n_chunks = claim.shape[0]
+        bigs = np.zeros(n_pat, np.int64)
         size = np.zeros(n, np.int64)
-        for p in range(p_lo, p_hi):
-            m = n_codes[p]
-            size[:m] = 0
-            for j in range(n):
-                size[dense[p, j]] += 1
-            big = 0
-            for c in range(1, m):
-                if size[c] > size[big]:
-                    big = c
-            bigs[p] = big
+        # scratch of every table width, sized for the largest k (allocated once per call)
+        m_max = 1
+        for p in range(n_pat):
+            m_max = max(m_max, n_codes[p])
+        r_max = 1
         for t in range(ks.shape[0]):
-            k = ks[t]
-            res = out[t]
+            r_max = max(r_max, rows[t])
+        acc16 = np.empty((m_max, r_max if tab16.shape[1] else 0), np.int16)
+        acc32 = np.empty((m_max, r_max if tab32.shape[1] else 0), np.int32)
+        acc64 = np.empty((m_max, r_max if tab64.shape[1] else 0), np.int64)
+        low16 = np.empty(acc16.shape[1], np.int16)
+        low32 = np.empty(acc32.shape[1], np.int32)
+        low64 = np.empty(acc64.shape[1], np.int64)
+        f32 = np.empty(r_max, np.float32)
+        f64 = np.empty(r_max, np.float64)
+        lin = np.empty(r_max, np.int64)
+        cnt = np.zeros(n, np.int64)
+        done = 0
+        c = first
+        while 0 <= c < n_chunks and claim[c] == 0:
+            claim[c] = 1
+            p_lo = c * chunk
+            p_hi = min(n_pat, p_lo + chunk)
             for p in range(p_lo, p_hi):
-                if n_codes[p] == 1 or k <= 2:
-                    for j in range(n):
-                        res[p, j] = singles[t, j]
-            if k <= 2:
-                continue
-            args = (cols[t], rows[t], slot_flat, slot_at[t], weights, weight_at[t], k, p_lo, p_hi, res)
-            if kinds[t] == 0:
-                majority_k(dense, n_codes, bigs, tab16, *args)
-            elif kinds[t] == 1:
-                majority_k(dense, n_codes, bigs, tab32, *args)
-            else:
-                majority_k(dense, n_codes, bigs, tab64, *args)
-        return 0
+                m = n_codes[p]
+                size[:m] = 0
+                for j in range(n):
+                    size[dense[p, j]] += 1
+                big = 0
+                for q in range(1, m):
+                    if size[q] > size[big]:
+                        big = q
+                bigs[p] = big
+            for t in range(ks.shape[0]):
+                k = ks[t]
+                res = out[t]
+                for p in range(p_lo, p_hi):
+                    if n_codes[p] == 1 or k <= 2:
+                        for j in range(n):
+                            res[p, j] = singles[t, j]
+                if k <= 2:
+                    continue
+                args = (cols[t], rows[t], slot_flat, slot_at[t], weights, weight_at[t], k, p_lo, p_hi, res)
+                if kinds[t] == 0:
+                    majority_k(dense, n_codes, bigs, tab16, *args, acc16, low16, f32, f64, lin, cnt)
+                elif kinds[t] == 1:
+                    majority_k(dense, n_codes, bigs, tab32, *args, acc32, low32, f32, f64, lin, cnt)
+                else:
+                    majority_k(dense, n_codes, bigs, tab64, *args, acc64, low64, f32, f64, lin, cnt)
+            done += 1
+            c += step
+        return done
 
     @numba.njit(cache=True, nogil=True, inline="always")
     def weighted_mean_std(counts, vals, total):  # type: ignore[no-untyped-def]
@@ -568,6 +607,7 @@ def stack_draws(
     """:class:`MajorityDraws` of ``draws[t] = (idx (R, k), weights (R,) or None for all 1)``, ``k = ks[t]``.
 
     ``1 <= k <= MAJORITY_MAX_K``; ``n`` is the number of samples the indices are drawn from.
+    ``k <= 2`` keeps only the first slot's counts (the first drawn answer always wins).
     """
     tables = _pick(6)
     assert tables is not None, "stack_draws needs numba"
@@ -582,10 +622,12 @@ def stack_draws(
             raise ValueError(f"k must be in 1 .. {MAJORITY_MAX_K} for the majority kernel; got {k}")
         bound = (k + 1) << k
         kind = 0 if bound <= np.iinfo(np.int16).max else 1 if bound <= np.iinfo(np.int32).max else 2
-        n_rows = idx.shape[0]
+        # k <= 2: the kernel takes the first slot's counts (singles), no table
+        n_rows = idx.shape[0] if k > 2 else 0
         scores = np.zeros((n + 1, n_rows), dtype=(np.int16, np.int32, np.int64)[kind])
         slots = np.empty(n_rows * k, dtype=slot_t)
-        tables(np.ascontiguousarray(idx, dtype=np.int64), k, scores, slots)
+        if n_rows:
+            tables(np.ascontiguousarray(idx, dtype=np.int64), k, scores, slots)
         kinds.append(kind)
         rows.append(n_rows)
         cols.append(width[kind])
@@ -600,7 +642,7 @@ def stack_draws(
         else:
             weight_at.append(n_weights)
             n_weights += n_rows
-            weight_parts.append(np.asarray(w, dtype=np.int64))
+            weight_parts.append(np.asarray(w[:n_rows], dtype=np.int64))
             singles.append(np.bincount(idx[:, 0], weights=w, minlength=n).astype(np.int64))
 
     def stacked(kind: int) -> np.ndarray:
@@ -638,6 +680,51 @@ def prepare_patterns(patterns: np.ndarray, scratch: dict[str, Any]) -> None:
     scratch["dense"], scratch["n_codes"] = _pick(3)(np.ascontiguousarray(patterns))  # type: ignore[misc]
 
 
+#: Patterns per chunk of the majority kernel's shared work list.
+_MAJ_CHUNK = 16
+
+
+class MajorityJob:
+    """The maj@k counts of ``patterns`` for every ``k`` of ``draws``, computed by whoever calls :meth:`work`.
+
+    Threads calling ``work()`` take chunks of patterns from a shared list (the background thread
+    from the front, the caller from the back once its own work is done), so the counts are ready
+    as soon as the two meet. :attr:`out` is complete when every call has returned.
+    """
+
+    def __init__(
+        self, kernel: Any, patterns: np.ndarray, draws: MajorityDraws, scratch: dict[str, Any]
+    ) -> None:
+        n_pat, n = patterns.shape
+        prepare_patterns(patterns, scratch)
+        self._kernel = kernel
+        self._args = (scratch["dense"], scratch["n_codes"], *draws)
+        self.chunk = max(1, _MAJ_CHUNK)
+        self.claim = np.zeros(-(-n_pat // self.chunk), dtype=np.int8)
+        total = int(draws.singles.sum(axis=1).max(initial=0))
+        count_t = np.int16 if total <= np.iinfo(np.int16).max else np.int64
+        self.out = np.empty((draws.ks.shape[0], n_pat, n), dtype=count_t)
+        self._work = n_pat * int(draws.rows.sum())
+
+    def work(self, forward: bool = True) -> int:
+        """Compute unclaimed chunks from the front (``forward``) or the back; the number done.
+
+        From the front, large inputs are spread over :func:`pool` (one walker per thread, each
+        starting at its share).
+        """
+        n_chunks = self.claim.shape[0]
+        if not forward:
+            return int(self._kernel(*self._args, self.claim, self.chunk, n_chunks - 1, -1, self.out))
+        n_walkers = 1 if self._work < _THREAD_MIN_WORK else min(N_THREADS, n_chunks)
+        starts = [(i * n_chunks) // n_walkers for i in range(n_walkers)]
+        futures = [
+            pool().submit(self._kernel, *self._args, self.claim, self.chunk, s, 1, self.out)
+            for s in starts[1:]
+        ]
+        done = int(self._kernel(*self._args, self.claim, self.chunk, starts[0], 1, self.out))
+        return done + sum(int(f.result()) for f in futures)
+
+
 def majority_counts(
     kernel: Any, patterns: np.ndarray, draws: MajorityDraws, scratch: dict[str, Any] | None = None
 ) -> np.ndarray:
@@ -657,28 +744,8 @@ def majority_counts(
     Returns
     -------
     (K, P, n) int16 when every count fits (at most the total weight of a ``k``'s draws), else int64.
-    One call runs on the calling thread; large inputs are split over :func:`pool`.
+    Large inputs are split over :func:`pool`.
     """
-    n_pat, n = patterns.shape
-    scratch = {} if scratch is None else scratch
-    prepare_patterns(patterns, scratch)
-    dense, n_codes = scratch["dense"], scratch["n_codes"]
-    total = int(draws.singles.sum(axis=1).max(initial=0))
-    out = np.empty(
-        (draws.ks.shape[0], n_pat, n), dtype=np.int16 if total <= np.iinfo(np.int16).max else np.int64
-    )
-    work = n_pat * int(draws.rows.sum())
-    if work < _THREAD_MIN_WORK or N_THREADS == 1 or n_pat < 2 * _PROMPT_BLOCK:
-        kernel(dense, n_codes, *draws, 0, n_pat, out)
-        return out
-    # a few parts per thread, taken in turn: a thread slowed by other load takes fewer
-    n_parts = min(4 * N_THREADS, n_pat // _PROMPT_BLOCK)
-    bounds = np.linspace(0, n_pat, n_parts + 1).astype(np.int64).tolist()
-
-    def part(lo: int, hi: int) -> None:
-        kernel(dense, n_codes, *draws, lo, hi, out)
-
-    futures = [pool().submit(part, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
-    for f in futures:
-        f.result()
-    return out
+    job = MajorityJob(kernel, patterns, draws, {} if scratch is None else scratch)
+    job.work()
+    return job.out
