@@ -717,11 +717,12 @@ class MajorityJob:
             return int(self._kernel(*self._args, self.claim, self.chunk, n_chunks - 1, -1, self.out))
         n_walkers = 1 if self._work < _THREAD_MIN_WORK else min(N_THREADS, n_chunks)
         starts = [(i * n_chunks) // n_walkers for i in range(n_walkers)]
-        futures = [
-            pool().submit(self._kernel, *self._args, self.claim, self.chunk, s, 1, self.out)
-            for s in starts[1:]
-        ]
-        done = int(self._kernel(*self._args, self.claim, self.chunk, starts[0], 1, self.out))
+
+        def walk(first: int) -> int:
+            return int(self._kernel(*self._args, self.claim, self.chunk, first, 1, self.out))
+
+        futures = [pool().submit(walk, s) for s in starts[1:]]
+        done = walk(starts[0])
         return done + sum(int(f.result()) for f in futures)
 
 
