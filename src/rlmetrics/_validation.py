@@ -1105,13 +1105,14 @@ def process_validation_metrics(
             early_layouts = _maj_layouts(early_pred[0], early_pred[1], sizes, seed)
             maj_work = _MajorityWork(early_layouts, seed)
             maj_future = _kernels.background().submit(maj_work.run)
-            time.sleep(0)  # hand the GIL over: the background thread starts before the column conversions
+            # hand the GIL over until the background thread is in its kernel (GIL released)
+            maj_work.started.wait()
     columns: dict[str, _Column] = {}
     for name, raw in infos_dict.items():
         all_str = name == "pred" and early_pred is not None and early_pred[2]
         columns[name] = _Column(raw, name, n, all_str=all_str)
-        if maj_future is not None:
-            time.sleep(0)  # list conversions hold the GIL: let the background thread take its next step
+        if maj_work is not None and maj_work.spread:
+            time.sleep(0)  # list conversions hold the GIL: let the pool's walkers start their kernels
 
     # Ragged variables: (prompt ids, float64 values, float32 values or None) in verl's list order.
     ragged: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]] = {}
@@ -1484,7 +1485,12 @@ class _MajorityWork:
                 job = _kernels.MajorityJob(kernel, patterns, draws, scratch)
                 self._jobs.append((n_resps, ks, prompts, inverse, job))
 
+        self.started = threading.Event()
+        # walkers on the shared pool too: they need the GIL for a moment to start
+        self.spread = any(job.spread for *_, job in self._jobs)
+
     def run(self) -> None:
+        self.started.set()  # the caller waits for this: a GIL hand-over without a sleep's timer slack
         for *_, job in self._jobs:
             job.work(forward=True)
 

@@ -68,6 +68,10 @@ def _compiled() -> Any | None:
     except ImportError:
         return None
 
+    # sums of products may be reassociated (vectorised): results move by ~1e-16 relative, NaN
+    # and inf keep their IEEE meaning (no 'nnan' / 'ninf' flags)
+    _REASSOC = {"reassoc", "contract"}
+
     @numba.njit(cache=True, nogil=True)
     def majority_tables(idx, k, scores, slot_flat):  # type: ignore[no-untyped-def]
         """Fill the data-independent maj@k tables of the draws ``idx`` (R, k), in place.
@@ -295,7 +299,7 @@ def _compiled() -> Any | None:
             c += step
         return done
 
-    @numba.njit(cache=True, nogil=True, inline="always")
+    @numba.njit(cache=True, nogil=True, inline="always", fastmath=_REASSOC)
     def weighted_mean_std(counts, vals, total):  # type: ignore[no-untyped-def]
         """Mean and population std of ``vals`` with ``counts[r]`` copies of ``vals[r]`` (two passes)."""
         mean = 0.0
@@ -308,7 +312,7 @@ def _compiled() -> Any | None:
             var += counts[r] * (d * d)
         return mean, np.sqrt(var / total)
 
-    @numba.njit(cache=True, nogil=True)
+    @numba.njit(cache=True, nogil=True, fastmath=_REASSOC)
     def best_worst(values, tables, total, lo, hi, out):  # type: ignore[no-untyped-def]
         """``out[t, :, q]`` = best mean, best std, worst mean, worst std of row ``q`` under ``tables[t]``.
 
@@ -391,7 +395,7 @@ def _compiled() -> Any | None:
             n_codes[p] = m
         return dense, n_codes
 
-    @numba.njit(cache=True, nogil=True)
+    @numba.njit(cache=True, nogil=True, fastmath=_REASSOC)
     def weighted_rows(vals, counts, inverse, rows, total):  # type: ignore[no-untyped-def]
         """Mean and population std of ``vals[i]`` weighted by ``counts[t, inverse[rows[i]]]``, per ``t``."""
         n_t = counts.shape[0]
@@ -704,7 +708,9 @@ class MajorityJob:
         total = int(draws.singles.sum(axis=1).max(initial=0))
         count_t = np.int16 if total <= np.iinfo(np.int16).max else np.int64
         self.out = np.empty((draws.ks.shape[0], n_pat, n), dtype=count_t)
-        self._work = n_pat * int(draws.rows.sum())
+        work = n_pat * int(draws.rows.sum())
+        #: whether :meth:`work` from the front spreads over :func:`pool` (large inputs)
+        self.spread = work >= _THREAD_MIN_WORK and N_THREADS > 1 and self.claim.shape[0] > 1
 
     def work(self, forward: bool = True) -> int:
         """Compute unclaimed chunks from the front (``forward``) or the back; the number done.
@@ -715,7 +721,7 @@ class MajorityJob:
         n_chunks = self.claim.shape[0]
         if not forward:
             return int(self._kernel(*self._args, self.claim, self.chunk, n_chunks - 1, -1, self.out))
-        n_walkers = 1 if self._work < _THREAD_MIN_WORK else min(N_THREADS, n_chunks)
+        n_walkers = min(N_THREADS, n_chunks) if self.spread else 1
         starts = [(i * n_chunks) // n_walkers for i in range(n_walkers)]
 
         def walk(first: int) -> int:
