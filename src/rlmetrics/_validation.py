@@ -3,9 +3,11 @@
 verl 0.9.1 estimates best@k, worst@k and maj@k of every prompt with a 1000-draw bootstrap run
 as a Python loop per prompt, variable and k, reseeding numpy's *global* RNG with ``seed`` before
 every call. Because of that reseeding the bootstrap index matrix depends only on
-``(n_samples, k, n_bootstrap, seed)``; here it is drawn once from a *local*
-``numpy.random.RandomState(seed)`` (the legacy generator behind ``np.random.choice``, so the
-indices are the same) and shared by every prompt with the same number of samples.
+``(n_samples, k, n_bootstrap, seed)``; here it is drawn once from a *local* legacy generator
+reseeded with ``seed`` (the ``RandomState`` behind ``np.random.choice``, so the indices are the
+same) and shared by every prompt with the same number of samples. ``choice`` takes the indices
+one after another from the generator's stream, so the matrices of every ``k`` are prefixes of
+one stream, drawn once at the largest ``k``.
 
 * best@k / worst@k: the bootstrap max (min) of a prompt is the value of the highest (lowest)
   rank drawn. For each prompt only the *counts* of each rank being the max matter; with
@@ -21,12 +23,14 @@ indices are the same) and shared by every prompt with the same number of samples
   the position, of the value verl returns (one or two draws: always the first slot; ``k > 47``: a
   per-position score instead). The counts of each position winning are shared by all variables.
   With numba installed the same scores are summed per prompt over all draws by a compiled
-  kernel (:mod:`rlmetrics._validation_kernels`, threads over prompts); it yields the same
-  integer counts as the numpy path (``RLMETRICS_NO_NUMBA=1`` forces the latter). In
-  :func:`process_validation_metrics` the kernel's counts are computed on a background thread while
-  the value columns are converted and best@k/worst@k computed; the prompt patterns and the
-  data-independent draw tables are prepared (and cached per n, k, seed) before it starts, so
-  that thread needs the GIL only to launch the kernels.
+  kernel (:mod:`rlmetrics._validation_kernels`); it yields the same integer counts as the numpy
+  path (``RLMETRICS_NO_NUMBA=1`` forces the latter). In :func:`process_validation_metrics` one
+  kernel call computes every ``k`` on a background thread while the value columns are converted
+  and best@k/worst@k computed; the prompt patterns and the data-independent draw tables are
+  prepared (and cached per n, k, seed) before it starts, so that thread needs the GIL only to
+  launch it. The prompts are split in chunks that the kernel claims one by one: once the
+  calling thread is done with its own work it takes chunks from the other end, and the counts
+  are complete when the two meet.
 * A variable whose kept values equal an earlier one's (verl's ``reward`` next to ``score`` or
   ``acc``) reuses its metrics.
 

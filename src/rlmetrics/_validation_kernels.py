@@ -15,14 +15,20 @@ prediction, ``count * 2**k + sum of 2**(k - 1 - first_slot)`` over its drawn pos
 ``_majority_counts_bits``), and the highest bit of the winner's low part names its first slot.
 The kernel sums the per-position scores of each prediction over all draws in contiguous
 (vectorised) loops, instead of the numpy path's matrix product and full-size temporaries. Only
-integer counts come out, so the numpy path gives identical numbers.
+integer counts come out, so the numpy path gives identical numbers. The scores of every ``k``
+are stacked (:func:`stack_draws`, int16 / int32 / int64 by ``k``) so that one call covers them
+all, and the patterns are cut in chunks that the threads calling :meth:`MajorityJob.work`
+claim one at a time (from either end, without locks; a chunk claimed twice at once is computed
+twice, with identical results).
 
-**Helpers**: first-occurrence codes of prediction rows (:func:`local_codes_kernel`), the subset
-sums (zeta transform) behind the best/worst tables (:func:`subset_sums_kernel`), and the
-weighted mean/std of values under per-pattern counts (:func:`weighted_rows_kernel`).
+**Helpers**: first-occurrence codes of prediction rows (:func:`local_codes_kernel`,
+:func:`pattern_keys_kernel`), the subset sums (zeta transform) behind the best/worst tables
+(:func:`subset_sums_kernel`, :func:`draw_set_tables_kernel`), and the weighted mean/std of
+values under per-pattern counts (:func:`weighted_rows_kernel`).
 
-Every kernel releases the GIL; large calls spread rows over the shared thread pool. Set
-``RLMETRICS_NO_NUMBA=1`` to force the numpy paths.
+Every kernel releases the GIL; large calls spread rows over the shared thread pool. Sums of
+products of floats may be reassociated by the compiler (vectorised; results move by ~1e-16
+relative, NaN and inf keep their meaning). Set ``RLMETRICS_NO_NUMBA=1`` to force the numpy paths.
 """
 
 from __future__ import annotations
