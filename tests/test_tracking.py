@@ -393,11 +393,20 @@ def test_wandb_offline_round_trip(tmp_path, monkeypatch):
         log_all(tr)
     (run_file,) = (tmp_path / "p" / "e" / "wandb").glob("offline-run-*/run-*.wandb")
     records = _read_wandb_records(run_file)
-    history = {}
+    history: dict[int, dict] = {}
     for rec in records:
-        if rec.WhichOneof("record_type") == "history":
-            items = {it.key or "/".join(it.nested_key): json.loads(it.value_json) for it in rec.history.item}
-            history[items.pop("_step")] = {k: v for k, v in items.items() if not k.startswith("_")}
+        # wandb writes a step as one ``history`` record, or (its service under load) as the
+        # ``partial_history`` records the run sent, not yet merged
+        kind = rec.WhichOneof("record_type")
+        if kind in ("history", "partial_history"):
+            part = getattr(rec, kind)
+            items = {it.key or "/".join(it.nested_key): json.loads(it.value_json) for it in part.item}
+            step = items.pop("_step", None)
+            if step is None and kind == "partial_history" and part.HasField("step"):
+                step = part.step.num
+            values = {k: v for k, v in items.items() if not k.startswith("_")}
+            if values:
+                history.setdefault(int(step), {}).update(values)
     assert history == STEPS
     config = {}
     for rec in records:  # the config arrives with the run record (and later config records)
