@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections import Counter
 import math
 import struct
 import sys
@@ -407,7 +408,8 @@ def test_wandb_offline_round_trip(tmp_path, monkeypatch):
             values = {k: v for k, v in items.items() if not k.startswith("_")}
             if values:
                 history.setdefault(int(step), {}).update(values)
-    assert history == STEPS
+    kinds = Counter(rec.WhichOneof("record_type") for rec in records)
+    assert history == STEPS, f"records in {run_file.name} ({run_file.stat().st_size} bytes): {dict(kinds)}"
     config = {}
     for rec in records:  # the config arrives with the run record (and later config records)
         kind = rec.WhichOneof("record_type")
