@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import io
 import json
-from collections import Counter
 import math
 import struct
 import sys
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
