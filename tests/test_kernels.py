@@ -367,3 +367,35 @@ def test_attention_lengths_kernel(dtype, split):
 def test_attention_lengths_kernel_zero_width():
     got = attention_lengths_kernel()(np.zeros((3, 0), dtype=np.int64), 0)
     np.testing.assert_array_equal(got, np.zeros((3, 3)))
+
+
+def test_token_kernels_load_from_numba_cache_in_a_new_process(tmp_path):
+    """A second process compiles nothing and writes nothing to numba's cache (see the same test
+    of the validation kernels)."""
+    pytest.importorskip("numba")
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np\n"
+        "import rlmetrics\n"
+        "B, P, R = 4, 3, 5\n"
+        "f = np.ones((B, R), np.float32)\n"
+        "batch = {'prompts': np.zeros((B, P), np.int64), 'responses': np.zeros((B, R), np.int64),\n"
+        "         'attention_mask': np.ones((B, P + R), np.int64), 'response_mask': np.ones((B, R), np.int64),\n"
+        "         'token_level_scores': f, 'token_level_rewards': f, 'advantages': f, 'returns': f,\n"
+        "         'values': f}\n"
+        "rlmetrics.compute_data_metrics(batch, use_critic=True)\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("RLMETRICS_NO_NUMBA", None)
+
+    def files() -> dict[str, float]:
+        return {str(p): p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*") if p.is_file()}
+
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=600)
+    first = files()
+    assert any(name.endswith(".nbc") for name in first)
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=600)
+    assert files() == first

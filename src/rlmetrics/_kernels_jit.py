@@ -1,0 +1,253 @@
+"""The numba kernels of :mod:`rlmetrics._kernels` (imported only when numba is).
+
+Top-level functions, so that numba's on-disk cache finds them again in a new process: a
+compiled function defined in a closure is keyed by its closure's contents, and a closure
+holding other compiled functions never matches (each process compiled afresh and added files
+to ``__pycache__``). :mod:`rlmetrics._kernels` documents what they compute.
+"""
+
+from __future__ import annotations
+
+import numba
+import numba.extending
+import numpy
+
+#: Columns per block of the token kernel: long enough to amortise the per-block reductions,
+#: short enough that partly masked blocks (the end of a response) stay cheap.
+_BLOCK = 256
+
+# Reassociation lets LLVM vectorise the float64 accumulations; no-NaN/no-inf assumptions
+# are NOT made (NaN in a valid slot must still propagate to the sums).
+_FAST = {"reassoc", "contract", "nsz"}
+
+
+def narrow(k, like):  # type: ignore[no-untyped-def]
+    return k
+
+
+@numba.extending.overload(narrow)
+def _narrow(k, like):  # type: ignore[no-untyped-def]
+    # numba widens integer arithmetic to int64: cast keys back to the bits' width so that
+    # int32 keys of float32 data vectorise eight lanes wide.
+    kind = like.dtype
+    return lambda k, like: kind(k)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def attention_counts(row, split):  # type: ignore[no-untyped-def]
+    """(nonzero entries before ``split``, nonzero entries from it, entries other than 0/1)."""
+    # Row views indexed from 0: no negative-index wraparound, so the loops vectorise.
+    p_row = row[:split]
+    q_row = row[split:]
+    p_n = 0
+    p_one = 0
+    for j in range(p_row.shape[0]):
+        v = p_row[j]
+        p_n += 1 if v != 0 else 0
+        p_one += 1 if v == 1 else 0
+    r_n = 0
+    r_one = 0
+    for j in range(q_row.shape[0]):
+        v = q_row[j]
+        r_n += 1 if v != 0 else 0
+        r_one += 1 if v == 1 else 0
+    return p_n, r_n, (p_n - p_one) + (r_n - r_one)
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def token_rows(  # type: ignore[no-untyped-def]
+    adv,
+    ret,
+    val,
+    adv_bits,
+    ret_bits,
+    val_bits,
+    mask,
+    use_critic,
+    sign_shift,
+    magnitude,
+    scores,
+    rewards,
+    attention,
+    split,
+):
+    n_rows, width = mask.shape
+    sums = numpy.zeros((n_rows, 8), dtype=numpy.float64)
+    keys = numpy.empty((n_rows, 6), dtype=numpy.int64)
+    seq = numpy.zeros((n_rows, 5), dtype=numpy.float64)
+    lowest = numpy.int64(-(2**62))
+    highest = numpy.int64(2**62)
+    # Key arithmetic in the bits' own integer type (int32 for float32: eight lanes).
+    consts = numpy.empty(3, dtype=adv_bits.dtype)
+    consts[0] = 0
+    consts[1] = magnitude
+    consts[2] = -magnitude - 1
+    k_zero = consts[0]
+    mag = consts[1]
+    k_lo = consts[2]
+    k_hi = consts[1]
+    split = min(max(split, 0), attention.shape[1])
+    for i in range(n_rows):
+        # Sequence-level: score and reward sums, prompt/response lengths (same row, same pass).
+        # Row views indexed from 0: no negative-index wraparound, so the loops vectorise.
+        s_row = scores[i]
+        w_row = rewards[i]
+        s_s = 0.0
+        w_s = 0.0
+        for j in range(s_row.shape[0]):
+            s_s += numpy.float64(s_row[j])
+        for j in range(w_row.shape[0]):
+            w_s += numpy.float64(w_row[j])
+        p_n, r_n, att_bad = attention_counts(attention[i], split)
+        seq[i, 0] = s_s
+        seq[i, 1] = w_s
+        seq[i, 2] = p_n
+        seq[i, 3] = r_n
+        seq[i, 4] = att_bad
+        # Token-level, in column blocks: a block whose mask is all zero is skipped (its
+        # values are never read), one that is all one runs without selects.
+        n = 0
+        bad = 0
+        first = -1
+        r_shift = 0.0
+        d_shift = 0.0
+        a_s = 0.0
+        r_s = 0.0
+        r_c = 0.0
+        r_c2 = 0.0
+        v_s = 0.0
+        d_s = 0.0
+        d_c = 0.0
+        d_c2 = 0.0
+        a_hi = k_lo
+        a_lo = k_hi
+        r_hi = k_lo
+        r_lo = k_hi
+        v_hi = k_lo
+        v_lo = k_hi
+        for j0 in range(0, width, _BLOCK):
+            m_b = mask[i, j0 : j0 + _BLOCK]
+            c_on = 0
+            c_one = 0
+            for j in range(m_b.shape[0]):
+                mv = m_b[j]
+                c_on += 1 if mv != 0 else 0
+                c_one += 1 if mv == 1 else 0
+            if c_on == 0:
+                continue
+            n += c_on
+            bad += c_on - c_one
+            if first < 0:
+                # The row's first valid token: the shift that centres the second moments.
+                first = 0
+                while m_b[first] == 0:
+                    first += 1
+                first += j0
+                r_shift = numpy.float64(ret[i, first])
+                d_shift = r_shift - numpy.float64(val[i, first])
+            a_b = adv[i, j0 : j0 + _BLOCK]
+            r_b = ret[i, j0 : j0 + _BLOCK]
+            v_b = val[i, j0 : j0 + _BLOCK]
+            ak_b = adv_bits[i, j0 : j0 + _BLOCK]
+            rk_b = ret_bits[i, j0 : j0 + _BLOCK]
+            vk_b = val_bits[i, j0 : j0 + _BLOCK]
+            if c_one == m_b.shape[0]:
+                for j in range(m_b.shape[0]):
+                    a64 = numpy.float64(a_b[j])
+                    r64 = numpy.float64(r_b[j])
+                    a_s += a64
+                    r_s += r64
+                    rc = r64 - r_shift
+                    r_c += rc
+                    r_c2 += rc * rc
+                    # max/min on the floats' order-preserving integer keys: integer
+                    # max/min vectorise, float max/min with NaN semantics do not.
+                    b = ak_b[j]
+                    k = narrow(b ^ (mag if b < k_zero else k_zero), ak_b)
+                    a_hi = max(a_hi, k)
+                    a_lo = min(a_lo, k)
+                    b = rk_b[j]
+                    k = narrow(b ^ (mag if b < k_zero else k_zero), rk_b)
+                    r_hi = max(r_hi, k)
+                    r_lo = min(r_lo, k)
+                if use_critic:
+                    for j in range(m_b.shape[0]):
+                        v64 = numpy.float64(v_b[j])
+                        d = numpy.float64(r_b[j]) - v64
+                        v_s += v64
+                        d_s += d
+                        dc = d - d_shift
+                        d_c += dc
+                        d_c2 += dc * dc
+                        b = vk_b[j]
+                        k = narrow(b ^ (mag if b < k_zero else k_zero), vk_b)
+                        v_hi = max(v_hi, k)
+                        v_lo = min(v_lo, k)
+            else:
+                for j in range(m_b.shape[0]):
+                    on = m_b[j] != 0
+                    a64 = numpy.float64(a_b[j])
+                    r64 = numpy.float64(r_b[j])
+                    # Selects, not multiplies: a NaN in a masked-out slot must not leak in.
+                    a_s += a64 if on else 0.0
+                    r_s += r64 if on else 0.0
+                    rc = (r64 - r_shift) if on else 0.0
+                    r_c += rc
+                    r_c2 += rc * rc
+                    b = ak_b[j]
+                    k = narrow(b ^ (mag if b < k_zero else k_zero), ak_b)
+                    a_hi = max(a_hi, k if on else k_lo)
+                    a_lo = min(a_lo, k if on else k_hi)
+                    b = rk_b[j]
+                    k = narrow(b ^ (mag if b < k_zero else k_zero), rk_b)
+                    r_hi = max(r_hi, k if on else k_lo)
+                    r_lo = min(r_lo, k if on else k_hi)
+                if use_critic:
+                    for j in range(m_b.shape[0]):
+                        on = m_b[j] != 0
+                        v64 = numpy.float64(v_b[j])
+                        d = numpy.float64(r_b[j]) - v64
+                        v_s += v64 if on else 0.0
+                        d_s += d if on else 0.0
+                        dc = (d - d_shift) if on else 0.0
+                        d_c += dc
+                        d_c2 += dc * dc
+                        b = vk_b[j]
+                        k = narrow(b ^ (mag if b < k_zero else k_zero), vk_b)
+                        v_hi = max(v_hi, k if on else k_lo)
+                        v_lo = min(v_lo, k if on else k_hi)
+        sums[i, 7] = bad
+        if n == 0:
+            for c in range(0, 6, 2):
+                keys[i, c] = lowest
+                keys[i, c + 1] = highest
+            continue
+        sums[i, 0] = n
+        sums[i, 1] = a_s
+        sums[i, 2] = r_s
+        # Centred second moments of the row (shifted data: no cancellation).
+        sums[i, 3] = r_c2 - r_c * r_c / n
+        keys[i, 0] = a_hi
+        keys[i, 1] = a_lo
+        keys[i, 2] = r_hi
+        keys[i, 3] = r_lo
+        if use_critic:
+            sums[i, 4] = v_s
+            sums[i, 5] = d_s
+            sums[i, 6] = d_c2 - d_c * d_c / n
+            keys[i, 4] = v_hi
+            keys[i, 5] = v_lo
+        else:
+            keys[i, 4] = lowest
+            keys[i, 5] = highest
+    return sums, keys, seq
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def attention_lengths(attention, split):  # type: ignore[no-untyped-def]
+    n_rows, width = attention.shape
+    out = numpy.empty((n_rows, 3), dtype=numpy.float64)
+    split = min(max(split, 0), width)
+    for i in range(n_rows):
+        out[i, 0], out[i, 1], out[i, 2] = attention_counts(attention[i], split)
+    return out
