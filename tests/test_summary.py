@@ -197,3 +197,32 @@ def test_property_ordering_and_bounds(sizes, seed):
             assert m[f"pass@{k}"]["ci_low"] <= m[f"pass@{k}"]["value"] <= m[f"pass@{k}"]["ci_high"]
         else:
             assert math.isnan(m[f"pass@{k}"]["se"])
+
+
+def test_stats_batch_equals_one_numpy_call_per_vector():
+    """The stacked pass gives np.mean and np.std(ddof=1) / sqrt(p) bit for bit, NaN errors for a
+    single prompt (named in ``lonely``) and NaN everything for none."""
+    from rlmetrics._summary import _stats
+
+    rng = np.random.default_rng(3)
+    named = [
+        (f"v{i}", rng.standard_normal(int(p)) * 10.0 ** int(rng.integers(-3, 4)))
+        for i, p in enumerate([5, 5, 1, 0, 7, 5, 2])
+    ]
+    lonely: list[str] = []
+    out = _stats(named, 1.5, "src/acc", lonely)
+    assert list(out) == [name for name, _ in named]
+    assert lonely == ["src/acc/v2"]
+    for name, arr in named:
+        got = out[name]
+        assert got["n_prompts"] == arr.shape[0]
+        if arr.shape[0] == 0:
+            assert all(math.isnan(got[key]) for key in ("value", "se", "ci_low", "ci_high"))
+            continue
+        assert got["value"] == float(np.mean(arr))
+        if arr.shape[0] == 1:
+            assert math.isnan(got["se"])
+            continue
+        se = float(np.std(arr, ddof=1) / math.sqrt(arr.shape[0]))
+        assert got["se"] == se
+        assert got["ci_low"] == got["value"] - 1.5 * se and got["ci_high"] == got["value"] + 1.5 * se

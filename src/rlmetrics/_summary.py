@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ._estimators import _maj_win_weights, _order_stat_weights
-from ._validation import _as_list, _Column, _factorize, _local_codes
+from ._validation import _as_list, _Column, _factorize, _factorize_prompts, _local_codes
 
 __all__ = ["default_ks", "summarize_validation"]
 
@@ -45,21 +45,58 @@ def default_ks(n_max: int) -> list[int]:
     return ks
 
 
-def _stat(per_prompt: np.ndarray, z: float, what: str, lonely: list[str]) -> dict[str, Any]:
-    """Mean over prompts with standard error and normal confidence interval.
+def _stats(
+    named: Sequence[tuple[str, np.ndarray]], z: float, what: str, lonely: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Mean over prompts of each ``(name, per_prompt)`` vector, its standard error and normal
+    confidence interval, and the number of prompts.
 
-    Statistics over a single prompt get a NaN standard error; their names are appended to ``lonely``.
+    Vectors of one length go through one stacked pass, with the same numbers as one ``np.mean``
+    / ``np.std(ddof=1)`` call each (numpy sums each contiguous row of a stack as it sums a vector
+    alone). Statistics over a single prompt get a NaN standard error; their names
+    (``what/name``) are appended to ``lonely``.
     """
-    p = int(per_prompt.shape[0])
-    if p == 0:
-        return {"value": math.nan, "se": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n_prompts": 0}
-    value = float(np.mean(per_prompt))
-    if p < 2:
-        lonely.append(what)
-        se = math.nan
-    else:
-        se = float(np.std(per_prompt, ddof=1) / math.sqrt(p))
-    return {"value": value, "se": se, "ci_low": value - z * se, "ci_high": value + z * se, "n_prompts": p}
+    by_len: dict[int, list[int]] = {}
+    for i, (_, arr) in enumerate(named):
+        by_len.setdefault(int(arr.shape[0]), []).append(i)
+    means: list[float] = [math.nan] * len(named)
+    ses: list[float] = [math.nan] * len(named)
+    for p, idx in by_len.items():
+        if p == 0:
+            continue
+        stack = np.stack([named[i][1] for i in idx]).astype(np.float64, copy=False)
+        mean = stack.sum(axis=1) / p
+        for i, m in zip(idx, mean.tolist()):
+            means[i] = m
+        if p >= 2:
+            dev = stack - mean[:, None]
+            np.multiply(dev, dev, out=dev)
+            se = np.sqrt(dev.sum(axis=1) / (p - 1)) / math.sqrt(p)
+            for i, e in zip(idx, se.tolist()):
+                ses[i] = e
+    out: dict[str, dict[str, Any]] = {}
+    for i, (name, arr) in enumerate(named):
+        p = int(arr.shape[0])
+        if p == 0:
+            out[name] = {
+                "value": math.nan,
+                "se": math.nan,
+                "ci_low": math.nan,
+                "ci_high": math.nan,
+                "n_prompts": 0,
+            }
+            continue
+        if p < 2:
+            lonely.append(f"{what}/{name}")
+        value, se_i = means[i], ses[i]
+        out[name] = {
+            "value": value,
+            "se": se_i,
+            "ci_low": value - z * se_i,
+            "ci_high": value + z * se_i,
+            "n_prompts": p,
+        }
+    return out
 
 
 class _VoteLayout:
@@ -174,11 +211,9 @@ def summarize_validation(
         if not ks or any(k < 1 for k in ks):
             raise ValueError(f"ks must be a non-empty list of integers >= 1; got {ks!r}")
 
-    pid, prompt_of = _factorize(zip(sources, uids), n, "data_sources and sample_uids")
-    keys = list(prompt_of)
-    n_prompts = len(keys)
-    src_index: dict[Any, int] = {}
-    src_of = np.asarray([src_index.setdefault(key[0], len(src_index)) for key in keys], dtype=np.int64)
+    # prompts and their sources in order of first appearance (the uids alone when one source)
+    pid, src_of, src_items, _ = _factorize_prompts(sources, uids, n)
+    n_prompts = src_of.shape[0]
     order = np.argsort(pid, kind="stable")
     sizes = np.bincount(pid, minlength=n_prompts)
 
@@ -196,10 +231,10 @@ def summarize_validation(
         pred_ok = np.bincount(pid[codes < 0], minlength=n_prompts) == 0
         pred_sorted = codes[order]
 
-    result: dict[str, dict[str, dict[str, Any]]] = {str(s): {} for s in src_index}
+    src_names = [str(s) for s in src_items]
+    result: dict[str, dict[str, dict[str, Any]]] = {src: {} for src in src_names}
     lonely: list[str] = []
     layouts: dict[tuple[int, bytes], _VoteLayout] = {}
-    src_names = [str(s) for s in src_index]
     for name, raw in infos_dict.items():
         if name == pred_key:
             continue
@@ -302,19 +337,24 @@ def _summarize_var(
                 per_k.setdefault(f"maj@{k}", []).append(maj)
                 exact_maj[k] = exact_maj.get(k, True) and exact
     mean_name = f"mean@{n_max}" if n_min == n_max else f"mean@{n_min}-{n_max}"
-    metrics: dict[str, dict[str, Any]] = {mean_name: _stat(means, z, f"{what}/{mean_name}", lonely)}
+    named: list[tuple[str, np.ndarray]] = [(mean_name, means)]
+    joined: dict[str, np.ndarray] = {}
     for k in ks_used:
         for kind in (("pass", "best") if binary else ("best",)) + ("worst", "maj"):
             src_key = f"{'best' if kind == 'pass' else kind}@{k}"
             if src_key not in per_k:
                 continue
-            entry = _stat(np.concatenate(per_k[src_key]), z, f"{what}/{kind}@{k}", lonely)
-            if kind == "maj":
-                entry["exact"] = exact_maj[k]
-            metrics[f"{kind}@{k}"] = entry
+            if src_key not in joined:
+                parts = per_k[src_key]
+                joined[src_key] = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            named.append((f"{kind}@{k}", joined[src_key]))
     if binary:
-        metrics["all_solved"] = _stat((means == 1.0).astype(np.float64), z, f"{what}/all_solved", lonely)
-        metrics["none_solved"] = _stat((means == 0.0).astype(np.float64), z, f"{what}/none_solved", lonely)
+        named.append(("all_solved", (means == 1.0).astype(np.float64)))
+        named.append(("none_solved", (means == 0.0).astype(np.float64)))
+    metrics = _stats(named, z, what, lonely)
+    for k in ks_used:
+        if f"maj@{k}" in metrics:
+            metrics[f"maj@{k}"]["exact"] = exact_maj[k]
     return {
         "n_prompts": int(active.shape[0]),
         "n_samples": int(counts_a.sum()),
