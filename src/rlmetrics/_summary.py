@@ -112,6 +112,8 @@ class _VoteLayout:
         sig = np.take_along_axis(self.sizes, self.order, axis=1).astype(np.int64)
         self.signatures, inverse = np.unique(sig, axis=0, return_inverse=True)
         self.inverse = inverse.reshape(-1)
+        # each signature's answer sizes (largest first), shared by every k
+        self._sizes_of = [tuple(row[row > 0].tolist()) for row in self.signatures]
         self._weights: dict[tuple[int, bool, int], tuple[np.ndarray, bool]] = {}
 
     def weights(self, k: int, replace: bool, seed: int) -> tuple[np.ndarray, bool]:
@@ -121,8 +123,7 @@ class _VoteLayout:
             p, n = self.shape
             wfull = np.zeros((self.signatures.shape[0], n))
             exact = True
-            for s in range(self.signatures.shape[0]):
-                sizes_s = tuple(int(v) for v in self.signatures[s] if v > 0)
+            for s, sizes_s in enumerate(self._sizes_of):
                 w, ok = _maj_win_weights(sizes_s, k, replace, seed)
                 wfull[s, : len(w)] = w
                 exact = exact and ok
@@ -131,13 +132,17 @@ class _VoteLayout:
             self._weights[key] = (weights, exact)
         return self._weights[key]
 
-    def maj(self, vals: np.ndarray, k: int, replace: bool, seed: int) -> tuple[np.ndarray, bool]:
-        """Exact maj@k of each prompt whose sample values are the rows of ``vals`` (P, n)."""
+    def answer_means(self, vals: np.ndarray) -> np.ndarray:
+        """(P, n): the mean value of each prompt's answer (named by its first position), 0 elsewhere;
+        the rows of ``vals`` (P, n) are the prompts' sample values."""
         p, n = self.shape
         sums = np.bincount(self.lin, weights=vals.ravel(), minlength=p * n).reshape(p, n)
-        mu = np.divide(sums, self.sizes, out=np.zeros_like(sums), where=self.sizes > 0)
+        return np.divide(sums, self.sizes, out=np.zeros_like(sums), where=self.sizes > 0)
+
+    def maj(self, answer_means: np.ndarray, k: int, replace: bool, seed: int) -> tuple[np.ndarray, bool]:
+        """Exact maj@k of each prompt, from :meth:`answer_means` of its values."""
         weights, exact = self.weights(k, replace, seed)
-        return np.einsum("pn,pn->p", weights, mu), exact
+        return np.einsum("pn,pn->p", weights, answer_means), exact
 
 
 def summarize_validation(
@@ -320,20 +325,24 @@ def _summarize_var(
         means[rows_sel] = vals.mean(axis=1)
         srt = np.sort(vals, axis=1)
         pred_rows = has_pred[prompts] if pred_sorted is not None else np.zeros(prompts.shape[0], dtype=bool)
+        layout: _VoteLayout | None = None
+        if pred_rows.any():
+            assert pred_sorted is not None
+            sel = prompts[pred_rows]
+            layout_key = (nv, sel.tobytes())
+            if layout_key not in layouts:
+                codes = pred_sorted[full_starts[sel][:, None] + np.arange(nv)[None, :]]
+                layouts[layout_key] = _VoteLayout(codes)
+            layout = layouts[layout_key]
+            answer_means = layout.answer_means(vals[pred_rows])
         for k in ks_used:
             if k > nv and not replace:
                 continue
             w = _order_stat_weights(nv, k, bool(replace))
             per_k.setdefault(f"best@{k}", []).append(srt @ w)
             per_k.setdefault(f"worst@{k}", []).append(srt @ w[::-1])
-            if pred_rows.any():
-                assert pred_sorted is not None
-                sel = prompts[pred_rows]
-                layout_key = (nv, sel.tobytes())
-                if layout_key not in layouts:
-                    codes = pred_sorted[full_starts[sel][:, None] + np.arange(nv)[None, :]]
-                    layouts[layout_key] = _VoteLayout(codes)
-                maj, exact = layouts[layout_key].maj(vals[pred_rows], k, bool(replace), seed)
+            if layout is not None:
+                maj, exact = layout.maj(answer_means, k, bool(replace), seed)
                 per_k.setdefault(f"maj@{k}", []).append(maj)
                 exact_maj[k] = exact_maj.get(k, True) and exact
     mean_name = f"mean@{n_max}" if n_min == n_max else f"mean@{n_min}-{n_max}"
