@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -122,3 +123,33 @@ def test_background_runs_off_thread_and_may_submit_to_pool():
     assert bg_name.startswith("rlmetrics-bg")
     assert pool_name.startswith("rlmetrics") and not pool_name.startswith("rlmetrics-bg")
     assert bg_name != threading.current_thread().name
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_child_gets_its_own_threads():
+    """A child forked after the pools ran (a data-loader worker, say) starts new ones: the
+    inherited executors' threads do not exist there, and work queued on them would never run."""
+    import multiprocessing
+
+    from rlmetrics import process_validation_metrics
+
+    uids = [f"u{i // 8}" for i in range(64)]
+    infos = {"acc": [i % 3 == 0 for i in range(64)], "pred": [str(i % 3) for i in range(64)]}
+    want = process_validation_metrics(["s"] * 64, uids, infos)  # starts the background thread
+    T.pool().submit(int).result()
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+
+    def child() -> None:
+        queue.put((process_validation_metrics(["s"] * 64, uids, infos), T.pool().submit(lambda: 7).result()))
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    try:
+        got, seven = queue.get(timeout=60)
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+    assert got == want and seven == 7
+    assert proc.exitcode == 0

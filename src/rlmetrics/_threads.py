@@ -24,6 +24,17 @@ _POOL: ThreadPoolExecutor | None = None
 _BACKGROUND: ThreadPoolExecutor | None = None
 
 
+def _forget_after_fork() -> None:
+    """A forked child has none of its parent's threads: its first use starts new executors
+    (the inherited ones would queue work that no thread ever runs)."""
+    global _POOL, _BACKGROUND
+    _POOL = _BACKGROUND = None
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def pool() -> ThreadPoolExecutor:
     """The shared pool of :data:`N_THREADS` workers (its tasks must not wait on the pool)."""
     global _POOL

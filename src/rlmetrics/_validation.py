@@ -46,6 +46,7 @@ import functools
 import itertools
 import math
 import operator
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -80,6 +81,13 @@ _CACHE_BLOCK = 1 << 15
 # ~1 us, a new ``RandomState`` ~100 us); the lock keeps reseeding and drawing together.
 _RNG = np.random.RandomState(0)
 _RNG_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a child forked while another thread held the lock gets a free one
+
+    def _new_rng_lock() -> None:
+        global _RNG_LOCK
+        _RNG_LOCK = threading.Lock()
+
+    os.register_at_fork(after_in_child=_new_rng_lock)
 # (n_data, seed) -> the longest stream of indices drawn so far (a few, most recent last)
 _STREAMS: collections.OrderedDict[tuple[int, int], np.ndarray] = collections.OrderedDict()
 _MAX_STREAMS = 16
