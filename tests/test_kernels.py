@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from numba_cache import assert_second_process_compiles_nothing
 from rlmetrics._kernels import (
     ROW_KEY_FIELDS,
     ROW_SEQ_FIELDS,
@@ -373,10 +374,6 @@ def test_token_kernels_load_from_numba_cache_in_a_new_process(tmp_path):
     """A second process compiles nothing and writes nothing to numba's cache (see the same test
     of the validation kernels)."""
     pytest.importorskip("numba")
-    import os
-    import subprocess
-    import sys
-
     script = (
         "import numpy as np\n"
         "import rlmetrics\n"
@@ -389,14 +386,4 @@ def test_token_kernels_load_from_numba_cache_in_a_new_process(tmp_path):
         "         'values': f}\n"
         "rlmetrics.compute_data_metrics(batch, use_critic=True)\n"
     )
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("RLMETRICS_NO_NUMBA", None)
-
-    def files() -> dict[str, float]:
-        return {str(p): p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*") if p.is_file()}
-
-    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=600)
-    first = files()
-    assert any(name.endswith(".nbc") for name in first)
-    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=600)
-    assert files() == first
+    assert_second_process_compiles_nothing(script, tmp_path / "cache")

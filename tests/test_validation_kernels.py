@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from numba_cache import assert_second_process_compiles_nothing
 from rlmetrics import _validation as V
 from rlmetrics import _validation_kernels as VK
 
@@ -445,10 +446,6 @@ def test_kernels_load_from_numba_cache_in_a_new_process(tmp_path):
     """A second process finds the compiled kernels in numba's on-disk cache: it compiles nothing
     and writes nothing (kernels defined in a closure were keyed by their closure's contents, so
     every process compiled them again and added files to the cache)."""
-    import os
-    import subprocess
-    import sys
-
     script = (
         "import numpy as np\n"
         "from rlmetrics import _validation as V, _validation_kernels as VK\n"
@@ -458,14 +455,4 @@ def test_kernels_load_from_numba_cache_in_a_new_process(tmp_path):
         "VK.majority_counts(VK.majority_kernel(), pat, V._majority_draws(4, (2, 3, 4), 50, 1))\n"
         "VK.weighted_rows_kernel()(vals[:2], np.ones((1, 2, 4), np.int16), np.arange(2), np.arange(2), 4.0)\n"
     )
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
-    env.pop("RLMETRICS_NO_NUMBA", None)
-
-    def files() -> dict[str, float]:
-        return {str(p): p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*") if p.is_file()}
-
-    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=600)
-    first = files()
-    assert any(name.endswith(".nbc") for name in first)
-    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=600)
-    assert files() == first
+    assert_second_process_compiles_nothing(script, tmp_path / "cache")
