@@ -393,20 +393,19 @@ def _local_codes(codes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _unique_rows(local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _unique_rows(local: np.ndarray, keys: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of a matrix of first-occurrence codes and the row -> distinct-row index.
 
-    Rows of up to 16 codes (each < 16) are packed into one 64-bit key, longer ones compared as
-    byte strings.
+    Rows of up to 16 codes (each < 16) are packed into one 64-bit key (or ``keys``, packed
+    already), longer ones compared as byte strings.
     """
     n = local.shape[1]
-    if 0 < n <= 16:
+    if keys is None and 0 < n <= 16:
         shifts = np.arange(0, 4 * n, 4, dtype=np.uint64)
-        packed = np.bitwise_or.reduce(local.astype(np.uint64) << shifts[None, :], axis=1)
-        _, first_idx, inverse = np.unique(packed, return_index=True, return_inverse=True)
-        return local[first_idx], inverse.reshape(-1)
-    small = np.ascontiguousarray(local.astype(np.uint8 if n <= 256 else np.int32))
-    keys = small.view(np.dtype((np.void, small.dtype.itemsize * n))).ravel()
+        keys = np.bitwise_or.reduce(local.astype(np.uint64) << shifts[None, :], axis=1)
+    elif keys is None:
+        small = np.ascontiguousarray(local.astype(np.uint8 if n <= 256 else np.int32))
+        keys = small.view(np.dtype((np.void, small.dtype.itemsize * n))).ravel()
     _, first_idx, inverse = np.unique(keys, return_index=True, return_inverse=True)
     return local[first_idx], inverse.reshape(-1)
 
@@ -1441,8 +1440,7 @@ def _maj_layout(
     keys_kernel = _kernels.pattern_keys_kernel()
     if keys_kernel is not None and 0 < n_resps <= 16:
         local, keys = keys_kernel(codes_sorted, starts, prompts, n_resps)
-        _, first_idx, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        unique = (local[first_idx], inverse.reshape(-1))
+        unique = _unique_rows(local, keys)
     else:
         code_rows = codes_sorted[starts[prompts][:, None] + np.arange(n_resps)[None, :]]
         local = _local_codes(code_rows)
