@@ -141,7 +141,8 @@ def bench_size(device: str, b: int, p: int, r: int, repeat: int) -> None:
     from verl.trainer.ppo.metric_utils import compute_data_metrics as verl_compute
 
     import rlmetrics
-    from rlmetrics import _data, _lengths
+    from rlmetrics._core import lengths as _lengths
+    from rlmetrics.training import data as _data
 
     batch = make_batch(b, p, r, device)
     proto = DataProto.from_dict(tensors=dict(batch))

@@ -97,8 +97,8 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from rlmetrics._demo import DemoConfig, _Run, run_demo
-    from rlmetrics._report import write_report
+    from rlmetrics.demo.run import DemoConfig, _Run, run_demo
+    from rlmetrics.report import write_report
 
     torch.set_num_threads(1)
     run = _Run(DemoConfig(seed=0))

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from rlmetrics import _validation as V
 from rlmetrics import process_validation_metrics, summarize_validation
+from rlmetrics.validation import bootstrap as V
 
 
 def make_data(n_prompts: int, n: int, seed: int = 0) -> tuple[list[str], list[str], dict[str, list[Any]]]:
@@ -172,7 +172,7 @@ def scaling(sizes: list[int], n: int, repeat: int) -> None:
 def cli(total: int, n: int) -> None:
     from typer.testing import CliRunner
 
-    from rlmetrics._cli import app
+    from rlmetrics.cli.app import app
 
     sources, uids, infos = make_data(total // n, n, seed=2)
     with tempfile.TemporaryDirectory() as tmp:

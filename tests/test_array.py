@@ -1,4 +1,4 @@
-"""rlmetrics._array: descriptions, float upcasts, mask validation, scalar checks, host transfers."""
+"""rlmetrics._core.array: descriptions, float upcasts, mask validation, scalar checks, host transfers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from rlmetrics._array import (
+from rlmetrics._core.array import (
     as_float,
     check_finite_scalar,
     check_mask,

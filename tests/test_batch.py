@@ -1,4 +1,4 @@
-"""rlmetrics._batch: as_batch / BatchView over dicts, .batch objects, TensorDict and verl's DataProto."""
+"""rlmetrics._core.batch: as_batch / BatchView over dicts, .batch objects, TensorDict and verl's DataProto."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rlmetrics._batch import BatchView, as_batch
+from rlmetrics._core.batch import BatchView, as_batch
 
 
 class StandIn:

@@ -1,4 +1,4 @@
-"""rlmetrics._cli: the typer app's wiring (commands, help, errors, entry point), not the commands."""
+"""rlmetrics.cli.app: the typer app's wiring (commands, help, errors, entry point), not the commands."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from importlib import metadata
 import pytest
 from typer.testing import CliRunner
 
-from rlmetrics import _cli
-from rlmetrics._cli import app
-from rlmetrics._cli_validate import validate
-from rlmetrics._demo import demo
-from rlmetrics._report import report
+from rlmetrics.cli import app as _cli_app
+from rlmetrics.cli.app import app
+from rlmetrics.cli.validate import validate
+from rlmetrics.demo.run import demo
+from rlmetrics.report import report
 
 COMMANDS = ["validate", "demo", "report"]
 runner = CliRunner()
@@ -72,7 +72,7 @@ def test_validate_without_files_is_a_usage_error():
 def test_main_runs_the_app(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["rlmetrics", "--help"])
     with pytest.raises(SystemExit) as info:
-        _cli.main()
+        _cli_app.main()
     assert info.value.code == 0
     out = capsys.readouterr().out
     for command in COMMANDS:
@@ -87,13 +87,13 @@ def test_console_script_points_at_main():
     matches = [ep for ep in scripts if ep.name == "rlmetrics"]
     if not matches:
         pytest.skip("rlmetrics is not installed with its console script")
-    assert matches[0].value == "rlmetrics._cli:main"
-    assert matches[0].load() is _cli.main
+    assert matches[0].value == "rlmetrics.cli.app:main"
+    assert matches[0].load() is _cli_app.main
 
 
 def test_importing_the_cli_does_not_import_heavy_libraries():
     code = (
-        "import sys; import rlmetrics._cli; "
+        "import sys; import rlmetrics.cli.app; "
         "print(','.join(m for m in ('torch', 'matplotlib', 'pyarrow') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from rlmetrics._cli import app
-from rlmetrics._summary import summarize_validation
+from rlmetrics.cli.app import app
+from rlmetrics.validation.summary import summarize_validation
 
 runner = CliRunner()
 
@@ -209,7 +209,7 @@ def test_outputs_get_a_normal_file_mode(tmp_path):
 
     from typer.testing import CliRunner
 
-    from rlmetrics._cli import app
+    from rlmetrics.cli.app import app
 
     src = tmp_path / "val.jsonl"
     src.write_text("\n".join(f'{{"input": "q{i % 3}", "score": {i % 2}}}' for i in range(12)) + "\n")

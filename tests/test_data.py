@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 import rlmetrics
 from batches import assert_close_to_reference, make_batch, to_numpy
-from rlmetrics import _data, _lengths
-from rlmetrics._data import DataStats, data_statistics, finalize_data_metrics
+from rlmetrics._core import lengths as _lengths
+from rlmetrics.training import data as _data
+from rlmetrics.training.data import DataStats, data_statistics, finalize_data_metrics
 
 torch = pytest.importorskip("torch")
 

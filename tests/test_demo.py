@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._demo: the demo really learns, logs every metric family, and is reproducible."""
+"""Tests of rlmetrics.demo.run: the demo really learns, logs every metric family, and is reproducible."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from rlmetrics._cli import app
-from rlmetrics._demo import DemoConfig, _gae, _grpo_advantages, _low_var_kl, run_demo
+from rlmetrics.cli.app import app
+from rlmetrics.demo.run import DemoConfig, _gae, _grpo_advantages, _low_var_kl, run_demo
 
 # Reduced size: ~10 s on one core. Learns robustly (seeds 0, 1, 2 reach 0.5-0.9 validation accuracy).
 SMALL = {

@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._demo_task: the reversal task, its verifiable reward and the tiny policy."""
+"""Tests of rlmetrics.demo.task: the reversal task, its verifiable reward and the tiny policy."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics._demo_task import (
+from rlmetrics.demo.task import (
     BOS,
     EOS,
     PAD,

@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._distributed: exact aggregation across gloo ranks.
+"""Tests of rlmetrics._core.comm: exact aggregation across gloo ranks.
 
 Each world size (2 and 4) is spawned once (module-scoped fixture); every rank runs all the
 checks on its uneven shard (world 4 has an empty shard) and pickles its results, which the
@@ -32,8 +32,7 @@ from rlmetrics import (  # noqa: E402
     compute_rollout_mismatch_metrics,
     compute_variance_proxy_metrics,
 )
-from rlmetrics._data import data_statistics, finalize_data_metrics  # noqa: E402
-from rlmetrics._distributed import (  # noqa: E402
+from rlmetrics._core.comm import (  # noqa: E402
     MetricCollector,
     all_reduce_data_stats,
     all_reduce_metric,
@@ -41,6 +40,7 @@ from rlmetrics._distributed import (  # noqa: E402
     all_reduce_stats,
     empty_data_stats,
 )
+from rlmetrics.training.data import data_statistics, finalize_data_metrics  # noqa: E402
 
 SHARDS = {2: [5, 12], 4: [3, 0, 9, 1]}  # uneven, one empty shard with 4 ranks
 R, P = 6, 4

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics import _estimators as E
-from rlmetrics._estimators import best_at_k, maj_at_k, pass_at_k, worst_at_k
-from rlmetrics._validation import bootstrap_metric
+from rlmetrics.validation import estimators as E
+from rlmetrics.validation.bootstrap import bootstrap_metric
+from rlmetrics.validation.estimators import best_at_k, maj_at_k, pass_at_k, worst_at_k
 
 
 def brute_extreme(vals, k, replace, fn):
@@ -144,7 +144,7 @@ def test_maj_at_k_matches_verl_bootstrap_in_expectation():
     exact = maj_at_k(preds, vals, 3, replace=True)
     import functools
 
-    from rlmetrics._validation import calc_maj_val
+    from rlmetrics.validation.bootstrap import calc_maj_val
 
     data = [{"p": p, "v": v} for p, v in zip(preds, vals)]
     ((boot_mean, _),) = bootstrap_metric(

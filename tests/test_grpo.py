@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._grpo against a brute-force dictionary reference."""
+"""Tests of rlmetrics.policy.groups against a brute-force dictionary reference."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics._grpo import compute_group_metrics
+from rlmetrics.policy.groups import compute_group_metrics
 
 
 def brute(uids, rewards, threshold=1.0, ddof=1) -> dict[str, float]:

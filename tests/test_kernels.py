@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._kernels: the fused numba row kernels against slow per-row loops.
+"""Tests of rlmetrics._core.kernels: the fused numba row kernels against slow per-row loops.
 
 The reference for every row is written the obvious way (boolean selection, float64 sums,
 two-pass centred second moments, numpy max/min); the kernel must agree on every column of its
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from numba_cache import assert_second_process_compiles_nothing
-from rlmetrics._kernels import (
+from rlmetrics._core.kernels import (
     ROW_KEY_FIELDS,
     ROW_SEQ_FIELDS,
     ROW_SUM_FIELDS,
@@ -45,7 +45,7 @@ def float_keys(values: np.ndarray) -> np.ndarray:
 
 
 def run_token_rows(adv, ret, val, mask, use_critic, scores=None, rewards=None, attention=None, split=0):
-    """Call the token kernel as rlmetrics._data does (bit views, zero-width sequence inputs)."""
+    """Call the token kernel as rlmetrics.training.data does (bit views, zero-width sequence inputs)."""
     kernel = token_rows_kernel()
     int_type = np.int32 if adv.dtype.itemsize == 4 else np.int64
     bits = [np.ascontiguousarray(x).view(int_type) for x in (adv, ret, val)]

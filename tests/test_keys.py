@@ -1,4 +1,4 @@
-"""rlmetrics._keys: key constants are unique, slash-grouped like verl's, and match verl's own keys."""
+"""rlmetrics.keys: key constants are unique, slash-grouped like verl's, and match verl's own keys."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from rlmetrics import _keys
+from rlmetrics import keys
 
 #: Every upper-case string constant of the module.
 STRING_CONSTANTS = {
-    name: value for name, value in vars(_keys).items() if name.isupper() and isinstance(value, str)
+    name: value for name, value in vars(keys).items() if name.isupper() and isinstance(value, str)
 }
 PREFIXES = {name: value for name, value in STRING_CONSTANTS.items() if name.endswith("_PREFIX")}
 SUFFIXES = {name: value for name, value in STRING_CONSTANTS.items() if name.endswith("_SUFFIX")}
@@ -38,7 +38,7 @@ DATA_KEY_NAMES = [
     *(f"NUM_TURNS_{s}" for s in ("MEAN", "MAX", "MIN")),
     *(f"TOOL_CALL_COUNTS_{s}" for s in ("MEAN", "MAX", "MIN")),
 ]
-DATA_KEYS = {getattr(_keys, name) for name in DATA_KEY_NAMES}
+DATA_KEYS = {getattr(keys, name) for name in DATA_KEY_NAMES}
 
 SEGMENT = r"[a-z0-9_\-@]+"
 KEY_RE = re.compile(rf"^{SEGMENT}(/{SEGMENT})+$")
@@ -92,25 +92,25 @@ def test_no_full_key_hides_behind_a_prefix_family():
     ids=["core-vars", "core-metric-prefixes"],
 )
 def test_tuple_constants(name, values):
-    assert getattr(_keys, name) == values
+    assert getattr(keys, name) == values
 
 
 @pytest.mark.parametrize(
     ("call", "expected"),
     [
-        (lambda: _keys.timing_s("gen"), "timing_s/gen"),
-        (lambda: _keys.timing_s("update_actor"), "timing_s/update_actor"),
-        (lambda: _keys.timing_per_token_ms("gen"), "timing_per_token_ms/gen"),
+        (lambda: keys.timing_s("gen"), "timing_s/gen"),
+        (lambda: keys.timing_s("update_actor"), "timing_s/update_actor"),
+        (lambda: keys.timing_per_token_ms("gen"), "timing_per_token_ms/gen"),
         (
-            lambda: _keys.val_metric(_keys.VAL_CORE_PREFIX, "gsm8k", "acc", "mean@4"),
+            lambda: keys.val_metric(keys.VAL_CORE_PREFIX, "gsm8k", "acc", "mean@4"),
             "val-core/gsm8k/acc/mean@4",
         ),
         (
-            lambda: _keys.val_metric(_keys.VAL_AUX_PREFIX, "math", "reward", "maj@8/std"),
+            lambda: keys.val_metric(keys.VAL_AUX_PREFIX, "math", "reward", "maj@8/std"),
             "val-aux/math/reward/maj@8/std",
         ),
         (
-            lambda: _keys.val_metric(_keys.VAL_EXACT_PREFIX, "gsm8k", "acc", "pass@2") + _keys.CI_LOW_SUFFIX,
+            lambda: keys.val_metric(keys.VAL_EXACT_PREFIX, "gsm8k", "acc", "pass@2") + keys.CI_LOW_SUFFIX,
             "val-exact/gsm8k/acc/pass@2/ci_low",
         ),
     ],
@@ -166,15 +166,15 @@ def test_data_keys_equal_verl_compute_data_metrics(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ref = verl_utils.compute_data_metrics(batch, use_critic=use_critic)
-    assert set(ref) == DATA_KEYS - {getattr(_keys, name) for name in absent}
+    assert set(ref) == DATA_KEYS - {getattr(keys, name) for name in absent}
 
 
 def test_timing_and_throughput_keys_equal_verl(verl_utils, verl_dataproto):
     batch = verl_batch(verl_dataproto, non_tensors=False, meta=True)
     timing_raw = {"gen": 1.5, "ref": 0.5, "update_actor": 2.0, "step": 4.0}
     timing = verl_utils.compute_timing_metrics(batch, timing_raw)
-    ours = {_keys.timing_s(stage) for stage in timing_raw}
-    ours |= {_keys.timing_per_token_ms(stage) for stage in ("gen", "ref", "update_actor")}
+    ours = {keys.timing_s(stage) for stage in timing_raw}
+    ours |= {keys.timing_per_token_ms(stage) for stage in ("gen", "ref", "update_actor")}
     assert set(timing) == ours
     throughput = verl_utils.compute_throughout_metrics(batch, timing_raw, n_gpus=2)
-    assert set(throughput) == {_keys.PERF_TOTAL_NUM_TOKENS, _keys.PERF_TIME_PER_STEP, _keys.PERF_THROUGHPUT}
+    assert set(throughput) == {keys.PERF_TOTAL_NUM_TOKENS, keys.PERF_TIME_PER_STEP, keys.PERF_THROUGHPUT}

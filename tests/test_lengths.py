@@ -1,4 +1,4 @@
-"""rlmetrics._lengths: prompt/response lengths against per-row loops, numba and numpy paths, errors."""
+"""rlmetrics._core.lengths: prompt/response lengths against per-row loops, numba and numpy paths, errors."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rlmetrics import _lengths
-from rlmetrics._batch import as_batch
-from rlmetrics._kernels import attention_lengths_kernel
-from rlmetrics._lengths import attention_split, prompt_response_lengths, response_width
+from rlmetrics._core import lengths as _lengths
+from rlmetrics._core.batch import as_batch
+from rlmetrics._core.kernels import attention_lengths_kernel
+from rlmetrics._core.lengths import attention_split, prompt_response_lengths, response_width
 
 
 @pytest.fixture(params=["numba", "numpy"], ids=["numba", "numpy"])

@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._logits: float64 softmax references, verl parity, bounded memory, errors."""
+"""Tests of rlmetrics.policy.logits: float64 softmax references, verl parity, bounded memory, errors."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics._logits import (
+from rlmetrics.policy.logits import (
     _chunk_rows,
     entropy_and_sum_pi_squared_from_logits,
     entropy_from_logits,

@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._mismatch: verl 0.9.1 parity, float64 references, properties, errors."""
+"""Tests of rlmetrics.policy.mismatch: verl 0.9.1 parity, float64 references, properties, errors."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics._mismatch import (
+from rlmetrics._core.stats import PolicyStats
+from rlmetrics.policy.mismatch import (
     compute_rollout_mismatch_metrics,
     finalize_rollout_mismatch_metrics,
     parse_is_threshold,
     rollout_mismatch_statistics,
 )
-from rlmetrics._policy_stats import PolicyStats
 
 rc = pytest.importorskip("verl.trainer.ppo.rollout_corr_helper")
 

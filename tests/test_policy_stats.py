@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._policy_stats: packing, one-copy host transfer, merging, input preparation."""
+"""Tests of rlmetrics._core.stats: packing, one-copy host transfer, merging, input preparation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlmetrics._policy_stats import PolicyStats, cpu_block_rows, pack_stats, prepare_arrays, warn_undefined
+from rlmetrics._core.stats import PolicyStats, cpu_block_rows, pack_stats, prepare_arrays, warn_undefined
 
 
 @pytest.mark.parametrize("use_torch", [False, True], ids=["numpy", "torch"])
@@ -94,7 +94,10 @@ _HOST_READS = ("item", "tolist", "numpy", "cpu", "__bool__", "__float__", "__int
 
 def _device_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make CPU torch tensors take the array-API path that CUDA tensors take."""
-    from rlmetrics import _array, _mismatch, _ppo, _variance
+    from rlmetrics._core import array as _array
+    from rlmetrics.policy import mismatch as _mismatch
+    from rlmetrics.policy import ppo as _ppo
+    from rlmetrics.policy import variance as _variance
 
     def keep_tensors(arrays: list, names: list) -> tuple:
         present = [a for a in arrays if a is not None]

@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._ppo: verl 0.9.1 parity, loop references, properties, errors."""
+"""Tests of rlmetrics.policy.ppo: verl 0.9.1 parity, loop references, properties, errors."""
 
 from __future__ import annotations
 
@@ -10,8 +10,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics._policy_stats import PolicyStats
-from rlmetrics._ppo import compute_ppo_update_metrics, finalize_ppo_update_metrics, ppo_update_statistics
+from rlmetrics._core.stats import PolicyStats
+from rlmetrics.policy.ppo import (
+    compute_ppo_update_metrics,
+    finalize_ppo_update_metrics,
+    ppo_update_statistics,
+)
 
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
 

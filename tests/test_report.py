@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._report: reading runs, grouping, best/last values, PNGs and the HTML page."""
+"""Tests of rlmetrics.report: reading runs, grouping, best/last values, PNGs and the HTML page."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from rlmetrics._cli import app
-from rlmetrics._report import _best, _finite_last, best_direction, group_metrics, load_run, write_report
+from rlmetrics.cli.app import app
+from rlmetrics.report import _best, _finite_last, best_direction, group_metrics, load_run, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -180,7 +180,7 @@ def test_duplicate_names_and_explicit_names(tmp_path):
 
 
 def test_report_of_a_real_demo_run(tmp_path):
-    from rlmetrics._demo import DemoConfig, run_demo
+    from rlmetrics.demo.run import DemoConfig, run_demo
 
     cfg = DemoConfig(steps=3, n_prompts=4, group_size=4, val_every=3, val_prompts=4, val_samples=4)
     run = run_demo(cfg, out_dir=tmp_path)

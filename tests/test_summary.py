@@ -10,8 +10,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from rlmetrics._estimators import best_at_k, maj_at_k, pass_at_k, worst_at_k
-from rlmetrics._summary import default_ks, summarize_validation
+from rlmetrics.validation.estimators import best_at_k, maj_at_k, pass_at_k, worst_at_k
+from rlmetrics.validation.summary import default_ks, summarize_validation
 
 
 def make_rollouts(seed: int, sizes=(4, 8, 5)):
@@ -202,7 +202,7 @@ def test_property_ordering_and_bounds(sizes, seed):
 def test_stats_batch_equals_one_numpy_call_per_vector():
     """The stacked pass gives np.mean and np.std(ddof=1) / sqrt(p) bit for bit, NaN errors for a
     single prompt (named in ``lonely``) and NaN everything for none."""
-    from rlmetrics._summary import _stats
+    from rlmetrics.validation.summary import _stats
 
     rng = np.random.default_rng(3)
     named = [

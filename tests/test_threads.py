@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._threads: row-block mapping over the shared pool, and the pool singletons."""
+"""Tests of rlmetrics._core.threads: row-block mapping over the shared pool, and the pool singletons."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from rlmetrics import _threads as T
+from rlmetrics._core import threads as T
 
 
 class Recorder:

@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._tracking: round trips through each tool's own reader, fault injection."""
+"""Tests of rlmetrics.tracking: round trips through each tool's own reader, fault injection."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlmetrics._tracking import BACKENDS, Tracker, mlflow_key, read_jsonl
+from rlmetrics.tracking import BACKENDS, Tracker, mlflow_key, read_jsonl
 
 torch = pytest.importorskip("torch")
 
@@ -161,7 +161,7 @@ def test_jsonl_without_orjson_writes_the_same(tmp_path, monkeypatch):
 
 def test_jsonl_fsync(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr("rlmetrics._tracking.os.fsync", lambda fd: calls.append(fd))
+    monkeypatch.setattr("rlmetrics.tracking.os.fsync", lambda fd: calls.append(fd))
     with Tracker("p", "e", log_dir=tmp_path, fsync=True) as tr:
         log_all(tr)
     assert len(calls) == len(STEPS)

@@ -1,4 +1,4 @@
-"""Parity of rlmetrics._validation with verl 0.9.1's validation metrics."""
+"""Parity of rlmetrics.validation.bootstrap with verl 0.9.1's validation metrics."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics import _validation as V
-from rlmetrics._validation import (
+from rlmetrics.validation import bootstrap as V
+from rlmetrics.validation.bootstrap import (
     bootstrap_indices,
     bootstrap_metric,
     calc_maj_val,
@@ -376,7 +376,7 @@ def test_process_validation_metrics_numba_equals_numpy(monkeypatch):
         infos["acc"] += (pred == 0).tolist()
         infos["score"] += rng.normal(size=n).tolist()
         infos["pred"] += [str(v) for v in pred]
-    from rlmetrics import _validation_kernels
+    from rlmetrics.validation import kernels as _validation_kernels
 
     monkeypatch.setattr(_validation_kernels, "_THREAD_MIN_WORK", 0)  # split prompts across threads
     monkeypatch.setattr(_validation_kernels, "_MAJ_CHUNK", 16)
@@ -401,7 +401,7 @@ def test_parity_uid_shared_by_two_sources(short_bootstrap):
 def test_best_worst_stats_equal_unblocked(monkeypatch, q, n, engine):
     """The cache-blocked best/worst statistics are bit-for-bit the unblocked ones, on both count
     paths; the numba kernel (one pass per row, sequential sums) agrees to rounding."""
-    from rlmetrics import _validation_kernels
+    from rlmetrics.validation import kernels as _validation_kernels
 
     if engine == "numpy":
         monkeypatch.setattr(_validation_kernels, "best_worst_kernel", lambda: None)

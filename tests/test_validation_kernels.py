@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._validation_kernels against brute force over the bootstrap draws.
+"""Tests of rlmetrics.validation.kernels against brute force over the bootstrap draws.
 
 best@k / worst@k come from the subset-sum table of the draws (itself checked against direct
 enumeration of the index rows) and must equal the mean / population std of the max (min) over
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from numba_cache import assert_second_process_compiles_nothing
-from rlmetrics import _validation as V
-from rlmetrics import _validation_kernels as VK
+from rlmetrics.validation import bootstrap as V
+from rlmetrics.validation import kernels as VK
 
 N_BOOT, SEED = 1000, 42
 
@@ -448,7 +448,7 @@ def test_kernels_load_from_numba_cache_in_a_new_process(tmp_path):
     every process compiled them again and added files to the cache)."""
     script = (
         "import numpy as np\n"
-        "from rlmetrics import _validation as V, _validation_kernels as VK\n"
+        "from rlmetrics.validation import bootstrap as V, kernels as VK\n"
         "vals = np.arange(12.0).reshape(3, 4)\n"
         "V._best_worst_stats(vals, [2, 4], 50, 1)\n"  # best_worst (+ weighted_mean_std), draw_set_tables
         "pat = np.array([[0, 0, 2, 2], [0, 1, 0, 1]])\n"

@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._variance: verl 0.9.1 parity, float64 loop reference, errors, merging."""
+"""Tests of rlmetrics.policy.variance: verl 0.9.1 parity, float64 loop reference, errors, merging."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics import _keys as K
-from rlmetrics._policy_stats import PolicyStats
-from rlmetrics._variance import (
+from rlmetrics import keys as K
+from rlmetrics._core.stats import PolicyStats
+from rlmetrics.policy.variance import (
     compute_variance_proxy_metrics,
     finalize_variance_proxy_metrics,
     variance_proxy_statistics,

@@ -21,11 +21,9 @@ faster, with exact estimators beside verl's bootstrap, and tracking backends.
 
 from __future__ import annotations
 
-from . import _keys as keys
-from ._batch import BatchView, as_batch
-from ._data import compute_data_metrics
-from ._demo import DemoConfig, DemoResult, run_demo
-from ._distributed import (
+from rlmetrics import keys as keys
+from rlmetrics._core.batch import BatchView, as_batch
+from rlmetrics._core.comm import (
     MetricCollector,
     all_reduce_data_stats,
     all_reduce_metric,
@@ -33,40 +31,50 @@ from ._distributed import (
     all_reduce_stats,
     empty_data_stats,
 )
-from ._estimators import Estimate, best_at_k, maj_at_k, pass_at_k, worst_at_k
-from ._grpo import compute_group_metrics
-from ._logits import entropy_and_sum_pi_squared_from_logits, entropy_from_logits, sum_pi_squared_from_logits
-from ._mismatch import (
+from rlmetrics._core.stats import PolicyStats
+from rlmetrics.aggregation import AggregationType, Metric, reduce_metrics, reducer_for_key
+from rlmetrics.demo.run import DemoConfig, DemoResult, run_demo
+from rlmetrics.policy.groups import compute_group_metrics
+from rlmetrics.policy.logits import (
+    entropy_and_sum_pi_squared_from_logits,
+    entropy_from_logits,
+    sum_pi_squared_from_logits,
+)
+from rlmetrics.policy.mismatch import (
     compute_rollout_mismatch_metrics,
     finalize_rollout_mismatch_metrics,
     rollout_mismatch_statistics,
 )
-from ._policy_stats import PolicyStats
-from ._ppo import compute_ppo_update_metrics, finalize_ppo_update_metrics, ppo_update_statistics
-from ._reduce import AggregationType, Metric, reduce_metrics, reducer_for_key
-from ._report import load_run, write_report
-from ._summary import summarize_validation
-from ._timer import Stage, StageTimer, timer
-from ._timing import (
+from rlmetrics.policy.ppo import (
+    compute_ppo_update_metrics,
+    finalize_ppo_update_metrics,
+    ppo_update_statistics,
+)
+from rlmetrics.policy.variance import (
+    compute_variance_proxy_metrics,
+    finalize_variance_proxy_metrics,
+    variance_proxy_statistics,
+)
+from rlmetrics.report import load_run, write_report
+from rlmetrics.tracking import Tracker, TrackingBackend, read_jsonl
+from rlmetrics.training.data import compute_data_metrics
+from rlmetrics.training.timer import Stage, StageTimer, timer
+from rlmetrics.training.timing import (
     ACCELERATOR_PEAK_FLOPS,
     compute_mfu,
     compute_throughout_metrics,
     compute_throughput_metrics,
     compute_timing_metrics,
 )
-from ._tracking import Tracker, TrackingBackend, read_jsonl
-from ._validation import (
+from rlmetrics.validation.bootstrap import (
     bootstrap_indices,
     bootstrap_metric,
     calc_maj_val,
     flatten_validation_metrics,
     process_validation_metrics,
 )
-from ._variance import (
-    compute_variance_proxy_metrics,
-    finalize_variance_proxy_metrics,
-    variance_proxy_statistics,
-)
+from rlmetrics.validation.estimators import Estimate, best_at_k, maj_at_k, pass_at_k, worst_at_k
+from rlmetrics.validation.summary import summarize_validation
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,7 @@
 """``rlmetrics demo``: train a tiny policy with GRPO (or PPO) on the CPU and log every metric family.
 
 The run is a miniature of a verl training step, on a task whose answers can be checked
-(reversing short strings, see :mod:`rlmetrics._demo_task`):
+(reversing short strings, see :mod:`rlmetrics.demo.task`):
 
 1. ``gen``: sample ``group_size`` responses per prompt with the policy in bfloat16 (the
    "inference engine"), keeping the rollout's log-probabilities;
@@ -39,20 +39,28 @@ import numpy as np
 import typer
 from rich.markup import escape
 
-from . import _keys as K
-from ._data import compute_data_metrics
-from ._demo_task import EOS, PolicyConfig, ReversalTask, _torch, generate, init_policy, response_logits
-from ._grpo import compute_group_metrics
-from ._logits import entropy_and_sum_pi_squared_from_logits
-from ._mismatch import compute_rollout_mismatch_metrics
-from ._ppo import compute_ppo_update_metrics
-from ._reduce import reduce_metrics
-from ._summary import summarize_validation
-from ._timer import timer
-from ._timing import compute_throughput_metrics, compute_timing_metrics
-from ._tracking import BACKENDS, Tracker
-from ._validation import flatten_validation_metrics, process_validation_metrics
-from ._variance import compute_variance_proxy_metrics
+from rlmetrics import keys as K
+from rlmetrics.aggregation import reduce_metrics
+from rlmetrics.demo.task import (
+    EOS,
+    PolicyConfig,
+    ReversalTask,
+    _torch,
+    generate,
+    init_policy,
+    response_logits,
+)
+from rlmetrics.policy.groups import compute_group_metrics
+from rlmetrics.policy.logits import entropy_and_sum_pi_squared_from_logits
+from rlmetrics.policy.mismatch import compute_rollout_mismatch_metrics
+from rlmetrics.policy.ppo import compute_ppo_update_metrics
+from rlmetrics.policy.variance import compute_variance_proxy_metrics
+from rlmetrics.tracking import BACKENDS, Tracker
+from rlmetrics.training.data import compute_data_metrics
+from rlmetrics.training.timer import timer
+from rlmetrics.training.timing import compute_throughput_metrics, compute_timing_metrics
+from rlmetrics.validation.bootstrap import flatten_validation_metrics, process_validation_metrics
+from rlmetrics.validation.summary import summarize_validation
 
 __all__ = ["DemoConfig", "DemoResult", "demo", "run_demo"]
 

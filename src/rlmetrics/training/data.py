@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _keys as K
-from ._array import (
+from rlmetrics import keys as K
+from rlmetrics._core.array import (
     array_namespace,
     as_float,
     check_same_shape,
@@ -30,10 +30,10 @@ from ._array import (
     raise_invalid_mask,
     vectors_to_host,
 )
-from ._batch import BatchView, as_batch
-from ._kernels import ROW_SUM_FIELDS, float_keys_to_values, token_rows_kernel
-from ._lengths import attention_split, prompt_response_lengths, response_width
-from ._threads import map_row_blocks, pool
+from rlmetrics._core.batch import BatchView, as_batch
+from rlmetrics._core.kernels import ROW_SUM_FIELDS, float_keys_to_values, token_rows_kernel
+from rlmetrics._core.lengths import attention_split, prompt_response_lengths, response_width
+from rlmetrics._core.threads import map_row_blocks, pool
 
 __all__ = ["DataStats", "compute_data_metrics", "data_statistics", "finalize_data_metrics"]
 
@@ -711,7 +711,7 @@ def compute_data_metrics(
     """
     view = as_batch(batch)
     if process_group is not None:
-        from ._distributed import all_reduce_data_stats, empty_data_stats
+        from rlmetrics._core.comm import all_reduce_data_stats, empty_data_stats
 
         adv = view.tensor("advantages")
         if adv.shape[0] == 0:

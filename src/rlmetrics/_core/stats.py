@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from ._array import array_namespace, describe, is_torch_array, mask_and_invalid_count, vectors_to_host
+from rlmetrics._core.array import (
+    array_namespace,
+    describe,
+    is_torch_array,
+    mask_and_invalid_count,
+    vectors_to_host,
+)
 
 __all__ = [
     "MASK_INVALID",
@@ -161,7 +167,7 @@ class PolicyStats:
 
     def all_reduce(self, process_group: Any = None) -> PolicyStats:
         """Statistics of the union of every rank's batch (two collectives: SUM, and MAX/-MIN)."""
-        from ._distributed import all_reduce_stats
+        from rlmetrics._core.comm import all_reduce_stats
 
         sums, maxes, mins = all_reduce_stats(self.sums, self.maxes, self.mins, process_group=process_group)
         return PolicyStats(

@@ -414,8 +414,8 @@ def validate(
     """Summarise validation rollouts: mean, pass@k, best@k, worst@k, maj@k with 95% intervals."""
     from rich.console import Console
 
-    from ._summary import summarize_validation
-    from ._validation import flatten_validation_metrics, process_validation_metrics
+    from rlmetrics.validation.bootstrap import flatten_validation_metrics, process_validation_metrics
+    from rlmetrics.validation.summary import summarize_validation
 
     out_console = Console()
     err_console = Console(stderr=True)

@@ -35,8 +35,8 @@ from typing import Any, BinaryIO, Protocol, TextIO, runtime_checkable
 
 import numpy as np
 
-from . import _keys as K
-from ._array import is_torch_array
+from rlmetrics import keys as K
+from rlmetrics._core.array import is_torch_array
 
 __all__ = ["BACKENDS", "DEFAULT_CONSOLE_KEYS", "Tracker", "TrackingBackend", "read_jsonl"]
 

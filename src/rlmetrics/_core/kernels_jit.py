@@ -1,9 +1,9 @@
-"""The numba kernels of :mod:`rlmetrics._kernels` (imported only when numba is).
+"""The numba kernels of :mod:`rlmetrics._core.kernels` (imported only when numba is).
 
 Top-level functions, so that numba's on-disk cache finds them again in a new process: a
 compiled function defined in a closure is keyed by its closure's contents, and a closure
 holding other compiled functions never matches (each process compiled afresh and added files
-to ``__pycache__``). :mod:`rlmetrics._kernels` documents what they compute.
+to ``__pycache__``). :mod:`rlmetrics._core.kernels` documents what they compute.
 """
 
 from __future__ import annotations

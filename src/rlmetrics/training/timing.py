@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import _keys as K
-from ._array import check_finite_scalar, raise_invalid_mask, to_host
-from ._batch import as_batch
-from ._lengths import prompt_response_lengths
+from rlmetrics import keys as K
+from rlmetrics._core.array import check_finite_scalar, raise_invalid_mask, to_host
+from rlmetrics._core.batch import as_batch
+from rlmetrics._core.lengths import prompt_response_lengths
 
 __all__ = [
     "ACCELERATOR_PEAK_FLOPS",

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _keys as K
-from ._array import check_finite_scalar, describe, is_torch_array
-from ._batch import as_batch
-from ._policy_stats import warn_undefined
+from rlmetrics import keys as K
+from rlmetrics._core.array import check_finite_scalar, describe, is_torch_array
+from rlmetrics._core.batch import as_batch
+from rlmetrics._core.stats import warn_undefined
 
 __all__ = ["compute_group_metrics"]
 
@@ -87,7 +87,7 @@ def _gather_groups(
     few bytes per sample). A rank whose input is bad still joins the collective, and then every
     rank raises the same error, naming that rank.
     """
-    from ._distributed import _dist
+    from rlmetrics._core.comm import _dist
 
     dist = _dist()
     try:

@@ -1,4 +1,4 @@
-"""Optional numba kernels for the bootstrap statistics of :mod:`rlmetrics._validation`.
+"""Optional numba kernels for the bootstrap statistics of :mod:`rlmetrics.validation.bootstrap`.
 
 **best@k / worst@k** (:func:`best_worst_kernel`): per prompt row, the bootstrap draws whose best
 (worst) sample has rank ``r`` are read off the subset-sum table of the draws (``Z[A]``: draws
@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._threads import N_THREADS, background, pool
+from rlmetrics._core.threads import N_THREADS, background, pool
 
 __all__ = [
     "MAJORITY_MAX_K",
@@ -70,7 +70,7 @@ def _compiled() -> tuple[Any, ...] | None:
     if os.environ.get("RLMETRICS_NO_NUMBA"):
         return None
     try:
-        from . import _validation_jit as jit
+        from rlmetrics.validation import kernels_jit as jit
     except ImportError:  # numba missing
         return None
     return (

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import _keys as K
-from ._array import as_float, check_same_shape, describe
-from ._policy_stats import (
+from rlmetrics import keys as K
+from rlmetrics._core.array import as_float, check_same_shape, describe
+from rlmetrics._core.stats import (
     MASK_INVALID,
     PolicyStats,
     cpu_block_rows,

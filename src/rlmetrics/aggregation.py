@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array import is_torch_array
+from rlmetrics._core.array import is_torch_array
 
 __all__ = ["AggregationType", "Metric", "reduce_metrics", "reducer_for_key"]
 
@@ -162,7 +162,7 @@ class Metric:
         Unlike :meth:`aggregate_dp`, a mean is the mean of all values of all ranks, whatever
         the number of values per rank. See :func:`rlmetrics.all_reduce_metric`.
         """
-        from ._distributed import all_reduce_metric
+        from rlmetrics._core.comm import all_reduce_metric
 
         return all_reduce_metric(self, process_group)
 

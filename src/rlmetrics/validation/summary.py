@@ -1,7 +1,7 @@
 """A validation summary with exact estimators and error bars across prompts.
 
 :func:`summarize_validation` reports, per data source and variable, the mean over samples and
-the exact pass@k / best@k / worst@k / maj@k (see :mod:`rlmetrics._estimators`) for
+the exact pass@k / best@k / worst@k / maj@k (see :mod:`rlmetrics.validation.estimators`) for
 k = 1, 2, 4, ... N, each as the mean over prompts of the per-prompt estimate with its standard
 error and a normal-approximation confidence interval across prompts, plus the fractions of
 prompts solved by all and by none of their samples (0/1 variables).
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ._estimators import _maj_win_weights, _order_stat_weights
-from ._validation import _as_list, _Column, _factorize, _factorize_prompts, _local_codes
+from rlmetrics.validation.bootstrap import _as_list, _Column, _factorize, _factorize_prompts, _local_codes
+from rlmetrics.validation.estimators import _maj_win_weights, _order_stat_weights
 
 __all__ = ["default_ks", "summarize_validation"]
 

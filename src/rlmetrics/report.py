@@ -27,8 +27,8 @@ import numpy as np
 import typer
 from rich.markup import escape
 
-from . import _keys as K
-from ._tracking import read_jsonl
+from rlmetrics import keys as K
+from rlmetrics.tracking import read_jsonl
 
 __all__ = [
     "ReportResult",

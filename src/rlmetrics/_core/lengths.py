@@ -6,10 +6,16 @@ from typing import Any
 
 import numpy as np
 
-from ._array import array_namespace, as_float, describe, mask_and_invalid_count, raise_invalid_mask
-from ._batch import BatchView
-from ._kernels import attention_lengths_kernel
-from ._threads import map_row_blocks
+from rlmetrics._core.array import (
+    array_namespace,
+    as_float,
+    describe,
+    mask_and_invalid_count,
+    raise_invalid_mask,
+)
+from rlmetrics._core.batch import BatchView
+from rlmetrics._core.kernels import attention_lengths_kernel
+from rlmetrics._core.threads import map_row_blocks
 
 __all__ = ["attention_split", "prompt_response_lengths", "response_width"]
 

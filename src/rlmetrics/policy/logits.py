@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array import describe, is_torch_array
+from rlmetrics._core.array import describe, is_torch_array
 
 __all__ = [
     "entropy_and_sum_pi_squared_from_logits",

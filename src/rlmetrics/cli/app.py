@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import typer
 
-from ._cli_validate import validate
-from ._demo import demo
-from ._report import report
+from rlmetrics.cli.validate import validate
+from rlmetrics.demo.run import demo
+from rlmetrics.report import report
 
 app = typer.Typer(
     name="rlmetrics",

@@ -62,7 +62,7 @@ def _compiled() -> tuple[Any, Any] | None:
     if os.environ.get("RLMETRICS_NO_NUMBA"):
         return None
     try:
-        from . import _kernels_jit as jit
+        from rlmetrics._core import kernels_jit as jit
     except ImportError:  # numba missing
         return None
     return jit.token_rows, jit.attention_lengths

@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import _keys as K
-from ._array import as_float, check_same_shape, describe, is_torch_array
-from ._batch import as_batch
-from ._policy_stats import (
+from rlmetrics import keys as K
+from rlmetrics._core.array import as_float, check_same_shape, describe, is_torch_array
+from rlmetrics._core.batch import as_batch
+from rlmetrics._core.stats import (
     MASK_INVALID,
     PolicyStats,
     cpu_block_rows,

@@ -23,7 +23,7 @@ one stream, drawn once at the largest ``k``.
   the position, of the value verl returns (one or two draws: always the first slot; ``k > 47``: a
   per-position score instead). The counts of each position winning are shared by all variables.
   With numba installed the same scores are summed per prompt over all draws by a compiled
-  kernel (:mod:`rlmetrics._validation_kernels`); it yields the same integer counts as the numpy
+  kernel (:mod:`rlmetrics.validation.kernels`); it yields the same integer counts as the numpy
   path (``RLMETRICS_NO_NUMBA=1`` forces the latter). In :func:`process_validation_metrics` one
   kernel call computes every ``k`` on a background thread while the value columns are converted
   and best@k/worst@k computed; the prompt patterns and the data-independent draw tables are
@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from rlmetrics import _validation_kernels as _kernels
+from rlmetrics.validation import kernels as _kernels
 
 __all__ = [
     "bootstrap_indices",

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ._array import is_torch_array
-from ._reduce import AggregationType, Metric, reducer_for_key
+from rlmetrics._core.array import is_torch_array
+from rlmetrics.aggregation import AggregationType, Metric, reducer_for_key
 
 __all__ = [
     "MetricCollector",
@@ -173,7 +173,7 @@ def all_reduce_stats(
 
 
 def all_reduce_data_stats(stats: Any, process_group: Any = None) -> Any:
-    """:class:`~rlmetrics._data.DataStats` of the union of all ranks' batches.
+    """:class:`~rlmetrics.training.data.DataStats` of the union of all ranks' batches.
 
     Two collective calls (``SUM`` of the sums, ``MAX`` of the maxima and negated minima). A
     rank whose shard is empty contributes :func:`empty_data_stats`.
@@ -190,7 +190,7 @@ def all_reduce_data_stats(stats: Any, process_group: Any = None) -> Any:
     DataStats
         Same array type and device as ``stats``.
     """
-    from ._data import DataStats
+    from rlmetrics.training.data import DataStats
 
     if not isinstance(stats, DataStats):
         raise TypeError(f"stats must be a DataStats; got {type(stats).__name__}")
@@ -199,7 +199,7 @@ def all_reduce_data_stats(stats: Any, process_group: Any = None) -> Any:
 
 
 def empty_data_stats(device: Any = None) -> Any:
-    """:class:`~rlmetrics._data.DataStats` of an empty shard: zero sums, ``-inf`` maxes, ``+inf`` mins.
+    """:class:`~rlmetrics.training.data.DataStats` of an empty shard: zero sums, -inf maxes, +inf mins.
 
     Parameters
     ----------
@@ -212,7 +212,7 @@ def empty_data_stats(device: Any = None) -> Any:
     >>> float(s.sums.sum()), float(s.maxes.max()), float(s.mins.min())
     (0.0, -inf, inf)
     """
-    from ._data import EXTREME_FIELDS, SUM_FIELDS, DataStats
+    from rlmetrics.training.data import EXTREME_FIELDS, SUM_FIELDS, DataStats
 
     n_s, n_e = len(SUM_FIELDS), len(EXTREME_FIELDS)
     if device is None:
