@@ -1,0 +1,82 @@
+"""Argument checks and the undefined-metric warning, shared by every metric family.
+
+Each check names the argument, what was expected and what came, so that bad input fails at the
+call that passed it, never deep inside.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+__all__ = ["check_int", "row_mean", "warn_undefined"]
+
+
+def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
+    """``value`` as a Python int, or an error naming ``name``.
+
+    Parameters
+    ----------
+    value : Any
+        A Python or numpy integer (``bool`` is refused: ``True`` is not a count).
+    name : str
+        The argument's name, used in the message.
+    minimum : int, optional, keyword-only
+        Smallest value accepted.
+
+    Raises
+    ------
+    TypeError
+        ``value`` is not an integer.
+    ValueError
+        ``value`` is below ``minimum``.
+
+    Examples
+    --------
+    >>> check_int(3, "k", minimum=1)
+    3
+    >>> check_int(0, "k", minimum=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: k must be an integer >= 1; got 0
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        expected = "an integer" if minimum is None else f"an integer >= {minimum}"
+        raise TypeError(f"{name} must be {expected}; got {type(value).__name__} {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
+    return int(value)
+
+
+def warn_undefined(message: str, *, stacklevel: int = 3) -> float:
+    """Emit a ``RuntimeWarning`` for a statistic that is undefined on this input; return NaN.
+
+    The convention of scikit-learn's undefined-metric warnings: the value is NaN, never a
+    silent 0, and the warning says why.
+    """
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
+    return math.nan
+
+
+def row_mean(xp: Any, total: Any, count: Any) -> Any:
+    """``total / count`` elementwise, 0 where ``count`` is 0 (verl's ``masked_mean`` of an empty row).
+
+    Parameters
+    ----------
+    xp : array namespace
+        numpy or torch, as :func:`~rlmetrics._core.array.array_namespace` gives.
+    total, count : arrays of shape ``(B,)``
+        Per-row sums and counts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rlmetrics._core.array import array_namespace
+    >>> row_mean(array_namespace(np.empty(0)), np.array([3.0, 5.0]), np.array([2.0, 0.0]))
+    array([1.5, 0. ])
+    """
+    safe = xp.where(count > 0, count, xp.ones_like(count))
+    return xp.where(count > 0, total / safe, xp.zeros_like(total))
