@@ -43,7 +43,45 @@ TOOL_CALL_COUNTS_MEAN = "tool_call_counts/mean"
 TOOL_CALL_COUNTS_MAX = "tool_call_counts/max"
 TOOL_CALL_COUNTS_MIN = "tool_call_counts/min"
 
-# --- timing and throughput -------------------------------------------------------------------
+# --- actor and critic updates (verl's actor and critic workers; the demo logs them) ---------
+ACTOR_ENTROPY = "actor/entropy"
+ACTOR_PG_LOSS = "actor/pg_loss"
+ACTOR_KL_LOSS = "actor/kl_loss"
+ACTOR_KL_COEF = "actor/kl_coef"
+ACTOR_GRAD_NORM = "actor/grad_norm"
+ACTOR_LR = "actor/lr"
+CRITIC_VF_LOSS = "critic/vf_loss"
+CRITIC_VF_CLIPFRAC = "critic/vf_clipfrac"
+CRITIC_VPRED_MEAN = "critic/vpred_mean"
+CRITIC_GRAD_NORM = "critic/grad_norm"
+GLOBAL_STEP = "training/global_step"
+TRAIN_ACC = "actor/train_acc"  # exact-match accuracy of the step's rollouts
+
+# --- PPO update statistics (policy.ppo) -------------------------------------------------------
+PG_CLIPFRAC = "actor/pg_clipfrac"
+PPO_KL = "actor/ppo_kl"
+PG_CLIPFRAC_LOWER = "actor/pg_clipfrac_lower"  # verl's dual-clip fraction (ratio above clip_ratio_c, A < 0)
+PG_CLIPFRAC_LOW = "actor/pg_clipfrac_low"  # clipped at 1 - eps_low, A < 0
+PG_CLIPFRAC_HIGH = "actor/pg_clipfrac_high"  # clipped at 1 + eps_high, A > 0
+PPO_KL_K3 = "actor/ppo_kl_k3"
+PPO_RATIO_MEAN = "actor/ppo_ratio_mean"
+PPO_RATIO_MAX = "actor/ppo_ratio_max"
+PPO_RATIO_MIN = "actor/ppo_ratio_min"
+
+# --- rollout/training mismatch (policy.mismatch) ----------------------------------------------
+ROLLOUT_CORR_PREFIX = "rollout_corr/"
+
+# --- GRPO group statistics (policy.groups) ----------------------------------------------------
+GRPO_PREFIX = "grpo/"
+
+# --- gradient-variance proxies (policy.variance) ----------------------------------------------
+VARIANCE_PROXY_SIGNAL = "variance_proxy/proxy1_signal_strength"
+VARIANCE_PROXY_TOTAL_POWER = "variance_proxy/proxy2_total_power"
+VARIANCE_PROXY_NOISE = "variance_proxy/proxy3_pure_noise"
+VARIANCE_PROXY_EXPECTED_A_SQUARED = "variance_proxy/expected_a_squared"
+VARIANCE_PROXY_EXPECTED_W = "variance_proxy/expected_w"
+
+# --- timing and throughput (training.timing) --------------------------------------------------
 TIMING_S_PREFIX = "timing_s/"
 TIMING_PER_TOKEN_MS_PREFIX = "timing_per_token_ms/"
 PERF_TOTAL_NUM_TOKENS = "perf/total_num_tokens"
@@ -51,16 +89,20 @@ PERF_TIME_PER_STEP = "perf/time_per_step"
 PERF_THROUGHPUT = "perf/throughput"
 PERF_MFU = "perf/mfu"
 
-# --- gradient-variance proxies ---------------------------------------------------------------
-VARIANCE_PROXY_SIGNAL = "variance_proxy/proxy1_signal_strength"
-VARIANCE_PROXY_TOTAL_POWER = "variance_proxy/proxy2_total_power"
-VARIANCE_PROXY_NOISE = "variance_proxy/proxy3_pure_noise"
-VARIANCE_PROXY_EXPECTED_A_SQUARED = "variance_proxy/expected_a_squared"
-VARIANCE_PROXY_EXPECTED_W = "variance_proxy/expected_w"
-
-# --- validation (verl's trainer logger) ------------------------------------------------------
-VAL_CORE_PREFIX = "val-core"
-VAL_AUX_PREFIX = "val-aux"
+#: verl's stage names, the keys of ``timing_raw`` (each logged as ``timing_s/{stage}``).
+STAGE_GEN = "gen"
+STAGE_REWARD = "reward"
+STAGE_OLD_LOG_PROB = "old_log_prob"
+STAGE_REF = "ref"
+STAGE_VALUES = "values"
+STAGE_ADV = "adv"
+STAGE_UPDATE_CRITIC = "update_critic"
+STAGE_UPDATE_ACTOR = "update_actor"
+STAGE_TESTING = "testing"
+STAGE_STEP = "step"  # the whole step: throughput divides by it
+#: Stages whose ``timing_per_token_ms`` verl divides by the response tokens, and by all tokens.
+PER_RESPONSE_TOKEN_STAGES = (STAGE_GEN,)
+PER_TOKEN_STAGES = (STAGE_REF, STAGE_VALUES, STAGE_ADV, STAGE_UPDATE_CRITIC, STAGE_UPDATE_ACTOR)
 
 
 def timing_s(stage: str) -> str:
@@ -73,27 +115,18 @@ def timing_per_token_ms(stage: str) -> str:
     return f"{TIMING_PER_TOKEN_MS_PREFIX}{stage}"
 
 
-# --- tracking (issue 5) ----------------------------------------------------------------------
-#: Fields the jsonl tracking backend writes on every line (reserved: not allowed as metric keys).
-TRACKING_STEP = "step"
-TRACKING_TIMESTAMP = "timestamp"
-
-# --- policy-side metrics (issue 4): PPO update, rollout/training mismatch, GRPO groups ---------
-PG_CLIPFRAC = "actor/pg_clipfrac"
-PPO_KL = "actor/ppo_kl"
-PG_CLIPFRAC_LOWER = "actor/pg_clipfrac_lower"  # verl's dual-clip fraction (ratio above clip_ratio_c, A < 0)
-PG_CLIPFRAC_LOW = "actor/pg_clipfrac_low"  # clipped at 1 - eps_low, A < 0
-PG_CLIPFRAC_HIGH = "actor/pg_clipfrac_high"  # clipped at 1 + eps_high, A > 0
-PPO_KL_K3 = "actor/ppo_kl_k3"
-PPO_RATIO_MEAN = "actor/ppo_ratio_mean"
-PPO_RATIO_MAX = "actor/ppo_ratio_max"
-PPO_RATIO_MIN = "actor/ppo_ratio_min"
-ROLLOUT_CORR_PREFIX = "rollout_corr/"
-GRPO_PREFIX = "grpo/"
-
-# --- validation statistics (issue 3) ---------------------------------------------------------
+# --- validation (verl's trainer logger; validation.bootstrap, validation.summary) -------------
+VAL_CORE_PREFIX = "val-core"
+VAL_AUX_PREFIX = "val-aux"
+#: Exact estimators with 95% intervals: ``val-exact/{source}/{var}/{metric}`` and
+#: ``.../{metric}/ci_low``, ``.../{metric}/ci_high``.
+VAL_EXACT_PREFIX = "val-exact"
+CI_LOW_SUFFIX = "/ci_low"
+CI_HIGH_SUFFIX = "/ci_high"
 VAL_CORE_VARS = ("acc", "reward")  # verl's core variable: acc if the source has it, else reward
 VAL_CORE_METRIC_PREFIXES = ("mean", "maj", "best")
+#: The estimators logged under ``val-exact`` (``mean@N``, ``pass@k``, ``best@k``, ``maj@k``).
+VAL_EXACT_METRIC_PREFIXES = ("mean", "pass", "best", "maj")
 
 
 def val_metric(section: str, source: str, var: str, metric: str) -> str:
@@ -101,11 +134,57 @@ def val_metric(section: str, source: str, var: str, metric: str) -> str:
     return f"{section}/{source}/{var}/{metric}"
 
 
-# --- demo (issue 6) ---------------------------------------------------------------------------
-#: Exact validation estimators with 95% intervals: ``val-exact/{source}/{var}/{metric}`` and
-#: ``.../{metric}/ci_low``, ``.../{metric}/ci_high`` (metric: mean@N, pass@k, best@k, maj@k).
-VAL_EXACT_PREFIX = "val-exact"
-CI_LOW_SUFFIX = "/ci_low"
-CI_HIGH_SUFFIX = "/ci_high"
-GLOBAL_STEP = "training/global_step"
-TRAIN_ACC = "actor/train_acc"
+def at_k(name: str, k: int) -> str:
+    """Name of an estimator over ``k`` samples, e.g. ``mean@4``, ``pass@2``."""
+    return f"{name}@{k}"
+
+
+# --- demo (demo.run) ---------------------------------------------------------------------------
+DEMO_VAL_RESPONSE_LENGTH_MEAN = "val-aux/response_length/mean"
+DEMO_VAL_EOS_RATIO = "val-aux/eos_ratio"  # fraction of validation answers that end with EOS
+
+# --- tracking (tracking) ------------------------------------------------------------------------
+#: Fields the jsonl backend writes on every line: reserved, not allowed as metric keys.
+TRACKING_STEP = "step"
+TRACKING_TIMESTAMP = "timestamp"
+TRACKING_FIELDS = (TRACKING_STEP, TRACKING_TIMESTAMP)
+
+# --- groups (report, dashboards) ----------------------------------------------------------------
+#: The group of a key without a slash.
+GROUP_OTHER = "other"
+
+
+def group(key: str) -> str:
+    """A key's group, its first path segment (``other`` for a key without a slash).
+
+    >>> group("critic/score/mean"), group("val-core/gsm8k/acc/mean@4"), group("loss")
+    ('critic', 'val-core', 'other')
+    """
+    head, slash, _ = key.partition("/")
+    return head if slash else GROUP_OTHER
+
+
+#: Groups in the order a report shows them (the others follow alphabetically, then ``other``).
+GROUP_ORDER = tuple(
+    group(key)
+    for key in (
+        f"{VAL_CORE_PREFIX}/",
+        f"{VAL_AUX_PREFIX}/",
+        f"{VAL_EXACT_PREFIX}/",
+        SCORE_MEAN,
+        ACTOR_PG_LOSS,
+        RESPONSE_LENGTH_MEAN,
+        RESPONSE_LENGTH_NON_ABORTED_MEAN,
+        RESPONSE_ABORTED_RATIO,
+        PROMPT_LENGTH_MEAN,
+        NUM_TURNS_MEAN,
+        TOOL_CALL_COUNTS_MEAN,
+        GRPO_PREFIX,
+        VARIANCE_PROXY_SIGNAL,
+        ROLLOUT_CORR_PREFIX,
+        TIMING_S_PREFIX,
+        TIMING_PER_TOKEN_MS_PREFIX,
+        PERF_THROUGHPUT,
+        GLOBAL_STEP,
+    )
+)
