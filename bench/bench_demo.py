@@ -1,4 +1,4 @@
-"""Benchmark of the demo (issue 6), run by hand; prints tables, asserts nothing.
+"""Benchmark of the demo, run by hand; prints tables, asserts nothing.
 
 1. The metrics one demo step logs, computed from the step's real batch (verl layout, torch CPU):
    rlmetrics vs verl 0.9.1's ``metric_utils`` for the four families verl has (data, timing,

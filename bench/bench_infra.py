@@ -1,6 +1,7 @@
-"""Benchmark of issue 5: packed all-reduce of many metrics, and the jsonl tracker's per-step cost.
+"""Benchmark of the infrastructure: packed all-reduce of many metrics, the jsonl tracker's per-step
+cost, and the time of ``import rlmetrics``.
 
-Run by hand: ``python bench/bench_infra.py [--keys 80] [--repeats 50]``.
+Run by hand: ``python bench/bench_infra.py [--keys 80] [--repeats 50] [--base /path/to/old/src]``.
 
 1. Exact cross-rank reduction of K metric keys over a gloo world of 2 CPU processes:
    ours (``MetricCollector.all_reduce``: two packed all-reduces, with and without the key
@@ -8,15 +9,22 @@ Run by hand: ``python bench/bench_infra.py [--keys 80] [--repeats 50]``.
    the sum and count, a MAX, a MIN -> 4 calls per key).
 2. ``Tracker(backends="jsonl").log`` against verl 0.9.1's ``Tracking(default_backend="file")``
    for a step of K float metrics (both write one JSON line per step).
+3. ``import rlmetrics`` in a fresh interpreter: the package's cumulative time from
+   ``python -X importtime`` (median of N runs), the heavy optional modules it loaded, and the
+   same for another checkout given by ``--base`` (its ``src`` folder) for comparison.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 
@@ -118,14 +126,47 @@ def bench_tracker(keys: int, steps: int) -> None:
         print(f"{name:<44} {sec * 1e6:>9.1f}")
 
 
+HEAVY = ("typer", "rich", "torch", "matplotlib", "pyarrow", "numba", "tensorboard", "wandb", "mlflow")
+
+
+def _import_once(src: Path) -> tuple[float, list[str]]:
+    """Cumulative microseconds of ``import rlmetrics`` and the heavy modules it loaded."""
+    code = f"import rlmetrics, sys; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, env=env
+    )
+    if out.returncode:
+        raise SystemExit(f"import rlmetrics failed with PYTHONPATH={src}:\n{out.stderr[-2000:]}")
+    line = next(ln for ln in out.stderr.splitlines() if ln.rstrip().endswith("| rlmetrics"))
+    return float(line.split("|")[1]), [m for m in out.stdout.strip().split(",") if m]
+
+
+def bench_import(runs: int, base: Path | None) -> None:
+    here = Path(__file__).resolve().parents[1] / "src"
+    print(f"\nimport rlmetrics, fresh interpreter, python -X importtime (median of {runs})")
+    print(f"{'checkout':<44} {'ms':>7}  heavy modules loaded")
+    for label, src in (("this tree", here), ("--base", base)):
+        if src is None:
+            continue
+        results = [_import_once(src) for _ in range(runs)]
+        ms = statistics.median(us for us, _ in results) / 1e3
+        print(f"{label + ' (' + str(src) + ')':<44} {ms:>7.1f}  {', '.join(results[-1][1]) or 'none'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=80)
     ap.add_argument("--repeats", type=int, default=50)
     ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--import-runs", type=int, default=15)
+    ap.add_argument("--base", type=Path, default=None, help="src folder of another checkout to compare")
+    ap.add_argument("--only-import", action="store_true", help="run only the import-time benchmark")
     args = ap.parse_args()
-    bench_reduce(args.keys, args.repeats)
-    bench_tracker(args.keys, args.steps)
+    if not args.only_import:
+        bench_reduce(args.keys, args.repeats)
+        bench_tracker(args.keys, args.steps)
+    bench_import(args.import_runs, args.base)
 
 
 if __name__ == "__main__":

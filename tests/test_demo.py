@@ -10,10 +10,16 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from rlmetrics.cli.app import app
-from rlmetrics.demo.run import DemoConfig, _gae, _grpo_advantages, _low_var_kl, run_demo
+from rlmetrics.demo.run import (
+    SUMMARY_KEYS,
+    DemoConfig,
+    _gae,
+    _grpo_advantages,
+    _low_var_kl,
+    run_demo,
+    val_acc_key,
+)
 
 # Reduced size: ~10 s on one core. Learns robustly (seeds 0, 1, 2 reach 0.5-0.9 validation accuracy).
 SMALL = {
@@ -128,6 +134,14 @@ def test_jsonl_layout(small_run):
     assert [r["step"] for r in rows if "val-core/reverse/acc/mean@4" in r] == [0, 20, 40, 60]
 
 
+def test_summary_and_validation_keys_are_logged(small_run):
+    assert set(SUMMARY_KEYS) <= set(small_run.last_metrics)
+    rows = _rows(small_run.jsonl_path)
+    key = val_acc_key(DemoConfig(seed=0, **SMALL))
+    assert key == "val-core/reverse/acc/mean@4"
+    assert [r[key] for r in rows if key in r] == pytest.approx(small_run.val_acc)
+
+
 def test_metrics_are_consistent_with_the_batch(small_run):
     m = small_run.last_metrics
     assert m["grpo/num_groups"] == 32 and m["grpo/group_size/mean"] == 8
@@ -179,21 +193,22 @@ def test_ppo_with_critic(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "match"),
+    ("kwargs", "exc", "match"),
     [
-        ({"algo": "dpo"}, "algo must be"),
-        ({"group_size": 1}, "group_size must be >= 2"),
-        ({"steps": 0}, "steps must be a positive int"),
-        ({"mini_batches": 3}, "mini_batches"),
-        ({"rollout_dtype": "float16"}, "rollout_dtype"),
-        ({"lr": float("nan")}, "lr must be a finite number"),
-        ({"kl_coef": -1.0}, "kl_coef"),
-        ({"d_model": 30}, "n_heads"),
+        ({"algo": "dpo"}, ValueError, "algo must be 'grpo' or 'ppo'; got 'dpo'"),
+        ({"group_size": 1}, ValueError, "group_size must be >= 2"),
+        ({"steps": 0}, ValueError, "steps must be an integer >= 1; got 0"),
+        ({"steps": 2.5}, TypeError, "steps must be an integer >= 1; got float 2.5"),
+        ({"mini_batches": 3}, ValueError, r"mini_batches \(3\) must divide n_prompts \* group_size \(256\)"),
+        ({"rollout_dtype": "float16"}, ValueError, "rollout_dtype must be 'bfloat16' or 'float32'"),
+        ({"lr": float("nan")}, ValueError, "lr must be a finite number > 0; got nan"),
+        ({"kl_coef": -1.0}, ValueError, "kl_coef must be a finite number >= 0"),
+        ({"d_model": 30}, ValueError, r"n_heads \(4\) must divide d_model \(30\)"),
     ],
-    ids=["algo", "group", "steps", "minibatch", "dtype", "lr", "kl", "heads"],
+    ids=["algo", "group", "steps", "steps-float", "minibatch", "dtype", "lr", "kl", "heads"],
 )
-def test_config_errors(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_config_errors(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
         DemoConfig(**kwargs)
 
 
@@ -262,47 +277,3 @@ def test_low_var_kl_matches_verl():
     g = torch.Generator().manual_seed(0)
     logp, ref = -torch.rand(4, 7, generator=g) * 5, -torch.rand(4, 7, generator=g) * 5
     torch.testing.assert_close(_low_var_kl(torch, logp, ref), core_algos.kl_penalty(logp, ref, "low_var_kl"))
-
-
-# --- the command ----------------------------------------------------------------------------------
-
-
-def test_cli_demo(tmp_path):
-    result = CliRunner().invoke(
-        app,
-        [
-            "demo",
-            "--steps",
-            "2",
-            "--n-prompts",
-            "4",
-            "--group-size",
-            "4",
-            "--val-every",
-            "2",
-            "-q",
-            "-o",
-            str(tmp_path),
-            "--experiment",
-            "cli",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    path = tmp_path / "rlmetrics-demo" / "cli" / "metrics.jsonl"
-    assert path.is_file() and len(_rows(path)) == 3
-    assert "validation accuracy" in result.output
-    assert "rlmetrics report" in result.output
-
-
-def test_cli_demo_bad_option(tmp_path):
-    result = CliRunner().invoke(app, ["demo", "--group-size", "1", "-o", str(tmp_path)])
-    assert result.exit_code != 0
-    assert "group_size must be >= 2" in result.output
-
-
-def test_cli_demo_unknown_backend(tmp_path):
-    result = CliRunner().invoke(
-        app, ["demo", "--steps", "1", "--backends", "neptune", "-o", str(tmp_path), "-q"]
-    )
-    assert result.exit_code == 2
-    assert "unknown backend 'neptune'" in result.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -195,3 +197,11 @@ def test_generate_is_reproducible_and_bf16_differs_slightly(policy):
     both = (a[1] == 1) & (c[1] == 1) & (a[0] == c[0])
     diff = (a[2] - c[2])[both].abs()
     assert 0 < float(diff.max()) < 0.1
+
+
+def test_without_torch_the_error_gives_the_cpu_install_line(monkeypatch):
+    from rlmetrics.demo import task
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ImportError, match=r"the demo needs torch: pip install torch --index-url \S+/whl/cpu"):
+        task._torch()

@@ -1,27 +1,31 @@
-"""rlmetrics.keys: key constants are unique, slash-grouped like verl's, and match verl's own keys."""
+"""rlmetrics.keys: well-formed unique keys, builders that compose, the names verl logs, no key
+literal anywhere else in the package."""
 
 from __future__ import annotations
 
+import ast
 import re
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rlmetrics import keys
 
-#: Every upper-case string constant of the module.
-STRING_CONSTANTS = {
-    name: value for name, value in vars(keys).items() if name.isupper() and isinstance(value, str)
-}
-PREFIXES = {name: value for name, value in STRING_CONSTANTS.items() if name.endswith("_PREFIX")}
-SUFFIXES = {name: value for name, value in STRING_CONSTANTS.items() if name.endswith("_SUFFIX")}
-RESERVED = {name: value for name, value in STRING_CONSTANTS.items() if name.startswith("TRACKING_")}
+PACKAGE = Path(keys.__file__).resolve().parent
+
+#: Every upper-case string constant of the module, by kind.
+STRINGS = {name: value for name, value in vars(keys).items() if name.isupper() and isinstance(value, str)}
+PREFIXES = {name: value for name, value in STRINGS.items() if name.endswith("_PREFIX")}
+SUFFIXES = {name: value for name, value in STRINGS.items() if name.endswith("_SUFFIX")}
 FULL_KEYS = {
-    name: value
-    for name, value in STRING_CONSTANTS.items()
-    if name not in PREFIXES and name not in SUFFIXES and name not in RESERVED
+    name: value for name, value in STRINGS.items() if name not in PREFIXES | SUFFIXES and "/" in value
 }
+NAMES = {name: value for name, value in STRINGS.items() if name not in PREFIXES | SUFFIXES | FULL_KEYS}
+STAGES = {name: value for name, value in NAMES.items() if name.startswith("STAGE_")}
 
 #: The keys verl's compute_data_metrics returns (with a critic, num_turns and tool calls).
 DATA_KEY_NAMES = [
@@ -42,84 +46,98 @@ DATA_KEYS = {getattr(keys, name) for name in DATA_KEY_NAMES}
 
 SEGMENT = r"[a-z0-9_\-@]+"
 KEY_RE = re.compile(rf"^{SEGMENT}(/{SEGMENT})+$")
-
-
-def test_constants_were_collected():
-    assert len(FULL_KEYS) >= 50
-    assert {"TIMING_S_PREFIX", "VAL_CORE_PREFIX", "GRPO_PREFIX"} <= set(PREFIXES)
-    assert set(SUFFIXES) == {"CI_LOW_SUFFIX", "CI_HIGH_SUFFIX"}
-    assert len(DATA_KEYS) == len(DATA_KEY_NAMES) == 35
+segments = st.from_regex(r"\A[a-z0-9_\-@]{1,12}\Z")
 
 
 @pytest.mark.parametrize(("name", "value"), sorted(FULL_KEYS.items()), ids=sorted(FULL_KEYS))
-def test_full_keys_are_slash_grouped(name, value):
+def test_full_keys_are_lower_case_slash_paths(name, value):
     assert KEY_RE.match(value), f"{name} = {value!r} is not a lower-case 'group/name' key"
 
 
 @pytest.mark.parametrize(("name", "value"), sorted(PREFIXES.items()), ids=sorted(PREFIXES))
 def test_prefixes_are_one_group(name, value):
-    # A prefix is one group: either 'group/' (joined by concatenation) or a bare section name.
+    # 'group/' (joined by concatenation) or a bare section name (joined by val_metric)
     assert re.fullmatch(rf"{SEGMENT}/?", value), f"{name} = {value!r}"
 
 
 @pytest.mark.parametrize(("name", "value"), sorted(SUFFIXES.items()), ids=sorted(SUFFIXES))
-def test_suffixes_start_a_new_group(name, value):
+def test_suffixes_start_a_new_segment(name, value):
     assert re.fullmatch(rf"/{SEGMENT}", value), f"{name} = {value!r}"
 
 
-@pytest.mark.parametrize(("name", "value"), sorted(RESERVED.items()), ids=sorted(RESERVED))
-def test_reserved_tracking_fields_are_plain_names(name, value):
-    assert re.fullmatch(r"[a-z_]+", value)
-    assert not any(key.startswith(value + "/") or key == value for key in FULL_KEYS.values())
+def test_no_two_constants_name_the_same_key():
+    values = [*FULL_KEYS.values(), *PREFIXES.values()]
+    assert sorted({v for v in values if values.count(v) > 1}) == []
+    stages = list(STAGES.values())
+    assert len(set(stages)) == len(stages)
 
 
-def test_no_duplicate_values():
-    values = list(STRING_CONSTANTS.values())
-    duplicates = sorted({v for v in values if values.count(v) > 1})
-    assert duplicates == []
+def test_tracking_fields_are_never_a_metric_key():
+    for field in keys.TRACKING_FIELDS:
+        assert field not in FULL_KEYS.values()
+        assert all(keys.group(key) != field for key in FULL_KEYS.values())
 
 
-def test_no_full_key_hides_behind_a_prefix_family():
-    # Full keys never live under a concatenation prefix such as 'timing_s/': those are built.
-    slash_prefixes = [p for p in PREFIXES.values() if p.endswith("/")]
-    clashes = [(k, p) for k in FULL_KEYS.values() for p in slash_prefixes if k.startswith(p)]
-    assert clashes == []
+def test_group_order_lists_groups_of_known_keys_once():
+    known = {keys.group(v) for v in FULL_KEYS.values()} | {keys.group(v + "/") for v in PREFIXES.values()}
+    assert len(set(keys.GROUP_ORDER)) == len(keys.GROUP_ORDER)
+    assert set(keys.GROUP_ORDER) <= known
+    assert keys.GROUP_OTHER not in keys.GROUP_ORDER
 
 
-@pytest.mark.parametrize(
-    ("name", "values"),
-    [("VAL_CORE_VARS", ("acc", "reward")), ("VAL_CORE_METRIC_PREFIXES", ("mean", "maj", "best"))],
-    ids=["core-vars", "core-metric-prefixes"],
-)
-def test_tuple_constants(name, values):
-    assert getattr(keys, name) == values
+@given(segments, segments, segments, segments, st.integers(1, 1024))
+def test_builders_compose(section, source, var, name, k):
+    assert keys.val_metric(section, source, var, name).split("/") == [section, source, var, name]
+    assert keys.at_k(name, k).rsplit("@", 1) == [name, str(k)]
+    built = keys.timing_s(name), keys.timing_per_token_ms(name)
+    assert [b.split("/") for b in built] == [["timing_s", name], ["timing_per_token_ms", name]]
+    assert keys.group(keys.val_metric(section, source, var, name)) == section
 
 
-@pytest.mark.parametrize(
-    ("call", "expected"),
-    [
-        (lambda: keys.timing_s("gen"), "timing_s/gen"),
-        (lambda: keys.timing_s("update_actor"), "timing_s/update_actor"),
-        (lambda: keys.timing_per_token_ms("gen"), "timing_per_token_ms/gen"),
-        (
-            lambda: keys.val_metric(keys.VAL_CORE_PREFIX, "gsm8k", "acc", "mean@4"),
-            "val-core/gsm8k/acc/mean@4",
-        ),
-        (
-            lambda: keys.val_metric(keys.VAL_AUX_PREFIX, "math", "reward", "maj@8/std"),
-            "val-aux/math/reward/maj@8/std",
-        ),
-        (
-            lambda: keys.val_metric(keys.VAL_EXACT_PREFIX, "gsm8k", "acc", "pass@2") + keys.CI_LOW_SUFFIX,
-            "val-exact/gsm8k/acc/pass@2/ci_low",
-        ),
-    ],
-    ids=["timing-gen", "timing-update-actor", "per-token", "val-core", "val-aux", "val-exact-ci"],
-)
-def test_key_builders(call, expected):
-    key = call()
-    assert key == expected
-    assert KEY_RE.match(key)
+@given(st.text(alphabet="ab/-", max_size=8))
+def test_group_is_the_first_segment(key):
+    assert keys.group(key) == (key.split("/")[0] if "/" in key else keys.GROUP_OTHER)
+
+
+# --- no key literal outside keys.py -----------------------------------------------------------
+
+#: Groups a literal key would start with: those of the constants (and of the prefixes).
+KNOWN_GROUPS = {keys.group(v) for v in FULL_KEYS.values()} | {
+    keys.group(v if v.endswith("/") else v + "/") for v in PREFIXES.values()
+}
+LITERAL_RE = re.compile(r"^([a-z][a-z0-9_\-]*)/[a-z0-9_@/*\-]*$")
+MODULES = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py") if p.name != "keys.py")
+
+
+def _key_literals(source: str) -> list[tuple[int, str]]:
+    """(line, text) of the string constants in ``source`` that look like a metric key (docstrings aside)."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            match = LITERAL_RE.match(node.value)
+            if match and match.group(1) in KNOWN_GROUPS:
+                found.append((node.lineno, node.value))
+    return sorted(found)
+
+
+def test_the_literal_scan_finds_keys_and_fstring_pieces_not_docstrings():
+    source = '"""critic/doc"""\nX = "critic/score/mean"\nY = f"val-core/{x}"\nZ = "image/png"\n'
+    assert _key_literals(source) == [(2, "critic/score/mean"), (3, "val-core/")]
+
+
+@pytest.mark.parametrize("module", MODULES, ids=MODULES)
+def test_no_metric_key_literal_outside_keys(module):
+    found = _key_literals((PACKAGE / module).read_text(encoding="utf-8"))
+    assert found == [], f"{module}: use the constants and builders of rlmetrics.keys"
 
 
 # --- parity of the names with verl ------------------------------------------------------------
@@ -171,10 +189,12 @@ def test_data_keys_equal_verl_compute_data_metrics(
 
 def test_timing_and_throughput_keys_equal_verl(verl_utils, verl_dataproto):
     batch = verl_batch(verl_dataproto, non_tensors=False, meta=True)
-    timing_raw = {"gen": 1.5, "ref": 0.5, "update_actor": 2.0, "step": 4.0}
+    timing_raw = {stage: 1.0 + i for i, stage in enumerate(sorted(STAGES.values()))}
     timing = verl_utils.compute_timing_metrics(batch, timing_raw)
-    ours = {keys.timing_s(stage) for stage in timing_raw}
-    ours |= {keys.timing_per_token_ms(stage) for stage in ("gen", "ref", "update_actor")}
-    assert set(timing) == ours
+    # verl's per-token stages are exactly the ones keys names
+    per_token = {*keys.PER_RESPONSE_TOKEN_STAGES, *keys.PER_TOKEN_STAGES}
+    assert set(timing) == {keys.timing_s(s) for s in timing_raw} | {
+        keys.timing_per_token_ms(s) for s in per_token
+    }
     throughput = verl_utils.compute_throughout_metrics(batch, timing_raw, n_gpus=2)
     assert set(throughput) == {keys.PERF_TOTAL_NUM_TOKENS, keys.PERF_TIME_PER_STEP, keys.PERF_THROUGHPUT}

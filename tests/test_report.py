@@ -11,10 +11,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from rlmetrics.cli.app import app
-from rlmetrics.report import _best, _finite_last, best_direction, group_metrics, load_run, write_report
+from rlmetrics import keys as K
+from rlmetrics.report import (
+    RunCurves,
+    _best,
+    _finite_last,
+    best_direction,
+    group_metrics,
+    load_run,
+    write_report,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -101,7 +108,35 @@ def test_group_metrics_order():
     ]
     groups = group_metrics(keys)
     assert list(groups) == ["val-core", "critic", "actor", "timing_s", "perf", "zzz", "other"]
+    assert list(group_metrics(["grpo/a", "val-exact/s/acc/pass@2", "rollout_corr/kl"])) == [
+        "val-exact",
+        "grpo",
+        "rollout_corr",
+    ]
     assert groups["critic"] == ["critic/advantages/max", "critic/score/mean"]
+
+
+_segment = st.sampled_from(["critic", "actor", "val-core", "perf", "grpo", "zzz", "aaa", "training"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.one_of(st.builds("{}/{}".format, _segment, st.sampled_from(["x", "y/z"])), st.just("loss")))
+)
+def test_group_metrics_orders_known_groups_then_the_rest(keys):
+    groups = group_metrics(keys)
+    assert sorted(k for ks in groups.values() for k in ks) == sorted(set(keys))
+    assert all(ks == sorted(ks) and all(K.group(k) == g for k in ks) for g, ks in groups.items())
+    known = [g for g in groups if g in K.GROUP_ORDER]
+    rest = [g for g in groups if g not in K.GROUP_ORDER and g != K.GROUP_OTHER]
+    tail = [K.GROUP_OTHER] if K.GROUP_OTHER in groups else []
+    assert list(groups) == sorted(known, key=K.GROUP_ORDER.index) + sorted(rest) + tail
+
+
+def test_step_range(tmp_path):
+    run = load_run(_write_run(tmp_path / "r.jsonl", [{"step": 3, "a/x": 1.0}, {"step": 10, "b/y": 2.0}]))
+    assert run.step_range == "3-10"
+    assert RunCurves("empty", tmp_path).step_range == "none"
 
 
 @pytest.mark.parametrize(
@@ -199,30 +234,6 @@ def test_report_of_a_real_demo_run(tmp_path):
         assert group in res.png_paths, group
 
 
-def test_cli_report(tmp_path):
-    a = _write_run(tmp_path / "a" / "metrics.jsonl", _rows(0))
-    b = _write_run(tmp_path / "b" / "metrics.jsonl", _rows(1))
-    out = tmp_path / "rep"
-    result = CliRunner().invoke(app, ["report", str(a), str(b), "-o", str(out), "-n", "A", "-n", "B"])
-    assert result.exit_code == 0, result.output
-    assert (out / "report.html").is_file() and (out / "critic.png").is_file()
-    assert "run A" in result.output and "run B" in result.output
-    # default output folder: report/ next to the first run
-    result = CliRunner().invoke(app, ["report", str(a)])
-    assert result.exit_code == 0, result.output
-    assert (a.parent / "report" / "report.html").is_file()
-
-
-def test_cli_report_errors(tmp_path):
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "missing.jsonl")])
-    assert result.exit_code != 0
-    assert "no such file" in result.output
-    a = _write_run(tmp_path / "a.jsonl", _rows(0))
-    result = CliRunner().invoke(app, ["report", str(a), "-n", "x", "-n", "y"])
-    assert result.exit_code == 1
-    assert "expected 1 names" in result.output
-
-
 _values = st.lists(st.one_of(st.floats(-1e6, 1e6), st.just(math.nan)), min_size=1, max_size=30)
 
 
@@ -263,22 +274,3 @@ def test_load_run_round_trip(tmp_path_factory, rows):
         steps, values = run.series[key]
         assert steps.tolist() == [r["step"] for r in rows if key in r]
         assert values.tolist() == [r[key] for r in rows if key in r]
-
-
-def test_cli_without_matplotlib_gives_the_pip_line_not_a_traceback(tmp_path, monkeypatch):
-    import builtins
-
-    run = tmp_path / "metrics.jsonl"
-    run.write_text('{"step": 1, "critic/score/mean": 0.5}\n{"step": 2, "critic/score/mean": 0.7}\n')
-    real_import = builtins.__import__
-
-    def no_matplotlib(name, *args, **kwargs):
-        if name == "matplotlib" or name.startswith("matplotlib."):
-            raise ImportError("No module named 'matplotlib'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    result = CliRunner().invoke(app, ["report", str(run), "-o", str(tmp_path / "out")])
-    assert result.exit_code == 1
-    assert "pip install 'rlmetrics[plot]'" in result.output
-    assert "Traceback" not in result.output

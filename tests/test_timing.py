@@ -64,6 +64,14 @@ def test_throughput_parity_with_verl(verl_metric_utils, data_proto, n_gpus):
     )
 
 
+@pytest.mark.parametrize("n_gpus", [4, np.int64(4), 4.0], ids=["int", "numpy-int", "whole-float"])
+def test_n_gpus_any_whole_number(n_gpus):
+    out = rlmetrics.compute_throughput_metrics(
+        {"meta_info": {"global_token_num": [800]}}, {"step": 2.0}, n_gpus
+    )
+    assert out["perf/throughput"] == 100.0
+
+
 def test_throughput_counts_the_attention_mask_without_global_token_num():
     tensors, _ = make_batch(6, 4, 5, seed=3)
     expected = float(tensors["attention_mask"].sum())
@@ -106,9 +114,17 @@ def test_mfu_from_params_and_accelerator_name():
             r"timing_raw\['step'\] must be finite",
             id="nan-step",
         ),
-        pytest.param({"n_gpus": 0}, ValueError, r"n_gpus must be > 0; got 0", id="zero-gpus"),
-        pytest.param({"n_gpus": -2}, ValueError, r"n_gpus must be > 0", id="negative-gpus"),
-        pytest.param({"n_gpus": 1.5}, TypeError, r"n_gpus must be a positive integer", id="fractional-gpus"),
+        pytest.param({"n_gpus": 0}, ValueError, r"n_gpus must be an integer >= 1; got 0", id="zero-gpus"),
+        pytest.param(
+            {"n_gpus": -2}, ValueError, r"n_gpus must be an integer >= 1; got -2", id="negative-gpus"
+        ),
+        pytest.param(
+            {"n_gpus": 1.5}, TypeError, r"n_gpus must be an integer >= 1; got float 1.5", id="fractional-gpus"
+        ),
+        pytest.param(
+            {"n_gpus": True}, TypeError, r"n_gpus must be an integer >= 1; got bool", id="bool-gpus"
+        ),
+        pytest.param({"n_gpus": "8"}, TypeError, r"n_gpus must be an integer >= 1; got str", id="str-gpus"),
         pytest.param({"num_params": 1e9}, ValueError, r"perf/mfu needs peak_flops=", id="mfu-without-peak"),
         pytest.param(
             {"num_params": 1e9, "peak_flops": "TPU-X9"},

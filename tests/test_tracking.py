@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.tracking import BACKENDS, Tracker, mlflow_key, read_jsonl
+from rlmetrics.tracking import Tracker, mlflow_key, read_jsonl
 
 torch = pytest.importorskip("torch")
 
@@ -201,10 +201,21 @@ def test_jsonl_round_trip_property(tmp_path_factory, steps):
         ({"c": 1 + 2j}, TypeError, r"metrics\['c'\] must be a number"),
         ({"n": None}, TypeError, r"metrics\['n'\] must be a number.*NoneType"),
         ({"step": 1.0}, ValueError, r"metrics\['step'\]: 'step' is reserved"),
+        ({"timestamp": 1.0}, ValueError, r"metrics\['timestamp'\]: 'timestamp' is reserved"),
         ({3: 1.0}, TypeError, "metric keys must be strings; got int"),
         ([1.0], TypeError, "metrics must be a mapping"),
     ],
-    ids=["str", "array", "tensor", "complex", "none", "reserved", "int-key", "list"],
+    ids=[
+        "str",
+        "array",
+        "tensor",
+        "complex",
+        "none",
+        "reserved-step",
+        "reserved-timestamp",
+        "int-key",
+        "list",
+    ],
 )
 def test_bad_values_name_the_key(tmp_path, metrics, exc, match):
     rec = Recorder()
@@ -216,9 +227,9 @@ def test_bad_values_name_the_key(tmp_path, metrics, exc, match):
 @pytest.mark.parametrize(
     ("step", "exc", "match"),
     [
-        (1.5, TypeError, "step must be an int; got float"),
-        (True, TypeError, "got bool"),
-        (-1, ValueError, "step must be >= 0"),
+        (1.5, TypeError, "step must be an integer >= 0; got float 1.5"),
+        (True, TypeError, "step must be an integer >= 0; got bool"),
+        (-1, ValueError, "step must be an integer >= 0; got -1"),
     ],
     ids=["float", "bool", "negative"],
 )
@@ -443,7 +454,3 @@ def test_mlflow_round_trip_and_failed_status(tmp_path):
     with pytest.raises(KeyError), Tracker("p", "e2", backends=("mlflow",), log_dir=tmp_path) as tr2:
         raise KeyError("boom")
     assert client.get_run(tr2.backends["mlflow"].run_id).info.status == "FAILED"
-
-
-def test_backends_constant():
-    assert BACKENDS == tuple(sorted(BACKENDS)) and "jsonl" in BACKENDS

@@ -21,43 +21,33 @@ faster, with exact estimators beside verl's bootstrap, and tracking backends.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from rlmetrics import keys as keys
 from rlmetrics._core.batch import BatchView, as_batch
-from rlmetrics._core.comm import (
+from rlmetrics._core.comm import all_reduce_stats
+from rlmetrics._core.stats import Stats
+from rlmetrics.aggregation import (
+    AggregationType,
+    Metric,
     MetricCollector,
-    all_reduce_data_stats,
     all_reduce_metric,
     all_reduce_metrics,
-    all_reduce_stats,
-    empty_data_stats,
+    reduce_metrics,
+    reducer_for_key,
 )
-from rlmetrics._core.stats import PolicyStats
-from rlmetrics.aggregation import AggregationType, Metric, reduce_metrics, reducer_for_key
-from rlmetrics.demo.run import DemoConfig, DemoResult, run_demo
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.policy.logits import (
     entropy_and_sum_pi_squared_from_logits,
     entropy_from_logits,
     sum_pi_squared_from_logits,
 )
-from rlmetrics.policy.mismatch import (
-    compute_rollout_mismatch_metrics,
-    finalize_rollout_mismatch_metrics,
-    rollout_mismatch_statistics,
-)
-from rlmetrics.policy.ppo import (
-    compute_ppo_update_metrics,
-    finalize_ppo_update_metrics,
-    ppo_update_statistics,
-)
-from rlmetrics.policy.variance import (
-    compute_variance_proxy_metrics,
-    finalize_variance_proxy_metrics,
-    variance_proxy_statistics,
-)
-from rlmetrics.report import load_run, write_report
+from rlmetrics.policy.mismatch import compute_rollout_mismatch_metrics, rollout_mismatch_statistics
+from rlmetrics.policy.ppo import compute_ppo_update_metrics, ppo_update_statistics
+from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 from rlmetrics.tracking import Tracker, TrackingBackend, read_jsonl
-from rlmetrics.training.data import compute_data_metrics
+from rlmetrics.training.data import compute_data_metrics, data_statistics
 from rlmetrics.training.timer import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
     ACCELERATOR_PEAK_FLOPS,
@@ -76,7 +66,35 @@ from rlmetrics.validation.bootstrap import (
 from rlmetrics.validation.estimators import Estimate, best_at_k, maj_at_k, pass_at_k, worst_at_k
 from rlmetrics.validation.summary import summarize_validation
 
+if TYPE_CHECKING:
+    from rlmetrics.demo.run import DemoConfig, DemoResult, run_demo
+    from rlmetrics.report import load_run, write_report
+
 __version__ = "0.1.0"
+
+# Names imported on first use: the demo and the report sit on top of the stack (and reach for
+# torch and matplotlib), so ``import rlmetrics`` stays at numpy and array-api-compat.
+_LAZY = {
+    "DemoConfig": "rlmetrics.demo.run",
+    "DemoResult": "rlmetrics.demo.run",
+    "run_demo": "rlmetrics.demo.run",
+    "load_run": "rlmetrics.report",
+    "write_report": "rlmetrics.report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlmetrics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ACCELERATOR_PEAK_FLOPS",
@@ -87,13 +105,12 @@ __all__ = [
     "Estimate",
     "Metric",
     "MetricCollector",
-    "PolicyStats",
     "Stage",
     "StageTimer",
+    "Stats",
     "Tracker",
     "TrackingBackend",
     "__version__",
-    "all_reduce_data_stats",
     "all_reduce_metric",
     "all_reduce_metrics",
     "all_reduce_stats",
@@ -111,12 +128,9 @@ __all__ = [
     "compute_throughput_metrics",
     "compute_timing_metrics",
     "compute_variance_proxy_metrics",
-    "empty_data_stats",
+    "data_statistics",
     "entropy_and_sum_pi_squared_from_logits",
     "entropy_from_logits",
-    "finalize_ppo_update_metrics",
-    "finalize_rollout_mismatch_metrics",
-    "finalize_variance_proxy_metrics",
     "flatten_validation_metrics",
     "keys",
     "load_run",

@@ -58,6 +58,7 @@ GLOBAL_STEP = "training/global_step"
 TRAIN_ACC = "actor/train_acc"  # exact-match accuracy of the step's rollouts
 
 # --- PPO update statistics (policy.ppo) -------------------------------------------------------
+PPO_PREFIX = "actor/"  # the default prefix= of compute_ppo_update_metrics
 PG_CLIPFRAC = "actor/pg_clipfrac"
 PPO_KL = "actor/ppo_kl"
 PG_CLIPFRAC_LOWER = "actor/pg_clipfrac_lower"  # verl's dual-clip fraction (ratio above clip_ratio_c, A < 0)
@@ -70,11 +71,53 @@ PPO_RATIO_MIN = "actor/ppo_ratio_min"
 
 # --- rollout/training mismatch (policy.mismatch) ----------------------------------------------
 ROLLOUT_CORR_PREFIX = "rollout_corr/"
+ROLLOUT_CORR_K3_KL = f"{ROLLOUT_CORR_PREFIX}k3_kl"  # E[rho - 1 - log rho], rho = pi_train / pi_rollout
+ROLLOUT_CORR_IS_MEAN = f"{ROLLOUT_CORR_PREFIX}rollout_is_mean"
+ROLLOUT_CORR_IS_STD = f"{ROLLOUT_CORR_PREFIX}rollout_is_std"
+ROLLOUT_CORR_IS_MAX = f"{ROLLOUT_CORR_PREFIX}rollout_is_max"
+ROLLOUT_CORR_IS_MIN = f"{ROLLOUT_CORR_PREFIX}rollout_is_min"
+ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH = f"{ROLLOUT_CORR_PREFIX}rollout_is_ratio_fraction_high"
+ROLLOUT_CORR_IS_RATIO_FRACTION_LOW = f"{ROLLOUT_CORR_PREFIX}rollout_is_ratio_fraction_low"
+ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE = f"{ROLLOUT_CORR_PREFIX}rollout_is_eff_sample_size"  # fraction, in (0, 1]
+ROLLOUT_CORR_IS_ESS_TOKENS = f"{ROLLOUT_CORR_PREFIX}rollout_is_ess_tokens"  # (sum w)^2 / sum w^2
+ROLLOUT_CORR_IS_OOB_RATIO = f"{ROLLOUT_CORR_PREFIX}rollout_is_oob_ratio"  # IcePop: weights zeroed
+ROLLOUT_CORR_IS_SEQ_MEAN = f"{ROLLOUT_CORR_PREFIX}rollout_is_seq_mean"
+ROLLOUT_CORR_IS_SEQ_STD = f"{ROLLOUT_CORR_PREFIX}rollout_is_seq_std"
+ROLLOUT_CORR_IS_SEQ_MAX = f"{ROLLOUT_CORR_PREFIX}rollout_is_seq_max"
+ROLLOUT_CORR_IS_SEQ_MIN = f"{ROLLOUT_CORR_PREFIX}rollout_is_seq_min"
+ROLLOUT_CORR_IS_SEQ_MAX_DEVIATION = f"{ROLLOUT_CORR_PREFIX}rollout_is_seq_max_deviation"
+ROLLOUT_CORR_IS_SEQ_FRACTION_HIGH = f"{ROLLOUT_CORR_PREFIX}rollout_is_seq_fraction_high"
+ROLLOUT_CORR_IS_SEQ_FRACTION_LOW = f"{ROLLOUT_CORR_PREFIX}rollout_is_seq_fraction_low"
+ROLLOUT_CORR_TRAINING_PPL = f"{ROLLOUT_CORR_PREFIX}training_ppl"
+ROLLOUT_CORR_TRAINING_LOG_PPL = f"{ROLLOUT_CORR_PREFIX}training_log_ppl"
+ROLLOUT_CORR_ROLLOUT_PPL = f"{ROLLOUT_CORR_PREFIX}rollout_ppl"
+ROLLOUT_CORR_ROLLOUT_LOG_PPL = f"{ROLLOUT_CORR_PREFIX}rollout_log_ppl"
+ROLLOUT_CORR_KL = f"{ROLLOUT_CORR_PREFIX}kl"  # k1: E[rollout - old]
+ROLLOUT_CORR_LOG_PPL_DIFF = f"{ROLLOUT_CORR_PREFIX}log_ppl_diff"
+ROLLOUT_CORR_LOG_PPL_ABS_DIFF = f"{ROLLOUT_CORR_PREFIX}log_ppl_abs_diff"
+ROLLOUT_CORR_LOG_PPL_DIFF_MAX = f"{ROLLOUT_CORR_PREFIX}log_ppl_diff_max"
+ROLLOUT_CORR_LOG_PPL_DIFF_MIN = f"{ROLLOUT_CORR_PREFIX}log_ppl_diff_min"
+ROLLOUT_CORR_PPL_RATIO = f"{ROLLOUT_CORR_PREFIX}ppl_ratio"
+ROLLOUT_CORR_CHI2_TOKEN = f"{ROLLOUT_CORR_PREFIX}chi2_token"
+ROLLOUT_CORR_CHI2_SEQ = f"{ROLLOUT_CORR_PREFIX}chi2_seq"
+ROLLOUT_CORR_PROBS_PEARSON_CORR = f"{ROLLOUT_CORR_PREFIX}probs_pearson_corr"
 
 # --- GRPO group statistics (policy.groups) ----------------------------------------------------
 GRPO_PREFIX = "grpo/"
+GRPO_NUM_GROUPS = f"{GRPO_PREFIX}num_groups"
+GRPO_NUM_SAMPLES = f"{GRPO_PREFIX}num_samples"
+GRPO_GROUP_SIZE_MEAN = f"{GRPO_PREFIX}group_size/mean"
+GRPO_GROUP_SIZE_MAX = f"{GRPO_PREFIX}group_size/max"
+GRPO_GROUP_SIZE_MIN = f"{GRPO_PREFIX}group_size/min"
+GRPO_NUM_SINGLETON_GROUPS = f"{GRPO_PREFIX}num_singleton_groups"
+GRPO_FRAC_REWARD_ZERO_STD = f"{GRPO_PREFIX}frac_reward_zero_std"  # fraction of groups
+GRPO_FRAC_SAMPLES_REWARD_ZERO_STD = f"{GRPO_PREFIX}frac_samples_reward_zero_std"  # of samples
+GRPO_FRAC_ALL_SOLVED = f"{GRPO_PREFIX}frac_all_solved"
+GRPO_FRAC_NONE_SOLVED = f"{GRPO_PREFIX}frac_none_solved"
+GRPO_REWARD_STD_MEAN = f"{GRPO_PREFIX}reward_std/mean"
 
 # --- gradient-variance proxies (policy.variance) ----------------------------------------------
+VARIANCE_PROXY_PREFIX = "variance_proxy/"  # the default prefix= of compute_variance_proxy_metrics
 VARIANCE_PROXY_SIGNAL = "variance_proxy/proxy1_signal_strength"
 VARIANCE_PROXY_TOTAL_POWER = "variance_proxy/proxy2_total_power"
 VARIANCE_PROXY_NOISE = "variance_proxy/proxy3_pure_noise"
@@ -137,6 +180,30 @@ def val_metric(section: str, source: str, var: str, metric: str) -> str:
 def at_k(name: str, k: int) -> str:
     """Name of an estimator over ``k`` samples, e.g. ``mean@4``, ``pass@2``."""
     return f"{name}@{k}"
+
+
+class ValName:
+    """Names inside the validation metrics: the statistics (joined with ``k`` by :func:`at_k`,
+    verl's bootstrap ones then with a moment by :func:`val_moment`) and verl's variables."""
+
+    MEAN = "mean"
+    STD = "std"
+    BEST = "best"
+    WORST = "worst"
+    MAJ = "maj"
+    PASS = "pass"
+    ALL_SOLVED = "all_solved"
+    NONE_SOLVED = "none_solved"
+    #: verl's variables: the accuracy (padded by ``expected_acc_counts``), the answers voted on
+    #: for maj@k, and the observed accuracies of the padded prompts.
+    ACC = "acc"
+    PRED = "pred"
+    ACC_SUCCESS_ONLY = "acc_success_only"
+
+
+def val_moment(name: str, k: int, moment: str) -> str:
+    """Name of verl's bootstrap mean or std of a statistic, e.g. ``best@4/mean``, ``maj@8/std``."""
+    return f"{name}@{k}/{moment}"
 
 
 # --- demo (demo.run) ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``rlmetrics report``: draw the training curves of one or more JSONL runs, as PNGs and one HTML page.
+"""Training curves of one or more JSONL runs, as PNGs and one HTML page (``rlmetrics report``).
 
 A run is a ``metrics.jsonl`` written by :class:`rlmetrics.Tracker` (one flat JSON object per
 step; a line cut short by a crash is skipped with a warning). Metrics are grouped by their first
@@ -8,7 +8,8 @@ panel per metric and every run drawn on the same axes, and the HTML page (images
 external files needed) shows the figures with a table of each metric's last and best values.
 
 matplotlib is imported when drawing (``pip install 'rlmetrics[plot]'``); no pyplot global state
-is touched (figures are drawn with the Agg canvas directly).
+is touched (figures are drawn with the Agg canvas directly). The command itself is
+:mod:`rlmetrics.cli.report`.
 """
 
 from __future__ import annotations
@@ -18,14 +19,12 @@ import html
 import math
 import os
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
 
 import numpy as np
-import typer
-from rich.markup import escape
 
 from rlmetrics import keys as K
 from rlmetrics.tracking import read_jsonl
@@ -36,27 +35,9 @@ __all__ = [
     "best_direction",
     "group_metrics",
     "load_run",
-    "report",
     "write_report",
 ]
 
-_RESERVED = ("step", "timestamp")
-# Groups drawn first, in this order; the others follow alphabetically.
-_GROUP_ORDER = (
-    "val-core",
-    "val-aux",
-    "critic",
-    "actor",
-    "response_length",
-    "response_length_non_aborted",
-    "response",
-    "prompt_length",
-    "variance_proxy",
-    "rollout_corr",
-    "timing_s",
-    "timing_per_token_ms",
-    "perf",
-)
 _PANEL_COLS = 4
 _MAX_PANELS = 48
 
@@ -79,6 +60,12 @@ class RunCurves:
     name: str
     path: Path
     series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    @property
+    def step_range(self) -> str:
+        """First and last logged step, as ``"1-12"`` (``"none"`` for a run without metrics)."""
+        steps = np.concatenate([s for s, _ in self.series.values()]) if self.series else np.zeros(0)
+        return f"{steps.min():g}-{steps.max():g}" if steps.size else "none"
 
 
 def load_run(path: str | os.PathLike[str], *, name: str | None = None) -> RunCurves:
@@ -106,8 +93,6 @@ def load_run(path: str | os.PathLike[str], *, name: str | None = None) -> RunCur
     >>> run.name, run.series["a/x"][1].tolist(), run.series["b/y"][0].tolist()
     ('run', [1.0, 3.0], [2.0])
     """
-    import warnings
-
     p = Path(path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -119,11 +104,11 @@ def load_run(path: str | os.PathLike[str], *, name: str | None = None) -> RunCur
     label = name or (p.parent.name if p.name == "metrics.jsonl" and p.parent.name else p.stem)
     acc: dict[str, tuple[list[float], list[float]]] = {}
     for i, row in enumerate(rows):
-        step = row.get("step", i)
+        step = row.get(K.TRACKING_STEP, i)
         if isinstance(step, bool) or not isinstance(step, int | float):
             raise ValueError(f"{p}: row {i + 1} has a non-numeric step {step!r}")
         for key, value in row.items():
-            if key in _RESERVED or isinstance(value, bool) or not isinstance(value, int | float):
+            if key in K.TRACKING_FIELDS or isinstance(value, bool) or not isinstance(value, int | float):
                 continue
             steps, values = acc.setdefault(key, ([], []))
             steps.append(float(step))
@@ -136,15 +121,12 @@ def load_run(path: str | os.PathLike[str], *, name: str | None = None) -> RunCur
     return RunCurves(name=label, path=p, series=series)
 
 
-def _group_of(key: str) -> str:
-    return key.split("/", 1)[0] if "/" in key else "other"
-
-
 def group_metrics(keys: Sequence[str]) -> dict[str, list[str]]:
     """Group metric keys by their first path segment (keys without a slash go to ``other``).
 
-    Well-known groups come first (``val-core``, ``critic``, ``actor``, ``response_length``, ...),
-    the rest alphabetically; keys keep their sorted order within a group.
+    The groups of :data:`rlmetrics.keys.GROUP_ORDER` come first, in that order (``val-core``,
+    ``critic``, ``actor``, ``response_length``, ...), the others alphabetically, ``other`` last;
+    keys keep their sorted order within a group.
 
     Examples
     --------
@@ -153,11 +135,11 @@ def group_metrics(keys: Sequence[str]) -> dict[str, list[str]]:
     """
     groups: dict[str, list[str]] = {}
     for key in sorted(set(keys)):
-        groups.setdefault(_group_of(key), []).append(key)
-    rank = {g: i for i, g in enumerate(_GROUP_ORDER)}
+        groups.setdefault(K.group(key), []).append(key)
+    rank = {g: i for i, g in enumerate(K.GROUP_ORDER)}
 
     def order(g: str) -> tuple[int, int, str]:
-        return (0 if g in rank else 1 if g != "other" else 2, rank.get(g, 0), g)
+        return (0 if g in rank else 1 if g != K.GROUP_OTHER else 2, rank.get(g, 0), g)
 
     return {g: groups[g] for g in sorted(groups, key=order)}
 
@@ -170,6 +152,8 @@ _LOWER = re.compile(
     r"(loss|clipfrac|clip_ratio|timing_s|timing_per_token_ms|time_per_step|kl|ppl_abs_diff|chi2|"
     r"aborted_ratio|grad_norm)"
 )
+# Families whose extremes and means have no "best": advantages, returns and values.
+_NO_DIRECTION = tuple(k.rsplit("/", 1)[0] + "/" for k in (K.ADV_MEAN, K.RETURNS_MEAN, K.VALUES_MEAN))
 
 
 def best_direction(key: str) -> str | None:
@@ -189,11 +173,7 @@ def best_direction(key: str) -> str | None:
     last = key.rsplit("/", 1)[-1]
     if last.startswith("std") or "/std" in key:
         return None
-    if (
-        key.startswith("critic/advantages")
-        or key.startswith("critic/returns")
-        or key.startswith("critic/values")
-    ):
+    if key.startswith(_NO_DIRECTION):
         return None
     if _HIGHER.search(key):
         return "max"
@@ -296,9 +276,10 @@ def _draw_group(group: str, keys: list[str], runs: list[RunCurves], path: Path) 
             steps, values = run.series[key]
             sparse = len(steps) <= 30
             ax.plot(steps, values, color=color, lw=1.4, marker="o" if sparse else None, ms=3, label=run.name)
-            if key in banded and f"{key}/ci_low" in run.series and f"{key}/ci_high" in run.series:
-                ls, lo = run.series[f"{key}/ci_low"]
-                hs, hi = run.series[f"{key}/ci_high"]
+            low, high = key + K.CI_LOW_SUFFIX, key + K.CI_HIGH_SUFFIX
+            if key in banded and low in run.series and high in run.series:
+                ls, lo = run.series[low]
+                hs, hi = run.series[high]
                 if np.array_equal(ls, steps) and np.array_equal(hs, steps):
                     ax.fill_between(steps, lo, hi, color=color, alpha=0.18, lw=0)
         title = key[len(group) + 1 :] if key.startswith(group + "/") else key
@@ -307,7 +288,7 @@ def _draw_group(group: str, keys: list[str], runs: list[RunCurves], path: Path) 
         ax.tick_params(labelsize=7)
         ax.ticklabel_format(axis="y", useOffset=False)  # no "+1" / "1e-5+9.999e-1" offset labels
         ax.grid(alpha=0.3)
-        ax.set_xlabel("step", fontsize=7)
+        ax.set_xlabel(K.TRACKING_STEP, fontsize=7)
     for ax in list(axes.flat)[len(shown) :]:
         ax.set_visible(False)
     more = f" (first {_MAX_PANELS} of {len(keys)} metrics)" if len(keys) > len(shown) else ""
@@ -366,8 +347,8 @@ def _table(keys: list[str], runs: list[RunCurves]) -> str:
             bs, bv = _best(s, v, direction)
             last = f"{_fmt(lv)} ({ls:g})" if not math.isnan(ls) else "nan"
             if key in banded and not math.isnan(ls):
-                lo = _value_at(run, f"{key}/ci_low", ls)
-                hi = _value_at(run, f"{key}/ci_high", ls)
+                lo = _value_at(run, key + K.CI_LOW_SUFFIX, ls)
+                hi = _value_at(run, key + K.CI_HIGH_SUFFIX, ls)
                 last = f"{_fmt(lv)} [{_fmt(lo)}, {_fmt(hi)}] ({ls:g})"
             best = f"{_fmt(bv)} ({bs:g})" if not math.isnan(bs) else "&ndash;"
             cells.append(f"<td>{last}</td><td>{best}</td>")
@@ -427,8 +408,8 @@ def write_report(
         raise ValueError(f"names: expected {len(paths)} names (one per run); got {len(names)}")
     try:
         import matplotlib  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - matplotlib is in the plot extra
-        raise ImportError("rlmetrics report needs matplotlib: pip install 'rlmetrics[plot]'") from exc
+    except ImportError as exc:
+        raise ImportError("drawing a report needs matplotlib: pip install 'rlmetrics[plot]'") from exc
     runs = [load_run(p, name=None if names is None else names[i]) for i, p in enumerate(paths)]
     _unique_names(runs)
     out = Path(out_dir)
@@ -449,7 +430,7 @@ def write_report(
     toc = " &middot; ".join(f'<a href="#{html.escape(_slug(g))}">{html.escape(g)}</a>' for g in groups)
     run_list = "".join(
         f"<li><b>{html.escape(r.name)}</b>: {html.escape(str(r.path))} "
-        f"({len(r.series)} metrics, steps {_step_range(r)})</li>"
+        f"({len(r.series)} metrics, steps {r.step_range})</li>"
         for r in runs
     )
     page = (
@@ -461,40 +442,3 @@ def write_report(
     html_path = out / "report.html"
     html_path.write_text(page, encoding="utf-8")
     return ReportResult(html_path=html_path, png_paths=png_paths, runs=runs)
-
-
-def _step_range(run: RunCurves) -> str:
-    steps = np.concatenate([s for s, _ in run.series.values()]) if run.series else np.zeros(0)
-    return f"{steps.min():g}-{steps.max():g}" if steps.size else "none"
-
-
-def report(
-    runs: Annotated[
-        list[Path], typer.Argument(help="One or more metrics.jsonl files (compared on shared axes).")
-    ],
-    out: Annotated[
-        Path | None,
-        typer.Option("--out", "-o", help="Output folder (default: report/ next to the first run)."),
-    ] = None,
-    name: Annotated[
-        list[str] | None, typer.Option("--name", "-n", help="Label of a run; repeat once per run.")
-    ] = None,
-    title: Annotated[str, typer.Option(help="Title of the HTML page.")] = "rlmetrics report",
-) -> None:
-    """Draw the curves of JSONL runs: one PNG per metric group and a self-contained report.html."""
-    from rich.console import Console
-
-    console = Console()
-    missing = [str(p) for p in runs if not p.is_file()]
-    if missing:
-        raise typer.BadParameter(f"no such file: {', '.join(missing)}", param_hint="RUNS")
-    out_dir = out if out is not None else runs[0].parent / "report"
-    try:
-        result = write_report(runs, out_dir, names=name or None, title=title)
-    except (ValueError, ImportError) as err:
-        console.print(f"[red]error:[/] {escape(str(err))}")
-        raise typer.Exit(code=1) from None
-    for run in result.runs:
-        console.print(f"run [bold]{run.name}[/]: {len(run.series)} metrics, steps {_step_range(run)}")
-    console.print(f"{len(result.png_paths)} figures in {out_dir}")
-    console.print(f"report: {result.html_path}")

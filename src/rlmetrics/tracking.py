@@ -37,6 +37,7 @@ import numpy as np
 
 from rlmetrics import keys as K
 from rlmetrics._core.array import is_torch_array
+from rlmetrics._core.checks import check_int
 
 __all__ = ["BACKENDS", "DEFAULT_CONSOLE_KEYS", "Tracker", "TrackingBackend", "read_jsonl"]
 
@@ -45,20 +46,19 @@ BACKENDS = ("console", "jsonl", "mlflow", "tensorboard", "wandb")
 
 #: Keys (``fnmatch`` patterns) the console backend shows by default, in this order.
 DEFAULT_CONSOLE_KEYS = (
-    "critic/score/mean",
-    "critic/rewards/mean",
-    "actor/pg_loss",
-    "actor/entropy",
-    "actor/ppo_kl",
-    "actor/grad_norm",
-    "critic/vf_loss",
-    "response_length/mean",
-    "val-core/*",
-    "timing_s/step",
-    "perf/throughput",
+    K.SCORE_MEAN,
+    K.REWARDS_MEAN,
+    K.ACTOR_PG_LOSS,
+    K.ACTOR_ENTROPY,
+    K.PPO_KL,
+    K.ACTOR_GRAD_NORM,
+    K.CRITIC_VF_LOSS,
+    K.RESPONSE_LENGTH_MEAN,
+    f"{K.VAL_CORE_PREFIX}/*",
+    K.timing_s(K.STAGE_STEP),
+    K.PERF_THROUGHPUT,
 )
 
-_RESERVED = (K.TRACKING_STEP, K.TRACKING_TIMESTAMP)
 _NONFINITE = ("keep", "drop", "error")
 
 
@@ -88,7 +88,7 @@ def _convert(metrics: Mapping[str, Any]) -> dict[str, float]:
     for key, value in metrics.items():
         if not isinstance(key, str):
             raise TypeError(f"metric keys must be strings; got {type(key).__name__} {key!r}")
-        if key in _RESERVED:
+        if key in K.TRACKING_FIELDS:
             raise ValueError(f"metrics[{key!r}]: {key!r} is reserved by the tracker; rename the metric")
         kind = type(value)
         if kind is float or kind is int or kind is np.float64 or kind is np.float32:  # the common case
@@ -554,16 +554,13 @@ class Tracker:
         """
         if self._finished:
             raise RuntimeError("Tracker.log called after finish()")
-        if isinstance(step, bool) or not isinstance(step, int | np.integer):
-            raise TypeError(f"step must be an int; got {type(step).__name__} {step!r}")
-        if step < 0:
-            raise ValueError(f"step must be >= 0; got {step}")
+        step = check_int(step, "step", minimum=0)
         values = _apply_nonfinite(_convert(metrics), self.nonfinite)
         for name, backend in self.backends.items():
             if name in self.failed:
                 continue
             try:
-                backend.log(dict(values), int(step))
+                backend.log(dict(values), step)
             except Exception as err:
                 self._disable(name, backend, err, "log")
 

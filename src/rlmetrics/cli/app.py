@@ -1,17 +1,19 @@
 """The ``rlmetrics`` command line: ``validate``, ``demo`` and ``report``.
 
-Each command lives in its own module; this file only wires them into one typer app.
-Heavy imports (torch, pyarrow, matplotlib) happen inside the commands, so ``rlmetrics --help``
-stays fast.
+Each command lives in its own module of :mod:`rlmetrics.cli`; this file only wires them into
+one typer app. Heavy imports (torch, pyarrow, matplotlib) happen inside the commands, so
+``rlmetrics --help`` stays fast.
 """
 
 from __future__ import annotations
 
 import typer
 
+from rlmetrics.cli.demo import demo
+from rlmetrics.cli.report import report
 from rlmetrics.cli.validate import validate
-from rlmetrics.demo.run import demo
-from rlmetrics.report import report
+
+__all__ = ["app", "main"]
 
 app = typer.Typer(
     name="rlmetrics",
@@ -26,8 +28,8 @@ app.command("report")(report)
 
 
 def main() -> None:
-    """Entry point of the ``rlmetrics`` console script."""
-    app()
+    """Entry point of the ``rlmetrics`` console script and of ``python -m rlmetrics``."""
+    app(prog_name="rlmetrics")
 
 
 if __name__ == "__main__":  # pragma: no cover

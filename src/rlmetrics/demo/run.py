@@ -1,4 +1,4 @@
-"""``rlmetrics demo``: train a tiny policy with GRPO (or PPO) on the CPU and log every metric family.
+"""The demo: train a tiny policy with GRPO (or PPO) on the CPU and log every metric family.
 
 The run is a miniature of a verl training step, on a task whose answers can be checked
 (reversing short strings, see :mod:`rlmetrics.demo.task`):
@@ -22,7 +22,8 @@ a validation with several samples per prompt logs ``val-core/...`` (mean@N, pass
 best@k with intervals).
 
 Same seed, same metrics (timings aside): parameters, prompts and samples come from generators
-seeded by ``seed``; torch's and numpy's global random states are not used.
+seeded by ``seed``; torch's and numpy's global random states are not used. torch is imported
+when a run starts; the ``rlmetrics demo`` command is :mod:`rlmetrics.cli.demo`.
 """
 
 from __future__ import annotations
@@ -33,13 +34,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-import typer
-from rich.markup import escape
 
 from rlmetrics import keys as K
+from rlmetrics._core.checks import check_int
 from rlmetrics.aggregation import reduce_metrics
 from rlmetrics.demo.task import (
     EOS,
@@ -62,13 +62,28 @@ from rlmetrics.training.timing import compute_throughput_metrics, compute_timing
 from rlmetrics.validation.bootstrap import flatten_validation_metrics, process_validation_metrics
 from rlmetrics.validation.summary import summarize_validation
 
-__all__ = ["DemoConfig", "DemoResult", "demo", "run_demo"]
+__all__ = ["SUMMARY_KEYS", "DemoConfig", "DemoResult", "run_demo", "val_acc_key"]
 
 #: Nominal peak FLOP/s of the demo's reference machine (2 x86 cores, AVX-512 FMA, fp32):
 #: 2 cores x 64 FLOP/cycle x 2.5 GHz. Only used for ``perf/mfu``; pass ``peak_flops=`` for yours.
 CPU_PEAK_FLOPS = 3.2e11
 
 _DATA_SOURCE = "reverse"
+
+#: The metrics a demo run's summary shows, in this order.
+SUMMARY_KEYS = (
+    K.SCORE_MEAN,
+    K.TRAIN_ACC,
+    K.RESPONSE_LENGTH_MEAN,
+    K.RESPONSE_LENGTH_CLIP_RATIO,
+    K.ACTOR_ENTROPY,
+    K.PG_CLIPFRAC,
+    K.VARIANCE_PROXY_TOTAL_POWER,
+    K.ROLLOUT_CORR_K3_KL,
+    K.timing_s(K.STAGE_STEP),
+    K.PERF_THROUGHPUT,
+    K.PERF_MFU,
+)
 
 
 @dataclass(frozen=True)
@@ -143,12 +158,10 @@ class DemoConfig:
             "n_heads",
         )
         for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int; got {value!r}")
+            check_int(getattr(self, name), name, minimum=1)
         if self.algo not in ("grpo", "ppo"):
             raise ValueError(f"algo must be 'grpo' or 'ppo'; got {self.algo!r}")
-        if self.group_size < 2:
+        if check_int(self.group_size, "group_size") < 2:
             raise ValueError(
                 f"group_size must be >= 2 (GRPO compares responses within a group); got {self.group_size}"
             )
@@ -284,13 +297,13 @@ class _Run:
         torch, cfg = self.torch, self.cfg
         timing_raw: dict[str, float] = {}
         metrics_lists: dict[str, list[float]] = {}
-        with timer("step", timing_raw):
+        with timer(K.STAGE_STEP, timing_raw):
             strings = self.task.sample(self.prompt_rng, cfg.n_prompts)
             strings = [s for s in strings for _ in range(cfg.group_size)]
             uids = np.repeat(np.arange(cfg.n_prompts) + step * cfg.n_prompts, cfg.group_size).astype(str)
             prompt_np, prompt_mask_np = self.task.encode_prompts(strings)
             prompts, prompt_mask = torch.from_numpy(prompt_np), torch.from_numpy(prompt_mask_np)
-            with timer("gen", timing_raw):
+            with timer(K.STAGE_GEN, timing_raw):
                 responses, response_mask, rollout_log_probs = generate(
                     self.actor,
                     prompts,
@@ -305,7 +318,7 @@ class _Run:
             mask = response_mask.float()
             resp_len = response_mask.sum(dim=1)
 
-            with timer("reward", timing_raw):
+            with timer(K.STAGE_REWARD, timing_raw):
                 score_np, acc_np, _ = self.task.score(strings, responses.numpy())
                 scores = torch.from_numpy(score_np).float()
                 token_level_scores = torch.zeros_like(mask)
@@ -313,16 +326,16 @@ class _Run:
                 token_level_scores[torch.arange(len(strings)), last] = scores * (resp_len > 0).float()
                 token_level_rewards = token_level_scores.clone()
 
-            with timer("old_log_prob", timing_raw), torch.no_grad():
+            with timer(K.STAGE_OLD_LOG_PROB, timing_raw), torch.no_grad():
                 logits = response_logits(self.actor, input_ids, attention_mask, self.P, config=self.pcfg)
                 old_log_probs = torch.log_softmax(logits, dim=-1).gather(2, responses[..., None]).squeeze(-1)
                 entropy, sum_pi_squared = entropy_and_sum_pi_squared_from_logits(logits)
                 old_log_probs = old_log_probs * mask
-                metrics_lists["actor/entropy"] = [float(_masked_mean(entropy, mask))]
+                metrics_lists[K.ACTOR_ENTROPY] = [float(_masked_mean(entropy, mask))]
 
             ref_log_prob = None
             if self.ref is not None:
-                with timer("ref", timing_raw), torch.no_grad():
+                with timer(K.STAGE_REF, timing_raw), torch.no_grad():
                     ref_logits = response_logits(
                         self.ref, input_ids, attention_mask, self.P, config=self.pcfg
                     )
@@ -332,13 +345,13 @@ class _Run:
 
             values = None
             if self.critic is not None:
-                with timer("values", timing_raw), torch.no_grad():
+                with timer(K.STAGE_VALUES, timing_raw), torch.no_grad():
                     _, values = response_logits(
                         self.critic, input_ids, attention_mask, self.P, config=self.pcfg, values=True
                     )
                     values = values * mask
 
-            with timer("adv", timing_raw):
+            with timer(K.STAGE_ADV, timing_raw):
                 if values is None:
                     advantages = _grpo_advantages(torch, token_level_rewards.sum(dim=1), mask, cfg.group_size)
                     returns = advantages.clone()
@@ -368,9 +381,9 @@ class _Run:
                 batch["values"] = values
 
             if self.critic is not None:
-                with timer("update_critic", timing_raw):
+                with timer(K.STAGE_UPDATE_CRITIC, timing_raw):
                     self._update_critic(batch, metrics_lists)
-            with timer("update_actor", timing_raw):
+            with timer(K.STAGE_UPDATE_ACTOR, timing_raw):
                 self._update_actor(batch, metrics_lists)
 
         self.last_batch, self.last_timing = batch, timing_raw  # kept for inspection and bench/bench_demo.py
@@ -388,7 +401,7 @@ class _Run:
                 peak_flops=cfg.peak_flops,
             )
         )
-        metrics.update(compute_variance_proxy_metrics(batch, gradient_norm=metrics["actor/grad_norm"]))
+        metrics.update(compute_variance_proxy_metrics(batch, gradient_norm=metrics[K.ACTOR_GRAD_NORM]))
         metrics.update(compute_rollout_mismatch_metrics(old_log_probs, rollout_log_probs, response_mask))
         metrics.update(compute_group_metrics(batch, solved_threshold=1.0))
         return metrics
@@ -416,8 +429,8 @@ class _Run:
             if self.ref is not None:
                 kl = _masked_mean(_low_var_kl(torch, logp, batch["ref_log_prob"][sl]), mask)
                 loss = loss + cfg.kl_coef * kl
-                out.setdefault("actor/kl_loss", []).append(float(kl.detach()))
-                out.setdefault("actor/kl_coef", []).append(cfg.kl_coef)
+                out.setdefault(K.ACTOR_KL_LOSS, []).append(float(kl.detach()))
+                out.setdefault(K.ACTOR_KL_COEF, []).append(cfg.kl_coef)
             self.actor_opt.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(list(self.actor.values()), cfg.grad_clip)
@@ -427,9 +440,9 @@ class _Run:
             )
             for key, value in update.items():
                 out.setdefault(key, []).append(value)
-            out.setdefault("actor/pg_loss", []).append(float(pg_loss.detach()))
-            out.setdefault("actor/grad_norm", []).append(float(grad_norm))
-            out.setdefault("actor/lr", []).append(cfg.lr)
+            out.setdefault(K.ACTOR_PG_LOSS, []).append(float(pg_loss.detach()))
+            out.setdefault(K.ACTOR_GRAD_NORM, []).append(float(grad_norm))
+            out.setdefault(K.ACTOR_LR, []).append(cfg.lr)
 
     def _update_critic(self, batch: dict[str, Any], out: dict[str, list[float]]) -> None:
         torch, cfg = self.torch, self.cfg
@@ -456,10 +469,10 @@ class _Run:
             grad_norm = torch.nn.utils.clip_grad_norm_(list(self.critic.values()), cfg.grad_clip)
             self.critic_opt.step()
             with torch.no_grad():
-                out.setdefault("critic/vf_loss", []).append(float(vf_loss))
-                out.setdefault("critic/vf_clipfrac", []).append(float(_masked_mean((l2 > l1).float(), mask)))
-                out.setdefault("critic/vpred_mean", []).append(float(_masked_mean(vpred, mask)))
-                out.setdefault("critic/grad_norm", []).append(float(grad_norm))
+                out.setdefault(K.CRITIC_VF_LOSS, []).append(float(vf_loss))
+                out.setdefault(K.CRITIC_VF_CLIPFRAC, []).append(float(_masked_mean((l2 > l1).float(), mask)))
+                out.setdefault(K.CRITIC_VPRED_MEAN, []).append(float(_masked_mean(vpred, mask)))
+                out.setdefault(K.CRITIC_GRAD_NORM, []).append(float(grad_norm))
 
     # -- validation ----------------------------------------------------------------------------
     def validate(self, step: int) -> tuple[dict[str, float], float]:
@@ -479,13 +492,13 @@ class _Run:
         )
         score, acc, pred = self.task.score(strings, responses.numpy())
         uids = [str(i) for i in range(len(self.val_strings)) for _ in range(cfg.val_samples)]
-        infos = {"score": score.tolist(), "acc": acc.astype(float).tolist(), "pred": pred}
+        infos = {"score": score.tolist(), K.ValName.ACC: acc.astype(float).tolist(), K.ValName.PRED: pred}
         metrics = _validation_metrics(
             [_DATA_SOURCE] * len(strings), uids, infos, n=cfg.val_samples, seed=cfg.seed
         )
         lengths = response_mask.sum(dim=1).float()
-        metrics["val-aux/response_length/mean"] = float(lengths.mean())
-        metrics["val-aux/eos_ratio"] = float((responses == EOS).any(dim=1).float().mean())
+        metrics[K.DEMO_VAL_RESPONSE_LENGTH_MEAN] = float(lengths.mean())
+        metrics[K.DEMO_VAL_EOS_RATIO] = float((responses == EOS).any(dim=1).float().mean())
         return metrics, float(acc.mean())
 
 
@@ -495,12 +508,13 @@ def _validation_metrics(
     """verl's ``val-core/...`` / ``val-aux/...`` keys (bootstrap mean@N, best@k, maj@k), plus the
     exact estimators with 95% intervals as ``val-exact/{source}/{var}/{metric}`` and
     ``.../{metric}/ci_low``, ``.../{metric}/ci_high`` (mean@N, pass@k, best@k, maj@k)."""
+    exact = tuple(f"{name}@" for name in K.VAL_EXACT_METRIC_PREFIXES)
     out = flatten_validation_metrics(process_validation_metrics(data_sources, uids, infos, seed=seed))
     summary = summarize_validation(data_sources, uids, infos, seed=seed)
     for src, per_var in summary.items():
         for var, info in per_var.items():
             for name, m in info["metrics"].items():
-                if not name.startswith(("mean@", "pass@", "best@", "maj@")):
+                if not name.startswith(exact):
                     continue
                 base = K.val_metric(K.VAL_EXACT_PREFIX, src, var, name)
                 out[base] = float(m["value"])
@@ -511,6 +525,13 @@ def _validation_metrics(
 
 def _default_experiment(config: DemoConfig) -> str:
     return f"{config.algo}_seed{config.seed}"
+
+
+def val_acc_key(config: DemoConfig) -> str:
+    """Key of the demo's validation accuracy (mean@N of ``acc``), e.g. ``val-core/reverse/acc/mean@8``."""
+    return K.val_metric(
+        K.VAL_CORE_PREFIX, _DATA_SOURCE, K.ValName.ACC, K.at_k(K.ValName.MEAN, config.val_samples)
+    )
 
 
 def run_demo(
@@ -619,10 +640,10 @@ def _run_demo(
         for step in range(1, cfg.steps + 1):
             metrics = run.step(step)
             if step % cfg.val_every == 0 or step == cfg.steps:
-                with timer("testing") as testing:
+                with timer(K.STAGE_TESTING) as testing:
                     val_metrics, acc = run.validate(step)
                 metrics.update(val_metrics)
-                metrics[K.timing_s("testing")] = testing.elapsed
+                metrics[K.timing_s(K.STAGE_TESTING)] = testing.elapsed
                 result.val_steps.append(step)
                 result.val_acc.append(acc)
             tracker.log(metrics, step=step)
@@ -631,115 +652,3 @@ def _run_demo(
                 on_step(step, metrics)
     result.seconds = time.perf_counter() - t0
     return result
-
-
-# ----------------------------------------------------------------------------------------------
-# the command
-# ----------------------------------------------------------------------------------------------
-
-_SUMMARY_KEYS = (
-    "critic/score/mean",
-    "actor/train_acc",
-    "response_length/mean",
-    "response_length/clip_ratio",
-    "actor/entropy",
-    "actor/pg_clipfrac",
-    "variance_proxy/proxy2_total_power",
-    "rollout_corr/k3_kl",
-    "timing_s/step",
-    "perf/throughput",
-    "perf/mfu",
-)
-
-
-def demo(
-    steps: Annotated[int, typer.Option(help="Training steps.")] = DemoConfig.steps,
-    seed: Annotated[int, typer.Option(help="Seed of the parameters, prompts and samples.")] = DemoConfig.seed,
-    algo: Annotated[str, typer.Option(help="grpo, or ppo (with a critic).")] = DemoConfig.algo,
-    out_dir: Annotated[Path, typer.Option("--out-dir", "-o", help="Root folder of the logs.")] = Path(
-        "rlmetrics_runs"
-    ),
-    backends: Annotated[
-        str,
-        typer.Option(help="Comma-separated tracking backends: jsonl, console, tensorboard, wandb, mlflow."),
-    ] = "jsonl",
-    experiment: Annotated[str | None, typer.Option(help="Run name (default: ALGO_seedSEED).")] = None,
-    group_size: Annotated[int, typer.Option(help="Responses per prompt.")] = DemoConfig.group_size,
-    n_prompts: Annotated[int, typer.Option(help="Prompts per step.")] = DemoConfig.n_prompts,
-    val_every: Annotated[int, typer.Option(help="Validate every this many steps.")] = DemoConfig.val_every,
-    lr: Annotated[float, typer.Option(help="Learning rate.")] = DemoConfig.lr,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-) -> None:
-    """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
-
-    Writes OUT_DIR/rlmetrics-demo/EXPERIMENT/metrics.jsonl; draw it with `rlmetrics report`.
-    """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
-
-    console = Console()
-    try:
-        cfg = DemoConfig(
-            steps=steps,
-            seed=seed,
-            algo=algo,
-            group_size=group_size,
-            n_prompts=n_prompts,
-            val_every=val_every,
-            lr=lr,
-        )
-    except ValueError as err:
-        raise typer.BadParameter(str(err)) from None
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        console.print("[red]the demo needs torch:[/] " + escape("pip install 'rlmetrics[demo]'"))
-        raise typer.Exit(code=1) from None
-
-    val_key = f"val-core/{_DATA_SOURCE}/acc/mean@{cfg.val_samples}"
-    state = {"val": math.nan}
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[info]}"),
-        console=console,
-        disable=quiet,
-    )
-
-    def on_step(step: int, m: dict[str, float]) -> None:
-        if val_key in m:
-            state["val"] = m[val_key]
-        score = m.get(K.SCORE_MEAN, math.nan)
-        progress.update(task_id, completed=step, info=f"score {score:.3f}  val acc {state['val']:.3f}")
-
-    console.print(
-        f"rlmetrics demo: {cfg.algo.upper()} on string reversal, {cfg.steps} steps of "
-        f"{cfg.n_prompts} prompts x {cfg.group_size} samples, seed {cfg.seed}"
-    )
-    try:
-        with progress:
-            task_id = progress.add_task("training", total=cfg.steps, info="")
-            result = run_demo(cfg, out_dir=out_dir, backends=backends, experiment=experiment, on_step=on_step)
-    except ValueError as err:  # an unknown backend name
-        raise typer.BadParameter(str(err), param_hint="--backends") from None
-    except ImportError as err:  # a backend's package is not installed
-        console.print(f"[red]error:[/] {escape(str(err))}")
-        raise typer.Exit(code=1) from None
-
-    table = Table(title=f"rlmetrics demo: {result.seconds:.1f} s", show_lines=False)
-    table.add_column("metric")
-    table.add_column("last step", justify="right")
-    table.add_row(
-        f"validation accuracy (mean@{cfg.val_samples})",
-        f"{result.val_acc[0]:.3f} -> {result.val_acc[-1]:.3f}",
-    )
-    for key in _SUMMARY_KEYS:
-        if key in result.last_metrics:
-            table.add_row(key, f"{result.last_metrics[key]:.4g}")
-    console.print(table)
-    console.print(f"metrics: {result.jsonl_path}")
-    console.print(f"config:  {result.run_dir / 'config.json'}")
-    console.print(f"next:    rlmetrics report {result.jsonl_path} -o {result.run_dir / 'report'}")

@@ -11,7 +11,7 @@ costs the missing or extra positions) and the accuracy is the exact match. A ran
 policy scores about ``1 / vocab`` per position and almost never gets an answer right, so what the
 demo's validation accuracy gains is learnt by RL.
 
-torch is imported inside the functions that need it (``pip install 'rlmetrics[demo]'``).
+torch is imported inside the functions that need it (:data:`TORCH_INSTALL` says how to get it).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ __all__ = [
     "EOS",
     "PAD",
     "SEP",
+    "TORCH_INSTALL",
     "PolicyConfig",
     "ReversalTask",
     "generate",
@@ -39,11 +40,19 @@ PAD, BOS, SEP, EOS = 0, 1, 2, 3
 _N_SPECIAL = 4
 
 
+#: How to install the demo's torch: the CPU build, since a plain ``pip install torch`` (or
+#: ``pip install 'rlmetrics[demo]'`` alone) pulls a multi-GB CUDA build on Linux.
+TORCH_INSTALL = (
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu && "
+    "pip install 'rlmetrics[demo]' (the CPU build of torch; see the README's Quickstart)"
+)
+
+
 def _torch() -> Any:
     try:
         import torch
-    except ImportError as exc:  # pragma: no cover - torch is in the demo extra
-        raise ImportError("the demo needs torch: pip install 'rlmetrics[demo]'") from exc
+    except ImportError as exc:
+        raise ImportError(f"the demo needs torch: {TORCH_INSTALL}") from exc
     return torch
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics._core.array import describe, is_torch_array
+from rlmetrics._core.checks import check_int
 
 __all__ = [
     "entropy_and_sum_pi_squared_from_logits",
@@ -33,14 +34,10 @@ DEFAULT_MAX_CHUNK_BYTES = 256 * 2**20
 
 def _chunk_rows(n_rows: int, vocab: int, n_temps: int, chunk_size: int | None, max_chunk_bytes: int) -> int:
     if chunk_size is not None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer) or chunk_size < 1:
-            raise ValueError(f"chunk_size must be a positive integer (rows per chunk); got {chunk_size!r}")
-        return int(chunk_size)
-    bad_bytes = isinstance(max_chunk_bytes, bool) or not isinstance(max_chunk_bytes, int | np.integer)
-    if bad_bytes or max_chunk_bytes < 1:
-        raise ValueError(f"max_chunk_bytes must be a positive integer; got {max_chunk_bytes!r}")
+        return check_int(chunk_size, "chunk_size", minimum=1)
+    budget = check_int(max_chunk_bytes, "max_chunk_bytes", minimum=1)
     per_row = max(vocab, 1) * 4 * n_temps
-    return max(1, min(max(n_rows, 1), int(max_chunk_bytes) // per_row))
+    return max(1, min(max(n_rows, 1), budget // per_row))
 
 
 def _check_logits(logits: Any, temperature: float) -> tuple[bool, int, int]:

@@ -8,6 +8,7 @@ from typing import Any
 from rlmetrics import keys as K
 from rlmetrics._core.array import check_finite_scalar, raise_invalid_mask, to_host
 from rlmetrics._core.batch import as_batch
+from rlmetrics._core.checks import check_int
 from rlmetrics._core.lengths import prompt_response_lengths
 
 __all__ = [
@@ -40,10 +41,6 @@ ACCELERATOR_PEAK_FLOPS: dict[str, float] = {
     "TPU-V5E": 197e12,
     "TPU-V5P": 459e12,
 }
-
-# Stages normalised by response tokens (gen) or by all tokens (the rest), as verl does.
-_PER_RESPONSE_TOKEN = ("gen",)
-_PER_OVERALL_TOKEN = ("ref", "values", "adv", "update_critic", "update_actor")
 
 
 def _check_timing_raw(timing_raw: Any) -> dict[str, float]:
@@ -99,9 +96,9 @@ def compute_timing_metrics(batch: Any, timing_raw: Mapping[str, float]) -> dict[
     n_overall = n_prompt + n_response
     out: dict[str, float] = {K.timing_s(name): value for name, value in timings.items()}
     for name, value in timings.items():
-        if name in _PER_RESPONSE_TOKEN:
+        if name in K.PER_RESPONSE_TOKEN_STAGES:
             n = n_response
-        elif name in _PER_OVERALL_TOKEN:
+        elif name in K.PER_TOKEN_STAGES:
             n = n_overall
         else:
             continue
@@ -162,11 +159,10 @@ def compute_mfu(
 
 
 def _check_n_gpus(n_gpus: Any) -> int:
-    if isinstance(n_gpus, bool) or not isinstance(n_gpus, int | float) or int(n_gpus) != n_gpus:
-        raise TypeError(f"n_gpus must be a positive integer; got {n_gpus!r}")
-    if n_gpus <= 0:
-        raise ValueError(f"n_gpus must be > 0; got {n_gpus}")
-    return int(n_gpus)
+    # verl takes any number here; a whole float (8.0 from a config) is a count too.
+    if isinstance(n_gpus, float) and n_gpus.is_integer():
+        n_gpus = int(n_gpus)
+    return check_int(n_gpus, "n_gpus", minimum=1)
 
 
 def _global_token_num(batch: Any) -> float:
@@ -221,14 +217,15 @@ def compute_throughput_metrics(
     {'perf/total_num_tokens': 4000.0, 'perf/time_per_step': 2.0, 'perf/throughput': 500.0}
     """
     gpus = _check_n_gpus(n_gpus)
-    if not isinstance(timing_raw, Mapping) or "step" not in timing_raw:
+    if not isinstance(timing_raw, Mapping) or K.STAGE_STEP not in timing_raw:
         present = (
             ", ".join(sorted(timing_raw)) if isinstance(timing_raw, Mapping) else type(timing_raw).__name__
         )
         raise ValueError(
-            f"timing_raw must hold 'step' (the step's wall time in seconds); got: {present or 'none'}"
+            f"timing_raw must hold {K.STAGE_STEP!r} (the step's wall time in seconds); "
+            f"got: {present or 'none'}"
         )
-    step = check_finite_scalar(timing_raw["step"], "timing_raw['step']", positive=True)
+    step = check_finite_scalar(timing_raw[K.STAGE_STEP], f"timing_raw[{K.STAGE_STEP!r}]", positive=True)
     total = _global_token_num(batch)
     out = {
         K.PERF_TOTAL_NUM_TOKENS: total,
@@ -240,7 +237,7 @@ def compute_throughput_metrics(
             total, step, gpus, flops_per_token=flops_per_token, num_params=num_params, peak_flops=peak_flops
         )
     elif flops_per_token is not None or num_params is not None:
-        raise ValueError("perf/mfu needs peak_flops= (FLOP/s or an accelerator name such as 'H100')")
+        raise ValueError(f"{K.PERF_MFU} needs peak_flops= (FLOP/s or an accelerator name such as 'H100')")
     return out
 
 

@@ -1,0 +1,113 @@
+"""``rlmetrics demo``: run :func:`rlmetrics.demo.run.run_demo` with a progress bar and a summary."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from rlmetrics import keys as K
+from rlmetrics.demo.run import SUMMARY_KEYS, DemoConfig, run_demo, val_acc_key
+from rlmetrics.demo.task import TORCH_INSTALL
+
+__all__ = ["demo"]
+
+
+def demo(
+    steps: Annotated[int, typer.Option(help="Training steps.")] = DemoConfig.steps,
+    seed: Annotated[int, typer.Option(help="Seed of the parameters, prompts and samples.")] = DemoConfig.seed,
+    algo: Annotated[str, typer.Option(help="grpo, or ppo (with a critic).")] = DemoConfig.algo,
+    out_dir: Annotated[Path, typer.Option("--out-dir", "-o", help="Root folder of the logs.")] = Path(
+        "rlmetrics_runs"
+    ),
+    backends: Annotated[
+        str,
+        typer.Option(help="Comma-separated tracking backends: jsonl, console, tensorboard, wandb, mlflow."),
+    ] = "jsonl",
+    experiment: Annotated[str | None, typer.Option(help="Run name (default: ALGO_seedSEED).")] = None,
+    group_size: Annotated[int, typer.Option(help="Responses per prompt.")] = DemoConfig.group_size,
+    n_prompts: Annotated[int, typer.Option(help="Prompts per step.")] = DemoConfig.n_prompts,
+    val_every: Annotated[int, typer.Option(help="Validate every this many steps.")] = DemoConfig.val_every,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = DemoConfig.lr,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
+
+    Writes OUT_DIR/rlmetrics-demo/EXPERIMENT/metrics.jsonl; draw it with `rlmetrics report`.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    console = Console()
+    try:
+        cfg = DemoConfig(
+            steps=steps,
+            seed=seed,
+            algo=algo,
+            group_size=group_size,
+            n_prompts=n_prompts,
+            val_every=val_every,
+            lr=lr,
+        )
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from None
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        console.print("[red]the demo needs torch:[/] " + escape(TORCH_INSTALL))
+        raise typer.Exit(code=1) from None
+
+    val_key = val_acc_key(cfg)
+    state = {"val": math.nan}
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[info]}"),
+        console=console,
+        disable=quiet,
+    )
+
+    def on_step(step: int, m: dict[str, float]) -> None:
+        if val_key in m:
+            state["val"] = m[val_key]
+        score = m.get(K.SCORE_MEAN, math.nan)
+        progress.update(task_id, completed=step, info=f"score {score:.3f}  val acc {state['val']:.3f}")
+
+    console.print(
+        f"rlmetrics demo: {cfg.algo.upper()} on string reversal, {cfg.steps} steps of "
+        f"{cfg.n_prompts} prompts x {cfg.group_size} samples, seed {cfg.seed}"
+    )
+    try:
+        with progress:
+            task_id = progress.add_task("training", total=cfg.steps, info="")
+            result = run_demo(cfg, out_dir=out_dir, backends=backends, experiment=experiment, on_step=on_step)
+    except ValueError as err:  # an unknown backend name
+        raise typer.BadParameter(str(err), param_hint="--backends") from None
+    except ImportError as err:  # a backend's package is not installed
+        console.print(f"[red]error:[/] {escape(str(err))}")
+        raise typer.Exit(code=1) from None
+
+    table = Table(title=f"rlmetrics demo: {result.seconds:.1f} s", show_lines=False)
+    table.add_column("metric")
+    table.add_column("last step", justify="right")
+    table.add_row(
+        f"validation accuracy (mean@{cfg.val_samples})",
+        f"{result.val_acc[0]:.3f} -> {result.val_acc[-1]:.3f}",
+    )
+    for key in SUMMARY_KEYS:
+        if key in result.last_metrics:
+            table.add_row(key, f"{result.last_metrics[key]:.4g}")
+    console.print(table)
+    # soft_wrap: paths and the next command stay on one line, ready to copy
+    console.print(f"metrics: {escape(str(result.jsonl_path))}", soft_wrap=True)
+    console.print(f"config:  {escape(str(result.run_dir / 'config.json'))}", soft_wrap=True)
+    report_dir = escape(str(result.run_dir / "report"))
+    console.print(
+        f"next:    rlmetrics report {escape(str(result.jsonl_path))} -o {report_dir}", soft_wrap=True
+    )

@@ -1,0 +1,54 @@
+"""rlmetrics.cli.demo: the ``rlmetrics demo`` command (options, summary, errors)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from rlmetrics.cli.app import app
+
+runner = CliRunner()
+TINY = ["--steps", "2", "--n-prompts", "4", "--group-size", "4", "--val-every", "2", "-q"]
+
+
+def test_demo_writes_the_run_and_prints_the_summary(tmp_path):
+    pytest.importorskip("torch")
+    result = runner.invoke(app, ["demo", *TINY, "-o", str(tmp_path), "--experiment", "cli"])
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "rlmetrics-demo" / "cli" / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert "validation accuracy (mean@8)" in result.output
+    assert "critic/score/mean" in result.output
+    assert f"next:    rlmetrics report {path} -o {path.parent / 'report'}" in result.output.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--group-size", "1"], 2, "group_size must be >= 2"),
+        (["--steps", "0"], 2, "steps must be an integer >= 1; got 0"),
+        (["--algo", "dpo"], 2, "algo must be 'grpo' or 'ppo'"),
+        (["--steps", "1", "--backends", "neptune", "-q"], 2, "unknown backend 'neptune'"),
+    ],
+    ids=["group-size", "steps", "algo", "backend"],
+)
+def test_bad_options_are_usage_errors(tmp_path, args, code, message):
+    pytest.importorskip("torch")
+    result = runner.invoke(app, ["demo", *args, "-o", str(tmp_path)])
+    assert result.exit_code == code
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_without_torch_it_prints_the_cpu_install_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    result = runner.invoke(app, ["demo", *TINY, "-o", str(tmp_path)])
+    assert result.exit_code == 1
+    out = " ".join(result.output.split())
+    assert "the demo needs torch" in out
+    assert "--index-url https://download.pytorch.org/whl/cpu" in out
+    assert not (tmp_path / "rlmetrics-demo").exists()
