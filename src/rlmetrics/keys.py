@@ -6,7 +6,7 @@ dashboard, a test or a user can refer to ``keys.ADV_MEAN`` instead of a string l
 
 from __future__ import annotations
 
-# --- data metrics (verl.trainer.ppo.metric_utils.compute_data_metrics) ---------------------
+# --- data metrics (training.data; verl's compute_data_metrics) -------------------------------
 SCORE_MEAN = "critic/score/mean"
 SCORE_MAX = "critic/score/max"
 SCORE_MIN = "critic/score/min"
