@@ -201,6 +201,11 @@ class ValName:
     ACC_SUCCESS_ONLY = "acc_success_only"
 
 
+def at_k_range(name: str, k_min: int, k_max: int) -> str:
+    """Name of an estimator over prompts with ``k_min`` to ``k_max`` samples, e.g. ``mean@4-8``."""
+    return f"{name}@{k_min}-{k_max}"
+
+
 def val_moment(name: str, k: int, moment: str) -> str:
     """Name of verl's bootstrap mean or std of a statistic, e.g. ``best@4/mean``, ``maj@8/std``."""
     return f"{name}@{k}/{moment}"

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from rlmetrics._core.checks import check_int, warn_undefined
 
 __all__ = ["Estimate", "best_at_k", "maj_at_k", "pass_at_k", "worst_at_k"]
 
@@ -63,12 +64,6 @@ class Estimate(tuple):
     def __repr__(self) -> str:
         extra = f", mc_error={self.mc_error!r}" if self.mc_error else ""
         return f"Estimate(mean={self[0]!r}, std={self[1]!r}{extra})"
-
-
-def _check_k(k: Any, name: str = "k") -> int:
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-        raise ValueError(f"{name} must be an integer >= 1; got {k!r}")
-    return int(k)
 
 
 def _int_array(x: Any, name: str) -> np.ndarray:
@@ -119,14 +114,10 @@ def pass_at_k(n: Any, c: Any, k: Any) -> Any:
     out = np.ones(n_a.shape, dtype=np.float64)
     undefined = k_a > n_a
     if undefined.any():
-        warnings.warn(
+        out[undefined] = warn_undefined(
             f"pass@k is undefined for k > n (got k={k_a[undefined].ravel()[0]}, "
-            f"n={n_a[undefined].ravel()[0]}); "
-            "returning NaN there",
-            RuntimeWarning,
-            stacklevel=2,
+            f"n={n_a[undefined].ravel()[0]}); returning NaN there"
         )
-        out[undefined] = np.nan
     compute = ~undefined & (n_a - c_a >= k_a)
     for kv in np.unique(k_a[compute]).tolist():
         sel = compute & (k_a == kv)
@@ -181,14 +172,13 @@ def _order_stat_weights(n: int, k: int, replace: bool) -> np.ndarray:
 
 def _extreme_at_k(values: Any, k: Any, replace: bool, worst: bool) -> Estimate:
     arr, single = _values_2d(values)
-    k = _check_k(k)
+    k = check_int(k, "k", minimum=1)
     n = arr.shape[1]
     if k > n and not replace:
-        warnings.warn(
+        warn_undefined(
             f"{'worst' if worst else 'best'}@k without replacement is undefined for k > n "
             f"(k={k}, n={n}); returning NaN",
-            RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
         nan = np.full(arr.shape[0], np.nan)
         return Estimate(float(nan[0]), float(nan[0])) if single else Estimate(nan, nan.copy())
@@ -367,17 +357,13 @@ def maj_at_k(preds: Sequence[Any], values: Any, k: int, *, replace: bool = False
     """
     vals, _ = _values_2d(values)
     vals = vals[0]
-    k = _check_k(k)
+    k = check_int(k, "k", minimum=1)
     preds = list(preds.tolist() if isinstance(preds, np.ndarray) else preds)
     if len(preds) != vals.shape[0]:
         raise ValueError(f"preds and values must have the same length; got {len(preds)} and {vals.shape[0]}")
     n = len(preds)
     if k > n and not replace:
-        warnings.warn(
-            f"maj@k without replacement is undefined for k > n (k={k}, n={n}); returning NaN",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        warn_undefined(f"maj@k without replacement is undefined for k > n (k={k}, n={n}); returning NaN")
         return Estimate(math.nan, math.nan)
     code_of: dict[Any, int] = {}
     try:

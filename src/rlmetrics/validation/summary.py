@@ -16,14 +16,24 @@ from __future__ import annotations
 
 import math
 import statistics
-import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from rlmetrics.validation.bootstrap import _as_list, _Column, _factorize, _factorize_prompts, _local_codes
+from rlmetrics import keys
+from rlmetrics._core.checks import warn_undefined
+from rlmetrics.keys import ValName
 from rlmetrics.validation.estimators import _maj_win_weights, _order_stat_weights
+from rlmetrics.validation.inputs import (
+    Predictions,
+    Prompts,
+    as_list,
+    group_prompts,
+    local_codes,
+    predictions,
+    read_column,
+)
 
 __all__ = ["default_ks", "summarize_validation"]
 
@@ -104,7 +114,7 @@ class _VoteLayout:
 
     def __init__(self, codes: np.ndarray) -> None:
         p, n = codes.shape
-        local = _local_codes(codes)
+        local = local_codes(codes)
         self.lin = (np.repeat(np.arange(p), n) * n + local.ravel()).astype(np.int64)
         self.shape = (p, n)
         self.sizes = np.bincount(self.lin, minlength=p * n).reshape(p, n).astype(np.float64)
@@ -151,7 +161,7 @@ def summarize_validation(
     infos_dict: Mapping[str, Sequence[Any]],
     *,
     ks: Sequence[int] | None = None,
-    pred_key: str = "pred",
+    pred_key: str = ValName.PRED,
     replace: bool = False,
     confidence: float = 0.95,
     seed: int = 0,
@@ -197,8 +207,8 @@ def summarize_validation(
     >>> round(m["maj@3"]["value"], 4), m["maj@3"]["n_prompts"]
     (0.6667, 2)
     """
-    sources = _as_list(data_sources, "data_sources")
-    uids = _as_list(sample_uids, "sample_uids")
+    sources = as_list(data_sources, "data_sources")
+    uids = as_list(sample_uids, "sample_uids")
     n = len(sources)
     if len(uids) != n:
         raise ValueError(f"sample_uids must have one entry per sample ({n}); got {len(uids)}")
@@ -210,160 +220,161 @@ def summarize_validation(
         )
     if not 0.0 < float(confidence) < 1.0:
         raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
-    z = statistics.NormalDist().inv_cdf(0.5 + float(confidence) / 2.0)
     if ks is not None:
         ks = [int(k) for k in ks]
         if not ks or any(k < 1 for k in ks):
             raise ValueError(f"ks must be a non-empty list of integers >= 1; got {ks!r}")
+    z = statistics.NormalDist().inv_cdf(0.5 + float(confidence) / 2.0)
+    options = _Options(ks, bool(replace), z, seed)
 
-    # prompts and their sources in order of first appearance (the uids alone when one source)
-    pid, src_of, src_items, _ = _factorize_prompts(sources, uids, n)
-    n_prompts = src_of.shape[0]
-    order = np.argsort(pid, kind="stable")
-    sizes = np.bincount(pid, minlength=n_prompts)
-
-    pred_sorted: np.ndarray | None = None
-    pred_ok = np.zeros(n_prompts, dtype=bool)
-    if pred_key in infos_dict:
-        items = _as_list(infos_dict[pred_key], f"infos_dict[{pred_key!r}]")
-        if len(items) != n:
-            raise ValueError(
-                f"infos_dict[{pred_key!r}] must have one value per sample ({n}); got {len(items)}"
-            )
-        codes, code_of = _factorize(items, n, f"infos_dict[{pred_key!r}]")
-        if None in code_of:
-            codes[codes == code_of[None]] = -1
-        pred_ok = np.bincount(pid[codes < 0], minlength=n_prompts) == 0
-        pred_sorted = codes[order]
-
-    src_names = [str(s) for s in src_items]
-    result: dict[str, dict[str, dict[str, Any]]] = {src: {} for src in src_names}
+    prompts = group_prompts(sources, uids)
+    pred = predictions(infos_dict[pred_key], prompts, pred_key) if pred_key in infos_dict else None
+    result: dict[str, dict[str, dict[str, Any]]] = {str(src): {} for src in prompts.sources}
     lonely: list[str] = []
-    layouts: dict[tuple[int, bytes], _VoteLayout] = {}
+    votes = _Votes(pred, prompts)
     for name, raw in infos_dict.items():
         if name == pred_key:
             continue
-        col = _Column(raw, name, n)
-        keep = ~col.is_none[order]
-        if col.is_str[order][keep].any():
-            if col.is_str[order][keep].all():
-                continue  # a text variable
-            bad = int(order[keep][col.is_str[order][keep]][0])
-            raise TypeError(
-                f"infos_dict[{name!r}] mixes numbers and strings: "
-                f"sample {bad} is {_as_list(raw, name)[bad]!r}"
-            )
-        e_pid = pid[order][keep]
-        e_val = col.values[order][keep]
-        e_full = keep  # positions within prompt rows, to align with predictions
-        count = np.bincount(e_pid, minlength=n_prompts)
-        starts = np.zeros(n_prompts + 1, dtype=np.int64)
-        np.cumsum(count, out=starts[1:])
-        full_starts = np.zeros(n_prompts + 1, dtype=np.int64)
-        np.cumsum(sizes, out=full_starts[1:])
-        has_pred = pred_ok & (count == sizes)
-        for s, src in enumerate(src_names):
-            active = np.flatnonzero((count > 0) & (src_of == s))
-            if active.size == 0:
-                continue
-            result[src][name] = _summarize_var(
-                active,
-                count,
-                starts,
-                e_val,
-                has_pred,
-                full_starts,
-                pred_sorted,
-                ks=ks,
-                replace=replace,
-                z=z,
-                seed=seed,
-                what=f"{src}/{name}",
-                lonely=lonely,
-                layouts=layouts,
-            )
-        del e_full
+        rows = _numeric_rows(raw, name, n, prompts, pred)
+        if rows is None:  # a text variable
+            continue
+        for s, src in enumerate(map(str, prompts.sources)):
+            active = np.flatnonzero((rows.counts > 0) & (prompts.src_of == s))
+            if active.size:
+                result[src][name] = _summarize_var(rows, active, votes, options, f"{src}/{name}", lonely)
     if lonely:
         shown = ", ".join(lonely[:5]) + (f" and {len(lonely) - 5} more" if len(lonely) > 5 else "")
-        warnings.warn(
-            f"standard errors across prompts need at least 2 prompts; NaN for {shown}",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        warn_undefined(f"standard errors across prompts need at least 2 prompts; NaN for {shown}")
     return {src: body for src, body in result.items() if body}
 
 
-def _summarize_var(
-    active: np.ndarray,
-    count: np.ndarray,
-    starts: np.ndarray,
-    e_val: np.ndarray,
-    has_pred: np.ndarray,
-    full_starts: np.ndarray,
-    pred_sorted: np.ndarray | None,
-    *,
-    ks: Sequence[int] | None,
-    replace: bool,
-    z: float,
-    seed: int,
-    what: str,
-    lonely: list[str],
-    layouts: dict[tuple[int, bytes], _VoteLayout],
-) -> dict[str, Any]:
-    counts_a = count[active]
-    n_values, n_of = np.unique(counts_a, return_counts=True)
-    n_max, n_min = int(n_values.max()), int(n_values.min())
-    binary = bool(np.all((e_val == 0.0) | (e_val == 1.0)))
-    ks_used = list(ks) if ks is not None else default_ks(n_max)
+class _Options(NamedTuple):
+    ks: list[int] | None
+    replace: bool
+    z: float
+    seed: int
+
+
+class _Rows(NamedTuple):
+    """One numeric variable's kept values, grouped by prompt."""
+
+    #: (m,) float64 values, prompt after prompt
+    values: np.ndarray
+    #: (P,) values per prompt
+    counts: np.ndarray
+    #: (P + 1,) start of each prompt's values
+    starts: np.ndarray
+    #: (P,) whether a prompt has maj@k: complete predictions and every value present
+    has_pred: np.ndarray
+
+
+def _numeric_rows(raw: Any, name: str, n: int, prompts: Prompts, pred: Predictions | None) -> _Rows | None:
+    """The non-None values of a numeric variable per prompt; None for a text variable.
+
+    Raises
+    ------
+    TypeError
+        A variable mixing numbers and strings.
+    """
+    col = read_column(raw, name, n)
+    order = prompts.order
+    keep = ~col.is_none[order]
+    is_str = col.is_str[order][keep]
+    if is_str.any():
+        if is_str.all():
+            return None
+        bad = int(order[keep][is_str][0])
+        raise TypeError(
+            f"infos_dict[{name!r}] mixes numbers and strings: sample {bad} is {as_list(raw, name)[bad]!r}"
+        )
+    n_prompts = prompts.sizes.shape[0]
+    count = np.bincount(prompts.pid[order][keep], minlength=n_prompts)
+    starts = np.zeros(n_prompts + 1, dtype=np.int64)
+    np.cumsum(count, out=starts[1:])
+    complete = pred.complete if pred is not None else np.zeros(n_prompts, dtype=bool)
+    return _Rows(col.values[order][keep], count, starts, complete & (count == prompts.sizes))
+
+
+class _Votes:
+    """The vote layouts of the prompts with predictions, per number of samples and prompt set."""
+
+    def __init__(self, pred: Predictions | None, prompts: Prompts) -> None:
+        self._pred = pred
+        self._starts = np.concatenate([[0], np.cumsum(prompts.sizes)])
+        self._layouts: dict[tuple[int, bytes], _VoteLayout] = {}
+
+    def layout(self, prompts: np.ndarray, n_samples: int) -> _VoteLayout:
+        """:class:`_VoteLayout` of ``prompts`` (every one with ``n_samples`` predictions)."""
+        assert self._pred is not None
+        key = (n_samples, prompts.tobytes())
+        if key not in self._layouts:
+            codes = self._pred.codes[self._starts[prompts][:, None] + np.arange(n_samples)[None, :]]
+            self._layouts[key] = _VoteLayout(codes)
+        return self._layouts[key]
+
+
+def _per_k(
+    rows: _Rows, active: np.ndarray, votes: _Votes, options: _Options, ks: list[int]
+) -> tuple[np.ndarray, dict[str, list[np.ndarray]], dict[int, bool]]:
+    """Per-prompt means, and best@k, worst@k, maj@k of each ``k`` (one part per number of samples)."""
+    counts_a = rows.counts[active]
     per_k: dict[str, list[np.ndarray]] = {}
     exact_maj: dict[int, bool] = {}
     means = np.empty(active.shape[0])
-    for nv in n_values.tolist():
+    for nv in np.unique(counts_a).tolist():
         rows_sel = counts_a == nv
         prompts = active[rows_sel]
-        vals = e_val[starts[prompts][:, None] + np.arange(nv)[None, :]]
+        vals = rows.values[rows.starts[prompts][:, None] + np.arange(nv)[None, :]]
         means[rows_sel] = vals.mean(axis=1)
         srt = np.sort(vals, axis=1)
-        pred_rows = has_pred[prompts] if pred_sorted is not None else np.zeros(prompts.shape[0], dtype=bool)
-        layout: _VoteLayout | None = None
-        if pred_rows.any():
-            assert pred_sorted is not None
-            sel = prompts[pred_rows]
-            layout_key = (nv, sel.tobytes())
-            if layout_key not in layouts:
-                codes = pred_sorted[full_starts[sel][:, None] + np.arange(nv)[None, :]]
-                layouts[layout_key] = _VoteLayout(codes)
-            layout = layouts[layout_key]
-            answer_means = layout.answer_means(vals[pred_rows])
-        for k in ks_used:
-            if k > nv and not replace:
+        pred_rows = rows.has_pred[prompts]
+        layout = votes.layout(prompts[pred_rows], nv) if pred_rows.any() else None
+        answer_means = layout.answer_means(vals[pred_rows]) if layout is not None else None
+        for k in ks:
+            if k > nv and not options.replace:
                 continue
-            w = _order_stat_weights(nv, k, bool(replace))
-            per_k.setdefault(f"best@{k}", []).append(srt @ w)
-            per_k.setdefault(f"worst@{k}", []).append(srt @ w[::-1])
-            if layout is not None:
-                maj, exact = layout.maj(answer_means, k, bool(replace), seed)
-                per_k.setdefault(f"maj@{k}", []).append(maj)
+            w = _order_stat_weights(nv, k, options.replace)
+            per_k.setdefault(keys.at_k(ValName.BEST, k), []).append(srt @ w)
+            per_k.setdefault(keys.at_k(ValName.WORST, k), []).append(srt @ w[::-1])
+            if layout is not None and answer_means is not None:
+                maj, exact = layout.maj(answer_means, k, options.replace, options.seed)
+                per_k.setdefault(keys.at_k(ValName.MAJ, k), []).append(maj)
                 exact_maj[k] = exact_maj.get(k, True) and exact
-    mean_name = f"mean@{n_max}" if n_min == n_max else f"mean@{n_min}-{n_max}"
+    return means, per_k, exact_maj
+
+
+def _summarize_var(
+    rows: _Rows, active: np.ndarray, votes: _Votes, options: _Options, what: str, lonely: list[str]
+) -> dict[str, Any]:
+    """The summary of one variable over the prompts ``active`` (of one source)."""
+    counts_a = rows.counts[active]
+    n_values, n_of = np.unique(counts_a, return_counts=True)
+    n_max, n_min = int(n_values.max()), int(n_values.min())
+    e_val = rows.values
+    binary = bool(np.all((e_val == 0.0) | (e_val == 1.0)))
+    ks = list(options.ks) if options.ks is not None else default_ks(n_max)
+    means, per_k, exact_maj = _per_k(rows, active, votes, options, ks)
+    mean_name = (
+        keys.at_k(ValName.MEAN, n_max) if n_min == n_max else keys.at_k_range(ValName.MEAN, n_min, n_max)
+    )
     named: list[tuple[str, np.ndarray]] = [(mean_name, means)]
     joined: dict[str, np.ndarray] = {}
-    for k in ks_used:
-        for kind in (("pass", "best") if binary else ("best",)) + ("worst", "maj"):
-            src_key = f"{'best' if kind == 'pass' else kind}@{k}"
+    kinds = ((ValName.PASS, ValName.BEST) if binary else (ValName.BEST,)) + (ValName.WORST, ValName.MAJ)
+    for k in ks:
+        for kind in kinds:
+            src_key = keys.at_k(ValName.BEST if kind == ValName.PASS else kind, k)
             if src_key not in per_k:
                 continue
             if src_key not in joined:
                 parts = per_k[src_key]
                 joined[src_key] = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            named.append((f"{kind}@{k}", joined[src_key]))
+            named.append((keys.at_k(kind, k), joined[src_key]))
     if binary:
-        named.append(("all_solved", (means == 1.0).astype(np.float64)))
-        named.append(("none_solved", (means == 0.0).astype(np.float64)))
-    metrics = _stats(named, z, what, lonely)
-    for k in ks_used:
-        if f"maj@{k}" in metrics:
-            metrics[f"maj@{k}"]["exact"] = exact_maj[k]
+        named.append((ValName.ALL_SOLVED, (means == 1.0).astype(np.float64)))
+        named.append((ValName.NONE_SOLVED, (means == 0.0).astype(np.float64)))
+    metrics = _stats(named, options.z, what, lonely)
+    for k, exact in exact_maj.items():
+        metrics[keys.at_k(ValName.MAJ, k)]["exact"] = exact
     return {
         "n_prompts": int(active.shape[0]),
         "n_samples": int(counts_a.sum()),
