@@ -1,84 +1,117 @@
-"""Benchmark: rlmetrics' validation metrics against verl 0.9.1 and against a group-by floor.
+"""Benchmark: verl's validation metrics, rlmetrics against verl 0.9.1 and against the tree before.
 
 Run by hand (not a test)::
 
-    python bench/bench_validation.py            # 500 x 16 and 30 x 64 against verl (~1 min), scaling to 1M
-    python bench/bench_validation.py --quick    # 50 x 16 and 10 x 64 against verl, scaling to 100k
-    python bench/bench_validation.py --cli      # also time `rlmetrics validate` on a 1M-line JSONL
+    python bench/bench_validation.py              # everything (~2 min; verl alone takes ~1 min)
+    python bench/bench_validation.py --quick      # verl timed on 20 prompts, scaled to the sizes
+    python bench/bench_validation.py --base ''    # this tree only
 
-Data: P prompts x N samples per prompt, one data source, variables ``acc`` (bool), ``score`` and
-``reward`` (float) and ``pred`` (string answers, ~3 per prompt), as verl's validation passes them
-(Python lists). "cold" clears rlmetrics' caches of bootstrap draws before each call; "warm" keeps
-them (as in a training run, where every validation has the same N). Times are the best of
-``--repeat`` runs; the scaling rows are measured in interleaved rounds (at least ``--repeat``,
-more for small sizes) so that the VM's drifts in speed hit every row alike. The floor is
-grouping the samples by (source, uid) once (a dict factorisation plus a stable argsort), which
-any implementation has to do. maj@k runs the numba kernel when numba
-is installed; ``RLMETRICS_NO_NUMBA=1`` times the numpy path.
+Every figure is measured for this tree ("ours", its ``src``) and for the tree before (``--base``,
+default ``/work/base/src``), each in its own processes (``PYTHONPATH`` set to the tree):
+
+1. ``process_validation_metrics`` warm (the caches of bootstrap draws filled, as in a training
+   run where every validation has the same N; best of ``--repeat`` calls) at 200 x 16 and
+   500 x 16, against one call of verl 0.9.1's on the same data, and the ratio.
+2. The first call in a fresh process at 500 x 16, ``import rlmetrics`` included (numpy's import
+   with it). The tree before compiles numba kernels: it runs with a fresh, empty
+   ``NUMBA_CACHE_DIR`` ("cold"), then again with that cache filled ("numba cache warm").
+3. ``rlmetrics validate FILE --json OUT`` on a generated 1,000,000-line JSONL (verl's dump
+   format, N = 16): the wall time of the command's process.
+
+Data: P prompts x N samples, one data source, variables ``acc`` (bool), ``score`` and ``reward``
+(float) and ``pred`` (string answers, up to 3 per prompt), as Python lists (as verl passes them).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
+import random
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-import numpy as np
+HERE = Path(__file__).resolve()
+OURS = HERE.parents[1] / "src"
+SIZES = (200, 500)  # prompts, N = 16 samples each
+N = 16
+FIRST_CALL_PROMPTS = 500
+CLI_LINES = 1_000_000
 
-from rlmetrics import process_validation_metrics, summarize_validation
-from rlmetrics.validation import bootstrap as V
+# `rlmetrics validate` of either tree (the tree before has its CLI in rlmetrics._cli)
+CLI = (
+    "import sys\n"
+    "try:\n"
+    "    from rlmetrics.cli.app import main\n"
+    "except ImportError:\n"
+    "    from rlmetrics._cli import main\n"
+    "sys.argv = ['rlmetrics', 'validate', *sys.argv[1:]]\n"
+    "main()\n"
+)
 
 
 def make_data(n_prompts: int, n: int, seed: int = 0) -> tuple[list[str], list[str], dict[str, list[Any]]]:
-    rng = np.random.default_rng(seed)
-    total = n_prompts * n
-    uids = [f"uid-{i // n}" for i in range(total)]
-    sources = ["math"] * total
-    p_correct = np.repeat(rng.random(n_prompts), n)
-    acc = rng.random(total) < p_correct
-    wrong = rng.integers(1, 3, total)
-    pred = np.where(acc, "42", np.where(wrong == 1, "41", "7")).tolist()
-    score = (acc + rng.normal(0, 0.1, total)).tolist()
-    infos = {"acc": acc.tolist(), "score": score, "reward": acc.astype(float).tolist(), "pred": pred}
+    """Validation samples as verl passes them (standard library only: no numpy before the timer)."""
+    rng = random.Random(seed)
+    sources = ["math"] * (n_prompts * n)
+    uids, acc, score, pred = [], [], [], []
+    for p in range(n_prompts):
+        p_correct = rng.random()
+        for _ in range(n):
+            ok = rng.random() < p_correct
+            uids.append(f"uid-{p}")
+            acc.append(ok)
+            score.append(float(ok) + rng.gauss(0.0, 0.1))
+            pred.append("42" if ok else ("41" if rng.random() < 0.5 else "7"))
+    infos = {"acc": acc, "score": score, "reward": [float(a) for a in acc], "pred": pred}
     return sources, uids, infos
 
 
-def best_of(fn: Any, repeat: int, before: Any = None) -> float:
-    times = []
-    for _ in range(repeat):
-        if before is not None:
-            before()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+# ----------------------------------------------------------------------------- workers (one tree)
+def worker_warm(prompts: list[int], repeat: int) -> dict[str, Any]:
+    from rlmetrics import process_validation_metrics
+
+    out = {}
+    for p in prompts:
+        sources, uids, infos = make_data(p, N)
+        result = process_validation_metrics(sources, uids, infos)  # fills the caches of draws
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            process_validation_metrics(sources, uids, infos)
+            times.append(time.perf_counter() - t0)
+        out[str(p)] = {"warm_s": min(times), "result": result}
+    return out
 
 
-def clear_caches() -> None:
-    V._clear_caches()
+def worker_first(prompts: int) -> dict[str, Any]:
+    sources, uids, infos = make_data(prompts, N)
+    t0 = time.perf_counter()
+    import rlmetrics
+
+    t_import = time.perf_counter() - t0
+    rlmetrics.process_validation_metrics(sources, uids, infos)
+    return {"first_s": time.perf_counter() - t0, "import_s": t_import}
 
 
-def group_floor(sources: list[str], uids: list[str]) -> None:
-    index: dict[tuple[str, str], int] = {}
-    pid = np.asarray([index.setdefault(key, len(index)) for key in zip(sources, uids)], dtype=np.int64)
-    np.argsort(pid, kind="stable")
-
-
-def verl_grouping(sources: list[str], uids: list[str], infos: dict[str, list[Any]]) -> None:
-    """verl's first step: samples into nested dicts of lists, per source, uid and variable."""
-    groups: dict[str, dict[str, dict[str, list[Any]]]] = {}
-    for i, src in enumerate(sources):
-        var2vals = groups.setdefault(src, {}).setdefault(uids[i], {})
-        for name, vals in infos.items():
-            var2vals.setdefault(name, []).append(vals[i])
+# ----------------------------------------------------------------------------- driver
+def run_worker(tree: Path, args: list[str], env_extra: dict[str, str] | None = None) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(tree), **(env_extra or {})}
+    env.pop("RLMETRICS_NO_NUMBA", None)
+    proc = subprocess.run(
+        [sys.executable, str(HERE), "--worker", *args], env=env, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"worker {args} on {tree} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def max_diff(ref: Any, out: Any) -> float:
+    """Largest |difference| between verl's metrics and ours (same sources, variables, names, order)."""
     worst = 0.0
     assert list(ref) == list(out)
     for src in ref:
@@ -91,135 +124,134 @@ def max_diff(ref: Any, out: Any) -> float:
 
 
 def fmt(seconds: float) -> str:
-    return f"{seconds * 1e3:9.1f} ms" if seconds < 10 else f"{seconds:9.1f} s "
+    return f"{seconds * 1e3:9.2f} ms" if seconds < 10 else f"{seconds:9.2f} s "
 
 
-def vs_verl(cases: list[tuple[int, int]], repeat: int) -> None:
-    from verl.trainer.ppo.metric_utils import process_validation_metrics as verl_pvm
+def time_verl(prompts: int, quick_prompts: int | None) -> tuple[float, Any, bool]:
+    """verl's time at ``prompts`` x N (measured on ``quick_prompts`` and scaled when given) and
+    its result (on the full size only)."""
+    import logging
+    import warnings
 
-    print("\n## process_validation_metrics: rlmetrics vs verl 0.9.1 (same data, same run)\n")
-    print(
-        "| prompts x N | verl | rlmetrics cold | rlmetrics warm | speed-up (cold) | speed-up (warm) "
-        "| max abs diff |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for n_prompts, n in cases:
-        sources, uids, infos = make_data(n_prompts, n)
-        t0 = time.perf_counter()
-        ref = verl_pvm(sources, uids, infos)
-        t_verl = time.perf_counter() - t0
-        out = process_validation_metrics(sources, uids, infos)
-        call = functools.partial(process_validation_metrics, sources, uids, infos)
-        cold = best_of(call, repeat, clear_caches)
-        warm = best_of(call, repeat)
-        print(
-            f"| {n_prompts} x {n} | {fmt(t_verl)} | {fmt(cold)} | {fmt(warm)} | {t_verl / cold:8.0f}x "
-            f"| {t_verl / warm:8.0f}x | {max_diff(ref, out):.1e} |",
-            flush=True,
-        )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from verl.trainer.ppo.metric_utils import process_validation_metrics as verl_pvm
+    logging.getLogger("verl").setLevel(logging.ERROR)
+    timed = quick_prompts if quick_prompts else prompts
+    sources, uids, infos = make_data(timed, N)
+    t0 = time.perf_counter()
+    ref = verl_pvm(sources, uids, infos)
+    elapsed = time.perf_counter() - t0
+    if quick_prompts:  # verl loops over prompts: linear in their number
+        return elapsed * prompts / timed, None, True
+    return elapsed, ref, False
 
 
-def interleaved(fns: dict[str, tuple[Any, Any]], rounds: int) -> dict[str, float]:
-    """Best time of each ``(fn, before)`` over ``rounds`` rounds that call every fn once, in turn.
-
-    Interleaving keeps drifts of this shared VM's speed (other tenants, frequency) out of the
-    ratios: every row of one size is measured in the same stretch of time.
-    """
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(rounds):
-        for name, (fn, before) in fns.items():
-            if before is not None:
-                before()
-            t0 = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return best
-
-
-def scaling(sizes: list[int], n: int, repeat: int) -> None:
-    print(f"\n## Scaling (N = {n} samples per prompt): rlmetrics vs the group-by floor\n")
-    print(
-        "| samples | prompts | group-by floor | verl-style grouping | process_validation_metrics (cold) "
-        "| x floor | (warm) | x floor | x verl grouping | summarize_validation | x floor |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for total in sizes:
-        n_prompts = total // n
-        sources, uids, infos = make_data(n_prompts, n, seed=1)
-        call = functools.partial(process_validation_metrics, sources, uids, infos)
-        call()  # first call: kernels loaded, caches filled
-        # small sizes are cheap and noisy: more rounds (at least ``repeat``)
-        rounds = max(repeat, min(60, 600_000 // total))
-        t = interleaved(
-            {
-                "floor": (functools.partial(group_floor, sources, uids), None),
-                "vgroup": (functools.partial(verl_grouping, sources, uids, infos), None),
-                "cold": (call, clear_caches),
-                "warm": (call, None),
-                "summ": (functools.partial(summarize_validation, sources, uids, infos), None),
-            },
-            rounds,
-        )
-        floor, vgroup, ours, warm, summ = t["floor"], t["vgroup"], t["cold"], t["warm"], t["summ"]
-        print(
-            f"| {total:,} | {n_prompts:,} | {fmt(floor)} | {fmt(vgroup)} | {fmt(ours)} | {ours / floor:5.1f} "
-            f"| {fmt(warm)} | {warm / floor:5.1f} | {ours / vgroup:5.1f} | {fmt(summ)} "
-            f"| {summ / floor:5.1f} |",
-            flush=True,
-        )
+def section_warm(trees: dict[str, Path], repeat: int, quick: int | None) -> None:
+    print(f"\n## process_validation_metrics warm, N = {N} (best of {repeat}) vs one verl 0.9.1 call\n")
+    print("| prompts x N | verl 0.9.1 | tree | warm | x verl | max abs diff vs verl |")
+    print("|---|---|---|---|---|---|")
+    got = {
+        name: run_worker(tree, ["warm", *map(str, SIZES), "--repeat", str(repeat)])
+        for name, tree in trees.items()
+    }
+    for p in SIZES:
+        t_verl, ref, scaled = time_verl(p, quick)
+        verl_col = fmt(t_verl) + (f" (from {quick} prompts)" if scaled else "")
+        for name in trees:
+            warm = got[name][str(p)]["warm_s"]
+            diff = f"{max_diff(ref, got[name][str(p)]['result']):.1e}" if ref is not None else "n/a"
+            print(
+                f"| {p} x {N} | {verl_col} | {name} | {fmt(warm)} | {t_verl / warm:8.0f}x | {diff} |",
+                flush=True,
+            )
 
 
-def cli(total: int, n: int) -> None:
-    from typer.testing import CliRunner
+def section_first(trees: dict[str, Path]) -> None:
+    print(f"\n## First call in a fresh process, import included, {FIRST_CALL_PROMPTS} x {N}\n")
+    print("| tree | import rlmetrics | import + first call |")
+    print("|---|---|---|")
+    for name, tree in trees.items():
+        with tempfile.TemporaryDirectory() as cache:  # the tree before: cold, then with its cache
+            labels = [""] if name == "ours" else [" (numba cache cold)", " (numba cache warm)"]
+            for label in labels:
+                t = run_worker(tree, ["first", str(FIRST_CALL_PROMPTS)], {"NUMBA_CACHE_DIR": cache})
+                print(f"| {name}{label} | {fmt(t['import_s'])} | {fmt(t['first_s'])} |", flush=True)
 
-    from rlmetrics.cli.app import app
 
-    sources, uids, infos = make_data(total // n, n, seed=2)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "0.jsonl")
-        with open(path, "w") as fh:
-            for i in range(total):
-                fh.write(
-                    json.dumps(
-                        {
-                            "input": uids[i],
-                            "output": "...",
-                            "gts": "42",
-                            "score": infos["score"][i],
-                            "step": 1,
-                            "acc": infos["acc"][i],
-                            "pred": infos["pred"][i],
-                            "data_source": sources[i],
-                        }
-                    )
-                    + "\n"
+def write_jsonl(path: Path, lines: int) -> None:
+    rng = random.Random(2)
+    with path.open("w") as fh:
+        block: list[str] = []
+        for p in range(lines // N):
+            p_correct = rng.random()
+            for _ in range(N):
+                ok = rng.random() < p_correct
+                pred = "42" if ok else ("41" if rng.random() < 0.5 else "7")
+                score = float(ok) + rng.gauss(0.0, 0.1)
+                block.append(
+                    f'{{"input": "uid-{p}", "output": "...", "gts": "42", "score": {score!r}, "step": 1, '
+                    f'"acc": {"true" if ok else "false"}, "pred": "{pred}", "data_source": "math"}}\n'
                 )
-        size_mb = os.path.getsize(path) / 2**20
-        t0 = time.perf_counter()
-        res = CliRunner().invoke(app, ["validate", path, "--json", os.path.join(tmp, "o.json")])
-        elapsed = time.perf_counter() - t0
-        assert res.exit_code == 0, res.output
-    print(
-        f"\n## rlmetrics validate on a {total:,}-line JSONL ({size_mb:.0f} MiB, N = {n}): {elapsed:.2f} s\n"
-    )
+            if len(block) >= 65536:
+                fh.writelines(block)
+                block = []
+        fh.writelines(block)
+
+
+def section_cli(trees: dict[str, Path], lines: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "val.jsonl"
+        write_jsonl(path, lines)
+        size_mb = path.stat().st_size / 2**20
+        print(f"\n## rlmetrics validate FILE --json OUT, {lines:,} lines ({size_mb:.0f} MiB, N = {N})\n")
+        print("| tree | wall time of the command |")
+        print("|---|---|")
+        for name, tree in trees.items():
+            with tempfile.TemporaryDirectory() as cache:
+                env = {**os.environ, "PYTHONPATH": str(tree), "NUMBA_CACHE_DIR": cache}
+                t0 = time.perf_counter()
+                proc = subprocess.run(
+                    [sys.executable, "-c", CLI, str(path), "--json", str(Path(tmp) / f"{name}.json")],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                elapsed = time.perf_counter() - t0
+            if proc.returncode != 0:
+                raise RuntimeError(f"rlmetrics validate on {tree} failed:\n{proc.stderr}")
+            label = name if name == "ours" else f"{name} (numba cache cold)"
+            print(f"| {label} | {fmt(elapsed)} |", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (verl on 50 x 16 and 10 x 64)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per timing (best kept)")
-    parser.add_argument("--no-verl", action="store_true", help="skip the verl comparison")
-    parser.add_argument("--cli", action="store_true", help="also time the CLI on a 1M-line JSONL")
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--repeat", type=int, default=20, help="warm calls per size (best kept)")
+    parser.add_argument("--base", default="/work/base/src", help="src of the tree before ('' to skip)")
+    parser.add_argument("--quick", action="store_true", help="time verl on 20 prompts and scale linearly")
+    parser.add_argument("--cli-lines", type=int, default=CLI_LINES, help="lines of the generated JSONL")
     args = parser.parse_args()
-    kernel = "numba" if V._majority_kernel() is not None else "numpy (no numba or RLMETRICS_NO_NUMBA set)"
-    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs, maj@k: {kernel}")
-    if not args.no_verl:
-        vs_verl([(50, 16), (10, 64)] if args.quick else [(500, 16), (30, 64)], args.repeat)
-    scaling([10_000, 100_000] if args.quick else [10_000, 100_000, 1_000_000], 16, args.repeat)
-    if args.cli:
-        cli(100_000 if args.quick else 1_000_000, 16)
+    if args.worker:
+        kind, *rest = args.worker
+        out = (
+            worker_warm([int(p) for p in rest], args.repeat) if kind == "warm" else worker_first(int(rest[0]))
+        )
+        print(json.dumps(out))
+        return
+    trees = {"ours": OURS}
+    if args.base:
+        trees["before"] = Path(args.base)
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; trees: "
+        + ", ".join(f"{k} = {v}" for k, v in trees.items())
+    )
+    section_warm(trees, args.repeat, 20 if args.quick else None)
+    section_first(trees)
+    section_cli(trees, args.cli_lines)
 
 
 if __name__ == "__main__":

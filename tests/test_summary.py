@@ -144,9 +144,19 @@ def test_text_variables_skipped():
             "mixes numbers and strings",
         ),
         (
-            {"data_sources": ["s"], "sample_uids": ["a"], "infos_dict": {"x": [1]}, "ks": [0]},
+            {"data_sources": ["s"], "sample_uids": ["a"], "infos_dict": {"x": [1]}, "ks": [2, 0]},
             ValueError,
-            "ks must be",
+            r"ks\[1\] must be an integer >= 1; got 0",
+        ),
+        (
+            {"data_sources": ["s"], "sample_uids": ["a"], "infos_dict": {"x": [1]}, "ks": []},
+            ValueError,
+            "ks must be a non-empty list",
+        ),
+        (
+            {"data_sources": ["s"], "sample_uids": ["a"], "infos_dict": {"x": [1]}, "seed": 0.5},
+            TypeError,
+            "seed must be an integer; got float",
         ),
         (
             {"data_sources": ["s"], "sample_uids": ["a"], "infos_dict": {"x": [1]}, "confidence": 1.5},
@@ -161,6 +171,8 @@ def test_text_variables_skipped():
         "pred-length",
         "mixed-types",
         "bad-ks",
+        "empty-ks",
+        "float-seed",
         "bad-confidence",
         "infos-not-mapping",
     ],

@@ -185,6 +185,7 @@ def best_worst_stats(
     dict of k to :class:`BestWorst`
     """
     q, n = values.shape
+    draws.prefetch(n, list(ks), n_bootstrap, seed)  # every k's draws are a prefix of the largest's
     order = np.argsort(values, axis=1, kind="stable")
     out: dict[int, BestWorst] = {}
     zeta_ks = [k for k in ks if _use_zeta(n, k, n_bootstrap, q)]

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rlmetrics import keys
-from rlmetrics._core.checks import warn_undefined
+from rlmetrics._core.checks import check_int, warn_undefined
 from rlmetrics.keys import ValName
 from rlmetrics.validation.estimators import _maj_win_weights, _order_stat_weights
 from rlmetrics.validation.inputs import (
@@ -221,11 +221,11 @@ def summarize_validation(
     if not 0.0 < float(confidence) < 1.0:
         raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
     if ks is not None:
-        ks = [int(k) for k in ks]
-        if not ks or any(k < 1 for k in ks):
-            raise ValueError(f"ks must be a non-empty list of integers >= 1; got {ks!r}")
+        ks = [check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(ks)]
+        if not ks:
+            raise ValueError("ks must be a non-empty list of integers >= 1; got []")
     z = statistics.NormalDist().inv_cdf(0.5 + float(confidence) / 2.0)
-    options = _Options(ks, bool(replace), z, seed)
+    options = _Options(ks, bool(replace), z, check_int(seed, "seed"))
 
     prompts = group_prompts(sources, uids)
     pred = predictions(infos_dict[pred_key], prompts, pred_key) if pred_key in infos_dict else None
