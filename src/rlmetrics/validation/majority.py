@@ -6,9 +6,10 @@ predictions of a prompt named by their first position (a *pattern*), every (draw
 gets the exact integer score ``count * 2**k + sum of 2**(k - 1 - first_slot)`` over its drawn
 samples: the first-slot bits of different predictions are disjoint, so the largest score is
 verl's winner, and its highest low bit names the winner's first slot, hence the position whose
-value verl returns. The scores of all patterns come from one matrix product per block; with one
-or two draws the first drawn answer always wins; beyond 47 draws (scores over 2**53) a
-per-position score is used instead. Prompts sharing a pattern share their counts.
+value verl returns. The scores of all patterns come from one matrix product per block. With one
+or two draws, or a single prediction, the first drawn sample always wins; beyond 47 draws
+(scores over 2**53) a per-position score is used instead. Prompts sharing a pattern share their
+counts.
 """
 
 from __future__ import annotations
@@ -69,8 +70,7 @@ def majority_counts_distinct(
         return np.zeros((0, n), dtype=count_t), np.zeros(0, dtype=np.int64)
     if subset_size <= 2:
         # one or two draws: the first drawn answer always wins (alone, or first of a 1-1 tie)
-        first = draws.indices(n, subset_size, n_bootstrap, seed)[:, 0]
-        return np.bincount(first, minlength=n)[None, :].astype(count_t), np.zeros(p_all, dtype=np.int64)
+        return pattern_counts(local[:1], subset_size, n_bootstrap, seed), np.zeros(p_all, dtype=np.int64)
     patterns, inverse = unique_rows(local)
     return pattern_counts(patterns, subset_size, n_bootstrap, seed), inverse
 
@@ -85,14 +85,20 @@ def pattern_counts(patterns: np.ndarray, subset_size: int, n_bootstrap: int, see
     """
     u, n = patterns.shape
     count_t = np.int16 if n_bootstrap <= np.iinfo(np.int16).max else np.int64
+    first = np.bincount(draws.indices(n, subset_size, n_bootstrap, seed)[:, 0], minlength=n).astype(count_t)
     if subset_size <= 2:
-        first = draws.indices(n, subset_size, n_bootstrap, seed)[:, 0]
-        return np.broadcast_to(np.bincount(first, minlength=n).astype(count_t), (u, n))
-    if subset_size <= _BITS_MAX_K:
-        counts = _counts_bits(patterns, subset_size, n_bootstrap, seed)
-    else:
-        counts = _counts_positions(patterns, subset_size, n_bootstrap, seed)
-    return counts.astype(count_t)
+        return np.broadcast_to(first, (u, n))
+    counts = np.empty((u, n), dtype=count_t)
+    # one prediction: the first drawn sample always wins
+    single = (patterns == 0).all(axis=1)
+    counts[single] = first
+    if not single.all():
+        several = ~single
+        if subset_size <= _BITS_MAX_K:
+            counts[several] = _counts_bits(patterns[several], subset_size, n_bootstrap, seed)
+        else:
+            counts[several] = _counts_positions(patterns[several], subset_size, n_bootstrap, seed)
+    return counts
 
 
 def _matmul_single_thread(a: np.ndarray, b: np.ndarray) -> np.ndarray:
