@@ -1,4 +1,5 @@
-"""rlmetrics._core.array: descriptions, float upcasts, mask validation, scalar checks, host transfers."""
+"""rlmetrics._core.array: descriptions, float upcasts, mask validation, scalar checks, host transfers,
+CPU tensors as numpy views and row blocks."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ import math
 import numpy as np
 import pytest
 
+from rlmetrics._core import array as _array
 from rlmetrics._core.array import (
     as_float,
     check_finite_scalar,
     check_mask,
     check_same_shape,
+    cpu_block_rows,
     describe,
+    host_view,
     mask_and_invalid_count,
+    prepare_arrays,
     raise_invalid_mask,
     to_host,
     vectors_to_host,
@@ -360,3 +365,73 @@ def test_to_host_rejects_non_scalar_arrays():
         to_host([torch.tensor([1.0, 2.0])])
     with pytest.raises(ValueError):
         to_host([np.array([1.0, 2.0])])
+
+
+# --- host_view, prepare_arrays, cpu_block_rows ---------------------------------------------------
+
+
+def test_prepare_arrays_views_cpu_tensors_without_copy():
+    t = torch.arange(6.0).reshape(2, 3)
+    _xp, (a, b, h, none), device, on_cpu = prepare_arrays(
+        [t, t.bfloat16(), t.half(), None], ["t", "b", "h", "n"]
+    )
+    assert isinstance(a, np.ndarray) and on_cpu and device is None and none is None
+    a[0, 0] = 42.0
+    assert t[0, 0].item() == 42.0  # a view, not a copy
+    assert b.dtype == np.float32 and h.dtype == np.float32
+
+
+def test_prepare_arrays_keeps_tensors_when_cpu_tensors_take_the_device_path(monkeypatch):
+    monkeypatch.setattr(_array, "_CPU_TENSORS_AS_NUMPY", False)
+    t = torch.ones(2, 2, requires_grad=True) * 2
+    _xp, (a,), device, on_cpu = prepare_arrays([t], ["t"])
+    assert isinstance(a, torch.Tensor) and not a.requires_grad
+    assert str(device) == "cpu" and not on_cpu
+
+
+@pytest.mark.parametrize(
+    ("make", "dtype"),
+    [
+        (lambda: np.ones(3, dtype=np.float16), np.float32),
+        (lambda: np.ones(3, dtype=np.int8), np.int8),
+        (lambda: torch.ones(3, dtype=torch.int64), np.int64),
+        (lambda: torch.ones(3, dtype=torch.bfloat16), np.float32),
+    ],
+    ids=["numpy-fp16", "numpy-int8", "torch-int64", "torch-bf16"],
+)
+def test_host_view_dtypes(make, dtype):
+    out = host_view(make())
+    assert isinstance(out, np.ndarray) and out.dtype == dtype
+
+
+@pytest.mark.parametrize(
+    ("arrays", "exc", "match"),
+    [
+        pytest.param([np.zeros(2), torch.zeros(2)], TypeError, "must all be numpy arrays", id="mixed"),
+        pytest.param(
+            [[1.0, 2.0], np.zeros(2)], TypeError, "x0 must be a numpy array or a torch tensor", id="list"
+        ),
+        pytest.param(
+            [torch.zeros(2), torch.zeros(2, device="meta")],
+            ValueError,
+            r"inputs must be on one device; got x0 on cpu, x1 on meta",
+            id="devices",
+        ),
+    ],
+)
+def test_prepare_arrays_errors(arrays, exc, match):
+    with pytest.raises(exc, match=match):
+        prepare_arrays(arrays, [f"x{i}" for i in range(len(arrays))])
+
+
+@pytest.mark.parametrize(
+    ("n", "width", "on_cpu", "expected"),
+    [
+        pytest.param(10, 4096, True, 8, id="cpu-wide"),
+        pytest.param(10, 10**6, True, 1, id="cpu-very-wide"),
+        pytest.param(10, 4096, False, 10, id="accelerator"),
+        pytest.param(0, 4096, False, 1, id="accelerator-empty"),
+    ],
+)
+def test_cpu_block_rows(n, width, on_cpu, expected):
+    assert cpu_block_rows(n, width, on_cpu) == expected

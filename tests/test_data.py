@@ -1,9 +1,11 @@
-"""compute_data_metrics: parity with verl 0.9.1, engines, edge cases, errors, properties."""
+"""compute_data_metrics: parity with verl 0.9.1, both engines, edge cases, errors, merging."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -13,26 +15,42 @@ from hypothesis import strategies as st
 
 import rlmetrics
 from batches import assert_close_to_reference, make_batch, to_numpy
+from rlmetrics._core import array as _array
 from rlmetrics._core import lengths as _lengths
+from rlmetrics._core.kernels import token_rows_kernel
+from rlmetrics._core.stats import Stats
 from rlmetrics.training import data as _data
-from rlmetrics.training.data import DataStats, data_statistics, finalize_data_metrics
+from rlmetrics.training.data import data_statistics
 
 torch = pytest.importorskip("torch")
 
-ENGINES = ["numba", "numpy", "array-api"]
+#: The fused numba kernel (forced at every size), the array-API path on numpy (CPU tensors
+#: viewed as numpy), and the array-API path on torch CPU tensors (the path CUDA tensors take).
+ENGINES = ["numba", "numpy", "torch"]
+
+
+@contextlib.contextmanager
+def use_engine(name: str) -> Iterator[None]:
+    """Route compute_data_metrics through one engine (see ENGINES)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if name == "numba":
+            if token_rows_kernel() is None:
+                pytest.skip("numba not installed or disabled with RLMETRICS_NO_NUMBA")
+            mp.setattr(_data, "FUSED_MIN_ELEMENTS", 0)
+            mp.setattr(_lengths, "FUSED_MIN_ELEMENTS", 0)
+        else:
+            mp.setattr(_data, "FUSED_MIN_ELEMENTS", 1 << 62)
+            mp.setattr(_lengths, "FUSED_MIN_ELEMENTS", 1 << 62)
+        if name == "torch":
+            mp.setattr(_array, "_CPU_TENSORS_AS_NUMPY", False)
+        yield
 
 
 @pytest.fixture(params=ENGINES)
-def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a test through each implementation: fused numba kernels, numpy blocks, array-API (torch)."""
-    if request.param == "numba":
-        pytest.importorskip("numba")
-    if request.param in ("numpy", "array-api"):
-        monkeypatch.setattr(_data, "token_rows_kernel", lambda: None)
-        monkeypatch.setattr(_lengths, "attention_lengths_kernel", lambda: None)
-    if request.param == "array-api":
-        monkeypatch.setattr(_data, "_CPU_TORCH_VIA_NUMPY", False)
-    return str(request.param)
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a test through each engine."""
+    with use_engine(request.param):
+        yield str(request.param)
 
 
 def verl_metrics(
@@ -292,21 +310,87 @@ def test_unsupported_batch_type_is_rejected():
         rlmetrics.compute_data_metrics([1, 2, 3])
 
 
-# --- sufficient statistics and properties --------------------------------------------------------
+# --- sufficient statistics: merging, empty batches, options ------------------------------------
 
 
-def test_stats_of_shards_merge_into_the_stats_of_the_whole(engine):
-    tensors, extra = make_batch(30, 7, 11, seed=12, mask="holes", non_tensors=True, offset=5.0)
-    whole = rlmetrics.compute_data_metrics({**tensors, **extra})
-    parts = []
-    for rows in (slice(0, 3), slice(3, 17), slice(17, 30)):
-        shard = {k: v[rows] for k, v in tensors.items()}
-        shard.update({k: v[rows] for k, v in extra.items()})
-        parts.append(data_statistics(shard))
-    merged = finalize_data_metrics(DataStats.merge(parts), has_num_turns=True, has_tool_call_counts=True)
+def _rows(tensors: dict, extra: dict, rows: slice) -> dict:
+    return {**{k: v[rows] for k, v in tensors.items()}, **{k: v[rows] for k, v in extra.items()}}
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    batch_size=st.integers(1, 14),
+    cuts=st.lists(st.integers(0, 14), max_size=3),
+    engine_name=st.sampled_from(ENGINES),
+    offset=st.sampled_from([0.0, 5.0, -300.0]),
+)
+def test_property_merged_micro_batches_equal_one_batch(seed, batch_size, cuts, engine_name, offset):
+    """Stats of micro-batches (empty ones included) merge into the stats of the whole batch."""
+    tensors, extra = make_batch(batch_size, 3, 9, seed=seed, mask="holes", non_tensors=True, offset=offset)
+    bounds = sorted({0, batch_size, *(min(c, batch_size) for c in cuts)})
+    with use_engine(engine_name), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        whole = data_statistics({**tensors, **extra}).finalize()
+        parts = [data_statistics(_rows(tensors, extra, slice(a, b))) for a, b in itertools.pairwise(bounds)]
+        merged = Stats.merge(*parts).finalize()
     assert merged.keys() == whole.keys()
     for key, value in whole.items():
-        assert merged[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+        # the between-part term of the second moments costs ~1e-16 * mean**2 / var (Chan)
+        tol = 1e-9 if key != "critic/vf_explained_var" else 1e-8
+        assert merged[key] == pytest.approx(value, rel=tol, abs=1e-12, nan_ok=True), key
+
+
+def test_stats_stay_on_the_inputs_namespace_and_merge_there(engine):
+    tensors, _ = make_batch(6, 3, 5, seed=2)
+    a = data_statistics({k: v[:2] for k, v in tensors.items()})
+    b = data_statistics({k: v[2:] for k, v in tensors.items()})
+    want = torch.Tensor if engine == "torch" else np.ndarray
+    assert isinstance(a.sums, want) and isinstance((a + b).sums, want)
+    assert a.kind == "data" and a.sum_names == b.sum_names
+    host = a.to_host()
+    assert isinstance(host.sums, np.ndarray)
+    assert (a + b).finalize() == pytest.approx(host.merge(b.to_host()).finalize(), rel=1e-12)
+
+
+def test_empty_batch_gives_empty_statistics_and_finalizing_them_alone_raises(engine):
+    tensors, extra = make_batch(5, 3, 4, seed=3, non_tensors=True)
+    empty = data_statistics({k: v[:0] for k, v in tensors.items()})
+    sums, maxes, mins = empty.host_values()
+    assert set(sums.values()) == {0.0}
+    assert set(maxes.values()) == {-np.inf} and set(mins.values()) == {np.inf}
+    whole = data_statistics({**tensors, **extra})
+    assert (empty + whole).finalize() == pytest.approx(whole.finalize(), nan_ok=True)
+    with pytest.raises(ValueError, match="batch is empty: advantages has 0 rows"):
+        empty.finalize()
+
+
+def test_merge_refuses_statistics_of_other_options_or_kinds():
+    tensors, _ = make_batch(4, 3, 5, seed=0)
+    with_critic = data_statistics(tensors)
+    with pytest.raises(ValueError, match=r"computed with different options: \['use_critic'\]"):
+        with_critic.merge(data_statistics(tensors, use_critic=False))
+    with pytest.raises(ValueError, match=r"different options: \['max_response_length'\]"):
+        with_critic.merge(data_statistics(tensors, max_response_length=3))
+    ppo = rlmetrics.ppo_update_statistics(
+        np.zeros((1, 2)), np.zeros((1, 2)), np.ones((1, 2)), np.ones((1, 2), dtype=bool)
+    )
+    with pytest.raises(ValueError, match="cannot merge 'ppo' statistics with 'data' statistics"):
+        with_critic.merge(ppo)
+
+
+def test_small_inputs_do_not_load_the_fused_kernel(monkeypatch):
+    """Below FUSED_MIN_ELEMENTS the array-API path runs: numba is not even asked for."""
+
+    def refuse() -> None:
+        raise AssertionError("the fused kernel was requested for a small batch")
+
+    monkeypatch.setattr(_data, "token_rows_kernel", refuse)
+    monkeypatch.setattr(_lengths, "attention_lengths_kernel", refuse)
+    tensors, _ = make_batch(16, 8, 32, seed=1)
+    assert tensors["response_mask"].numel() < _data.FUSED_MIN_ELEMENTS
+    rlmetrics.compute_data_metrics(to_numpy(tensors))
+    rlmetrics.compute_data_metrics(tensors)
 
 
 @settings(max_examples=25, deadline=None)
@@ -316,25 +400,36 @@ def test_stats_of_shards_merge_into_the_stats_of_the_whole(engine):
     width=st.integers(1, 9),
     mask=st.sampled_from(["prefix", "holes", "random"]),
 )
-def test_property_row_order_does_not_matter_and_numpy_equals_torch(seed, batch_size, width, mask):
+def test_property_row_order_does_not_matter_and_the_engines_agree(seed, batch_size, width, mask):
     tensors, _ = make_batch(batch_size, 3, width, seed=seed, mask=mask)
     perm = torch.from_numpy(np.random.default_rng(seed).permutation(batch_size))
     shuffled = {k: v[perm] for k, v in tensors.items()}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        a = rlmetrics.compute_data_metrics(tensors)
-        b = rlmetrics.compute_data_metrics(shuffled)
-        c = rlmetrics.compute_data_metrics(to_numpy(tensors))
+        results = {}
+        for name in ENGINES:
+            with use_engine(name):
+                results[name] = rlmetrics.compute_data_metrics(tensors)
+        shuffled_result = rlmetrics.compute_data_metrics(shuffled)
+    a = results["numpy"]
     for key in a:
-        np.testing.assert_allclose(b[key], a[key], rtol=1e-9, atol=1e-12, err_msg=key)
-        np.testing.assert_allclose(c[key], a[key], rtol=1e-9, atol=1e-12, err_msg=key)
+        np.testing.assert_allclose(shuffled_result[key], a[key], rtol=1e-9, atol=1e-12, err_msg=key)
+        for name in ("numba", "torch"):
+            np.testing.assert_allclose(
+                results[name][key], a[key], rtol=1e-9, atol=1e-12, err_msg=f"{name}: {key}"
+            )
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), batch_size=st.integers(2, 10), width=st.integers(2, 8))
-def test_property_engines_agree_with_a_float64_reference(seed, batch_size, width):
+@given(
+    seed=st.integers(0, 10_000),
+    batch_size=st.integers(2, 10),
+    width=st.integers(2, 8),
+    engine_name=st.sampled_from(ENGINES),
+)
+def test_property_engines_agree_with_a_float64_reference(seed, batch_size, width, engine_name):
     tensors, _ = make_batch(batch_size, 2, width, seed=seed, mask="random", offset=10.0)
-    with warnings.catch_warnings():
+    with use_engine(engine_name), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         ours = rlmetrics.compute_data_metrics(tensors)
     mask = tensors["response_mask"].bool()
@@ -388,7 +483,7 @@ def test_cuda_parity_with_verl(verl_metric_utils, data_proto):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("offset", [2.0, 1e6, -1e6], ids=["above-2", "large", "large-negative"])
 def test_extremes_of_offset_values_are_exact(engine, dtype, offset):
-    """Regression: float64 keys once started at the key of 2.0, so a min above 2.0 came out wrong."""
+    """Exact extremes of values far from 0 (float keys of every magnitude and sign)."""
     tensors, _ = make_batch(9, 3, 300, seed=31, mask="holes", aborted=0.0)
     batch = to_numpy(tensors)
     rng = np.random.default_rng(0)
@@ -414,7 +509,7 @@ def test_array_api_path_reads_the_host_once(monkeypatch, dtype, use_critic):
     packed statistics come back in one ``.cpu()`` + ``.numpy()``, masks are checked from the
     packed counts (no ``bool(mask.any())``) and nothing calls ``.item()``.
     """
-    monkeypatch.setattr(_data, "_CPU_TORCH_VIA_NUMPY", False)
+    monkeypatch.setattr(_array, "_CPU_TENSORS_AS_NUMPY", False)
     tensors, extra = make_batch(48, 16, 64, seed=23, mask="holes", dtype=dtype, non_tensors=True)
     expected = rlmetrics.compute_data_metrics({**tensors, **extra}, use_critic=use_critic)
     calls: list[str] = []

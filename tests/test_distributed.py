@@ -1,4 +1,5 @@
-"""Tests of rlmetrics._core.comm: exact aggregation across gloo ranks.
+"""Exact aggregation across gloo ranks: rlmetrics._core.comm, Stats.all_reduce, the families'
+``process_group=``, and the collectors of rlmetrics.aggregation.
 
 Each world size (2 and 4) is spawned once (module-scoped fixture); every rank runs all the
 checks on its uneven shard (world 4 has an empty shard) and pickles its results, which the
@@ -17,8 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
@@ -26,21 +25,19 @@ import torch.multiprocessing as tmp  # noqa: E402
 
 from rlmetrics import (  # noqa: E402
     Metric,
+    MetricCollector,
+    Stats,
+    all_reduce_metric,
+    all_reduce_metrics,
     compute_data_metrics,
     compute_group_metrics,
     compute_ppo_update_metrics,
     compute_rollout_mismatch_metrics,
     compute_variance_proxy_metrics,
+    data_statistics,
+    ppo_update_statistics,
 )
-from rlmetrics._core.comm import (  # noqa: E402
-    MetricCollector,
-    all_reduce_data_stats,
-    all_reduce_metric,
-    all_reduce_metrics,
-    all_reduce_stats,
-    empty_data_stats,
-)
-from rlmetrics.training.data import data_statistics, finalize_data_metrics  # noqa: E402
+from rlmetrics._core.comm import all_gather_objects, all_reduce_stats  # noqa: E402
 
 SHARDS = {2: [5, 12], 4: [3, 0, 9, 1]}  # uneven, one empty shard with 4 ranks
 R, P = 6, 4
@@ -139,18 +136,21 @@ def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
         res["mismatch_rank0_masked"] = compute_rollout_mismatch_metrics(
             pol["old_log_probs"], pol["rollout_log_probs"], zero_mask, process_group=dist.group.WORLD
         )
-        stats = data_statistics(local) if sizes[rank] else empty_data_stats()
-        res["data_stats"] = finalize_data_metrics(
-            all_reduce_data_stats(stats, dist.group.WORLD), True, has_num_turns=True
-        )
-        tstats = (
-            data_statistics({k: torch.from_numpy(v) for k, v in local.items()})
-            if sizes[rank]
-            else (empty_data_stats("cpu"))
-        )
-        reduced = all_reduce_data_stats(tstats, dist.group.WORLD)
+        # The accumulation surface: micro-batch statistics merged, then all-reduced once.
+        half = sizes[rank] // 2
+        micro = [shard(local, [half, sizes[rank] - half], r) for r in (0, 1)]
+        stats = Stats.merge(*[data_statistics(m) for m in micro])
+        res["data_stats"] = stats.all_reduce(dist.group.WORLD).finalize()
+        tstats = data_statistics({k: torch.from_numpy(v) for k, v in local.items()})
+        reduced = tstats.all_reduce(dist.group.WORLD)
         res["data_stats_types"] = (type(tstats.sums).__name__, type(reduced.sums).__name__)
-        res["data_stats_torch"] = finalize_data_metrics(reduced, True, has_num_turns=True)
+        res["data_stats_torch"] = reduced.finalize()
+        ppo = [
+            ppo_update_statistics(m["log_probs"], m["old_log_probs"], m["advantages"], m["response_mask"])
+            for m in (shard(pol, [half, sizes[rank] - half], r) for r in (0, 1))
+        ]
+        res["ppo_stats"] = Stats.merge(*ppo).all_reduce(dist.group.WORLD).finalize(aggregation="seq-mean")
+        res["gathered"] = all_gather_objects({"rank": rank}, dist.group.WORLD)
         # GRPO group metrics: groups split across ranks (uid i % 7), the empty shard included;
         # then a bad reward on the last rank: every rank raises the same error.
         g_uids, g_rewards = grpo_arrays(sum(sizes))
@@ -263,6 +263,18 @@ def test_policy_metrics_with_process_group_equal_concatenated_batch(spawned):
             assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12, nan_ok=True), key
 
 
+def test_merged_micro_batches_all_reduced_equal_concatenated_batch(spawned):
+    """Stats.merge over a rank's micro-batches, then one all_reduce: the whole batch's metrics."""
+    world, results = spawned
+    a = policy_arrays(sum(SHARDS[world]), seed=world)
+    want = compute_ppo_update_metrics(
+        a["log_probs"], a["old_log_probs"], a["advantages"], a["response_mask"], aggregation="seq-mean"
+    )
+    for res in results:
+        assert res["ppo_stats"] == pytest.approx(want, rel=1e-9, abs=1e-12)
+        assert res["gathered"] == [{"rank": r} for r in range(world)]
+
+
 def test_group_metrics_with_process_group_equal_concatenated_batch(spawned):
     """Groups split across ranks are merged (not averaged per rank); a bad shard fails everywhere."""
     world, results = spawned
@@ -364,78 +376,36 @@ def test_all_reduce_stats_bad_input(world1, sums, maxes, exc, match):
         all_reduce_stats(sums, maxes)
 
 
-def test_all_reduce_data_stats_type_error(world1):
-    with pytest.raises(TypeError, match="stats must be a DataStats; got dict"):
-        all_reduce_data_stats({"sums": 1}, world1)
-
-
 def test_world1_identity_keeps_types(world1):
-    reduced = all_reduce_data_stats(empty_data_stats("cpu"), world1)
-    assert isinstance(reduced.sums, torch.Tensor) and bool(torch.isinf(reduced.mins).all())
-    assert isinstance(all_reduce_data_stats(empty_data_stats(), world1).maxes, np.ndarray)
+    tensors = {
+        "token_level_scores": torch.ones(2, 3),
+        "token_level_rewards": torch.ones(2, 3),
+        "advantages": torch.ones(2, 3),
+        "returns": torch.ones(2, 3),
+        "values": torch.ones(2, 3),
+        "response_mask": torch.ones(2, 3, dtype=torch.long),
+        "attention_mask": torch.ones(2, 5, dtype=torch.long),
+        "prompts": torch.zeros(2, 2, dtype=torch.long),
+        "responses": torch.zeros(2, 3, dtype=torch.long),
+    }
+    empty = data_statistics({k: v[:0] for k, v in tensors.items()})
+    reduced = empty.all_reduce(world1)
+    assert isinstance(reduced.sums, np.ndarray) and bool(np.isinf(reduced.mins).all())
+    stats = data_statistics(tensors)
+    assert stats.all_reduce(world1).finalize() == stats.finalize()
     t = torch.tensor([1.0, 2.0], dtype=torch.float32)
     sums, maxes, mins = all_reduce_stats(t, None, t)
     assert isinstance(sums, torch.Tensor) and sums.dtype == torch.float64 and maxes is None
     assert torch.equal(mins, t.double())
+    assert all_gather_objects(("a", 1), world1) == [("a", 1)]
 
 
-def test_empty_data_stats_finalize_warns():
-    with pytest.warns(RuntimeWarning, match="aborted"), pytest.warns(RuntimeWarning, match="all zero"):
-        m = finalize_data_metrics(empty_data_stats(), True)
-    assert math.isnan(m["critic/score/mean"]) and math.isnan(m["response_length/mean"])
-    t = empty_data_stats("cpu")
-    assert t.sums.dtype == torch.float64 and bool(torch.isinf(t.maxes).all())
-
-
-def test_collector_errors():
-    c = MetricCollector()
-    with pytest.raises(ValueError, match=r"metrics\['a'\] holds 1 NaN"):
-        c.update({"a": [1.0, float("nan")]})
-    with pytest.raises(ValueError, match=r"metrics\['t'\] holds 1 NaN or infinite"):
-        c.update({"t": torch.tensor([float("inf")])})
-    assert len(c) == 0
-    with pytest.raises(TypeError, match=r"metrics\['s'\] must be a number"):
-        c.update({"s": "text"})
-    with pytest.raises(TypeError, match="metrics must be a mapping"):
-        c.update([1.0])
-    with pytest.raises(ValueError, match=r"aggregations\['k'\] must be one of"):
-        MetricCollector(aggregations={"k": "median"})
-    with pytest.raises(ValueError, match="never collected; keys present: none"):
-        c.summary("zzz")
-    c.update({"e": []})
-    with pytest.warns(RuntimeWarning, match="no values to aggregate for 'e'"):
-        assert math.isnan(c.compute()["e"])
-
-
-def test_collector_reducers_follow_keys():
-    c = MetricCollector(aggregations={"tokens": "sum"})
-    c.update({"tokens": [3, 4], "a/max": [1, 9], "a/min": [1, 9], "a/mean": [1, 9]})
-    c.update({"actor/minibatch_loss": [1, 3]})
-    want = {"a/max": 9.0, "a/mean": 5.0, "a/min": 1.0, "actor/minibatch_loss": 2.0, "tokens": 7.0}
-    assert c.compute() == want
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    st.lists(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=6), min_size=1, max_size=5)
-)
-def test_collector_merge_equals_single_pass(chunks):
-    """Merging per-chunk collectors equals one collector fed everything (float64 tolerance)."""
-    merged = MetricCollector()
-    for chunk in chunks:
-        part = MetricCollector()
-        part.update({"x": chunk})
-        merged = merged + part
-    every = [v for chunk in chunks for v in chunk]
-    if not every:
-        with pytest.warns(RuntimeWarning):
-            assert math.isnan(merged.compute()["x"])
-        return
-    s = merged.summary("x") if len(every) > 1 else None
-    assert merged.compute()["x"] == pytest.approx(np.mean(every), rel=1e-9, abs=1e-6)
-    if s is not None:
-        assert s["max"] == max(every) and s["min"] == min(every) and s["count"] == len(every)
-        assert s["std"] == pytest.approx(np.std(every, ddof=1), rel=1e-6, abs=1e-3)
+def test_stats_all_reduce_needs_an_initialised_process_group():
+    stats = ppo_update_statistics(np.zeros((1, 2)), np.zeros((1, 2)), np.ones((1, 2)), np.ones((1, 2)))
+    with pytest.raises(RuntimeError, match=r"torch\.distributed is not initialised.*init_process_group"):
+        stats.all_reduce()
+    with pytest.raises(RuntimeError, match="not initialised"):
+        compute_ppo_update_metrics(*[np.ones((1, 2))] * 4, process_group=object())
 
 
 def test_metric_all_reduce_world1_matches_aggregate(world1):

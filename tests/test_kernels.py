@@ -9,10 +9,14 @@ tested even without numba.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from numba_cache import assert_second_process_compiles_nothing
 from rlmetrics._core.kernels import (
     ROW_KEY_FIELDS,
     ROW_SEQ_FIELDS,
@@ -49,7 +53,7 @@ def run_token_rows(adv, ret, val, mask, use_critic, scores=None, rewards=None, a
     kernel = token_rows_kernel()
     int_type = np.int32 if adv.dtype.itemsize == 4 else np.int64
     bits = [np.ascontiguousarray(x).view(int_type) for x in (adv, ret, val)]
-    sign_shift = 8 * adv.dtype.itemsize - 1
+    magnitude = (1 << (8 * adv.dtype.itemsize - 1)) - 1
     nothing = np.zeros((mask.shape[0], 0), dtype=np.float32)
     scores = nothing if scores is None else scores
     rewards = nothing if rewards is None else rewards
@@ -61,8 +65,7 @@ def run_token_rows(adv, ret, val, mask, use_critic, scores=None, rewards=None, a
         *bits,
         mask,
         use_critic,
-        sign_shift,
-        (1 << sign_shift) - 1,
+        magnitude,
         scores,
         rewards,
         attention,
@@ -370,13 +373,32 @@ def test_attention_lengths_kernel_zero_width():
     np.testing.assert_array_equal(got, np.zeros((3, 3)))
 
 
+def assert_second_process_compiles_nothing(script: str, cache_dir: Path) -> None:
+    """Run ``script`` in two fresh processes on one numba cache: the first fills it, the second
+    must find every kernel there and write nothing."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir)}
+    env.pop("RLMETRICS_NO_NUMBA", None)
+
+    def files() -> dict[str, int]:
+        return {str(p): p.stat().st_mtime_ns for p in cache_dir.rglob("*") if p.is_file()}
+
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=600)
+    first = files()
+    assert any(name.endswith(".nbc") for name in first), "the first process cached nothing"
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=600)
+    assert files() == first, "the second process compiled again (new or rewritten cache files)"
+
+
 def test_token_kernels_load_from_numba_cache_in_a_new_process(tmp_path):
-    """A second process compiles nothing and writes nothing to numba's cache (see the same test
-    of the validation kernels)."""
+    """A second process compiles nothing and writes nothing to numba's cache (a kernel defined
+    in a closure over other kernels would compile again in every process)."""
     pytest.importorskip("numba")
     script = (
         "import numpy as np\n"
         "import rlmetrics\n"
+        "from rlmetrics._core import kernels, lengths\n"
+        "from rlmetrics.training import data\n"
+        "data.FUSED_MIN_ELEMENTS = lengths.FUSED_MIN_ELEMENTS = 0\n"
         "B, P, R = 4, 3, 5\n"
         "f = np.ones((B, R), np.float32)\n"
         "i = np.ones((B, R), np.int64)\n"
@@ -385,5 +407,6 @@ def test_token_kernels_load_from_numba_cache_in_a_new_process(tmp_path):
         "         'token_level_scores': f, 'token_level_rewards': f, 'advantages': f, 'returns': f,\n"
         "         'values': f}\n"
         "rlmetrics.compute_data_metrics(batch, use_critic=True)\n"
+        "kernels.attention_lengths_kernel()(batch['attention_mask'], P)\n"
     )
     assert_second_process_compiles_nothing(script, tmp_path / "cache")

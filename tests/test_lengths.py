@@ -13,15 +13,21 @@ from rlmetrics._core.kernels import attention_lengths_kernel
 from rlmetrics._core.lengths import attention_split, prompt_response_lengths, response_width
 
 
-@pytest.fixture(params=["numba", "numpy"], ids=["numba", "numpy"])
-def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a test through the fused numba kernel and through the numpy fallback."""
-    if request.param == "numba":
+def _use_kernel(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    """The fused numba kernel at every size, or never."""
+    if on:
         pytest.importorskip("numba")
         if attention_lengths_kernel() is None:
             pytest.skip("numba disabled (RLMETRICS_NO_NUMBA)")
+        monkeypatch.setattr(_lengths, "FUSED_MIN_ELEMENTS", 0)
     else:
         monkeypatch.setattr(_lengths, "attention_lengths_kernel", lambda: None)
+
+
+@pytest.fixture(params=["numba", "numpy"], ids=["numba", "numpy"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test through the fused numba kernel and through the array-API path."""
+    _use_kernel(monkeypatch, request.param == "numba")
     return str(request.param)
 
 
@@ -84,8 +90,8 @@ def test_numpy_lengths_match_a_per_row_loop(
     assert response_len.tolist() == expected_response
 
 
-def test_many_rows_across_thread_blocks(engine):
-    # More than one row block of the thread pool (1 << 20 elements per block).
+def test_many_rows(engine):
+    # Above FUSED_MIN_ELEMENTS: the size the kernel is used at by default.
     rng = np.random.default_rng(11)
     batch_size, prompt_width, resp_width = 4500, 64, 192
     attention = verl_attention(rng, batch_size, prompt_width, resp_width, "prefix").astype(np.int8)
@@ -289,13 +295,11 @@ def test_split_errors(engine, batch, message):
     assert str(info.value) == message
 
 
-# --- low-precision float masks (were bugs: numba has no float16; fp16/bf16 sums round) ---------
+# --- low-precision float masks (numba has no float16; fp16/bf16 sums would round) -------------
 
 
-def test_float16_numpy_mask_with_numba():
-    pytest.importorskip("numba")
-    if attention_lengths_kernel() is None:
-        pytest.skip("numba disabled (RLMETRICS_NO_NUMBA)")
+def test_float16_numpy_mask_with_numba(monkeypatch):
+    _use_kernel(monkeypatch, True)
     attention = np.array([[0, 1, 1, 1, 0]], dtype=np.float16)
     prompt_len, response_len, _ = prompt_response_lengths(
         as_batch({"attention_mask": attention, "responses": np.zeros((1, 3))})
@@ -320,8 +324,7 @@ def test_low_precision_float_masks_give_exact_lengths(
 ):
     """Lengths are counted in at least float32: exact beyond 256 (bf16) and 2048 (fp16) ones."""
     lib = pytest.importorskip(lib_name)
-    if not numba_kernel:
-        monkeypatch.setattr(_lengths, "attention_lengths_kernel", lambda: None)
+    _use_kernel(monkeypatch, numba_kernel)
     width = 2100
     attention = _long_row(lib, getattr(lib, dtype_name), n_ones, width)
     responses = np.zeros((1, width)) if lib is np else lib.zeros(1, width)

@@ -11,10 +11,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics._core.stats import PolicyStats
+from rlmetrics._core.stats import Stats
 from rlmetrics.policy.mismatch import (
     compute_rollout_mismatch_metrics,
-    finalize_rollout_mismatch_metrics,
     parse_is_threshold,
     rollout_mismatch_statistics,
 )
@@ -96,8 +95,19 @@ def test_bf16_inputs_and_custom_prefix() -> None:
     old, roll, mask = make(4, 30, seed=8)
     m = compute_rollout_mismatch_metrics(old.bfloat16(), roll.bfloat16(), mask.bool(), prefix="mm/")
     ref = compute_rollout_mismatch_metrics(old.bfloat16().double(), roll.bfloat16().double(), mask)
-    assert all(k.startswith("mm/") for k in m)
+    assert sorted(m) == sorted(k.replace("rollout_corr/", "mm/") for k in ref)
     assert m["mm/kl"] == pytest.approx(ref["rollout_corr/kl"], rel=1e-5, abs=1e-7)
+
+
+def test_empty_batch_statistics_merge_as_nothing() -> None:
+    old, roll, mask = make(5, 12, seed=10)
+    for mode in ("token", "sequence", None):
+        empty = rollout_mismatch_statistics(old[:0], roll[:0], mask[:0], rollout_is=mode)
+        full = rollout_mismatch_statistics(old, roll, mask, rollout_is=mode)
+        assert empty.sum_names == full.sum_names and empty.max_names == full.max_names
+        assert Stats.merge(empty, full).finalize() == full.finalize()
+        with pytest.raises(ValueError, match="response_mask must select at least one token"):
+            empty.finalize()
 
 
 def test_constant_probabilities_warn_pearson_nan() -> None:
@@ -202,21 +212,20 @@ def test_properties_and_merge(b: int, r: int, noise: float, seed: int, mode: str
         assert m["rollout_corr/rollout_is_min"] <= m["rollout_corr/rollout_is_max"]
         lo, mid, hi = (m[f"rollout_corr/log_ppl_diff{s}"] for s in ("_min", "", "_max"))
         assert lo <= mid + 1e-12 and mid <= hi + 1e-12
-        split = min(split, b - 1)
-        if bool(mask[:split].any()) and bool(mask[split:].any()):
-            parts = [
-                rollout_mismatch_statistics(old[sl], roll[sl], mask[sl], rollout_is=mode)
-                for sl in (slice(0, split), slice(split, b))
-            ]
-            merged = finalize_rollout_mismatch_metrics(PolicyStats.merge(parts))
-            for k, v in m.items():
-                # Stds come from merged second moments about 1, where IS weights gather: exact to
-                # rounding when the mean is 1 however tiny the spread; otherwise the cancellation
-                # costs ~sqrt(eps) * |mean - 1| absolute.
-                atol = 1e-12
-                if k.endswith("_std"):
-                    atol += 5e-8 * abs(m[k.removesuffix("_std") + "_mean"] - 1.0)
-                assert merged[k] == pytest.approx(v, rel=1e-9, abs=atol, nan_ok=True), k
+        split = min(split, b)  # the second part may have no rows
+        parts = [
+            rollout_mismatch_statistics(old[sl], roll[sl], mask[sl], rollout_is=mode)
+            for sl in (slice(0, split), slice(split, b))
+        ]
+        merged = Stats.merge(*parts).finalize()
+        for k, v in m.items():
+            # Stds come from merged second moments about 1, where IS weights gather: exact to
+            # rounding when the mean is 1 however tiny the spread; otherwise the cancellation
+            # costs ~sqrt(eps) * |mean - 1| absolute.
+            atol = 1e-12
+            if k.endswith("_std"):
+                atol += 5e-8 * abs(m[k.removesuffix("_std") + "_mean"] - 1.0)
+            assert merged[k] == pytest.approx(v, rel=1e-9, abs=atol, nan_ok=True), k
 
 
 @pytest.mark.parametrize("spread", [1e-4, 1e-6], ids=["spread-1e-4", "spread-1e-6"])

@@ -10,12 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics._core.stats import PolicyStats
-from rlmetrics.policy.ppo import (
-    compute_ppo_update_metrics,
-    finalize_ppo_update_metrics,
-    ppo_update_statistics,
-)
+from rlmetrics import keys as K
+from rlmetrics._core.stats import Stats
+from rlmetrics.policy.ppo import compute_ppo_update_metrics, ppo_update_statistics
 
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
 
@@ -157,11 +154,35 @@ def test_properties_and_merge(b: int, r: int, spread: float, seed: int, split: i
     assert 0 <= m["actor/pg_clipfrac"] <= 1 and 0 <= m["actor/pg_clipfrac_lower"] <= 1
     assert m["actor/ppo_ratio_min"] <= m["actor/ppo_ratio_mean"] * (1 + 1e-6) + 1e-12
     assert m["actor/ppo_ratio_mean"] <= m["actor/ppo_ratio_max"] * (1 + 1e-6) + 1e-12
-    split = min(split, b - 1)
+    split = min(split, b)  # the second part may have no rows
     parts = [
         ppo_update_statistics(new[sl], old[sl], adv[sl], mask[sl])
         for sl in (slice(0, split), slice(split, b))
     ]
-    merged = finalize_ppo_update_metrics(PolicyStats.merge(parts), aggregation=aggregation)
+    merged = Stats.merge(*parts).finalize(aggregation=aggregation)  # the aggregation chosen late
     for k, v in m.items():
         assert merged[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+
+
+def test_prefix_and_aggregation_option() -> None:
+    new, old, adv, mask = make(4, 9, seed=15)
+    default = compute_ppo_update_metrics(new, old, adv, mask, aggregation="seq-mean")
+    renamed = compute_ppo_update_metrics(new, old, adv, mask, aggregation="seq-mean", prefix="ref/")
+    assert renamed == {k.replace("actor/", "ref/"): v for k, v in default.items()}
+    stats = ppo_update_statistics(new, old, adv, mask, aggregation="seq-mean")
+    assert stats.finalize() == default
+    assert stats.finalize(aggregation="token-mean") == compute_ppo_update_metrics(new, old, adv, mask)
+    with pytest.raises(ValueError, match="aggregation must be one of"):
+        stats.finalize(aggregation="token-sum")
+    with pytest.raises(TypeError, match="prefix must be a string"):
+        compute_ppo_update_metrics(new, old, adv, mask, prefix=None)  # type: ignore[arg-type]
+
+
+def test_empty_batch_statistics_have_the_layout_of_a_full_one() -> None:
+    new, old, adv, mask = make(3, 5, seed=16)
+    empty = ppo_update_statistics(new[:0], old[:0], adv[:0], mask[:0], clip_ratio=0.3)
+    full = ppo_update_statistics(new, old, adv, mask, clip_ratio=0.3)
+    assert empty.sum_names == full.sum_names and empty.options == full.options
+    assert Stats.merge(empty, full).finalize() == pytest.approx(full.finalize())
+    with pytest.warns(RuntimeWarning, match="selects no token"):
+        assert math.isnan(empty.finalize()[K.PG_CLIPFRAC])

@@ -1,9 +1,15 @@
-"""Aggregation of metric lists: ``reduce_metrics``, ``Metric`` and ``AggregationType``.
+"""Aggregation of metric values: ``reduce_metrics``, ``Metric``, and exactly across ranks.
 
-Behaves like ``verl.utils.metric`` with one deliberate fix: the reducer of a plain list is
-chosen from the key's **last path segment** (``.../max`` or ``..._max`` -> max, ``.../min`` or
-``..._min`` -> min, anything else -> mean). verl tests for the substring ``"min"`` anywhere in
-the key, so ``actor/minibatch_loss`` is min-reduced there; here it is averaged.
+``reduce_metrics``, ``Metric`` and ``AggregationType`` behave like ``verl.utils.metric`` with
+one deliberate fix: the reducer of a plain list is chosen from the key's **last path segment**
+(``.../max`` or ``..._max`` -> max, ``.../min`` or ``..._min`` -> min, anything else -> mean).
+verl tests for the substring ``"min"`` anywhere in the key, so ``actor/minibatch_loss`` is
+min-reduced there; here it is averaged.
+
+Across data-parallel ranks, averaging per-rank means is wrong as soon as shards differ in size.
+:class:`MetricCollector` keeps count, sum, sum of squares, max and min per key, which merge
+exactly, and :func:`all_reduce_metrics` / :meth:`Metric.all_reduce` reduce them over the ranks
+with two collectives for all keys together (:mod:`rlmetrics._core.comm`).
 """
 
 from __future__ import annotations
@@ -17,8 +23,20 @@ from typing import Any
 import numpy as np
 
 from rlmetrics._core.array import is_torch_array
+from rlmetrics._core.comm import all_gather_objects, all_reduce_stats
 
-__all__ = ["AggregationType", "Metric", "reduce_metrics", "reducer_for_key"]
+__all__ = [
+    "AggregationType",
+    "Metric",
+    "MetricCollector",
+    "all_reduce_metric",
+    "all_reduce_metrics",
+    "reduce_metrics",
+    "reducer_for_key",
+]
+
+# Layout of one key's statistics inside a MetricCollector.
+_COUNT, _SUM, _SUMSQ, _MAX, _MIN = range(5)
 
 
 class AggregationType(Enum):
@@ -162,8 +180,6 @@ class Metric:
         Unlike :meth:`aggregate_dp`, a mean is the mean of all values of all ranks, whatever
         the number of values per rank. See :func:`rlmetrics.all_reduce_metric`.
         """
-        from rlmetrics._core.comm import all_reduce_metric
-
         return all_reduce_metric(self, process_group)
 
     @classmethod
@@ -211,3 +227,324 @@ def reduce_metrics(metrics: Mapping[str, Metric | Iterable[Any]]) -> dict[str, f
         floats = [_to_float(v, where=f"metrics[{key!r}]") for v in items]
         out[key] = _aggregate(floats, reducer_for_key(key), key=key)
     return out
+
+
+def _gather_layout(local: list[tuple[str, str]], process_group: Any) -> list[tuple[str, str]]:
+    """Sorted union of every rank's ``(key, aggregation)`` pairs; same result on every rank."""
+    kinds: dict[str, set[str]] = {}
+    for items in all_gather_objects(sorted(local), process_group):
+        for key, agg in items:
+            kinds.setdefault(key, set()).add(agg)
+    clash = {k: sorted(v) for k, v in kinds.items() if len(v) > 1}
+    if clash:
+        raise ValueError(f"ranks disagree on the aggregation of some keys: {clash}")
+    return [(k, next(iter(v))) for k, v in sorted(kinds.items())]
+
+
+def _values_to_host(metrics: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Per key, a float64 host vector of ``[count, sum, sumsq, max, min, n_nonfinite]``.
+
+    Torch tensors are reduced on their device and all of them reach the host in one copy.
+    """
+    out: dict[str, np.ndarray] = {}
+    torch_keys: list[str] = []
+    torch_stats: list[Any] = []
+    for key, value in metrics.items():
+        if not isinstance(key, str):
+            raise TypeError(f"metric keys must be strings; got {type(key).__name__} {key!r}")
+        if is_torch_array(value):
+            import torch
+
+            v = value.detach().reshape(-1).to(torch.float64)
+            finite = torch.isfinite(v)
+            z = torch.zeros((), dtype=torch.float64, device=v.device)
+            if v.numel():
+                hi, lo = v.max(), v.min()
+            else:
+                hi = torch.full((), -math.inf, dtype=torch.float64, device=v.device)
+                lo = torch.full((), math.inf, dtype=torch.float64, device=v.device)
+            torch_keys.append(key)
+            torch_stats.append(
+                torch.stack(
+                    [
+                        z + v.numel(),
+                        v.sum(),
+                        (v * v).sum(),
+                        hi,
+                        lo,
+                        (~finite).sum().to(torch.float64),
+                    ]
+                )
+            )
+            continue
+        if isinstance(value, Metric):
+            value = value.values
+        try:
+            arr = np.asarray(value, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"metrics[{key!r}] must be a number or an array/list of numbers; got {type(value).__name__}"
+            ) from None
+        n = arr.size
+        out[key] = np.array(
+            [
+                n,
+                arr.sum(),
+                np.dot(arr, arr),
+                arr.max() if n else -math.inf,
+                arr.min() if n else math.inf,
+                n - np.count_nonzero(np.isfinite(arr)),
+            ]
+        )
+    if torch_stats:
+        import torch
+
+        host = torch.stack([t.cpu() if t.device.type != "cpu" else t for t in torch_stats]).numpy()
+        for key, row in zip(torch_keys, host):
+            out[key] = row
+    for key, row in out.items():
+        if row[5]:
+            raise ValueError(
+                f"metrics[{key!r}] holds {int(row[5])} NaN or infinite value(s); expected finite numbers"
+            )
+    return out
+
+
+class MetricCollector:
+    """Sufficient statistics of many metrics (count, sum, sum of squares, min, max per key).
+
+    Every value passed to :meth:`update` is one observation; the collector reduces them on the
+    spot, so memory does not grow with the number of steps. Collectors merge exactly
+    (:meth:`merge`, ``+``), and :meth:`all_reduce` gives the statistics of the union of all
+    data-parallel ranks with two collective calls for all keys together.
+
+    Parameters
+    ----------
+    aggregations : dict[str, str or AggregationType], optional, keyword-only
+        What :meth:`compute` reports per key; the default follows the key's last path segment
+        (:func:`~rlmetrics.reducer_for_key`: ``.../max`` -> max, ``.../min`` -> min, else mean).
+
+    Notes
+    -----
+    Sums and sums of squares are float64; the variance ``(sumsq - sum**2 / n) / (n - 1)`` loses
+    relative precision when the spread is tiny compared with the mean (relative error about
+    ``1e-16 * mean**2 / var``).
+
+    Examples
+    --------
+    >>> c = MetricCollector()
+    >>> c.update({"actor/pg_loss": [0.5, 1.5], "actor/grad_norm/max": 2.0})
+    >>> c.update({"actor/pg_loss": 4.0, "actor/grad_norm/max": 7.0})
+    >>> c.compute()
+    {'actor/grad_norm/max': 7.0, 'actor/pg_loss': 2.0}
+    >>> c.summary("actor/pg_loss")
+    {'count': 3.0, 'mean': 2.0, 'std': 1.8027756377319946, 'min': 0.5, 'max': 4.0, 'sum': 6.0}
+    """
+
+    def __init__(self, *, aggregations: Mapping[str, str | AggregationType] | None = None) -> None:
+        self._stats: dict[str, np.ndarray] = {}
+        self._aggregations: dict[str, AggregationType] = {}
+        for key, agg in (aggregations or {}).items():
+            try:
+                self._aggregations[key] = agg if isinstance(agg, AggregationType) else AggregationType(agg)
+            except ValueError:
+                choices = ", ".join(repr(a.value) for a in AggregationType)
+                raise ValueError(f"aggregations[{key!r}] must be one of {choices}; got {agg!r}") from None
+
+    def __repr__(self) -> str:
+        return f"MetricCollector(keys={len(self._stats)})"
+
+    def __len__(self) -> int:
+        return len(self._stats)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._stats
+
+    def keys(self) -> list[str]:
+        """The collected keys, sorted."""
+        return sorted(self._stats)
+
+    def aggregation(self, key: str) -> AggregationType:
+        """What :meth:`compute` reports for ``key``."""
+        return self._aggregations.get(key) or reducer_for_key(key)
+
+    def update(self, metrics: Mapping[str, Any]) -> None:
+        """Add observations: per key a number, a 0-d or n-d array/tensor, a list or a ``Metric``.
+
+        Every element is one observation. Torch tensors are reduced on their device and reach
+        the host in one copy per call. NaN or infinite values raise ``ValueError`` naming the key
+        (nothing is added then).
+        """
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"metrics must be a mapping of key to values; got {type(metrics).__name__}")
+        for key, row in _values_to_host(metrics).items():
+            self._merge_row(key, row[:5])
+
+    def _merge_row(self, key: str, row: np.ndarray) -> None:
+        cur = self._stats.get(key)
+        if cur is None:
+            self._stats[key] = row.astype(np.float64, copy=True)
+            return
+        cur[_COUNT] += row[_COUNT]
+        cur[_SUM] += row[_SUM]
+        cur[_SUMSQ] += row[_SUMSQ]
+        cur[_MAX] = max(cur[_MAX], row[_MAX])
+        cur[_MIN] = min(cur[_MIN], row[_MIN])
+
+    def merge(self, other: MetricCollector) -> MetricCollector:
+        """A new collector holding the observations of both (exact)."""
+        if not isinstance(other, MetricCollector):
+            raise TypeError(f"other must be a MetricCollector; got {type(other).__name__}")
+        out = self.copy()
+        for key, agg in other._aggregations.items():
+            out._aggregations.setdefault(key, agg)
+        for key, row in other._stats.items():
+            out._merge_row(key, row)
+        return out
+
+    __add__ = merge
+
+    def copy(self) -> MetricCollector:
+        """An independent copy."""
+        out = MetricCollector(aggregations=self._aggregations)
+        out._stats = {k: v.copy() for k, v in self._stats.items()}
+        return out
+
+    def reset(self) -> None:
+        """Forget every observation (the aggregations are kept)."""
+        self._stats.clear()
+
+    def all_reduce(self, process_group: Any = None, *, keys: Iterable[str] | None = None) -> MetricCollector:
+        """A new collector with the statistics of the union of all ranks' observations.
+
+        Parameters
+        ----------
+        process_group : torch.distributed.ProcessGroup, optional
+            ``None`` is the default group.
+        keys : iterable of str, optional, keyword-only
+            The keys to reduce, identical on every rank. By default the ranks first exchange
+            their key lists (one small ``all_gather_object``) and reduce the union, so a rank
+            that saw no value of a key (an empty shard) still takes part.
+
+        Returns
+        -------
+        MetricCollector
+            Same on every rank; ``self`` is unchanged.
+        """
+        if keys is None:
+            local = [(k, self.aggregation(k).value) for k in self._stats]
+            layout = [k for k, _ in _gather_layout(local, process_group)]
+        else:
+            layout = sorted(set(keys))
+        empty = np.array([0.0, 0.0, 0.0, -math.inf, math.inf])
+        rows = np.stack([self._stats.get(k, empty) for k in layout]) if layout else np.zeros((0, 5))
+        sums, maxes, mins = all_reduce_stats(
+            rows[:, :3].reshape(-1), rows[:, _MAX], rows[:, _MIN], process_group=process_group
+        )
+        s_host = sums.reshape(-1, 3)
+        out = MetricCollector(aggregations=self._aggregations)
+        for i, key in enumerate(layout):
+            out._stats[key] = np.array([*s_host[i], maxes[i], mins[i]])
+        return out
+
+    def summary(self, key: str) -> dict[str, float]:
+        """``count``, ``mean``, ``std`` (unbiased), ``min``, ``max`` and ``sum`` of one key.
+
+        ``std`` is NaN (with a ``RuntimeWarning``) for fewer than two observations.
+        """
+        if key not in self._stats:
+            present = ", ".join(sorted(self._stats)) or "none"
+            raise ValueError(f"key {key!r} was never collected; keys present: {present}")
+        n, total, sumsq, hi, lo = (float(x) for x in self._stats[key])
+        if n == 0:
+            warnings.warn(
+                f"no values collected for {key!r}; its statistics are NaN", RuntimeWarning, stacklevel=2
+            )
+            nan = math.nan
+            return {"count": 0.0, "mean": nan, "std": nan, "min": nan, "max": nan, "sum": 0.0}
+        if n >= 2:
+            std = math.sqrt(max(sumsq - total * total / n, 0.0) / (n - 1))
+        else:
+            warnings.warn(
+                f"std of {key!r} needs at least two observations; got {int(n)}", RuntimeWarning, stacklevel=2
+            )
+            std = math.nan
+        return {"count": n, "mean": total / n, "std": std, "min": lo, "max": hi, "sum": total}
+
+    def compute(self) -> dict[str, float]:
+        """One number per key, sorted by key: its mean, sum, min or max (see ``aggregations``).
+
+        A key that was registered with no value (an empty list) gives NaN with a
+        ``RuntimeWarning``.
+        """
+        out: dict[str, float] = {}
+        for key in sorted(self._stats):
+            n, total, _, hi, lo = (float(x) for x in self._stats[key])
+            agg = self.aggregation(key)
+            if n == 0:
+                warnings.warn(
+                    f"no values to aggregate for {key!r}; returning NaN", RuntimeWarning, stacklevel=2
+                )
+                out[key] = math.nan
+            elif agg is AggregationType.MEAN:
+                out[key] = total / n
+            elif agg is AggregationType.SUM:
+                out[key] = total
+            elif agg is AggregationType.MAX:
+                out[key] = hi
+            else:
+                out[key] = lo
+        return out
+
+
+def all_reduce_metrics(
+    metrics: Mapping[str, Metric | Iterable[Any]], process_group: Any = None
+) -> dict[str, float]:
+    """``reduce_metrics`` over the union of all ranks' values, exactly.
+
+    A mean is the mean of every value of every rank (not the mean of per-rank means), a sum the
+    sum over all ranks, a max/min the extreme over all ranks. :class:`~rlmetrics.Metric` values
+    use their aggregation, plain lists :func:`~rlmetrics.reducer_for_key`. The ranks exchange
+    their key lists (one small ``all_gather_object``), then all keys travel in one ``SUM`` and
+    one ``MAX`` all-reduce. A key with no value on any rank gives NaN with a ``RuntimeWarning``.
+
+    Parameters
+    ----------
+    metrics : Mapping[str, Metric | list]
+        This rank's values per key.
+    process_group : torch.distributed.ProcessGroup, optional
+        ``None`` is the default group.
+
+    Returns
+    -------
+    dict[str, float]
+        Sorted by key; the same on every rank.
+    """
+    if not isinstance(metrics, Mapping):
+        raise TypeError(f"metrics must be a mapping of key to values; got {type(metrics).__name__}")
+    aggregations = {
+        key: (val.aggregation if isinstance(val, Metric) else reducer_for_key(key))
+        for key, val in metrics.items()
+    }
+    collector = MetricCollector(aggregations=aggregations)
+    collector.update(metrics)
+    local = [(k, a.value) for k, a in aggregations.items()]
+    layout = _gather_layout(local, process_group)
+    reduced = collector.all_reduce(process_group, keys=[k for k, _ in layout])
+    reduced._aggregations.update({k: AggregationType(a) for k, a in layout})
+    return reduced.compute()
+
+
+def all_reduce_metric(metric: Metric, process_group: Any = None) -> float:
+    """Aggregate of one :class:`~rlmetrics.Metric` over the union of all ranks' values.
+
+    Every rank must call it (collective); two ``all_reduce`` calls, no object exchange. NaN
+    with a ``RuntimeWarning`` when no rank holds a value.
+    """
+    if not isinstance(metric, Metric):
+        raise TypeError(f"metric must be a Metric; got {type(metric).__name__}")
+    key = "metric"
+    collector = MetricCollector(aggregations={key: metric.aggregation})
+    collector.update({key: metric.values})
+    reduced = collector.all_reduce(process_group, keys=[key])
+    return reduced.compute()[key]

@@ -21,9 +21,12 @@ __all__ = [
     "check_finite_scalar",
     "check_mask",
     "check_same_shape",
+    "cpu_block_rows",
     "describe",
+    "host_view",
     "is_torch_array",
     "mask_and_invalid_count",
+    "prepare_arrays",
     "raise_invalid_mask",
     "to_host",
     "vectors_to_host",
@@ -162,3 +165,70 @@ def to_host(values: Sequence[Any], xp: Any | None = None) -> list[float]:
     for j, i in enumerate(idx):
         out[i] = float(host[j])
     return out
+
+
+# CPU torch tensors are computed on as numpy views (see prepare_arrays). Tests turn this off to
+# run, on the CPU, the path that CUDA tensors take.
+_CPU_TENSORS_AS_NUMPY = True
+
+
+def host_view(x: Any) -> Any:
+    """A CPU torch tensor as a numpy array (a view: no copy), other arrays unchanged.
+
+    bf16 and fp16 tensors and numpy float16 arrays become float32 copies: the statistics are
+    computed in at least float32 (and numba has no float16). Tensors on an accelerator, and
+    every tensor while the CPU-as-numpy switch is off, are returned detached and unchanged.
+    """
+    if is_torch_array(x):
+        x = x.detach()
+        if not _CPU_TENSORS_AS_NUMPY or x.device.type != "cpu":
+            return x
+        if x.dtype.is_floating_point and x.element_size() < 4:
+            x = x.float()
+        return x.numpy()
+    if isinstance(x, np.ndarray) and x.dtype == np.float16:
+        return x.astype(np.float32)
+    return x
+
+
+def prepare_arrays(arrays: Sequence[Any], names: Sequence[str]) -> tuple[Any, list[Any], Any, bool]:
+    """Check one namespace and one device, and view CPU torch tensors as numpy (:func:`host_view`).
+
+    Returns ``(xp, arrays, device, on_cpu)``: on the CPU the metric code runs numpy's
+    single-threaded kernels on cache-sized row blocks (:func:`cpu_block_rows`) instead of many
+    small multi-threaded torch launches; accelerator tensors stay where they are (``device``).
+    ``None`` entries pass through.
+    """
+    present = [a for a in arrays if a is not None]
+    kinds = {is_torch_array(a) for a in present}
+    if len(kinds) > 1:
+        described = ", ".join(f"{n}: {describe(a)}" for n, a in zip(names, arrays) if a is not None)
+        raise TypeError(f"inputs must all be numpy arrays or all torch tensors; got {described}")
+    for n, a in zip(names, arrays):
+        if a is not None and not hasattr(a, "dtype"):
+            raise TypeError(f"{n} must be a numpy array or a torch tensor; got {type(a).__name__}")
+    if kinds == {True}:
+        devices = {str(a.device) for a in present}
+        if len(devices) > 1:
+            described = ", ".join(f"{n} on {a.device}" for n, a in zip(names, arrays) if a is not None)
+            raise ValueError(f"inputs must be on one device; got {described}")
+    out = [None if a is None else host_view(a) for a in arrays]
+    if any(is_torch_array(a) for a in out if a is not None):
+        device = next(a for a in out if a is not None).device
+        return array_namespace(*[a for a in out if a is not None]), out, device, False
+    return array_namespace(np.empty(0)), [None if a is None else np.asarray(a) for a in out], None, True
+
+
+#: Elements per row block when scanning token arrays on the CPU: float32 temporaries stay in L2.
+BLOCK_ELEMENTS = 1 << 15
+
+
+def cpu_block_rows(n_rows: int, width: int, on_cpu: bool) -> int:
+    """Rows per block: cache-sized on the CPU, every row at once on an accelerator.
+
+    >>> cpu_block_rows(10, 4096, True), cpu_block_rows(10, 4096, False)
+    (8, 10)
+    """
+    if not on_cpu:
+        return max(n_rows, 1)
+    return max(1, BLOCK_ELEMENTS // max(width, 1))

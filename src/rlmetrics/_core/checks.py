@@ -7,6 +7,8 @@ call that passed it, never deep inside.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from typing import Any
 
@@ -51,12 +53,23 @@ def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
     return int(value)
 
 
-def warn_undefined(message: str, *, stacklevel: int = 3) -> float:
+# The package's directory: warnings can point at the first frame outside it.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def warn_undefined(message: str, *, stacklevel: int | None = 3) -> float:
     """Emit a ``RuntimeWarning`` for a statistic that is undefined on this input; return NaN.
 
     The convention of scikit-learn's undefined-metric warnings: the value is NaN, never a
-    silent 0, and the warning says why.
+    silent 0, and the warning says why. ``stacklevel=None`` attributes the warning to the
+    first caller outside rlmetrics (a finaliser runs at different depths).
     """
+    if stacklevel is None:
+        stacklevel = 2
+        frame = sys._getframe(1)
+        while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            frame = frame.f_back
+            stacklevel += 1
     warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
     return math.nan
 

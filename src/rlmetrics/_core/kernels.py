@@ -1,16 +1,17 @@
 """Fused CPU kernels (optional, with numba): every token statistic in one pass over the data.
 
-numpy and eager torch need one pass over memory per operation (mask, multiply, sum, max, min,
+numpy and eager torch need one pass over memory per operation (mask, select, sum, max, min,
 centre, square ...), about thirty passes for ``compute_data_metrics``. These kernels read each
 input at most once, accumulating in float64; the token kernel works in column blocks of
 ``_BLOCK`` (256) and skips the values of blocks whose mask is all zero (padding), running blocks
 whose mask is all one without selects. Loops index row views from 0 (no negative-index
 wraparound, which would turn loads into gathers) and keep float32 extremes as int32 keys, so
-they vectorise eight lanes wide where they can. They release the GIL: the caller spreads row blocks over a
-thread pool (plain threads degrade gracefully on a busy machine, where OpenMP's spinning
-barriers collapse). They are used for CPU inputs when
-numba is installed (``pip install 'rlmetrics[fast]'``); without it the numpy path gives the
-same numbers, slower. Set ``RLMETRICS_NO_NUMBA=1`` to force the numpy path.
+they vectorise eight lanes wide where they can. They run on the caller's thread and release
+the GIL while they do (other threads of the program keep running).
+
+They are used for large enough CPU inputs when numba is installed
+(``pip install 'rlmetrics[fast]'``, see :data:`FUSED_MIN_ELEMENTS`); otherwise the array-API
+path gives the same numbers, slower. Set ``RLMETRICS_NO_NUMBA=1`` to never load them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy
 
 __all__ = [
+    "FUSED_MIN_ELEMENTS",
     "ROW_KEY_FIELDS",
     "ROW_SEQ_FIELDS",
     "ROW_SUM_FIELDS",
@@ -29,6 +31,12 @@ __all__ = [
     "float_keys_to_values",
     "token_rows_kernel",
 ]
+
+#: Elements (rows x columns of the token tensors) from which the fused kernels are used. Loading
+#: numba and the cached kernels costs about 0.4 s once per process; below this size the
+#: array-API path takes a few milliseconds at most, so a short script would not win the load
+#: back, while a training step of this size or more does within a handful of calls.
+FUSED_MIN_ELEMENTS = 1 << 18
 
 #: Columns of the per-row sums table that :func:`token_rows_kernel` fills.
 ROW_SUM_FIELDS = (
@@ -71,16 +79,15 @@ def _compiled() -> tuple[Any, Any] | None:
 def token_rows_kernel() -> Any:
     """The fused per-row token kernel, or ``None`` without numba.
 
-    ``kernel(adv, ret, val, adv_bits, ret_bits, val_bits, mask, use_critic, sign_shift,
-    magnitude, scores, rewards, attention, split) -> (sums (B, 8) float64, keys (B, 6) int64,
-    seq (B, 5) float64)``: the ``*_bits`` arguments are the value arrays viewed as same-width
-    integers, ``sign_shift``/``magnitude`` their width - 1 and ``2**(width - 1) - 1`` (only
-    ``magnitude`` is used now; ``sign_shift`` stays for the signature); columns
-    :data:`ROW_SUM_FIELDS`, :data:`ROW_KEY_FIELDS` (:func:`float_keys_to_values` turns keys
-    back into floats) and :data:`ROW_SEQ_FIELDS` (row sums of ``scores`` and ``rewards``,
-    attention-mask counts before and after column ``split``; pass zero-width arrays to skip
-    them). ``mask`` may be any integer, bool or float array; entries other than 0/1 are counted
-    in ``n_invalid`` (``attention_invalid`` for the attention mask).
+    ``kernel(adv, ret, val, adv_bits, ret_bits, val_bits, mask, use_critic, magnitude, scores,
+    rewards, attention, split) -> (sums (B, 8) float64, keys (B, 6) int64, seq (B, 5)
+    float64)``: the ``*_bits`` arguments are the value arrays viewed as same-width integers,
+    ``magnitude`` is ``2**(width - 1) - 1``; columns :data:`ROW_SUM_FIELDS`,
+    :data:`ROW_KEY_FIELDS` (:func:`float_keys_to_values` turns keys back into floats) and
+    :data:`ROW_SEQ_FIELDS` (row sums of ``scores`` and ``rewards``, attention-mask counts
+    before and after column ``split``; pass zero-width arrays to skip them). ``mask`` may be
+    any integer, bool or float array; entries other than 0/1 are counted in ``n_invalid``
+    (``attention_invalid`` for the attention mask).
     """
     compiled = _compiled()
     return None if compiled is None else compiled[0]

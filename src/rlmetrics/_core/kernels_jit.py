@@ -2,8 +2,8 @@
 
 Top-level functions, so that numba's on-disk cache finds them again in a new process: a
 compiled function defined in a closure is keyed by its closure's contents, and a closure
-holding other compiled functions never matches (each process compiled afresh and added files
-to ``__pycache__``). :mod:`rlmetrics._core.kernels` documents what they compute.
+holding other compiled functions never matches (each process would compile afresh and add
+files to ``__pycache__``). :mod:`rlmetrics._core.kernels` documents what they compute.
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ def token_rows(  # type: ignore[no-untyped-def]
     val_bits,
     mask,
     use_critic,
-    sign_shift,
     magnitude,
     scores,
     rewards,

@@ -14,8 +14,7 @@ from rlmetrics._core.array import (
     raise_invalid_mask,
 )
 from rlmetrics._core.batch import BatchView
-from rlmetrics._core.kernels import attention_lengths_kernel
-from rlmetrics._core.threads import map_row_blocks
+from rlmetrics._core.kernels import FUSED_MIN_ELEMENTS, attention_lengths_kernel
 
 __all__ = ["attention_split", "prompt_response_lengths", "response_width"]
 
@@ -52,9 +51,10 @@ def prompt_response_lengths(view: BatchView) -> tuple[Any, Any, Any]:
         # bf16/fp16 masks: counted in float32 (exact to 2**24; fp16 sums stop at 2048, bf16 at 256),
         # and numba has no float16
         attention = xp.astype(attention, xp.float32)
-    kernel = attention_lengths_kernel() if isinstance(attention, np.ndarray) else None
+    fused = isinstance(attention, np.ndarray) and attention.size >= FUSED_MIN_ELEMENTS
+    kernel = attention_lengths_kernel() if fused else None
     if kernel is not None and attention.dtype.kind in "biuf":
-        rows = map_row_blocks(lambda sl: kernel(attention[sl], split), attention.shape)
+        rows = kernel(attention, split)
         if rows[:, 2].any():
             raise_invalid_mask(attention, f"{view.arg}['attention_mask']")
         return rows[:, 0].astype(np.float32), rows[:, 1].astype(np.float32), None

@@ -6,6 +6,11 @@ contributes no gradient; this module measures how much of the batch that is, how
 are all solved / none solved, the mean within-group reward spread and the group sizes. Groups of
 one sample and uneven group sizes are handled; with ``process_group=`` the groups are formed
 over every rank's samples.
+
+Unlike the other batch families these metrics are not functions of fixed sums over samples:
+a group's spread and its solved-all/none flags need all of its rewards, and a group's samples
+may sit on several ranks. So there is no ``group_statistics``: ``process_group=`` gathers the
+(uid, reward) pairs (a few bytes per sample) and computes the groups of the union.
 """
 
 from __future__ import annotations
@@ -18,11 +23,11 @@ import numpy as np
 from rlmetrics import keys as K
 from rlmetrics._core.array import check_finite_scalar, describe, is_torch_array
 from rlmetrics._core.batch import as_batch
-from rlmetrics._core.stats import warn_undefined
+from rlmetrics._core.checks import check_int, warn_undefined
+from rlmetrics._core.comm import all_gather_objects
+from rlmetrics._core.stats import check_prefix, with_prefix
 
 __all__ = ["compute_group_metrics"]
-
-PREFIX = K.GRPO_PREFIX
 
 
 def _looks_like_batch(x: Any) -> bool:
@@ -87,9 +92,6 @@ def _gather_groups(
     few bytes per sample). A rank whose input is bad still joins the collective, and then every
     rank raises the same error, naming that rank.
     """
-    from rlmetrics._core.comm import _dist
-
-    dist = _dist()
     try:
         payload: tuple[Any, ...] = (
             "ok",
@@ -97,8 +99,7 @@ def _gather_groups(
         )
     except (TypeError, ValueError) as err:
         payload = ("error", type(err).__name__, str(err))
-    gathered: list[Any] = [None] * dist.get_world_size(process_group)
-    dist.all_gather_object(gathered, payload, group=process_group)
+    gathered = all_gather_objects(payload, process_group)
     for rank, item in enumerate(gathered):
         if item[0] == "error":
             kind = TypeError if item[1] == "TypeError" else ValueError
@@ -118,7 +119,7 @@ def compute_group_metrics(
     solved_threshold: float = 1.0,
     zero_std_atol: float = 1e-8,
     ddof: int = 1,
-    prefix: str = PREFIX,
+    prefix: str = K.GRPO_PREFIX,
     process_group: Any = None,
 ) -> dict[str, float]:
     """Per-group reward statistics of a GRPO batch.
@@ -173,8 +174,8 @@ def compute_group_metrics(
     atol = check_finite_scalar(zero_std_atol, "zero_std_atol")
     if atol < 0:
         raise ValueError(f"zero_std_atol must be >= 0; got {atol}")
-    if isinstance(ddof, bool) or not isinstance(ddof, int | np.integer) or ddof < 0:
-        raise ValueError(f"ddof must be a non-negative integer; got {ddof!r}")
+    ddof = check_int(ddof, "ddof", minimum=0)
+    check_prefix(prefix)
     if process_group is not None:
         uids, r = _gather_groups(uids_or_batch, rewards, reward_key, process_group)
     else:
@@ -199,21 +200,21 @@ def compute_group_metrics(
     g_min = np.minimum.reduceat(r[order], starts)
     enough = counts > ddof
     out = {
-        "num_groups": float(n_groups),
-        "num_samples": float(r.shape[0]),
-        "group_size/mean": float(counts.mean()),
-        "group_size/max": float(counts.max()),
-        "group_size/min": float(counts.min()),
-        "num_singleton_groups": float(np.count_nonzero(counts == 1)),
-        "frac_reward_zero_std": float(np.count_nonzero(zero_std)) / n_groups,
-        "frac_samples_reward_zero_std": float(counts[zero_std].sum()) / r.shape[0],
-        "frac_all_solved": float(np.count_nonzero(g_min >= threshold)) / n_groups,
-        "frac_none_solved": float(np.count_nonzero(g_max < threshold)) / n_groups,
+        K.GRPO_NUM_GROUPS: float(n_groups),
+        K.GRPO_NUM_SAMPLES: float(r.shape[0]),
+        K.GRPO_GROUP_SIZE_MEAN: float(counts.mean()),
+        K.GRPO_GROUP_SIZE_MAX: float(counts.max()),
+        K.GRPO_GROUP_SIZE_MIN: float(counts.min()),
+        K.GRPO_NUM_SINGLETON_GROUPS: float(np.count_nonzero(counts == 1)),
+        K.GRPO_FRAC_REWARD_ZERO_STD: float(np.count_nonzero(zero_std)) / n_groups,
+        K.GRPO_FRAC_SAMPLES_REWARD_ZERO_STD: float(counts[zero_std].sum()) / r.shape[0],
+        K.GRPO_FRAC_ALL_SOLVED: float(np.count_nonzero(g_min >= threshold)) / n_groups,
+        K.GRPO_FRAC_NONE_SOLVED: float(np.count_nonzero(g_max < threshold)) / n_groups,
     }
     if enough.any():
-        out["reward_std/mean"] = float(np.mean(np.sqrt(sq[enough] / (counts[enough] - ddof))))
+        out[K.GRPO_REWARD_STD_MEAN] = float(np.mean(np.sqrt(sq[enough] / (counts[enough] - ddof))))
     else:
-        out["reward_std/mean"] = warn_undefined(
-            f"no group has more than ddof={ddof} samples: grpo reward_std/mean is NaN", stacklevel=2
+        out[K.GRPO_REWARD_STD_MEAN] = warn_undefined(
+            f"no group has more than ddof={ddof} samples: grpo reward_std/mean is NaN", stacklevel=None
         )
-    return {f"{prefix}{k}": v for k, v in out.items()}
+    return with_prefix(out, K.GRPO_PREFIX, prefix)

@@ -14,28 +14,24 @@ Every metric is a function of sums, maxima and minima over tokens and sequences
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from rlmetrics import keys as K
-from rlmetrics._core.array import as_float, check_same_shape, describe
-from rlmetrics._core.stats import (
-    MASK_INVALID,
-    PolicyStats,
+from rlmetrics._core.array import (
+    as_float,
+    check_same_shape,
     cpu_block_rows,
-    deferred_mask,
-    pack_stats,
+    describe,
+    mask_and_invalid_count,
     prepare_arrays,
-    sharded_statistics,
-    warn_undefined,
 )
+from rlmetrics._core.checks import row_mean, warn_undefined
+from rlmetrics._core.stats import Stats, check_prefix, invalid_mask_field, stand_in_statistics, with_prefix
 
-__all__ = [
-    "compute_rollout_mismatch_metrics",
-    "finalize_rollout_mismatch_metrics",
-    "rollout_mismatch_statistics",
-]
+__all__ = ["compute_rollout_mismatch_metrics", "parse_is_threshold", "rollout_mismatch_statistics"]
 
-PREFIX = K.ROLLOUT_CORR_PREFIX
+_MASK = "response_mask"
 SAFETY_BOUND = 20.0  # verl clamps log ratios to [-20, 20] before exponentiating
 
 
@@ -74,11 +70,6 @@ def parse_is_threshold(threshold: Any) -> tuple[float, float | None]:
     return upper, lower
 
 
-def _row_mean(xp: Any, total: Any, count: Any) -> Any:
-    safe = xp.where(count > 0, count, xp.ones_like(count))
-    return xp.where(count > 0, total / safe, xp.zeros_like(total))
-
-
 def _block_stats(
     xp: Any, o: Any, r: Any, m: Any, mode: str | None, upper: float, lower: float, icepop: bool
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -109,8 +100,8 @@ def _block_stats(
     sums["pxy"] = xp.sum(p_old * p_roll)
 
     # Sequence-level quantities (verl averages over every row, a row without tokens counting as 0).
-    mean_old = _row_mean(xp, xp.sum(xp.where(m, o, zero), axis=-1), cnt)
-    mean_roll = _row_mean(xp, xp.sum(xp.where(m, r, zero), axis=-1), cnt)
+    mean_old = row_mean(xp, xp.sum(xp.where(m, o, zero), axis=-1), cnt)
+    mean_roll = row_mean(xp, xp.sum(xp.where(m, r, zero), axis=-1), cnt)
     seq_lr = xp.sum(lr, axis=-1)
     diff = mean_roll - mean_old
     diff64 = xp.astype(diff, f64)
@@ -155,8 +146,8 @@ def _block_stats(
         sums["low_tok"] = tsum(xp.astype(raw < lower, o.dtype))
         maxes["w"] = xp.astype(xp.max(xp.where(m, w, -math.inf)), f64)
         mins["w"] = xp.astype(xp.min(xp.where(m, w, math.inf)), f64)
-    seq_w = xp.astype(_row_mean(xp, xp.sum(w, axis=-1), cnt), f64)
-    seq_raw = _row_mean(xp, xp.sum(raw, axis=-1), cnt)
+    seq_w = xp.astype(row_mean(xp, xp.sum(w, axis=-1), cnt), f64)
+    seq_raw = row_mean(xp, xp.sum(raw, axis=-1), cnt)
     sums["seq_w"] = xp.sum(seq_w)
     seq_dev = seq_w - 1.0
     sums["seq_d"], sums["seq_d2"] = xp.sum(seq_dev), xp.sum(seq_dev * seq_dev)
@@ -173,17 +164,27 @@ def rollout_mismatch_statistics(
     *,
     rollout_is: str | None = "token",
     rollout_is_threshold: Any = 2.0,
-) -> PolicyStats:
+    prefix: str = K.ROLLOUT_CORR_PREFIX,
+) -> Stats:
     """Mergeable sums / maxima / minima behind :func:`compute_rollout_mismatch_metrics`.
 
     Arguments as :func:`compute_rollout_mismatch_metrics`; the result stays on the inputs'
-    device (CPU tensors are read through numpy) until :meth:`PolicyStats.to_host`.
+    device (CPU tensors are read through numpy) until
+    :meth:`~rlmetrics._core.stats.Stats.finalize`. A batch without rows gives the statistics
+    of nothing (finalising them alone raises, as for a mask that selects no token).
     """
     if rollout_is not in ("token", "sequence", None):
         raise ValueError(f"rollout_is must be 'token', 'sequence' or None; got {rollout_is!r}")
     upper, lower_spec = parse_is_threshold(rollout_is_threshold)
     icepop = lower_spec is not None
     lower = lower_spec if lower_spec is not None else 1.0 / upper
+    options = {
+        "rollout_is": rollout_is,
+        "upper": upper,
+        "lower": lower,
+        "icepop": icepop,
+        "prefix": check_prefix(prefix),
+    }
     names = ["old_log_probs", "rollout_log_probs", "response_mask"]
     xp, (old, roll, mask_raw), device, on_cpu = prepare_arrays(
         [old_log_probs, rollout_log_probs, response_mask], names
@@ -192,10 +193,18 @@ def rollout_mismatch_statistics(
         raise ValueError(f"old_log_probs must have shape (B, R); got {describe(old_log_probs)}")
     check_same_shape(roll, old, "rollout_log_probs", "old_log_probs")
     check_same_shape(mask_raw, old, "response_mask", "old_log_probs")
-    mask, mask_invalid = deferred_mask(mask_raw, "response_mask")
     n_rows, width = old.shape
     if n_rows == 0:
-        raise ValueError(f"response_mask must select at least one token; got {describe(response_mask)}")
+        arrays = dict(zip(names, (old, roll, mask_raw)))
+        return stand_in_statistics(
+            rollout_mismatch_statistics,
+            arrays,
+            {"response_mask"},
+            rollout_is=rollout_is,
+            rollout_is_threshold=rollout_is_threshold,
+            prefix=prefix,
+        )
+    mask, n_invalid = mask_and_invalid_count(mask_raw, _MASK)
     # An all-zero mask is found from the token count after the one host copy (no sync here).
     work = xp.float64 if (old.dtype == xp.float64 or roll.dtype == xp.float64) else xp.float32
     step = cpu_block_rows(n_rows, width, on_cpu)
@@ -214,30 +223,17 @@ def rollout_mismatch_statistics(
         for k, v in lo.items():
             total_n[k] = xp.minimum(total_n[k], v) if k in total_n else v
     total_s["n_rows"] = float(n_rows)
-    total_s[MASK_INVALID] = mask_invalid
-    return pack_stats(
-        "mismatch",
-        total_s,
-        total_x,
-        total_n,
-        xp=xp,
-        device=device,
-        options={
-            "rollout_is": rollout_is,
-            "upper": upper,
-            "lower": lower,
-            "icepop": icepop,
-            "mask_name": "response_mask",
-        },
+    total_s[invalid_mask_field(_MASK)] = 0.0 if n_invalid is None else n_invalid
+    return Stats.pack(
+        "mismatch", total_s, total_x, total_n, finaliser=_finalize, options=options, xp=xp, device=device
     )
 
 
-def finalize_rollout_mismatch_metrics(stats: PolicyStats, *, prefix: str = PREFIX) -> dict[str, float]:
-    """Turn :class:`PolicyStats` of kind ``"mismatch"`` into the metric dictionary (one host copy)."""
-    if stats.kind != "mismatch":
-        raise ValueError(f"stats must be rollout-mismatch statistics; got kind {stats.kind!r}")
-    s, hi, lo = stats.to_host()
-    mode = stats.options["rollout_is"]
+def _finalize(
+    s: dict[str, float], hi: dict[str, float], lo: dict[str, float], options: Mapping[str, Any]
+) -> dict[str, float]:
+    """The metric dictionary from the host statistics."""
+    mode = options["rollout_is"]
     n, rows = s["n_tok"], s["n_rows"]
     if n == 0:
         raise ValueError(
@@ -248,52 +244,52 @@ def finalize_rollout_mismatch_metrics(stats: PolicyStats, *, prefix: str = PREFI
         raise ValueError("old_log_probs or rollout_log_probs hold NaN at tokens selected by response_mask")
     out: dict[str, float] = {}
     if mode is not None:
-        out["rollout_is_mean"] = s["w"] / n
+        out[K.ROLLOUT_CORR_IS_MEAN] = s["w"] / n
         if mode == "token":
-            out["rollout_is_ratio_fraction_high"] = s["high_tok"] / n
-            out["rollout_is_ratio_fraction_low"] = s["low_tok"] / n
-            out["rollout_is_max"], out["rollout_is_min"] = hi["w"], lo["w"]
+            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = s["high_tok"] / n
+            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_LOW] = s["low_tok"] / n
+            out[K.ROLLOUT_CORR_IS_MAX], out[K.ROLLOUT_CORR_IS_MIN] = hi["w"], lo["w"]
         else:
-            out["rollout_is_max"] = math.exp(min(hi["seq_lr"], SAFETY_BOUND))
-            out["rollout_is_min"] = math.exp(lo["seq_lr"]) if lo["seq_lr"] > -745 else 0.0
-            out["rollout_is_ratio_fraction_high"] = s["high_rows"] / rows
-            out["rollout_is_ratio_fraction_low"] = s["low_rows"] / rows
+            out[K.ROLLOUT_CORR_IS_MAX] = math.exp(min(hi["seq_lr"], SAFETY_BOUND))
+            out[K.ROLLOUT_CORR_IS_MIN] = math.exp(lo["seq_lr"]) if lo["seq_lr"] > -745 else 0.0
+            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = s["high_rows"] / rows
+            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_LOW] = s["low_rows"] / rows
         mean_c, mean_c2 = s["wc"] / n, s["wc2"] / n
         mean_d = s["wd"] / n
-        out["rollout_is_std"] = math.sqrt(max(s["wd2"] / n - mean_d * mean_d, 0.0)) if n > 1 else 0.0
+        out[K.ROLLOUT_CORR_IS_STD] = math.sqrt(max(s["wd2"] / n - mean_d * mean_d, 0.0)) if n > 1 else 0.0
         if s["wc2"] > 0:
-            out["rollout_is_eff_sample_size"] = mean_c * mean_c / mean_c2
-            out["rollout_is_ess_tokens"] = s["wc"] * s["wc"] / s["wc2"]
+            out[K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE] = mean_c * mean_c / mean_c2
+            out[K.ROLLOUT_CORR_IS_ESS_TOKENS] = s["wc"] * s["wc"] / s["wc2"]
         else:
             msg = "every applied IS weight is 0: the effective sample size is undefined (NaN)"
-            out["rollout_is_eff_sample_size"] = warn_undefined(msg, stacklevel=3)
-            out["rollout_is_ess_tokens"] = math.nan
-        out["rollout_is_seq_mean"] = s["seq_w"] / rows
+            out[K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE] = warn_undefined(msg, stacklevel=None)
+            out[K.ROLLOUT_CORR_IS_ESS_TOKENS] = math.nan
+        out[K.ROLLOUT_CORR_IS_SEQ_MEAN] = s["seq_w"] / rows
         if rows > 1:
             var = max(s["seq_d2"] - s["seq_d"] ** 2 / rows, 0.0) / (rows - 1)
-            out["rollout_is_seq_std"] = math.sqrt(var)
+            out[K.ROLLOUT_CORR_IS_SEQ_STD] = math.sqrt(var)
         else:
-            out["rollout_is_seq_std"] = 0.0
-        out["rollout_is_seq_max"], out["rollout_is_seq_min"] = hi["seq_w"], lo["seq_w"]
-        out["rollout_is_seq_max_deviation"] = max(abs(hi["seq_w"] - 1.0), abs(lo["seq_w"] - 1.0))
-        out["rollout_is_seq_fraction_high"] = s["seq_high"] / rows
-        out["rollout_is_seq_fraction_low"] = s["seq_low"] / rows
-        if stats.options["icepop"]:
-            out["rollout_is_oob_ratio"] = s["oob"] / n
-    out["training_ppl"] = s["train_ppl"] / rows
-    out["training_log_ppl"] = s["train_log_ppl"] / rows
-    out["kl"] = s["kl"] / n
-    out["k3_kl"] = s["k3"] / n
-    out["rollout_ppl"] = s["roll_ppl"] / rows
-    out["rollout_log_ppl"] = s["roll_log_ppl"] / rows
-    out["log_ppl_diff"] = s["diff"] / rows
-    out["log_ppl_abs_diff"] = s["abs_diff"] / rows
-    out["log_ppl_diff_max"], out["log_ppl_diff_min"] = hi["diff"], lo["diff"]
-    out["ppl_ratio"] = s["ppl_ratio"] / rows
-    out["chi2_token"] = s["chi2_tok"] / n - 1.0
-    out["chi2_seq"] = s["chi2_seq"] / rows - 1.0
-    out["probs_pearson_corr"] = _pearson(s)
-    return {f"{prefix}{k}": v for k, v in out.items()}
+            out[K.ROLLOUT_CORR_IS_SEQ_STD] = 0.0
+        out[K.ROLLOUT_CORR_IS_SEQ_MAX], out[K.ROLLOUT_CORR_IS_SEQ_MIN] = hi["seq_w"], lo["seq_w"]
+        out[K.ROLLOUT_CORR_IS_SEQ_MAX_DEVIATION] = max(abs(hi["seq_w"] - 1.0), abs(lo["seq_w"] - 1.0))
+        out[K.ROLLOUT_CORR_IS_SEQ_FRACTION_HIGH] = s["seq_high"] / rows
+        out[K.ROLLOUT_CORR_IS_SEQ_FRACTION_LOW] = s["seq_low"] / rows
+        if options["icepop"]:
+            out[K.ROLLOUT_CORR_IS_OOB_RATIO] = s["oob"] / n
+    out[K.ROLLOUT_CORR_TRAINING_PPL] = s["train_ppl"] / rows
+    out[K.ROLLOUT_CORR_TRAINING_LOG_PPL] = s["train_log_ppl"] / rows
+    out[K.ROLLOUT_CORR_KL] = s["kl"] / n
+    out[K.ROLLOUT_CORR_K3_KL] = s["k3"] / n
+    out[K.ROLLOUT_CORR_ROLLOUT_PPL] = s["roll_ppl"] / rows
+    out[K.ROLLOUT_CORR_ROLLOUT_LOG_PPL] = s["roll_log_ppl"] / rows
+    out[K.ROLLOUT_CORR_LOG_PPL_DIFF] = s["diff"] / rows
+    out[K.ROLLOUT_CORR_LOG_PPL_ABS_DIFF] = s["abs_diff"] / rows
+    out[K.ROLLOUT_CORR_LOG_PPL_DIFF_MAX], out[K.ROLLOUT_CORR_LOG_PPL_DIFF_MIN] = hi["diff"], lo["diff"]
+    out[K.ROLLOUT_CORR_PPL_RATIO] = s["ppl_ratio"] / rows
+    out[K.ROLLOUT_CORR_CHI2_TOKEN] = s["chi2_tok"] / n - 1.0
+    out[K.ROLLOUT_CORR_CHI2_SEQ] = s["chi2_seq"] / rows - 1.0
+    out[K.ROLLOUT_CORR_PROBS_PEARSON_CORR] = _pearson(s)
+    return with_prefix(out, K.ROLLOUT_CORR_PREFIX, options["prefix"])
 
 
 def _pearson(s: dict[str, float]) -> float:
@@ -305,7 +301,7 @@ def _pearson(s: dict[str, float]) -> float:
         return warn_undefined(
             "the Pearson correlation of the probabilities is undefined (fewer than 2 tokens or a constant "
             "probability): NaN",
-            stacklevel=4,
+            stacklevel=None,
         )
     return max(-1.0, min(1.0, cov / math.sqrt(var_x * var_y)))
 
@@ -317,7 +313,7 @@ def compute_rollout_mismatch_metrics(
     *,
     rollout_is: str | None = "token",
     rollout_is_threshold: Any = 2.0,
-    prefix: str = PREFIX,
+    prefix: str = K.ROLLOUT_CORR_PREFIX,
     process_group: Any = None,
 ) -> dict[str, float]:
     """Importance-ratio, KL, perplexity and chi-squared diagnostics of the rollout/training mismatch.
@@ -372,15 +368,14 @@ def compute_rollout_mismatch_metrics(
     >>> round(m["rollout_corr/kl"], 6), round(m["rollout_corr/k3_kl"], 6)
     (-0.074381, 0.133952)
     """
-    stats = sharded_statistics(
-        rollout_mismatch_statistics,
-        {
-            "old_log_probs": old_log_probs,
-            "rollout_log_probs": rollout_log_probs,
-            "response_mask": response_mask,
-        },
-        process_group,
+    stats = rollout_mismatch_statistics(
+        old_log_probs,
+        rollout_log_probs,
+        response_mask,
         rollout_is=rollout_is,
         rollout_is_threshold=rollout_is_threshold,
+        prefix=prefix,
     )
-    return finalize_rollout_mismatch_metrics(stats, prefix=prefix)
+    if process_group is not None:
+        stats = stats.all_reduce(process_group)
+    return stats.finalize()

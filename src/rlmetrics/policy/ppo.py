@@ -18,22 +18,25 @@ pushing a token's probability down is cut off) and ``actor/pg_clipfrac_high`` (`
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from rlmetrics import keys as K
-from rlmetrics._core.array import as_float, check_finite_scalar, check_same_shape, describe
-from rlmetrics._core.stats import (
-    MASK_INVALID,
-    PolicyStats,
+from rlmetrics._core.array import (
+    as_float,
+    check_finite_scalar,
+    check_same_shape,
     cpu_block_rows,
-    deferred_mask,
-    pack_stats,
+    describe,
+    mask_and_invalid_count,
     prepare_arrays,
-    sharded_statistics,
-    warn_undefined,
 )
+from rlmetrics._core.checks import warn_undefined
+from rlmetrics._core.stats import Stats, check_prefix, invalid_mask_field, stand_in_statistics, with_prefix
 
-__all__ = ["compute_ppo_update_metrics", "finalize_ppo_update_metrics", "ppo_update_statistics"]
+__all__ = ["compute_ppo_update_metrics", "ppo_update_statistics"]
+
+_MASK = "response_mask"
 
 AGGREGATIONS = {
     "token-mean": "token-mean",
@@ -77,13 +80,35 @@ def ppo_update_statistics(
     clip_ratio_low: float | None = None,
     clip_ratio_high: float | None = None,
     clip_ratio_c: float = 3.0,
-) -> PolicyStats:
+    aggregation: str = "token-mean",
+    prefix: str = K.PPO_PREFIX,
+) -> Stats:
     """Mergeable sums / maxima / minima behind :func:`compute_ppo_update_metrics`.
 
-    Holds token sums (``n_tok`` and one sum per metric) and sums of per-sequence means
-    (``n_seq`` non-empty sequences), so either aggregation can be finalised after merging.
+    Arguments as :func:`compute_ppo_update_metrics`. Holds token sums (``n_tok`` and one sum
+    per metric) and sums of per-sequence means (``n_seq`` non-empty sequences), so either
+    aggregation can be finalised after merging: ``stats.finalize(aggregation="seq-mean")``
+    overrides the one given here. The result stays on the inputs' device until
+    :meth:`~rlmetrics._core.stats.Stats.finalize`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> old, adv, mask = np.zeros((1, 2)), np.ones((1, 2)), np.ones((1, 2), dtype=bool)
+    >>> a = ppo_update_statistics(np.log([[1.5, 1.0]]), old, adv, mask)
+    >>> b = ppo_update_statistics(np.log([[0.5, 1.0]]), old, -adv, mask)
+    >>> m = a.merge(b).finalize()
+    >>> m["actor/pg_clipfrac"], m["actor/ppo_ratio_max"], m["actor/ppo_ratio_min"]
+    (0.5, 1.5, 0.5)
     """
     low, high, c = _clip_bounds(clip_ratio, clip_ratio_low, clip_ratio_high, clip_ratio_c)
+    options = {
+        "clip_ratio_low": low,
+        "clip_ratio_high": high,
+        "clip_ratio_c": c,
+        "aggregation": _aggregation(aggregation),
+        "prefix": check_prefix(prefix),
+    }
     names = ["log_probs", "old_log_probs", "advantages", "response_mask"]
     xp, (lp, olp, adv, mask_raw), device, on_cpu = prepare_arrays(
         [log_probs, old_log_probs, advantages, response_mask], names
@@ -92,8 +117,11 @@ def ppo_update_statistics(
         raise ValueError(f"log_probs must have shape (B, R); got {describe(log_probs)}")
     for name, x in zip(names[1:], (olp, adv, mask_raw)):
         check_same_shape(x, lp, name, "log_probs")
-    mask, mask_invalid = deferred_mask(mask_raw, "response_mask")
     n_rows, width = lp.shape
+    if n_rows == 0:
+        arrays = dict(zip(names, (lp, olp, adv, mask_raw)))
+        return stand_in_statistics(ppo_update_statistics, arrays, {"response_mask"}, **options)
+    mask, n_invalid = mask_and_invalid_count(mask_raw, _MASK)
     work = xp.float64 if xp.float64 in (lp.dtype, olp.dtype, adv.dtype) else xp.float32
     f64 = xp.float64
     step = cpu_block_rows(n_rows, width, on_cpu)
@@ -138,40 +166,44 @@ def ppo_update_statistics(
             seq[k] = seq[k] + xp.sum(xp.where(has, row / safe, xp.zeros_like(row)))
         r_max = xp.maximum(r_max, xp.astype(xp.max(xp.where(m, ratio, -math.inf)), f64))
         r_min = xp.minimum(r_min, xp.astype(xp.min(xp.where(m, ratio, math.inf)), f64))
-    sums = {"n_tok": n_tok, "n_seq": n_seq, MASK_INVALID: mask_invalid}
+    sums = {
+        "n_tok": n_tok,
+        "n_seq": n_seq,
+        invalid_mask_field(_MASK): 0.0 if n_invalid is None else n_invalid,
+    }
     sums.update({f"tok_{k}": v for k, v in tok.items()})
     sums.update({f"seq_{k}": v for k, v in seq.items()})
-    return pack_stats(
+    return Stats.pack(
         "ppo",
         sums,
         {"ratio": r_max},
         {"ratio": r_min},
+        finaliser=_finalize,
+        options=options,
         xp=xp,
         device=device,
-        options={
-            "clip_ratio_low": low,
-            "clip_ratio_high": high,
-            "clip_ratio_c": c,
-            "mask_name": "response_mask",
-        },
     )
 
 
-def finalize_ppo_update_metrics(stats: PolicyStats, *, aggregation: str = "token-mean") -> dict[str, float]:
-    """Turn :class:`PolicyStats` of kind ``"ppo"`` into the metric dictionary (one host copy)."""
-    if stats.kind != "ppo":
-        raise ValueError(f"stats must be PPO update statistics; got kind {stats.kind!r}")
-    mode = _aggregation(aggregation)
-    s, hi, lo = stats.to_host()
-    prefix, count = ("tok_", s["n_tok"]) if mode == "token-mean" else ("seq_", s["n_seq"])
+def _finalize(
+    s: dict[str, float],
+    hi: dict[str, float],
+    lo: dict[str, float],
+    options: Mapping[str, Any],
+    *,
+    aggregation: str | None = None,
+) -> dict[str, float]:
+    """The metric dictionary from the host statistics; ``aggregation`` overrides the option."""
+    mode = options["aggregation"] if aggregation is None else _aggregation(aggregation)
+    part, count = ("tok_", s["n_tok"]) if mode == "token-mean" else ("seq_", s["n_seq"])
     if s["n_tok"] == 0:
-        warn_undefined("response_mask selects no token: the PPO update metrics are NaN", stacklevel=3)
+        warn_undefined("response_mask selects no token: the PPO update metrics are NaN", stacklevel=None)
         out = dict.fromkeys(_MEANS.values(), math.nan)
         out[K.PPO_RATIO_MAX] = out[K.PPO_RATIO_MIN] = math.nan
-        return out
-    out = {key: s[prefix + name] / count for name, key in _MEANS.items()}
-    out[K.PPO_RATIO_MAX], out[K.PPO_RATIO_MIN] = hi["ratio"], lo["ratio"]
-    return out
+    else:
+        out = {key: s[part + name] / count for name, key in _MEANS.items()}
+        out[K.PPO_RATIO_MAX], out[K.PPO_RATIO_MIN] = hi["ratio"], lo["ratio"]
+    return with_prefix(out, K.PPO_PREFIX, options["prefix"])
 
 
 def _aggregation(aggregation: str) -> str:
@@ -191,6 +223,7 @@ def compute_ppo_update_metrics(
     clip_ratio_high: float | None = None,
     clip_ratio_c: float = 3.0,
     aggregation: str = "token-mean",
+    prefix: str = K.PPO_PREFIX,
     process_group: Any = None,
 ) -> dict[str, float]:
     """Clip fractions, approximate KL and ratio range of a PPO update.
@@ -211,6 +244,8 @@ def compute_ppo_update_metrics(
     aggregation : {"token-mean", "seq-mean-token-mean", "seq-mean"}, keyword-only
         Average over all tokens (verl's metrics), or over each sequence then over the
         sequences that have tokens (``"seq-mean"`` is an alias).
+    prefix : str, keyword-only
+        Replaces the keys' ``"actor/"`` (e.g. ``"critic_actor/"`` for a second model).
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
         When given, every rank gets the metrics of the union of all ranks' batches (two packed
         all-reduces; a rank with an empty shard still takes part).
@@ -235,19 +270,18 @@ def compute_ppo_update_metrics(
     >>> m["actor/ppo_ratio_max"], m["actor/ppo_ratio_min"]
     (1.5, 0.5)
     """
-    _aggregation(aggregation)
-    stats = sharded_statistics(
-        ppo_update_statistics,
-        {
-            "log_probs": log_probs,
-            "old_log_probs": old_log_probs,
-            "advantages": advantages,
-            "response_mask": response_mask,
-        },
-        process_group,
+    stats = ppo_update_statistics(
+        log_probs,
+        old_log_probs,
+        advantages,
+        response_mask,
         clip_ratio=clip_ratio,
         clip_ratio_low=clip_ratio_low,
         clip_ratio_high=clip_ratio_high,
         clip_ratio_c=clip_ratio_c,
+        aggregation=aggregation,
+        prefix=prefix,
     )
-    return finalize_ppo_update_metrics(stats, aggregation=aggregation)
+    if process_group is not None:
+        stats = stats.all_reduce(process_group)
+    return stats.finalize()

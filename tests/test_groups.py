@@ -119,7 +119,27 @@ def test_options_threshold_ddof_prefix() -> None:
             "sortable",
             id="mixed-ids",
         ),
-        pytest.param((np.array(["a"]), np.array([1.0])), {"ddof": -1}, ValueError, "ddof", id="ddof"),
+        pytest.param(
+            (np.array(["a"]), np.array([1.0])),
+            {"ddof": -1},
+            ValueError,
+            "ddof must be an integer >= 0; got -1",
+            id="ddof",
+        ),
+        pytest.param(
+            (np.array(["a"]), np.array([1.0])),
+            {"ddof": True},
+            TypeError,
+            "ddof must be an integer",
+            id="ddof-bool",
+        ),
+        pytest.param(
+            (np.array(["a"]), np.array([1.0])),
+            {"prefix": 1},
+            TypeError,
+            "prefix must be a string",
+            id="prefix",
+        ),
         pytest.param(
             (np.array(["a"]), np.array([1.0])),
             {"zero_std_atol": -1.0},

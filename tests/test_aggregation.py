@@ -1,4 +1,5 @@
-"""reduce_metrics, Metric and AggregationType against verl.utils.metric, with the key fix."""
+"""rlmetrics.aggregation: reduce_metrics, Metric and AggregationType against verl.utils.metric (with
+the key fix), and MetricCollector in one process (across ranks: test_distributed.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics import AggregationType, Metric, reduce_metrics, reducer_for_key
+from rlmetrics import AggregationType, Metric, MetricCollector, reduce_metrics, reducer_for_key
 
 torch = pytest.importorskip("torch")
 
@@ -161,3 +162,57 @@ def test_property_reducers_bound_each_other(values):
     assert out["a/min"] <= out["a/mean"] + 1e-6 * (1 + abs(out["a/mean"]))
     assert out["a/mean"] <= out["a/max"] + 1e-6 * (1 + abs(out["a/mean"]))
     assert out["a/max"] == max(values) and out["a/min"] == min(values)
+
+
+# --- MetricCollector ---------------------------------------------------------------------------
+
+
+def test_collector_errors():
+    c = MetricCollector()
+    with pytest.raises(ValueError, match=r"metrics\['a'\] holds 1 NaN"):
+        c.update({"a": [1.0, float("nan")]})
+    with pytest.raises(ValueError, match=r"metrics\['t'\] holds 1 NaN or infinite"):
+        c.update({"t": torch.tensor([float("inf")])})
+    assert len(c) == 0
+    with pytest.raises(TypeError, match=r"metrics\['s'\] must be a number"):
+        c.update({"s": "text"})
+    with pytest.raises(TypeError, match="metrics must be a mapping"):
+        c.update([1.0])
+    with pytest.raises(ValueError, match=r"aggregations\['k'\] must be one of"):
+        MetricCollector(aggregations={"k": "median"})
+    with pytest.raises(ValueError, match="never collected; keys present: none"):
+        c.summary("zzz")
+    c.update({"e": []})
+    with pytest.warns(RuntimeWarning, match="no values to aggregate for 'e'"):
+        assert math.isnan(c.compute()["e"])
+
+
+def test_collector_reducers_follow_keys():
+    c = MetricCollector(aggregations={"tokens": "sum"})
+    c.update({"tokens": [3, 4], "a/max": [1, 9], "a/min": [1, 9], "a/mean": [1, 9]})
+    c.update({"actor/minibatch_loss": [1, 3]})
+    want = {"a/max": 9.0, "a/mean": 5.0, "a/min": 1.0, "actor/minibatch_loss": 2.0, "tokens": 7.0}
+    assert c.compute() == want
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=6), min_size=1, max_size=5)
+)
+def test_collector_merge_equals_single_pass(chunks):
+    """Merging per-chunk collectors equals one collector fed everything (float64 tolerance)."""
+    merged = MetricCollector()
+    for chunk in chunks:
+        part = MetricCollector()
+        part.update({"x": chunk})
+        merged = merged + part
+    every = [v for chunk in chunks for v in chunk]
+    if not every:
+        with pytest.warns(RuntimeWarning):
+            assert math.isnan(merged.compute()["x"])
+        return
+    s = merged.summary("x") if len(every) > 1 else None
+    assert merged.compute()["x"] == pytest.approx(np.mean(every), rel=1e-9, abs=1e-6)
+    if s is not None:
+        assert s["max"] == max(every) and s["min"] == min(every) and s["count"] == len(every)
+        assert s["std"] == pytest.approx(np.std(every, ddof=1), rel=1e-6, abs=1e-3)
