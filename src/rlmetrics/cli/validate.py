@@ -26,6 +26,8 @@ import numpy as np
 import typer
 from rich.markup import escape
 
+from rlmetrics import keys as K
+
 __all__ = ["ValidateInputError", "load_rollouts", "validate"]
 
 _TEXT_KEYS = frozenset({"input", "output", "gts", "step"})
@@ -477,7 +479,7 @@ def validate(
         table.add_column("key")
         table.add_column("value", justify="right")
         for key, value in verl_flat.items():
-            if key.startswith("val-core/"):
+            if key.startswith(f"{K.VAL_CORE_PREFIX}/"):
                 table.add_row(key, f"{value:.4f}")
         out_console.print(table)
     if json_out is not None:
