@@ -1,4 +1,8 @@
-"""Tests of rlmetrics.policy.variance: verl 0.9.1 parity, float64 loop reference, errors, merging."""
+"""Tests of rlmetrics.policy.variance: verl 0.9.1 parity, float64 loop reference, errors, merging.
+
+Both computation paths are tested: numpy row blocks (numpy and CPU torch inputs) and the
+whole-array path that accelerator tensors take (run on CPU torch with the numpy view off).
+"""
 
 from __future__ import annotations
 
@@ -10,13 +14,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rlmetrics.policy.variance as variance
 from rlmetrics import keys as K
-from rlmetrics._core.stats import PolicyStats
-from rlmetrics.policy.variance import (
-    compute_variance_proxy_metrics,
-    finalize_variance_proxy_metrics,
-    variance_proxy_statistics,
-)
+from rlmetrics._core import array as _array
+from rlmetrics._core.stats import Stats
+from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 
 verl_mu = pytest.importorskip("verl.trainer.ppo.metric_utils")
 from verl import DataProto  # noqa: E402
@@ -86,18 +88,81 @@ CASES = [
     pytest.param(8, 33, True, 0.05, True, id="is-weights-gradnorm-empty-row"),
     pytest.param(1, 17, False, 0.3, False, id="batch-size-1"),
     pytest.param(1, 17, True, 2.0, False, id="batch-size-1-is"),
-    pytest.param(37, 700, False, 1.5, True, id="several-cpu-blocks"),
+    pytest.param(80, 4000, True, 1.5, True, id="several-cpu-blocks"),
 ]
 
 
+@pytest.fixture(params=["cpu-blocks", "device-path"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which computation torch inputs take: numpy row blocks, or the accelerator one on CPU torch."""
+    if request.param == "device-path":
+        monkeypatch.setattr(_array, "_CPU_TENSORS_AS_NUMPY", False)
+    return str(request.param)
+
+
+def assert_same_metrics(ours: dict[str, float], expected: dict[str, float], rel: float) -> None:
+    assert set(ours) == set(expected) == set(KEYS)
+    for k in KEYS:
+        if math.isnan(expected[k]):
+            assert math.isnan(ours[k]), k
+        else:
+            assert ours[k] == pytest.approx(expected[k], rel=rel, abs=1e-9), k
+
+
 @pytest.mark.parametrize(("b", "r", "with_is", "gnorm", "empty_row"), CASES)
-def test_parity_with_verl(b: int, r: int, with_is: bool, gnorm: float | None, empty_row: bool) -> None:
+def test_parity_with_verl(
+    b: int, r: int, with_is: bool, gnorm: float | None, empty_row: bool, path: str
+) -> None:
     batch = make_batch(b, r, seed=b * 100 + r, with_is=with_is, empty_row=empty_row)
     expected = verl_mu.compute_variance_proxy_metrics(DataProto.from_dict(tensors=dict(batch)), gnorm)
     ours = compute_variance_proxy_metrics(DataProto.from_dict(tensors=dict(batch)), gnorm)
-    assert set(ours) == set(expected) == set(KEYS)
-    for k in KEYS:
-        assert ours[k] == pytest.approx(expected[k], rel=1e-6, abs=1e-9), k
+    assert_same_metrics(ours, expected, rel=1e-6)
+
+
+def poisoned(batch: dict[str, torch.Tensor], rows: slice, value: float) -> dict[str, torch.Tensor]:
+    """``batch`` with ``value`` at every masked-out position of ``rows`` in every float tensor."""
+    outside = batch["response_mask"] == 0
+    outside[: rows.start or 0] = False
+    outside[rows.stop :] = False
+    assert outside.any()
+    return {k: v if k == "response_mask" else v.masked_fill(outside, value) for k, v in batch.items()}
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("with_is", [False, True], ids=["on-policy", "is-weights"])
+def test_non_finite_values_outside_the_mask_are_ignored_like_verl(
+    value: float, with_is: bool, path: str
+) -> None:
+    batch = poisoned(make_batch(7, 30, seed=5, with_is=with_is, empty_row=True), slice(0, 4), value)
+    expected = verl_mu.compute_variance_proxy_metrics(DataProto.from_dict(tensors=dict(batch)), 0.2)
+    assert all(math.isfinite(v) for v in expected.values())
+    ours = compute_variance_proxy_metrics(batch, 0.2)
+    assert_same_metrics(ours, expected, rel=1e-6)
+    numpy_in = compute_variance_proxy_metrics({k: v.numpy() for k, v in batch.items()}, 0.2)
+    assert_same_metrics(numpy_in, expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("key", ["old_log_probs", "advantages", "rollout_is_weights"])
+def test_nan_inside_the_mask_gives_nan_like_verl(key: str, path: str) -> None:
+    batch = make_batch(5, 12, seed=6, with_is=True)
+    batch[key][2, 0] = math.nan  # position 0 is inside the mask of every row
+    expected = verl_mu.compute_variance_proxy_metrics(DataProto.from_dict(tensors=dict(batch)), 0.2)
+    assert math.isnan(expected[K.VARIANCE_PROXY_TOTAL_POWER])
+    ours = compute_variance_proxy_metrics(batch, 0.2)
+    # verl's max(0.0, nan) turns proxy 3 into 0.0; rlmetrics keeps it NaN, as for a NaN norm.
+    assert math.isnan(ours.pop(K.VARIANCE_PROXY_NOISE))
+    expected[K.VARIANCE_PROXY_NOISE] = math.nan
+    assert_same_metrics({**ours, K.VARIANCE_PROXY_NOISE: math.nan}, expected, rel=1e-6)
+
+
+def test_float64_and_mixed_dtype_inputs_match_the_float64_reference(path: str) -> None:
+    batch = make_batch(9, 50, seed=7, with_is=True, empty_row=True)
+    expected = reference(batch, 0.4)
+    mixed = {
+        k: v.double() if k in ("sum_pi_squared", "old_log_probs", "rollout_is_weights") else v
+        for k, v in batch.items()
+    }
+    assert_same_metrics(compute_variance_proxy_metrics(mixed, 0.4), expected, rel=1e-12)
 
 
 @pytest.mark.parametrize(("b", "r", "with_is", "gnorm", "empty_row"), CASES)
@@ -197,14 +262,6 @@ def test_errors(batch: dict, gnorm: object, exc: type[Exception], match: str) ->
         compute_variance_proxy_metrics(batch, gnorm)
 
 
-def test_finalize_rejects_other_statistics() -> None:
-    stats = variance_proxy_statistics(BASE)
-    assert stats is not None
-    stats.kind = "ppo"
-    with pytest.raises(ValueError, match="variance-proxy statistics; got kind 'ppo'"):
-        finalize_variance_proxy_metrics(stats)
-
-
 @settings(max_examples=25, deadline=None)
 @given(
     b=st.integers(2, 9),
@@ -222,7 +279,26 @@ def test_shards_merge_to_whole_batch(b: int, r: int, split: int, seed: int, with
         for sl in (slice(0, split), slice(split, b))
     ]
     assert all(p is not None for p in parts)
-    merged = finalize_variance_proxy_metrics(PolicyStats.merge([p for p in parts if p is not None]), 0.7)
+    merged = Stats.merge(*[p for p in parts if p is not None]).finalize(gradient_norm=0.7)
     for k in KEYS:
         assert merged[k] == pytest.approx(whole[k], rel=1e-9, abs=1e-12)
     assert whole[K.VARIANCE_PROXY_TOTAL_POWER] >= 0 and whole[K.VARIANCE_PROXY_NOISE] >= 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    b=st.integers(1, 12),
+    r=st.integers(1, 40),
+    block=st.integers(1, 300),
+    seed=st.integers(0, 10**6),
+    with_is=st.booleans(),
+)
+def test_cpu_row_blocks_do_not_change_the_statistics(
+    b: int, r: int, block: int, seed: int, with_is: bool
+) -> None:
+    batch = {k: v.numpy() for k, v in make_batch(b, r, seed=seed, with_is=with_is).items()}
+    whole = compute_variance_proxy_metrics(batch, 0.7)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(variance, "_CPU_BLOCK_ELEMENTS", block)
+        blocked = compute_variance_proxy_metrics(batch, 0.7)
+    assert_same_metrics(blocked, whole, rel=1e-12)
