@@ -6,14 +6,17 @@ Run by hand (needs the parity extra: ``pip install --no-deps verl==0.9.1`` and i
     python bench/bench_data_metrics.py --device cuda  # also on the GPU, with host-sync counts
 
 Sizes (float32, int64 masks, use_critic=True): B=256,P=512,R=1024 and B=1024,P=1024,R=4096.
-The floor is one pass that reads every input the metrics need (scores, rewards, advantages,
-returns, values, response_mask, attention_mask) once, in sequence, with the fastest reader at
-hand (torch's multi-threaded sum or amax, numpy's sum), timed exactly like the calls: no
-implementation that reads its inputs can beat it. Each figure is the median of ``--repeat``
-timed calls after a warm-up call (which also compiles the numba kernels on first use).
+Rows: verl; rlmetrics as it runs (the fused numba kernel on the caller's thread at these sizes,
+both above ``FUSED_MIN_ELEMENTS``); rlmetrics on its array-API path (what runs without numba:
+numpy in cache-sized row blocks); the floor. The floor is one pass that reads every input the
+metrics need (scores, rewards, advantages, returns, values, response_mask, attention_mask)
+once, in sequence, with the fastest reader at hand (torch's multi-threaded sum or amax,
+numpy's sum), timed exactly like the calls: no single-pass reader beats it. Each figure is the
+median of ``--repeat`` timed calls after a warm-up call (which also loads, or on first use
+compiles, the numba kernel).
 
-A second reference row times each input *alone*, repeatedly, and sums the medians (this
-script's floor until 2026-11-29). It is not a floor: a single 16-42 MB input stays in the
+A second reference row times each input *alone*, repeatedly, and sums the medians. It is not a
+floor: a single 16-42 MB input stays in the
 last-level cache between repeats, so it measures cache bandwidth, while a call reads all
 154 MB (large size) and streams from memory. ``--cold`` evicts the caches (reads a 1 GiB
 buffer) before every timed call of every row, for figures with nothing cache-resident.
@@ -158,13 +161,12 @@ def bench_size(device: str, b: int, p: int, r: int, repeat: int) -> None:
     rows: list[tuple[str, float, Any]] = [("verl 0.9.1", verl_ms, count_syncs(verl_call) if cuda else "")]
     rows.append(("rlmetrics", median_ms(ours_call, device, repeat), count_syncs(ours_call) if cuda else ""))
     if device == "cpu":
-        kernel, lengths = _data.token_rows_kernel, _lengths.attention_lengths_kernel
-        _data.token_rows_kernel = lambda: None
-        _lengths.attention_lengths_kernel = lambda: None
+        threshold = _data.FUSED_MIN_ELEMENTS
+        _data.FUSED_MIN_ELEMENTS = _lengths.FUSED_MIN_ELEMENTS = 1 << 62
         try:
-            rows.append(("rlmetrics, numpy engine (no numba)", median_ms(ours_call, device, repeat), ""))
+            rows.append(("rlmetrics, array-API path (no numba)", median_ms(ours_call, device, repeat), ""))
         finally:
-            _data.token_rows_kernel, _lengths.attention_lengths_kernel = kernel, lengths
+            _data.FUSED_MIN_ELEMENTS = _lengths.FUSED_MIN_ELEMENTS = threshold
     floor = floor_ms(batch, device, repeat)
     rows.append(("floor: one pass reading every input once", floor, ""))
     alone = "each input alone, repeated" + ("" if _EVICT else ": cache-resident, not a floor")

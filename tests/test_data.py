@@ -175,7 +175,7 @@ def test_all_responses_aborted_gives_nan_and_a_warning(verl_metric_utils, data_p
     tensors["attention_mask"][:, 4:] = 0
     tensors["response_mask"][:] = 0
     ref = verl_metrics(verl_metric_utils, data_proto, tensors, {}, True)
-    with pytest.warns(RuntimeWarning, match="aborted"):
+    with pytest.warns(RuntimeWarning, match="aborted"), pytest.warns(RuntimeWarning, match="all zero"):
         ours = rlmetrics.compute_data_metrics(tensors)
     assert_close_to_reference(ours, ref)
     assert np.isnan(ours["critic/score/mean"]) and np.isnan(ours["critic/vf_explained_var"])
@@ -224,6 +224,20 @@ def test_nan_in_masked_out_slots_is_ignored_but_nan_in_valid_slots_propagates(en
     dirty = rlmetrics.compute_data_metrics(tensors)
     assert np.isnan(dirty["critic/advantages/mean"])
     assert np.isnan(dirty["critic/advantages/max"])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # inf - inf in the sums
+def test_signed_zero_and_infinite_extremes(engine):
+    tensors, _ = make_batch(3, 2, 4, seed=4, aborted=0.0, mask="prefix")
+    tensors["response_mask"][:] = 1
+    tensors["response_mask"][2, 3] = 0
+    tensors["advantages"][:] = -0.0
+    tensors["returns"][0, 0], tensors["returns"][1, 1] = float("inf"), float("-inf")
+    tensors["returns"][2, 3] = float("nan")  # masked out
+    m = rlmetrics.compute_data_metrics(tensors)
+    assert m["critic/advantages/max"] == 0.0 and np.signbit(m["critic/advantages/max"])
+    assert np.signbit(m["critic/advantages/min"])
+    assert m["critic/returns/max"] == np.inf and m["critic/returns/min"] == -np.inf
 
 
 def test_prompt_and_response_length_keys_take_precedence(verl_metric_utils, data_proto):
