@@ -5,6 +5,9 @@
 2. ``sum_pi_squared_from_logits``: extra peak memory (RSS high-water mark above the RSS once
    the logits exist, each method in a fresh subprocess), time and accuracy vs verl's formula
    ``exp(logsumexp(2z) - 2 logsumexp(z))`` applied to bf16 logits and to their float32 copy.
+3. ``compute_ppo_update_metrics`` and ``compute_rollout_mismatch_metrics``: rlmetrics vs verl
+   0.9.1 (``compute_policy_loss_vanilla``'s metrics, ``compute_rollout_correction_and_rejection_mask``
+   with token TIS) at B=1024, R=4096, torch CPU float32.
 
 Usage::
 
@@ -14,6 +17,7 @@ Usage::
     python bench/bench_policy.py --skip-memory --repeats 7
     python bench/bench_policy.py --skip-variance --rows 8192 --methods rlmetrics,verl-formula-bf16
     python bench/bench_policy.py --skip-variance --rows 8192 --cuda   # on a GPU: allocator peaks
+    python bench/bench_policy.py --skip-variance --skip-memory         # PPO update + mismatch only
 """
 
 from __future__ import annotations
@@ -217,6 +221,53 @@ def bench_memory_cuda(rows: int, vocab: int, repeats: int) -> None:
         print(f"{name:<22}{peak / 1e6:>16.0f}{statistics.median(times) * 1e3:>11.2f}{err:>22.1e}")
 
 
+def bench_update_and_mismatch(b: int, r: int, repeats: int) -> None:
+    import torch
+    from verl.trainer.ppo import core_algos, rollout_corr_helper
+
+    from rlmetrics import compute_ppo_update_metrics, compute_rollout_mismatch_metrics
+
+    class _ActorConfig:
+        """What verl's compute_policy_loss_vanilla reads from its actor config."""
+
+        def __init__(self) -> None:
+            self.clip_ratio = self.clip_ratio_low = self.clip_ratio_high = 0.2
+            self.clip_ratio_c = 3.0
+            self.global_batch_info: dict = {}
+
+        def get(self, key: str, default: object = None) -> object:
+            return getattr(self, key, default)
+
+    g = torch.Generator().manual_seed(1)
+    lens = torch.randint(1, r + 1, (b,), generator=g)
+    mask = (torch.arange(r)[None, :] < lens[:, None]).long()
+    old = -torch.rand(b, r, generator=g) * 3
+    new = old + 0.3 * torch.randn(b, r, generator=g)
+    roll = old + 0.05 * torch.randn(b, r, generator=g)
+    adv = torch.randn(b, r, generator=g)
+
+    def verl_ppo() -> dict:
+        return core_algos.compute_policy_loss_vanilla(old, new, adv, mask, config=_ActorConfig())[1]
+
+    def verl_mismatch() -> dict:
+        return rollout_corr_helper.compute_rollout_correction_and_rejection_mask(
+            old, roll, mask, rollout_is="token", rollout_is_threshold=2.0
+        )[2]
+
+    cases = [
+        ("PPO update", verl_ppo, lambda: compute_ppo_update_metrics(new, old, adv, mask)),
+        ("rollout mismatch (TIS)", verl_mismatch, lambda: compute_rollout_mismatch_metrics(old, roll, mask)),
+    ]
+    threads = torch.get_num_threads()
+    print(f"\n## PPO update and rollout mismatch, B={b}, R={r}, float32, torch threads={threads}")
+    print(f"{'case':<26}{'verl 0.9.1 (ms)':>16}{'rlmetrics (ms)':>16}{'speed-up':>10}{'max rel diff':>14}")
+    for name, verl_fn, ours_fn in cases:
+        t_verl, t_ours = _interleaved_medians([verl_fn, ours_fn], repeats)
+        a, o = verl_fn(), ours_fn()
+        diff = max(abs(float(a[k]) - o[k]) / max(abs(float(a[k])), 1e-30) for k in a)
+        print(f"{name:<26}{t_verl * 1e3:>16.1f}{t_ours * 1e3:>16.1f}{t_verl / t_ours:>9.1f}x{diff:>14.1e}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -229,6 +280,7 @@ def main() -> None:
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated memory-bench methods")
     parser.add_argument("--skip-variance", action="store_true")
+    parser.add_argument("--skip-update", action="store_true", help="skip the PPO update / mismatch bench")
     parser.add_argument("--cuda", action="store_true", help="run the memory bench on the CUDA device")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -237,6 +289,8 @@ def main() -> None:
         return
     if not args.skip_variance:
         bench_variance_proxy(args.batch, args.response, args.repeats)
+    if not args.skip_update:
+        bench_update_and_mismatch(args.batch, args.response, args.repeats)
     if not args.skip_memory:
         if args.cuda:
             bench_memory_cuda(args.rows, args.vocab, args.repeats)
