@@ -67,15 +67,21 @@ LAYOUTS = [
     pytest.param(0, 4, 5, "prefix", id="B0-empty"),
 ]
 NUMPY_DTYPES = [bool, np.int8, np.uint8, np.int32, np.int64, np.float32, np.float64]
-NUMPY_DTYPE_IDS = [np.dtype(d).name for d in NUMPY_DTYPES]
+
+
+# Every dtype on the array-API path; on the kernel a few (each dtype is a compiled signature).
+ENGINE_DTYPES = [pytest.param("numpy", d, id=f"numpy-{np.dtype(d).name}") for d in NUMPY_DTYPES] + [
+    pytest.param("numba", d, id=f"numba-{np.dtype(d).name}") for d in (bool, np.int8, np.int64, np.float32)
+]
 
 
 @pytest.mark.parametrize(("batch_size", "prompt_width", "resp_width", "layout"), LAYOUTS)
-@pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=NUMPY_DTYPE_IDS)
+@pytest.mark.parametrize(("engine", "dtype"), ENGINE_DTYPES)
 @pytest.mark.parametrize("with_prompts", [True, False], ids=["prompts", "no-prompts"])
 def test_numpy_lengths_match_a_per_row_loop(
-    engine, batch_size, prompt_width, resp_width, layout, dtype, with_prompts
+    monkeypatch, engine, batch_size, prompt_width, resp_width, layout, dtype, with_prompts
 ):
+    _use_kernel(monkeypatch, engine == "numba")
     rng = np.random.default_rng(batch_size * 1000 + prompt_width * 10 + resp_width)
     attention = verl_attention(rng, batch_size, prompt_width, resp_width, layout).astype(dtype)
     batch = {"attention_mask": attention, "responses": np.zeros((batch_size, resp_width), dtype=np.int64)}
