@@ -1,0 +1,34 @@
+"""Training-step metrics: the batch's data, per-stage timings, throughput and MFU.
+
+* :mod:`~rlmetrics.training.data`: verl's ``compute_data_metrics`` (scores, rewards,
+  advantages, returns, values, lengths) and its statistics, ``data_statistics``.
+* :mod:`~rlmetrics.training.timing`: verl's ``compute_timing_metrics`` and
+  ``compute_throughout_metrics``, and MFU from peak FLOP/s.
+* :mod:`~rlmetrics.training.timer`: ``StageTimer`` and ``timer``, which fill the
+  ``timing_raw`` dict those take.
+"""
+
+from __future__ import annotations
+
+from rlmetrics.training.data import compute_data_metrics, data_statistics
+from rlmetrics.training.timer import Stage, StageTimer, timer
+from rlmetrics.training.timing import (
+    ACCELERATOR_PEAK_FLOPS,
+    compute_mfu,
+    compute_throughout_metrics,
+    compute_throughput_metrics,
+    compute_timing_metrics,
+)
+
+__all__ = [
+    "ACCELERATOR_PEAK_FLOPS",
+    "Stage",
+    "StageTimer",
+    "compute_data_metrics",
+    "compute_mfu",
+    "compute_throughout_metrics",
+    "compute_throughput_metrics",
+    "compute_timing_metrics",
+    "data_statistics",
+    "timer",
+]
