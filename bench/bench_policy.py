@@ -72,8 +72,12 @@ def bench_variance_proxy(b: int, r: int, repeats: int) -> None:
     }
     import numpy as np
 
+    from rlmetrics._core.kernels import FUSED_MIN_ELEMENTS, variance_rows_kernel
+
+    fused = variance_rows_kernel() is not None and b * r >= FUSED_MIN_ELEMENTS
     print(f"\n## variance proxy, B={b}, R={r}, float32, torch threads={torch.get_num_threads()}")
     print("read-once floor: one np.sum over each input tensor (the least any method must read)")
+    print(f"rlmetrics path: {'fused numba kernel' if fused else 'numpy row blocks'} (int64 response_mask)")
     print(
         f"{'case':<26}{'verl 0.9.1 (ms)':>16}{'rlmetrics (ms)':>16}{'speed-up':>10}"
         f"{'floor (ms)':>12}{'x floor':>9}{'max rel diff':>14}"

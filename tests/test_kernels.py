@@ -24,6 +24,7 @@ from rlmetrics._core.kernels import (
     attention_lengths_kernel,
     float_keys_to_values,
     token_rows_kernel,
+    variance_rows_kernel,
 )
 
 # token_rows_kernel() is None when numba is missing or RLMETRICS_NO_NUMBA is set
@@ -408,5 +409,57 @@ def test_token_kernels_load_from_numba_cache_in_a_new_process(tmp_path):
         "         'values': f}\n"
         "rlmetrics.compute_data_metrics(batch, use_critic=True)\n"
         "kernels.attention_lengths_kernel()(batch['attention_mask'], P)\n"
+        "one, c = np.float32(1), np.float32(1e-10)\n"
+        "kernels.variance_rows_kernel()(i, f, f, f, f, True, one, c, np.empty((B, 5)), 0)\n"
     )
     assert_second_process_compiles_nothing(script, tmp_path / "cache")
+
+
+def variance_reference(mask, e, spi, adv, rho):
+    """Per-row (count, sum adv, sum W [rho^2], sum W min(rho^2, 1e-10), sum rho), W in e's dtype."""
+    one = e.dtype.type(1)
+    clamp = e.dtype.type(1e-10)
+    out = np.zeros((mask.shape[0], 5))
+    for i in range(mask.shape[0]):
+        on = mask[i] != 0
+        w = (one - (e[i] + e[i])) + spi[i]
+        out[i, 0] = on.sum()
+        out[i, 1] = adv[i][on].astype(np.float64).sum()
+        if rho is None:
+            out[i, 2] = w[on].astype(np.float64).sum()
+            continue
+        r2 = rho[i] * rho[i]
+        out[i, 2] = (w * r2)[on].astype(np.float64).sum()
+        out[i, 3] = (w * np.minimum(r2, clamp))[on].astype(np.float64).sum()
+        out[i, 4] = rho[i][on].astype(np.float64).sum()
+    return out
+
+
+@needs_kernel
+@pytest.mark.parametrize("with_is", [False, True], ids=["on-policy", "is-weights"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_variance_rows_kernel_matches_a_row_loop(with_is, dtype):
+    rng = np.random.default_rng(3)
+    n, r = 6, 300
+    mask = (np.arange(r) < rng.integers(0, r + 1, n)[:, None]).astype(np.int64)
+    e, spi, rho = (rng.random((n, r)).astype(dtype) for _ in range(3))
+    adv = rng.standard_normal((n, r)).astype(dtype)
+    spi[mask == 0] = np.nan  # masked-out NaN never reaches a sum
+    out = np.full((n + 2, 5), -1.0)
+    one, clamp = dtype(1), dtype(1e-10)
+    bad = variance_rows_kernel()(mask, e, spi, adv, rho if with_is else e, with_is, one, clamp, out, 2)
+    assert bad == 0
+    np.testing.assert_array_equal(out[:2], -1.0)  # rows before row0 untouched
+    expected = variance_reference(mask, e, spi, adv, rho if with_is else None)
+    np.testing.assert_allclose(out[2:], expected, rtol=1e-12, atol=1e-12)
+
+
+@needs_kernel
+@pytest.mark.parametrize("value", [2, -1, 3, -(2**62)], ids=["two", "minus-one", "three", "large-negative"])
+def test_variance_rows_kernel_flags_mask_values_other_than_0_and_1(value):
+    mask = np.ones((3, 40), np.int64)
+    mask[2, 39] = value
+    x = np.ones((3, 40), np.float32)
+    out = np.empty((3, 5))
+    bad = variance_rows_kernel()(mask, x, x, x, x, False, np.float32(1), np.float32(1e-10), out, 0)
+    assert bad != 0

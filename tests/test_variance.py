@@ -1,12 +1,14 @@
 """Tests of rlmetrics.policy.variance: verl 0.9.1 parity, float64 loop reference, errors, merging.
 
-Both computation paths are tested: numpy row blocks (numpy and CPU torch inputs) and the
-whole-array path that accelerator tensors take (run on CPU torch with the numpy view off).
+Every computation path is tested: numpy row blocks and the fused numba kernel (numpy and CPU
+torch inputs), and the whole-array path that accelerator tensors take (run on CPU torch with
+the numpy view off).
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 import rlmetrics.policy.variance as variance
 from rlmetrics import keys as K
 from rlmetrics._core import array as _array
+from rlmetrics._core.kernels import variance_rows_kernel
 from rlmetrics._core.stats import Stats
 from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 
@@ -92,11 +95,22 @@ CASES = [
 ]
 
 
-@pytest.fixture(params=["cpu-blocks", "device-path"])
+needs_kernel = pytest.mark.skipif(
+    variance_rows_kernel() is None, reason="numba not installed or disabled with RLMETRICS_NO_NUMBA"
+)
+
+
+def use_path(mp: pytest.MonkeyPatch, path: str) -> None:
+    """numpy row blocks, the fused kernel on them, or the accelerator path on CPU torch."""
+    mp.setattr(variance, "FUSED_MIN_ELEMENTS", 0 if path == "cpu-fused" else 1 << 62)
+    if path == "device-path":
+        mp.setattr(_array, "_CPU_TENSORS_AS_NUMPY", False)
+
+
+@pytest.fixture(params=["cpu-blocks", pytest.param("cpu-fused", marks=needs_kernel), "device-path"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Which computation torch inputs take: numpy row blocks, or the accelerator one on CPU torch."""
-    if request.param == "device-path":
-        monkeypatch.setattr(_array, "_CPU_TENSORS_AS_NUMPY", False)
+    """Which computation torch inputs take (see :func:`use_path`)."""
+    use_path(monkeypatch, str(request.param))
     return str(request.param)
 
 
@@ -302,3 +316,40 @@ def test_cpu_row_blocks_do_not_change_the_statistics(
         mp.setattr(variance, "_CPU_BLOCK_ELEMENTS", block)
         blocked = compute_variance_proxy_metrics(batch, 0.7)
     assert_same_metrics(blocked, whole, rel=1e-12)
+
+
+@needs_kernel
+@pytest.mark.parametrize("with_is", [False, True], ids=["on-policy", "is-weights"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("mask_dtype", [torch.int64, torch.bool, torch.int32], ids=["int64", "bool", "int32"])
+def test_fused_kernel_and_numpy_blocks_give_the_same_numbers(
+    with_is: bool, dtype: torch.dtype, mask_dtype: torch.dtype
+) -> None:
+    batch = make_batch(40, 700, seed=11, with_is=with_is, empty_row=True)
+    batch = {k: v.to(mask_dtype if k == "response_mask" else dtype) for k, v in batch.items()}
+    expected = verl_mu.compute_variance_proxy_metrics(DataProto.from_dict(tensors=dict(batch)), 0.3)
+    runs = {}
+    for path in ("cpu-blocks", "cpu-fused"):
+        with pytest.MonkeyPatch.context() as mp:
+            use_path(mp, path)
+            mp.setattr(variance, "_CPU_BLOCK_ELEMENTS", 7 * 700)  # several blocks, a short last one
+            runs[path] = compute_variance_proxy_metrics(batch, 0.3)
+    rel = 1e-6 if dtype == torch.float32 else 1e-12
+    assert_same_metrics(runs["cpu-fused"], runs["cpu-blocks"], rel=rel)
+    assert_same_metrics(runs["cpu-fused"], expected, rel=rel)
+
+
+@pytest.mark.parametrize(
+    "value", [2, -1, 2**40, 0.5], ids=["two", "minus-one", "two-to-40", "half-in-float-mask"]
+)
+@pytest.mark.parametrize("path", ["cpu-blocks", pytest.param("cpu-fused", marks=needs_kernel)])
+def test_bad_mask_value_in_a_later_block_raises(value: float, path: str) -> None:
+    batch = {k: v.numpy() for k, v in make_batch(12, 30, seed=12, with_is=True).items()}
+    mask = batch["response_mask"].astype(np.float32 if value == 0.5 else np.int64)
+    mask[9, 0] = value  # rows of 3: the fourth block
+    with pytest.MonkeyPatch.context() as mp:
+        use_path(mp, path)
+        mp.setattr(variance, "_CPU_BLOCK_ELEMENTS", 90)
+        found = re.escape(f"response_mask'] must hold only 0 and 1; found {value:g}")
+        with pytest.raises(ValueError, match=found):
+            compute_variance_proxy_metrics(dict(batch, response_mask=mask), 0.3)

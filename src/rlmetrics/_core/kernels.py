@@ -30,6 +30,7 @@ __all__ = [
     "attention_lengths_kernel",
     "float_keys_to_values",
     "token_rows_kernel",
+    "variance_rows_kernel",
 ]
 
 #: Elements (rows x columns of a token tensor) from which the fused kernels are used: where
@@ -68,14 +69,14 @@ def float_keys_to_values(keys: numpy.ndarray, dtype: numpy.dtype) -> numpy.ndarr
 
 
 @cache
-def _compiled() -> tuple[Any, Any] | None:
+def _compiled() -> tuple[Any, Any, Any] | None:
     if os.environ.get("RLMETRICS_NO_NUMBA"):
         return None
     try:
         from rlmetrics._core import kernels_jit as jit
     except ImportError:  # numba missing
         return None
-    return jit.token_rows, jit.attention_lengths
+    return jit.token_rows, jit.attention_lengths, jit.variance_rows
 
 
 def token_rows_kernel() -> Any:
@@ -103,3 +104,20 @@ def attention_lengths_kernel() -> Any:
     """
     compiled = _compiled()
     return None if compiled is None else compiled[1]
+
+
+def variance_rows_kernel() -> Any:
+    """The fused per-row kernel of the variance proxies, or ``None`` without numba.
+
+    ``kernel(mask, e, spi, adv, rho, use_is, one, clamp, out, row0) -> bad``: for each row ``i``
+    of the int64 0/1 ``mask`` it writes into ``out[row0 + i]`` (float64, 5 columns) the row's
+    count of response tokens, its sums of ``adv``, of ``W = (one - 2 e) + spi`` per token in
+    the dtype of ``e`` (``W rho**2`` when ``use_is``), of ``W min(rho**2, clamp)`` and of
+    ``rho`` (0 without ``use_is``; pass any array of the dtype of ``e`` as ``rho`` then).
+    ``e`` is ``exp(old_log_probs)``; ``e``, ``spi`` and ``rho`` share one float dtype, as do
+    ``one`` and ``clamp``. Masked-out entries are never added (a NaN there does not leak in).
+    Returns the bitwise or of ``x & ~1`` over the mask entries: 0 exactly when every entry is
+    0 or 1.
+    """
+    compiled = _compiled()
+    return None if compiled is None else compiled[2]

@@ -250,3 +250,63 @@ def attention_lengths(attention, split):  # type: ignore[no-untyped-def]
     for i in range(n_rows):
         out[i, 0], out[i, 1], out[i, 2] = attention_counts(attention[i], split)
     return out
+
+
+@numba.njit(cache=True, nogil=True, fastmath=False)
+def w_token(e, s, one):  # type: ignore[no-untyped-def]
+    """verl's ``1 - 2 exp(old_log_probs) + sum_pi_squared`` given ``e = exp(old_log_probs)``.
+
+    Compiled with fast-math explicitly off (a callee otherwise inherits its caller's flags), so
+    that no reassociation changes verl's order of operations (``2 e`` is exact, then
+    ``1 - 2 e``, then ``+ s``, each rounded to the dtype).
+    """
+    return (one - (e + e)) + s
+
+
+@numba.njit(cache=True, nogil=True, fastmath=_FAST)
+def variance_rows(mask, e, spi, adv, rho, use_is, one, clamp, out, row0):  # type: ignore[no-untyped-def]
+    n_rows, width = e.shape
+    bad = 0
+    for i in range(n_rows):
+        # Row views indexed from 0: no negative-index wraparound, so the loops vectorise.
+        m_row = mask[i]
+        e_row = e[i]
+        s_row = spi[i]
+        a_row = adv[i]
+        cnt = 0.0
+        a_s = 0.0
+        w_s = 0.0
+        wo_s = 0.0
+        r_s = 0.0
+        if use_is:
+            r_row = rho[i]
+            for j in range(width):
+                x = m_row[j]
+                bad |= x & ~1
+                on = x != 0
+                wt = w_token(e_row[j], s_row[j], one)
+                r = r_row[j]
+                r2 = r * r
+                # Selects, not multiplies: a NaN in a masked-out slot must not leak in.
+                cnt += 1.0 if on else 0.0
+                a_s += numpy.float64(a_row[j]) if on else 0.0
+                w_s += numpy.float64(wt * r2) if on else 0.0
+                # min(r2, clamp) that keeps a NaN r2
+                wo_s += numpy.float64(wt * (clamp if r2 >= clamp else r2)) if on else 0.0
+                r_s += numpy.float64(r) if on else 0.0
+        else:
+            for j in range(width):
+                x = m_row[j]
+                bad |= x & ~1
+                on = x != 0
+                wt = w_token(e_row[j], s_row[j], one)
+                cnt += 1.0 if on else 0.0
+                a_s += numpy.float64(a_row[j]) if on else 0.0
+                w_s += numpy.float64(wt) if on else 0.0
+        o = out[row0 + i]
+        o[0] = cnt
+        o[1] = a_s
+        o[2] = w_s
+        o[3] = wo_s
+        o[4] = r_s
+    return bad
