@@ -48,7 +48,7 @@ from rlmetrics.policy.ppo import compute_ppo_update_metrics, ppo_update_statisti
 from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 from rlmetrics.tracking import Tracker, TrackingBackend, read_jsonl
 from rlmetrics.training.data import compute_data_metrics, data_statistics
-from rlmetrics.training.timer import Stage, StageTimer, timer
+from rlmetrics.training.timers import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
     ACCELERATOR_PEAK_FLOPS,
     compute_mfu,

@@ -57,7 +57,7 @@ from rlmetrics.policy.ppo import compute_ppo_update_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
 from rlmetrics.tracking import BACKENDS, Tracker
 from rlmetrics.training.data import compute_data_metrics
-from rlmetrics.training.timer import timer
+from rlmetrics.training.timers import timer
 from rlmetrics.training.timing import compute_throughput_metrics, compute_timing_metrics
 from rlmetrics.validation.bootstrap import flatten_validation_metrics, process_validation_metrics
 from rlmetrics.validation.summary import summarize_validation

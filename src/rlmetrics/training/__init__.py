@@ -4,14 +4,14 @@
   advantages, returns, values, lengths) and its statistics, ``data_statistics``.
 * :mod:`~rlmetrics.training.timing`: verl's ``compute_timing_metrics`` and
   ``compute_throughout_metrics``, and MFU from peak FLOP/s.
-* :mod:`~rlmetrics.training.timer`: ``StageTimer`` and ``timer``, which fill the
+* :mod:`~rlmetrics.training.timers`: ``StageTimer`` and ``timer``, which fill the
   ``timing_raw`` dict those take.
 """
 
 from __future__ import annotations
 
 from rlmetrics.training.data import compute_data_metrics, data_statistics
-from rlmetrics.training.timer import Stage, StageTimer, timer
+from rlmetrics.training.timers import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
     ACCELERATOR_PEAK_FLOPS,
     compute_mfu,

@@ -1,4 +1,4 @@
-"""Tests of rlmetrics.training.timer: stage timers feeding compute_timing_metrics."""
+"""Tests of rlmetrics.training.timers: stage timers feeding compute_timing_metrics."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmetrics import compute_timing_metrics
-from rlmetrics.training.timer import Stage, StageTimer, timer
+from rlmetrics.training.timers import Stage, StageTimer, timer
 
 
 class FakeClock:
@@ -28,7 +28,7 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch):
     c = FakeClock()
-    monkeypatch.setattr("rlmetrics.training.timer._clock", c)
+    monkeypatch.setattr("rlmetrics.training.timers._clock", c)
     return c
 
 
@@ -193,7 +193,7 @@ def test_total_equals_sum_of_blocks(blocks):
     want: dict[str, float] = {}
     t = StageTimer()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("rlmetrics.training.timer._clock", clock)
+        mp.setattr("rlmetrics.training.timers._clock", clock)
         for name, ms in blocks:
             with t(name):
                 clock.now += ms / 1000.0
