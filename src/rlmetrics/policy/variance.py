@@ -161,91 +161,118 @@ def _mask_kind(mask: np.ndarray) -> str:
 def _cpu_row_sums(mask: Any, spi: Any, old: Any, adv: Any, rho: Any) -> list[np.ndarray]:
     """:func:`_row_sums` of numpy arrays, row block by row block, checking the mask on the way.
 
-    A block's ``exp(old_log_probs)`` is taken by numpy in a reused buffer that stays in L2
-    (copied there first: numpy's ``exp`` streams from memory slower than a copy does). With
-    numba and at least :data:`~rlmetrics._core.kernels.FUSED_MIN_ELEMENTS` tokens the fused
-    kernel (:func:`~rlmetrics._core.kernels.variance_rows_kernel`) then makes every sum of the
-    block in one pass, in float64; otherwise numpy makes the block's float mask once and takes
-    every sum as a dot product with it, in the tokens' dtype. Both check the mask: an integer
-    mask is 0/1 exactly when ``x & ~1`` is 0 everywhere (the kernel) or when each row's sum of
-    squares equals its sum (numpy: ``x (x - 1) >= 0`` for an integer, with equality only at 0
-    and 1; both sums are exact in float32 below 2**24 and far apart above); a float mask is
-    compared with 0 and 1. A bad value raises the ``ValueError`` of :func:`raise_invalid_mask`.
+    With numba and at least :data:`~rlmetrics._core.kernels.FUSED_MIN_ELEMENTS` tokens the
+    fused kernel (:func:`~rlmetrics._core.kernels.variance_rows_kernel`) makes every sum of a
+    block in one pass, in float64 (:func:`_fused_blocks`); otherwise numpy makes each block's
+    float mask once and takes every sum as a dot product with it, in the tokens' dtype
+    (:func:`_numpy_blocks`). Either way a block's ``exp(old_log_probs)`` is taken by numpy in a
+    reused buffer that stays in L2 (copied there first: numpy's ``exp`` streams from memory
+    slower than a copy does), and a bad mask value raises the ``ValueError`` of
+    :func:`raise_invalid_mask`.
     """
     n_rows, width = adv.shape
     kind = _mask_kind(mask)
-    d_o, d_s, d_a = _float_dtype(old), _float_dtype(spi), _float_dtype(adv)
     d_r = None if rho is None else _float_dtype(rho)
-    dt = np.result_type(d_o, d_s) if d_r is None else np.result_type(d_o, d_s, d_r)
+    dts = (_float_dtype(old), _float_dtype(spi)) + (() if d_r is None else (d_r,))
+    dt = np.result_type(*dts)
     step = max(1, min(n_rows, _CPU_BLOCK_ELEMENTS // max(width, 1)))
     kernel = variance_rows_kernel() if adv.size >= FUSED_MIN_ELEMENTS else None
-    e_buf = np.empty((step, width), dt)
-    if kernel is not None:
-        m_buf = None if kind == "integer" and mask.dtype == np.int64 else np.empty((step, width), np.int64)
-        out = np.empty((n_rows, 5), np.float64)
-        one, clamp = dt.type(1), dt.type(1e-10)
-        bad = 0
-    else:
-        mf_buf = np.empty((step, width), dt)
-        t_buf = None if rho is None else np.empty((step, width), dt)
-        ones = np.ones(width, dt)
-        square_check = kind == "integer" and width <= _SQUARE_CHECK_MAX_WIDTH
-        blocks: list[tuple[Any, ...]] = []
-    # numpy path: rows with a masked-out NaN/inf are summed again (_finite_rows); exp may overflow
+    # masked-out NaN/inf: the numpy path's rows are summed again (_finite_rows); exp may overflow
     with np.errstate(invalid="ignore", over="ignore"):
-        for start in range(0, n_rows, step):
-            rows = slice(start, min(start + step, n_rows))
-            m_raw = mask[rows, ...]
-            n = m_raw.shape[0]
-            e = e_buf[:n]
-            np.copyto(e, old[rows, ...], casting="same_kind")
-            np.exp(e, out=e)
-            if kind == "float" and not np.all((m_raw == 0) | (m_raw == 1)):
-                raise_invalid_mask(mask, _MASK)
-            if kernel is not None:
-                if m_buf is not None:
-                    np.copyto(m_buf[:n], m_raw, casting="unsafe")
-                    m_raw = m_buf[:n]
-                # C-contiguous blocks of one dtype each: one compiled signature per token dtype
-                s_b = np.ascontiguousarray(spi[rows, ...], dtype=dt)
-                a_b = np.ascontiguousarray(adv[rows, ...], dtype=d_a)
-                r_b = e if rho is None else np.ascontiguousarray(rho[rows, ...], dtype=dt)
-                m_b = np.ascontiguousarray(m_raw)
-                bad |= kernel(m_b, e, s_b, a_b, r_b, rho is not None, one, clamp, out, start)
-                continue
-            m = mf_buf[:n]
-            np.copyto(m, m_raw, casting="unsafe")
-            cnt = np.vecdot(m, ones)
-            if square_check:
-                ok = np.array_equal(np.vecdot(m, m), cnt)
-            elif kind == "integer":
-                ok = (int(np.bitwise_or.reduce(m_raw, axis=None)) & ~1) == 0
-            else:
-                ok = True
-            if not ok:
-                raise_invalid_mask(mask, _MASK)
-            a = np.vecdot(adv[rows, ...].astype(d_a, copy=False), m)
-            # verl's W per token, 1 - 2 exp(old_log_probs) + sum_pi_squared, in this order
-            np.multiply(e, -2, out=e)
-            np.add(e, 1, out=e)
-            np.add(e, spi[rows, ...].astype(dt, copy=False), out=e)
-            if t_buf is None:
-                blocks.append((cnt, a, np.vecdot(e, m)))
-                continue
-            t = t_buf[:n]
-            np.multiply(m, rho[rows, ...].astype(dt, copy=False), out=t)
-            rho_sum = np.vecdot(t, ones)
-            np.multiply(t, t, out=t)
-            w_is = np.vecdot(e, t)
-            # verl's w rho^2 / max(rho^2, c) is w min(rho^2, c) / c, c = 1e-10 in the tokens' dtype
-            np.minimum(t, 1e-10, out=t)
-            blocks.append((cnt, a, w_is, np.vecdot(e, t) / 1e-10, rho_sum))
-    if kernel is None:
-        return [np.concatenate(parts) for parts in zip(*blocks)]
+        if kernel is not None:
+            return _fused_blocks(kernel, mask, kind, spi, old, adv, rho, dt, step)
+        return _numpy_blocks(mask, kind, spi, old, adv, rho, dt, step)
+
+
+def _exp_blocks(mask: Any, kind: str, old: Any, dt: Any, step: int) -> Any:
+    """``(rows, mask block, exp(old_log_probs) block)`` per row block; float masks checked here.
+
+    The exp block lives in one buffer reused by every block (consume it before the next).
+    """
+    n_rows, width = old.shape
+    e_buf = np.empty((step, width), dt)
+    for start in range(0, n_rows, step):
+        rows = slice(start, min(start + step, n_rows))
+        m_raw = mask[rows, ...]
+        e = e_buf[: m_raw.shape[0]]
+        np.copyto(e, old[rows, ...], casting="same_kind")
+        np.exp(e, out=e)
+        if kind == "float" and not np.all((m_raw == 0) | (m_raw == 1)):
+            raise_invalid_mask(mask, _MASK)
+        yield rows, m_raw, e
+
+
+def _fused_blocks(
+    kernel: Any, mask: Any, kind: str, spi: Any, old: Any, adv: Any, rho: Any, dt: Any, step: int
+) -> list[np.ndarray]:
+    """Row sums from the fused kernel, block by block; an integer mask is 0/1 when ``x & ~1`` is 0."""
+    n_rows, width = adv.shape
+    d_a = _float_dtype(adv)
+    m_buf = None if kind == "integer" and mask.dtype == np.int64 else np.empty((step, width), np.int64)
+    out = np.empty((n_rows, 5), np.float64)
+    one, clamp = dt.type(1), dt.type(1e-10)
+    bad = 0
+    for rows, m_raw, e in _exp_blocks(mask, kind, old, dt, step):
+        if m_buf is not None:
+            m_raw = m_buf[: e.shape[0]]
+            np.copyto(m_raw, mask[rows, ...], casting="unsafe")
+        # C-contiguous blocks of one dtype each: one compiled signature per token dtype
+        s_b = np.ascontiguousarray(spi[rows, ...], dtype=dt)
+        a_b = np.ascontiguousarray(adv[rows, ...], dtype=d_a)
+        r_b = e if rho is None else np.ascontiguousarray(rho[rows, ...], dtype=dt)
+        m_b = np.ascontiguousarray(m_raw)
+        bad |= kernel(m_b, e, s_b, a_b, r_b, rho is not None, one, clamp, out, rows.start)
     if bad:
         raise_invalid_mask(mask, _MASK)
     sums = [out[:, 0], out[:, 1], out[:, 2]]
     return sums if rho is None else [*sums, out[:, 3] / np.float64(clamp), out[:, 4]]
+
+
+def _numpy_blocks(
+    mask: Any, kind: str, spi: Any, old: Any, adv: Any, rho: Any, dt: Any, step: int
+) -> list[np.ndarray]:
+    """Row sums as dot products with each block's float mask.
+
+    An integer mask is 0/1 exactly when each row's sum of squares equals its sum
+    (``x (x - 1) >= 0`` for an integer, with equality only at 0 and 1; both sums are exact in
+    float32 below 2**24 and far apart above); wider rows are checked bit-wise.
+    """
+    width = adv.shape[1]
+    d_a = _float_dtype(adv)
+    mf_buf = np.empty((step, width), dt)
+    t_buf = None if rho is None else np.empty((step, width), dt)
+    ones = np.ones(width, dt)
+    square_check = kind == "integer" and width <= _SQUARE_CHECK_MAX_WIDTH
+    blocks: list[tuple[Any, ...]] = []
+    for rows, m_raw, e in _exp_blocks(mask, kind, old, dt, step):
+        m = mf_buf[: e.shape[0]]
+        np.copyto(m, m_raw, casting="unsafe")
+        cnt = np.vecdot(m, ones)
+        if square_check:
+            ok = np.array_equal(np.vecdot(m, m), cnt)
+        elif kind == "integer":
+            ok = (int(np.bitwise_or.reduce(m_raw, axis=None)) & ~1) == 0
+        else:
+            ok = True
+        if not ok:
+            raise_invalid_mask(mask, _MASK)
+        a = np.vecdot(adv[rows, ...].astype(d_a, copy=False), m)
+        # verl's W per token, 1 - 2 exp(old_log_probs) + sum_pi_squared, in this order
+        np.multiply(e, -2, out=e)
+        np.add(e, 1, out=e)
+        np.add(e, spi[rows, ...].astype(dt, copy=False), out=e)
+        if t_buf is None:
+            blocks.append((cnt, a, np.vecdot(e, m)))
+            continue
+        t = t_buf[: e.shape[0]]
+        np.multiply(m, rho[rows, ...].astype(dt, copy=False), out=t)
+        rho_sum = np.vecdot(t, ones)
+        np.multiply(t, t, out=t)
+        w_is = np.vecdot(e, t)
+        # verl's w rho^2 / max(rho^2, c) is w min(rho^2, c) / c, c = 1e-10 in the tokens' dtype
+        np.minimum(t, 1e-10, out=t)
+        blocks.append((cnt, a, w_is, np.vecdot(e, t) / 1e-10, rho_sum))
+    return [np.concatenate(parts) for parts in zip(*blocks)]
 
 
 def _row_sums(xp: Any, mask: Any, spi: Any, old: Any, adv: Any, rho: Any) -> tuple[Any, ...]:
