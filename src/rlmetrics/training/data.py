@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -297,6 +297,43 @@ def data_statistics(
         "max_response_length": max_response_length,
         "max_prompt_length": max_prompt_length,
     }
+    inputs = _read_inputs(view, use_critic)
+    if inputs.n_rows == 0:
+        return _empty(inputs.xp, inputs.device, options)
+    rows = _row_pass(view, inputs, use_critic)
+    if rows.prompt_len.shape[0] != inputs.n_rows:
+        raise ValueError(
+            f"prompt/response lengths have {rows.prompt_len.shape[0]} rows, the token tensors {inputs.n_rows}"
+        )
+    sums, maxes, mins = _batch_sums(view, inputs, rows, use_critic, max_response_length, max_prompt_length)
+    return Stats.pack(
+        "data",
+        dict(zip(SUM_FIELDS, sums)),
+        dict(zip(EXTREME_FIELDS, maxes)),
+        dict(zip(EXTREME_FIELDS, mins)),
+        finaliser=_finalize,
+        options=options,
+        xp=inputs.xp,
+        device=inputs.device,
+    )
+
+
+class _Inputs(NamedTuple):
+    """The batch's tensors, checked: token tensors in one float dtype (>= float32)."""
+
+    xp: Any
+    #: advantages, returns[, values], each (B, R)
+    floats: list[Any]
+    scores: Any
+    rewards: Any
+    #: (B, R), as given (bool, integer or float 0/1)
+    response_mask: Any
+    n_rows: int
+    device: Any
+
+
+def _read_inputs(view: BatchView, use_critic: bool) -> _Inputs:
+    """Fetch and check the tensors (names, shapes, one namespace); raise naming the bad one."""
     scores = view.tensor("token_level_scores")
     rewards = view.tensor("token_level_rewards")
     advantages = view.tensor("advantages")
@@ -324,58 +361,88 @@ def data_statistics(
                 f"got {describe(x)}"
             )
     device = advantages.device if is_torch_array(advantages) else None
-    if n_rows == 0:
-        return _empty(xp, device, options)
-
-    # Token-level inputs in a common float dtype (>= float32).
     floats = [as_float(x, xp) for x in token_tensors]
     work = xp.float64 if any(x.dtype == xp.float64 for x in floats) else xp.float32
     floats = [xp.astype(x, work) if x.dtype != work else x for x in floats]
-    on_host = isinstance(response_mask, np.ndarray)
-    fused = on_host and response_mask.size >= FUSED_MIN_ELEMENTS
-    kernel = token_rows_kernel() if fused else None
-    if kernel is not None and response_mask.dtype.kind in "biuf":
-        # One pass per row over every input: token statistics, score/reward sums, lengths.
+    return _Inputs(xp, floats, scores, rewards, response_mask, n_rows, device)
+
+
+class _Rows(NamedTuple):
+    """Per-row results of the token pass, and the token extremes."""
+
+    #: per-row token sums by name (``n``, ``adv_sum``, ``ret_sum``, ``ret_m2`` ...), each (B,)
+    table: Mapping[str, Any]
+    tok_hi: list[Any]
+    tok_lo: list[Any]
+    #: entries of the response / attention masks other than 0/1 (0 when checked on the host)
+    mask_invalid: Any
+    attention_invalid: Any
+    #: (B,) each
+    prompt_len: Any
+    response_len: Any
+    seq_score: Any
+    seq_reward: Any
+
+
+def _row_pass(view: BatchView, inputs: _Inputs, use_critic: bool) -> _Rows:
+    """Token statistics, score/reward sums and lengths per row: the fused kernel where it pays
+    (numpy inputs of at least ``FUSED_MIN_ELEMENTS`` tokens, numba installed), else the array API."""
+    xp, mask, n_rows = inputs.xp, inputs.response_mask, inputs.n_rows
+    on_host = isinstance(mask, np.ndarray)
+    kernel = token_rows_kernel() if on_host and mask.size >= FUSED_MIN_ELEMENTS else None
+    if kernel is not None and mask.dtype.kind in "biuf":
         given_lengths = view.has("prompt_length") and view.has("response_length")
         if given_lengths:
             prompt_len, response_len, _ = prompt_response_lengths(view)
             attention, split = np.zeros((n_rows, 0), dtype=np.int8), 0
         else:
             attention, split = _checked_attention(view, n_rows)
-        extras = (as_float(scores, xp), as_float(rewards, xp), attention, split)
+        extras = (as_float(inputs.scores, xp), as_float(inputs.rewards, xp), attention, split)
         table, tok_hi, tok_lo, mask_invalid, seq = _tokens_fused(
-            kernel, floats, response_mask, use_critic, extras
+            kernel, inputs.floats, mask, use_critic, extras
         )
         if mask_invalid:
-            raise_invalid_mask(response_mask, _RESPONSE_MASK)
+            raise_invalid_mask(mask, _RESPONSE_MASK)
         if not given_lengths:
             if seq[:, 4].any():
                 raise_invalid_mask(attention, _ATTENTION_MASK)
             prompt_len, response_len = seq[:, 2], seq[:, 3]
-        seq_score, seq_reward = seq[:, 0], seq[:, 1]
-        attention_invalid: Any = 0.0
-        mask_invalid = 0.0
-    else:
-        # numpy masks are checked here (an error naming a bad value); torch ones on their device.
-        mask, n_invalid = mask_and_invalid_count(response_mask, _RESPONSE_MASK)
-        mask_invalid = 0.0 if n_invalid is None else n_invalid
-        table, tok_hi, tok_lo = _tokens_array_api(xp, floats, mask, use_critic, on_host)
-        prompt_len, response_len, n_att = prompt_response_lengths(view)
-        attention_invalid = 0.0 if n_att is None else n_att
-        seq_score = xp.sum(as_float(scores, xp), axis=-1, dtype=xp.float64)
-        seq_reward = xp.sum(as_float(rewards, xp), axis=-1, dtype=xp.float64)
-    if prompt_len.shape[0] != n_rows:
-        raise ValueError(
-            f"prompt/response lengths have {prompt_len.shape[0]} rows, the token tensors {n_rows}"
-        )
+        return _Rows(table, tok_hi, tok_lo, 0.0, 0.0, prompt_len, response_len, seq[:, 0], seq[:, 1])
+    # numpy masks are checked here (an error naming a bad value); torch ones on their device.
+    as_bool, n_invalid = mask_and_invalid_count(mask, _RESPONSE_MASK)
+    table, tok_hi, tok_lo = _tokens_array_api(xp, inputs.floats, as_bool, use_critic, on_host)
+    prompt_len, response_len, n_att = prompt_response_lengths(view)
+    return _Rows(
+        table,
+        tok_hi,
+        tok_lo,
+        0.0 if n_invalid is None else n_invalid,
+        0.0 if n_att is None else n_att,
+        prompt_len,
+        response_len,
+        xp.sum(as_float(inputs.scores, xp), axis=-1, dtype=xp.float64),
+        xp.sum(as_float(inputs.rewards, xp), axis=-1, dtype=xp.float64),
+    )
+
+
+def _batch_sums(
+    view: BatchView,
+    inputs: _Inputs,
+    rows: _Rows,
+    use_critic: bool,
+    max_response_length: int | None,
+    max_prompt_length: int | None,
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """The batch's sums (:data:`SUM_FIELDS` order), maxima and minima (:data:`EXTREME_FIELDS`)."""
+    xp, table = inputs.xp, rows.table
+    f64 = xp.float64
     ret_m2, ret_sq_n = _combine_rows(xp, table["n"], table["ret_sum"], table["ret_m2"])
     if use_critic:
         diff_m2, diff_sq_n = _combine_rows(xp, table["n"], table["diff_sum"], table["diff_m2"])
         val_s, diff_s = xp.sum(table["val_sum"]), xp.sum(table["diff_sum"])
     else:
         val_s = diff_s = diff_m2 = diff_sq_n = 0.0
-
-    # Sequence-level statistics, over arrays of shape (B,).
+    prompt_len, response_len = rows.prompt_len, rows.response_len
     non_aborted = response_len != 0
     everyone = xp.ones_like(non_aborted)
     r_limit = float(response_width(view) if max_response_length is None else max_response_length)
@@ -386,20 +453,19 @@ def data_statistics(
     # Clip ratios: equal to the padded width (verl), or at least the configured limit.
     resp_clipped = (response_len == r_limit) if max_response_length is None else (response_len >= r_limit)
     prompt_clipped = (prompt_len == p_limit) if max_prompt_length is None else (prompt_len >= p_limit)
-    f64 = xp.float64
 
     def count(b: Any) -> Any:
         return xp.astype(xp.count_nonzero(b), f64)
 
-    score_s, score_hi, score_lo = _seq_stats(xp, seq_score, non_aborted)
-    reward_s, reward_hi, reward_lo = _seq_stats(xp, seq_reward, non_aborted)
+    score_s, score_hi, score_lo = _seq_stats(xp, rows.seq_score, non_aborted)
+    reward_s, reward_hi, reward_lo = _seq_stats(xp, rows.seq_reward, non_aborted)
     resp_s, resp_hi, resp_lo = _seq_stats(xp, response_len, everyone)
     na_s, na_hi, na_lo = _seq_stats(xp, response_len, non_aborted)
     prompt_s, prompt_hi, prompt_lo = _seq_stats(xp, prompt_len, everyone)
     turns = _host_count_stats(view.non_tensor("__num_turns__"), "__num_turns__")
     tools = _host_count_stats(view.non_tensor("tool_call_counts"), "tool_call_counts")
     sums = [
-        float(n_rows),
+        float(inputs.n_rows),
         count(non_aborted),
         score_s,
         reward_s,
@@ -422,21 +488,12 @@ def data_statistics(
         turns[1],
         tools[0],
         tools[1],
-        mask_invalid,
-        attention_invalid,
+        rows.mask_invalid,
+        rows.attention_invalid,
     ]
-    maxes = [score_hi, reward_hi, *tok_hi, resp_hi, na_hi, prompt_hi, turns[2], tools[2]]
-    mins = [score_lo, reward_lo, *tok_lo, resp_lo, na_lo, prompt_lo, turns[3], tools[3]]
-    return Stats.pack(
-        "data",
-        dict(zip(SUM_FIELDS, sums)),
-        dict(zip(EXTREME_FIELDS, maxes)),
-        dict(zip(EXTREME_FIELDS, mins)),
-        finaliser=_finalize,
-        options=options,
-        xp=xp,
-        device=device,
-    )
+    maxes = [score_hi, reward_hi, *rows.tok_hi, resp_hi, na_hi, prompt_hi, turns[2], tools[2]]
+    mins = [score_lo, reward_lo, *rows.tok_lo, resp_lo, na_lo, prompt_lo, turns[3], tools[3]]
+    return sums, maxes, mins
 
 
 def _checked_attention(view: BatchView, n_rows: int) -> tuple[np.ndarray, int]:
