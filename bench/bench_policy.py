@@ -1,4 +1,4 @@
-"""Benchmark of the policy-side metrics (issue 4), run by hand; prints tables, asserts nothing.
+"""Benchmark of the policy-side metrics, run by hand; prints tables, asserts nothing.
 
 1. ``compute_variance_proxy_metrics``: rlmetrics vs verl 0.9.1 at B=1024, R=4096 (torch CPU
    float32, on-policy and with rollout IS weights; rlmetrics also with numpy inputs).
@@ -12,7 +12,7 @@
 Usage::
 
     python bench/bench_policy.py                      # variance proxy + memory at (1024, 152064)
-    python bench/bench_policy.py --rows 8192          # the issue's size: the naive float32 path
+    python bench/bench_policy.py --rows 8192          # 8192 rows: the naive float32 path needs ~15 GB
                                                       # then needs ~15 GB; check free memory first
     python bench/bench_policy.py --skip-memory --repeats 7
     python bench/bench_policy.py --skip-variance --rows 8192 --methods rlmetrics,verl-formula-bf16

@@ -2,12 +2,13 @@
 
 Run by hand (not a test)::
 
-    python bench/bench_validation.py              # everything (~2 min; verl alone takes ~1 min)
-    python bench/bench_validation.py --quick      # verl timed on 20 prompts, scaled to the sizes
-    python bench/bench_validation.py --base ''    # this tree only
+    python bench/bench_validation.py                          # this tree (~2 min; verl ~1 min)
+    python bench/bench_validation.py --quick                  # verl timed on 20 prompts, scaled
+    python bench/bench_validation.py --base ../before/src     # and another checkout beside it
 
-Every figure is measured for this tree ("ours", its ``src``) and for the tree before (``--base``,
-default ``/work/base/src``), each in its own processes (``PYTHONPATH`` set to the tree):
+Every figure is measured for this tree ("ours", its ``src``) and, with ``--base``, for another
+checkout's ``src`` (e.g. a ``git worktree`` of an older commit), each in its own processes
+(``PYTHONPATH`` set to the tree):
 
 1. ``process_validation_metrics`` warm (the caches of bootstrap draws filled, as in a training
    run where every validation has the same N; best of ``--repeat`` calls) at 200 x 16 and
@@ -231,7 +232,7 @@ def main() -> None:
     )
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--repeat", type=int, default=20, help="warm calls per size (best kept)")
-    parser.add_argument("--base", default="/work/base/src", help="src of the tree before ('' to skip)")
+    parser.add_argument("--base", default="", help="src folder of another checkout to compare")
     parser.add_argument("--quick", action="store_true", help="time verl on 20 prompts and scale linearly")
     parser.add_argument("--cli-lines", type=int, default=CLI_LINES, help="lines of the generated JSONL")
     args = parser.parse_args()
