@@ -7,6 +7,7 @@ import json
 import math
 import struct
 import sys
+import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -404,7 +405,13 @@ def test_wandb_offline_round_trip(tmp_path, monkeypatch):
     with Tracker("p", "e", backends=("wandb",), config=CONFIG, log_dir=tmp_path, wandb_mode="offline") as tr:
         log_all(tr)
     (run_file,) = (tmp_path / "p" / "e" / "wandb").glob("offline-run-*/run-*.wandb")
+    # wandb's service process writes the file; on a loaded machine its last records can land
+    # a moment after ``finish()`` returns: wait (bounded) for the exit record
+    deadline = time.monotonic() + 20.0
     records = _read_wandb_records(run_file)
+    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        records = _read_wandb_records(run_file)
     history: dict[int, dict] = {}
     for rec in records:
         # wandb writes a step as one ``history`` record, or (its service under load) as the
