@@ -1,11 +1,11 @@
-"""rlmetrics.validation.bootstrap and its building blocks: parity with verl 0.9.1's validation
-metrics, and the draws, rank counts and vote counts against brute force over the bootstrap draws."""
+"""rlmetrics.validation.bootstrap: parity with verl 0.9.1's validation metrics
+(process_validation_metrics, bootstrap_metric, calc_maj_val, bootstrap_indices,
+flatten_validation_metrics), its input errors and properties of its results."""
 
 from __future__ import annotations
 
 import functools
 import math
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmetrics.validation import bootstrap as V
-from rlmetrics.validation import draws, extremes, majority
 from rlmetrics.validation.bootstrap import (
     bootstrap_indices,
     bootstrap_metric,
@@ -21,7 +20,6 @@ from rlmetrics.validation.bootstrap import (
     flatten_validation_metrics,
     process_validation_metrics,
 )
-from rlmetrics.validation.inputs import local_codes, unique_rows
 
 mu = pytest.importorskip("verl.trainer.ppo.metric_utils")
 
@@ -345,30 +343,6 @@ def test_parity_uid_shared_by_two_sources(short_bootstrap):
     assert_same(mu.process_validation_metrics(ds, uids, infos), process_validation_metrics(ds, uids, infos))
 
 
-@pytest.mark.parametrize(
-    ("q", "n"), [(5000, 16), (3, 16), (700, 7), (40, 24)], ids=["zeta-blocks", "ranks", "n7", "n24"]
-)
-def test_best_worst_stats_equal_unblocked(q, n):
-    """The cache-blocked best/worst statistics are bit for bit the unblocked ones, on both count
-    paths (subset-sum table and drawn ranks)."""
-    rng = np.random.default_rng(q + n)
-    vals = rng.normal(size=(q, n))
-    vals[: q // 2] = np.round(vals[: q // 2])  # ties
-    order = np.argsort(vals, axis=1, kind="stable")
-    ks = V._gen_ns(n)
-    got = extremes.best_worst_stats(vals, ks, 1000, 42)
-    for k in ks:
-        sorted_vals, best, worst = extremes.rank_counts(vals, k, 1000, 42, order=order)
-        want = extremes.weighted_mean_std(sorted_vals, best, 1000) + extremes.weighted_mean_std(
-            sorted_vals, worst, 1000
-        )
-        for g, w in zip(got[k], want, strict=True):
-            np.testing.assert_array_equal(g, w)
-    maj = rng.integers(0, 1000, (q, n))
-    blocked = np.stack(extremes.weighted_mean_std_blocks(vals, maj, 1000))
-    np.testing.assert_array_equal(blocked, np.stack(extremes.weighted_mean_std(vals, maj, 1000)))
-
-
 def test_parity_padding_none_predictions_and_sources(short_bootstrap):
     """maj@k with padded prompts, None predictions, several sources and numbers of samples."""
     rng = np.random.default_rng(5)
@@ -400,284 +374,3 @@ def test_non_scalar_values_are_named(column):
         TypeError, match=r"infos_dict\['acc'\] must hold numbers, bools, strings or None; found"
     ):
         process_validation_metrics(["s", "s"], ["u", "u"], {"acc": column})
-
-
-@pytest.mark.parametrize(
-    ("n", "ks"), [(1, (1, 3)), (5, (7, 2, 3)), (16, (2, 4, 8, 16)), (300, (3, 1))], ids=str
-)
-def test_indices_are_verl_draws_in_any_order_and_after_clearing(n, ks):
-    """Every k's index matrix is np.random.choice's after np.random.seed, whichever k comes first
-    (they share one stream), the global RNG is left alone, and clearing the caches changes nothing."""
-    before = np.random.get_state()[1].copy()  # noqa: NPY002 - the global state must stay untouched
-    draws.clear_caches()
-    got = {k: draws.indices(n, k, 50, 7).copy() for k in ks}
-    draws.clear_caches()
-    draws.prefetch(n, list(ks[::-1][:1]), 50, 7)
-    again = {k: draws.indices(n, k, 50, 7) for k in ks}
-    np.testing.assert_array_equal(np.random.get_state()[1], before)  # noqa: NPY002
-    for k in ks:
-        state = np.random.get_state()  # noqa: NPY002
-        try:
-            np.random.seed(7)  # noqa: NPY002 - verl's own draws, the reference
-            want = np.random.choice(n, size=(50, k), replace=True)  # noqa: NPY002
-        finally:
-            np.random.set_state(state)  # noqa: NPY002
-        np.testing.assert_array_equal(got[k], want)
-        np.testing.assert_array_equal(again[k], want)
-        assert not again[k].flags.writeable
-
-
-# ----------------------------------------------------------------------------- brute-force references
-N_BOOT, SEED = 1000, 42
-
-
-def brute_subset_table(n: int, k: int) -> np.ndarray:
-    """Z[A] = number of bootstrap rows whose drawn positions all lie in bit set A."""
-    idx = draws.indices(n, k, N_BOOT, SEED)
-    row_sets = np.array([sum(1 << j for j in set(row)) for row in idx.tolist()], dtype=np.int64)
-    sets = np.arange(1 << n, dtype=np.int64)
-    return ((row_sets[:, None] & ~sets[None, :]) == 0).sum(axis=0)
-
-
-def close(got: np.ndarray, want: np.ndarray, values: np.ndarray, **kw) -> None:
-    """rtol 1e-12, and an absolute slack of 1e-12 times the values' scale (a zero std comes out
-    exactly 0 from the counts, a few ulps of the values from 1000 draws' mean)."""
-    scale = max(1.0, float(np.nanmax(np.abs(values), initial=0.0, where=np.isfinite(values))))
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * scale, **kw)
-
-
-def brute_best_worst(values: np.ndarray, k: int) -> np.ndarray:
-    """(4, Q): mean and population std over the draws of the max, then of the min, per row."""
-    drawn = values[:, draws.indices(values.shape[1], k, N_BOOT, SEED)]  # (Q, draws, k)
-    best, worst = drawn.max(axis=2), drawn.min(axis=2)
-    return np.stack([best.mean(axis=1), best.std(axis=1), worst.mean(axis=1), worst.std(axis=1)])
-
-
-def brute_majority(pattern: list[int], idx: np.ndarray) -> np.ndarray:
-    """verl's vote per draw: the most common prediction, ties to the one drawn first; the count
-    goes to the first drawn position holding the winner."""
-    counts = np.zeros(len(pattern), dtype=np.int64)
-    for draw in idx.tolist():
-        preds = [pattern[j] for j in draw]
-        tally = Counter(preds)  # insertion order = order of first appearance in the draw
-        winner = max(tally, key=tally.__getitem__)
-        counts[draw[preds.index(winner)]] += 1
-    return counts
-
-
-def first_positions(codes: np.ndarray) -> np.ndarray:
-    return np.array([[row.index(c) for c in row] for row in codes.tolist()], dtype=np.int64).reshape(
-        codes.shape
-    )
-
-
-def random_patterns(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
-    """Distinct first-occurrence patterns: one prediction, all distinct, and random alphabets."""
-    preds = [np.zeros(n, dtype=np.int64), np.arange(n)]
-    for _ in range(count):
-        preds.append(rng.integers(0, int(rng.integers(1, n + 1)), n))
-    patterns, _ = unique_rows(first_positions(np.array(preds)))
-    return patterns
-
-
-def best_worst_values(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Continuous rows, rows with ties, a constant row and a 0/1 row."""
-    rows = [
-        rng.standard_normal(n),
-        rng.standard_normal(n) * 1e3 - 5.0,
-        rng.integers(0, 3, n).astype(np.float64),
-        rng.integers(-1, 2, n).astype(np.float64) * 0.5,
-        np.full(n, 2.5),
-        (np.arange(n) % 2).astype(np.float64),
-        -np.arange(n, dtype=np.float64),
-    ]
-    return np.array(rows)
-
-
-@pytest.mark.parametrize("n", [1, 3, 5, 8, 10], ids=lambda n: f"n{n}")
-@pytest.mark.parametrize("k", [1, 2, 5, 12], ids=lambda k: f"k{k}")
-def test_subset_table_matches_enumeration(n, k):
-    table = draws.subset_table(n, k, N_BOOT, SEED)
-    np.testing.assert_array_equal(table, brute_subset_table(n, k))
-    assert table[-1] == N_BOOT and table[0] == 0
-    assert not table.flags.writeable
-
-
-def test_subset_table_wide_counts():
-    table = draws.subset_table(3, 2, 40_000, SEED)
-    assert table.dtype == np.int32
-    assert table[-1] == 40_000  # every draw lies inside the full set
-
-
-BW_CASES = [(1, (1, 2, 3)), (3, (1, 2, 3, 4)), (5, (1, 2, 3, 5, 8)), (8, (2, 4, 8, 16)), (24, (2, 24))]
-
-
-@pytest.mark.parametrize(("n", "ks"), BW_CASES, ids=[f"n{n}" for n, _ in BW_CASES])
-def test_best_worst_stats_match_brute_force(n, ks):
-    """Both count paths (subset-sum table up to n = 20, drawn ranks beyond) against the draws."""
-    rng = np.random.default_rng(n)
-    values = best_worst_values(rng, n)
-    got = extremes.best_worst_stats(values, ks, N_BOOT, SEED)
-    for k in ks:
-        close(np.array(got[k]), brute_best_worst(values, k), values, err_msg=f"k={k}")
-        # the constant row: every draw gives its value, with no spread
-        np.testing.assert_allclose([got[k].best_mean[4], got[k].worst_mean[4]], 2.5, rtol=1e-15)
-        np.testing.assert_allclose([got[k].best_std[4], got[k].worst_std[4]], 0.0, atol=1e-12)
-
-
-def test_best_worst_stats_float32_and_noncontiguous_values():
-    rng = np.random.default_rng(9)
-    wide = rng.standard_normal((6, 10)).astype(np.float32)
-    values = wide[:, ::2]  # (6, 5), strided, float32
-    got = extremes.best_worst_stats(values, [3], N_BOOT, SEED)
-    close(np.array(got[3]), brute_best_worst(values.astype(np.float64), 3), values)
-
-
-@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
-def test_best_worst_nan_and_inf_rows():
-    """A NaN anywhere in a row makes all four of its statistics NaN (0 * NaN in the weighted
-    sums); finite rows match the draws."""
-    rng = np.random.default_rng(4)
-    n, ks = 6, [1, 2, 4]
-    values = rng.standard_normal((7, n))
-    values[1, 2] = np.nan
-    values[2, [0, 5]] = np.nan
-    values[3] = np.nan
-    values[4, 1] = np.inf
-    values[5, [0, 3]] = [-np.inf, np.inf]
-    stats = extremes.best_worst_stats(values, ks, N_BOOT, SEED)
-    finite_rows = [0, 6]
-    for k in ks:
-        got = np.array(stats[k])
-        assert np.isnan(got[:, 1:4]).all()
-        close(got[:, finite_rows], brute_best_worst(values[finite_rows], k), values[finite_rows])
-
-
-@pytest.mark.parametrize("count_dtype", [np.int16, np.int64], ids=["int16", "int64"])
-def test_weighted_mean_std_matches_np_average(count_dtype):
-    rng = np.random.default_rng(13)
-    q, n = 30, 7
-    vals = rng.standard_normal((q, n)) * 4.0 + 10.0
-    counts = np.array([rng.multinomial(N_BOOT, rng.dirichlet(np.ones(n))) for _ in range(q)])
-    counts[0] = 0
-    counts[0, 3] = N_BOOT  # all weight on one column: zero std
-    counts = counts.astype(count_dtype)
-    mean, std = extremes.weighted_mean_std(vals, counts, N_BOOT)
-    for i in range(q):
-        m = np.average(vals[i], weights=counts[i].astype(np.float64))
-        assert mean[i] == pytest.approx(m, rel=1e-12)
-        assert std[i] == pytest.approx(
-            np.sqrt(np.average((vals[i] - m) ** 2, weights=counts[i].astype(np.float64))),
-            rel=1e-12,
-            abs=1e-12,
-        )
-    assert mean[0] == vals[0, 3] and std[0] == 0.0
-
-
-@pytest.mark.parametrize("dtype", [np.int32, np.int64], ids=["int32", "int64"])
-@pytest.mark.parametrize("n", [0, 1, 5, 17], ids=lambda n: f"n{n}")
-def test_local_codes(dtype, n):
-    rng = np.random.default_rng(n)
-    codes = rng.integers(-3, 4, (40, n)).astype(dtype)
-    if n:
-        codes[0] = 7  # one code
-        codes[1] = np.arange(n)  # all distinct
-    got = local_codes(codes)
-    assert got.shape == (40, n) and got.dtype == np.int64
-    np.testing.assert_array_equal(got, first_positions(codes))
-
-
-@pytest.mark.parametrize("n", [1, 2, 5, 16, 17, 40], ids=lambda n: f"n{n}")
-def test_unique_rows_packed_and_bytes(n):
-    """Packed keys (n <= 16) and byte-string keys give np.unique's distinct rows and inverse."""
-    rng = np.random.default_rng(n)
-    local = first_positions(rng.integers(0, 3, (60, n)))
-    local[30:] = local[:30]  # repeated rows
-    patterns, inverse = unique_rows(local)
-    np.testing.assert_array_equal(patterns[inverse], local)
-    assert patterns.shape[0] == np.unique(local, axis=0).shape[0]
-
-
-@pytest.mark.parametrize(("n", "k"), [(3, 4), (16, 3), (4, 2), (300, 3)], ids=str)
-def test_fold_draws_stand_for_every_draw(n, k):
-    """Folded rows with their weights are exactly the multiset of verl's index rows."""
-    idx, weights = draws.fold_draws(n, k, N_BOOT, SEED)
-    full = draws.indices(n, k, N_BOOT, SEED)
-    want = Counter(map(tuple, full.tolist()))
-    got = (
-        Counter(map(tuple, idx.tolist()))
-        if weights is None
-        else Counter(dict(zip(map(tuple, idx.tolist()), weights.tolist())))
-    )
-    assert got == want
-
-
-def score_table(idx: np.ndarray, n: int, k: int) -> np.ndarray:
-    """(n, R): position j's score in draw r, multiplicity * 2**k + 2**(k - 1 - first slot) when
-    drawn; a plain loop."""
-    scores = np.zeros((n, idx.shape[0]), dtype=object)
-    for r, draw in enumerate(idx.tolist()):
-        for j in set(draw):
-            scores[j, r] = draw.count(j) * 2**k + 2 ** (k - 1 - draw.index(j))
-    return scores
-
-
-@pytest.mark.parametrize(("n", "k"), [(3, 3), (6, 12), (5, 27), (16, 16)], ids=str)
-def test_vote_scores_match_plain_loop(n, k):
-    x_t, slot_pos, weights = majority._scores_table(n, k, N_BOOT, SEED)
-    idx, w = draws.fold_draws(n, k, N_BOOT, SEED)
-    np.testing.assert_array_equal(x_t.astype(np.int64).astype(object), score_table(idx, n, k))
-    np.testing.assert_array_equal(slot_pos.reshape(k, -1).T, idx)
-    assert (weights is None) == (w is None)
-    assert x_t.dtype == (np.float32 if k <= 19 else np.float64)
-
-
-MAJ_CASES = [
-    (4, (3,)),
-    (5, (4, 2, 1)),
-    (6, (7,)),
-    (3, (12, 5)),
-    (5, (20,)),
-    (4, (47, 3)),
-    (16, (4, 8, 16)),
-    (4, (50,)),
-]
-
-
-@pytest.mark.parametrize(
-    ("n", "ks"), MAJ_CASES, ids=[f"n{n}-k{'-'.join(map(str, ks))}" for n, ks in MAJ_CASES]
-)
-def test_majority_counts_match_brute_force(n, ks):
-    """Bit scores (k <= 47), per-position scores (k > 47) and the first-slot shortcut (k <= 2)."""
-    rng = np.random.default_rng(100 * n + ks[0])
-    patterns = random_patterns(rng, n, 12)
-    for k in ks:
-        got = majority.pattern_counts(patterns, k, N_BOOT, SEED)
-        assert got.shape == patterns.shape and got.dtype == np.int16
-        np.testing.assert_array_equal(got.sum(axis=1), N_BOOT)
-        idx = draws.indices(n, k, N_BOOT, SEED)
-        for p, pattern in enumerate(patterns.tolist()):
-            np.testing.assert_array_equal(got[p], brute_majority(pattern, idx), err_msg=f"k={k} {pattern}")
-
-
-def test_majority_counts_of_rows_share_patterns():
-    rng = np.random.default_rng(8)
-    local = first_positions(rng.integers(0, 3, (50, 6)))
-    counts, inverse = majority.majority_counts_distinct(local, 4, N_BOOT, SEED)
-    np.testing.assert_array_equal(counts[inverse], majority.majority_counts(local, 4, N_BOOT, SEED))
-    idx = draws.indices(6, 4, N_BOOT, SEED)
-    for row in (0, 17, 49):
-        np.testing.assert_array_equal(counts[inverse[row]], brute_majority(local[row].tolist(), idx))
-
-
-def test_majority_counts_wide_counts():
-    """Counts above int16 (more than 32767 bootstrap draws) come out as int64."""
-    n, n_boot = 4, 40_000
-    rng = np.random.default_rng(3)
-    patterns = random_patterns(rng, n, 5)
-    got = majority.pattern_counts(patterns, 3, n_boot, SEED)
-    assert got.dtype == np.int64
-    np.testing.assert_array_equal(got.sum(axis=1), n_boot)
-    np.testing.assert_array_equal(
-        got[1], brute_majority(patterns[1].tolist(), draws.indices(n, 3, n_boot, SEED))
-    )
