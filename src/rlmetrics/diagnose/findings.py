@@ -1,0 +1,157 @@
+"""What a diagnosis returns: findings, checks that could not run, and the run history they read.
+
+A *history* is a mapping of metric key -> ``(steps, values)``: two 1-d numpy arrays of the same
+length, steps increasing, values float64 (NaN where the run logged a non-finite value). Every
+reader of :mod:`rlmetrics.diagnose.sources` returns one; :func:`as_history` builds one from the
+rows :func:`rlmetrics.read_jsonl` returns or from a plain mapping.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ERROR", "SEVERITIES", "WARNING", "Diagnosis", "Finding", "History", "Skipped", "as_history"]
+
+WARNING = "warning"
+ERROR = "error"
+SEVERITIES = (WARNING, ERROR)
+
+#: metric key -> (steps, values), both 1-d numpy arrays of one length, steps increasing
+History = Mapping[str, tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One failure mode found in a run.
+
+    Attributes
+    ----------
+    kind : str
+        The failure mode (``"entropy_collapse"``, ``"kl_drift"`` ...), one of
+        :data:`rlmetrics.diagnose.rules.KINDS`.
+    severity : str
+        ``"warning"`` or ``"error"``.
+    step : int
+        The first step of the window where it holds (its onset).
+    metric : tuple of str
+        The key(s) of the history it was read from, as the run names them.
+    evidence : dict
+        Values and windows behind it (JSON-serialisable numbers and strings).
+    advice : str
+        One sentence: what usually causes it and what to try.
+    """
+
+    kind: str
+    severity: str
+    step: int
+    metric: tuple[str, ...]
+    evidence: dict[str, Any] = field(default_factory=dict)
+    advice: str = ""
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity must be one of {SEVERITIES}; got {self.severity!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: ``kind, severity, step, metric, evidence, advice``."""
+        out = asdict(self)
+        out["metric"] = list(self.metric)
+        return out
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A check that could not run on this history, and why (e.g. the metrics it needs are absent)."""
+
+    kind: str
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "why": self.why}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The findings of one run (ordered by step) and the checks that could not run."""
+
+    findings: tuple[Finding, ...]
+    skipped: tuple[Skipped, ...] = ()
+
+    @property
+    def has_error(self) -> bool:
+        return any(f.severity == ERROR for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "findings": [f.to_dict() for f in self.findings],
+            "skipped": [s.to_dict() for s in self.skipped],
+        }
+
+
+def as_history(data: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """A history from ``read_jsonl`` rows (dicts with a ``step``) or a mapping key -> (steps, values).
+
+    Rows: every numeric field other than ``step`` and ``timestamp`` becomes a series; a row
+    without an integer ``step`` is numbered after the previous one. Steps logged twice keep the
+    last value. Non-numeric values are ignored.
+
+    Examples
+    --------
+    >>> h = as_history([{"step": 0, "a": 1.0}, {"step": 1, "a": 2.0, "b": 5}])
+    >>> h["a"][1].tolist(), h["b"][0].tolist()
+    ([1.0, 2.0], [1])
+    """
+    if isinstance(data, Mapping):
+        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for key, pair in data.items():
+            try:
+                steps, values = pair
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"history[{key!r}] must be a (steps, values) pair; got {type(pair).__name__}"
+                ) from None
+            s = np.asarray(steps, dtype=np.int64).reshape(-1)
+            v = np.asarray(values, dtype=np.float64).reshape(-1)
+            if s.shape != v.shape:
+                raise ValueError(f"history[{key!r}]: {s.size} steps but {v.size} values")
+            out[str(key)] = _sorted_unique(s, v)
+        return out
+    if not isinstance(data, Iterable):
+        raise TypeError(
+            f"history must be a list of rows or a mapping key -> (steps, values); got {type(data).__name__}"
+        )
+    series: dict[str, tuple[list[int], list[float]]] = {}
+    step = -1
+    for row in data:
+        if not isinstance(row, Mapping):
+            raise TypeError(f"history rows must be dicts; got {type(row).__name__}")
+        raw = row.get("step")
+        step = (
+            int(raw)
+            if isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
+            else step + 1
+        )
+        for key, value in row.items():
+            if key in ("step", "timestamp") or isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            s, v = series.setdefault(str(key), ([], []))
+            s.append(step)
+            v.append(float(value))
+    return {
+        k: _sorted_unique(np.asarray(s, np.int64), np.asarray(v, np.float64)) for k, (s, v) in series.items()
+    }
+
+
+def _sorted_unique(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort by step; of a step logged twice keep the last value logged."""
+    order = np.argsort(steps, kind="stable")
+    steps, values = steps[order], values[order]
+    if steps.size > 1:
+        keep = np.append(steps[1:] != steps[:-1], True)
+        steps, values = steps[keep], values[keep]
+    return steps, values
