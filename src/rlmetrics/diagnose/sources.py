@@ -1,0 +1,402 @@
+"""Runs read from the files trainers and trackers write, as one :data:`History`.
+
+:func:`load_history` takes a file or a directory and tells the format from what it finds:
+
+========================= ======================================================================
+source kind               what is read
+========================= ======================================================================
+``"rlmetrics-jsonl"``     ``metrics.jsonl`` of :class:`rlmetrics.Tracker` (flat rows with ``step``)
+``"verl-jsonl"``          verl's ``file`` logger: one ``{"step": s, "data": {...}}`` per line;
+                          its ``orjson`` writes NaN and +/-inf as ``null``, read back as NaN
+``"tensorboard"``         the ``events.out.tfevents.*`` files of one log directory (verl's and
+                          TRL's ``tensorboard`` loggers), every scalar, no per-tag cap
+``"trl-trainer-state"``   ``trainer_state.json`` of TRL / transformers (its ``log_history``)
+``"wandb-offline"``       a W&B offline run (``offline-run-*/run-*.wandb``): its history records
+========================= ======================================================================
+
+A directory is searched in this order, the first match wins: ``metrics.jsonl``;
+``trainer_state.json`` (else the one of the highest-numbered ``checkpoint-*``); TensorBoard
+event files anywhere below it (outside ``wandb`` folders); a W&B run (``run-*.wandb`` in it, in
+a run folder below it, or in its ``wandb/``); a single ``*.jsonl`` file. TensorBoard's rule
+holds for event files: a directory holding them is one run (all its event files, a restarted run
+included), so a directory whose subdirectories hold several runs is an error that lists them;
+pass one of them.
+
+Every failure to read is a :class:`RunReadError` (a ``ValueError``) naming the path and what was
+expected. A cut-off last line (a run still writing, or a crash) is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import struct
+import warnings
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlmetrics import keys as K
+from rlmetrics.diagnose.findings import as_history
+from rlmetrics.tracking import read_jsonl
+
+__all__ = [
+    "RLMETRICS_JSONL",
+    "SOURCES",
+    "TENSORBOARD",
+    "TRL_TRAINER_STATE",
+    "VERL_JSONL",
+    "WANDB_OFFLINE",
+    "RunReadError",
+    "load_history",
+]
+
+RLMETRICS_JSONL = "rlmetrics-jsonl"
+VERL_JSONL = "verl-jsonl"
+TENSORBOARD = "tensorboard"
+TRL_TRAINER_STATE = "trl-trainer-state"
+WANDB_OFFLINE = "wandb-offline"
+#: Every source kind :func:`load_history` returns.
+SOURCES = (RLMETRICS_JSONL, VERL_JSONL, TENSORBOARD, TRL_TRAINER_STATE, WANDB_OFFLINE)
+
+_EXPECTED = (
+    "a rlmetrics metrics.jsonl, a verl file-logger .jsonl, a TensorBoard log directory "
+    "(events.out.tfevents.*), a trainer_state.json (TRL / transformers) or a W&B offline run "
+    "(offline-run-*/run-*.wandb)"
+)
+_EVENTS_GLOB = "events.out.tfevents.*"
+_TRAINER_STATE = "trainer_state.json"
+_LOG_HISTORY = "log_history"
+_VERL_STEP, _VERL_DATA = "step", "data"  # verl's FileLogger record: {"step": s, "data": {...}}
+_History = dict[str, tuple[np.ndarray, np.ndarray]]
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
+
+
+class RunReadError(ValueError):
+    """A run that could not be read: the message names the path and what was expected."""
+
+
+def load_history(path: str | os.PathLike[str]) -> tuple[_History, str]:
+    """Read a run's metrics from any of the formats above.
+
+    Parameters
+    ----------
+    path : str or Path
+        A file (``metrics.jsonl``, a verl ``.jsonl``, an event file, ``trainer_state.json``, a
+        ``.wandb`` file) or a directory holding one run (a rlmetrics run folder, a TensorBoard
+        log directory, a TRL output or checkpoint directory, a W&B ``offline-run-*`` or
+        ``wandb/`` folder with one run).
+
+    Returns
+    -------
+    history : dict
+        Metric key -> ``(steps, values)``, int64 and float64 arrays of one length, steps
+        increasing (see :mod:`rlmetrics.diagnose.findings`).
+    source : str
+        One of :data:`SOURCES`.
+
+    Raises
+    ------
+    RunReadError
+        The path does not exist, is empty, holds no recognisable run or several runs, has an
+        unreadable line, or no numeric metric.
+    ImportError
+        A TensorBoard or W&B run and the package to read it is not installed.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = Path(d) / "exp.jsonl"
+    ...     _ = f.write_text('{"step": 1, "data": {"actor/entropy": 0.9}}\\n'
+    ...                      '{"step": 2, "data": {"actor/entropy": null}}\\n')
+    ...     history, source = load_history(f)
+    >>> source, history["actor/entropy"][0].tolist(), history["actor/entropy"][1].tolist()
+    ('verl-jsonl', [1, 2], [0.9, nan])
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}")
+    p = Path(path)
+    if not p.exists():
+        raise RunReadError(f"{str(p)!r}: no such file or directory; expected {_EXPECTED}")
+    kind, target = _locate_dir(p) if p.is_dir() else _detect_file(p)
+    history = _READERS[kind](target)
+    if not history:
+        raise RunReadError(f"{str(target)!r} ({kind}): no numeric metric in the run")
+    return history, kind
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection
+# ---------------------------------------------------------------------------------------------
+
+
+def _detect_file(p: Path) -> tuple[str, Path]:
+    if p.name.startswith("events.out.tfevents."):
+        return TENSORBOARD, p
+    if p.suffix == ".wandb":
+        return WANDB_OFFLINE, p
+    if p.stat().st_size == 0:
+        raise RunReadError(f"{str(p)!r}: the file is empty; expected {_EXPECTED}")
+    if p.suffix == ".json":
+        return TRL_TRAINER_STATE, p
+    first = _first_line(p)
+    if first is None:
+        raise RunReadError(f"{str(p)!r}: the file holds only blank lines; expected {_EXPECTED}")
+    try:
+        record = json.loads(first)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunReadError(f"{str(p)!r}: the first line is not JSON ({err}); expected {_EXPECTED}") from None
+    if not isinstance(record, dict):
+        raise RunReadError(
+            f"{str(p)!r}: expected a JSON object per line; the first line is a {type(record).__name__}"
+        )
+    if set(record) == {_VERL_STEP, _VERL_DATA} and isinstance(record[_VERL_DATA], dict):
+        return VERL_JSONL, p
+    return RLMETRICS_JSONL, p
+
+
+def _first_line(p: Path) -> bytes | None:
+    with open(p, "rb") as fh:
+        for raw in fh:
+            if raw.strip():
+                return raw
+    return None
+
+
+def _locate_dir(p: Path) -> tuple[str, Path]:
+    jsonl = p / "metrics.jsonl"
+    if jsonl.is_file():
+        return _detect_file(jsonl)
+    state = p / _TRAINER_STATE
+    if state.is_file():
+        return TRL_TRAINER_STATE, state
+    checkpoints = sorted(
+        (int(m.group(1)), c)
+        for c in p.glob(f"checkpoint-*/{_TRAINER_STATE}")
+        if (m := _CHECKPOINT.match(c.parent.name))
+    )
+    if checkpoints:  # the last checkpoint's log_history holds every earlier one
+        return TRL_TRAINER_STATE, checkpoints[-1][1]
+    event_dirs = sorted(
+        {f.parent for f in p.rglob(_EVENTS_GLOB) if f.is_file() and "wandb" not in f.relative_to(p).parts}
+    )
+    if len(event_dirs) == 1:
+        return TENSORBOARD, event_dirs[0]
+    if event_dirs:
+        raise RunReadError(_several(p, "TensorBoard runs (directories with event files)", event_dirs))
+    runs = _wandb_runs(p)
+    if len(runs) == 1:
+        return WANDB_OFFLINE, runs[0]
+    if runs:
+        raise RunReadError(_several(p, "W&B runs", runs))
+    files = sorted(f for f in p.glob("*.jsonl") if f.is_file())
+    if len(files) == 1:
+        return _detect_file(files[0])
+    if files:
+        raise RunReadError(_several(p, "jsonl files", files))
+    raise RunReadError(f"{str(p)!r}: no run in this directory (no event files either); expected {_EXPECTED}")
+
+
+def _wandb_runs(p: Path) -> list[Path]:
+    """The ``run-*.wandb`` files of the W&B runs in ``p`` (a run folder, ``wandb/`` or its parent)."""
+    for pattern in ("run-*.wandb", "*/run-*.wandb", "wandb/*/run-*.wandb"):
+        found = {f.resolve() for f in p.glob(pattern) if f.is_file()}  # latest-run is a symlink
+        if found:
+            return sorted(found)
+    return []
+
+
+def _several(p: Path, what: str, found: list[Path]) -> str:
+    listed = ", ".join(repr(str(f.relative_to(p) if f.is_relative_to(p) else f)) for f in found[:20])
+    more = f" and {len(found) - 20} more" if len(found) > 20 else ""
+    return f"{str(p)!r} holds {len(found)} {what}: {listed}{more}; pass one of them"
+
+
+# ---------------------------------------------------------------------------------------------
+# Readers
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_rows(p: Path) -> list[dict[str, Any]]:
+    try:
+        return read_jsonl(p, strict=True)
+    except ValueError as err:
+        raise RunReadError(f"{err}; expected one JSON object per line") from None
+
+
+def _read_rlmetrics_jsonl(p: Path) -> _History:
+    return as_history(_read_rows(p))
+
+
+def _read_verl_jsonl(p: Path) -> _History:
+    rows = []
+    for i, record in enumerate(_read_rows(p), start=1):
+        data = record.get(_VERL_DATA)
+        if not isinstance(data, dict) or _VERL_STEP not in record:
+            raise RunReadError(
+                f"{str(p)!r}: record {i} is not verl's {{'step': ..., 'data': {{...}}}}; "
+                f"got keys {sorted(record)}"
+            )
+        row = {k: math.nan if v is None else v for k, v in data.items() if k != K.TRACKING_STEP}
+        row[K.TRACKING_STEP] = record[_VERL_STEP]
+        rows.append(row)
+    return as_history(rows)
+
+
+def _read_trainer_state(p: Path) -> _History:
+    try:
+        state = json.loads(p.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RunReadError(f"{str(p)!r}: not JSON ({err}); expected a trainer_state.json") from None
+    logs = state.get(_LOG_HISTORY) if isinstance(state, dict) else None
+    if not isinstance(logs, list) or not all(isinstance(r, dict) for r in logs):
+        raise RunReadError(
+            f"{str(p)!r}: expected a trainer_state.json (TRL / transformers) with a "
+            f"{_LOG_HISTORY!r} list of dicts; got {type(state).__name__}"
+            + (f" with keys {sorted(state)[:10]}" if isinstance(state, dict) else "")
+        )
+    return as_history(logs)
+
+
+def _read_tensorboard(p: Path) -> _History:
+    try:
+        from tensorboard.backend.event_processing import event_accumulator as ea
+        from tensorboard.util import tensor_util
+    except ImportError:
+        raise ImportError(
+            f"reading the TensorBoard log {str(p)!r} needs tensorboard: pip install 'rlmetrics[tensorboard]'"
+        ) from None
+    # 0 = keep every event (the default keeps 10,000 scalars per tag, sampled); 1 for the
+    # kinds not read, so images and histograms do not fill memory
+    guidance = {ea.SCALARS: 0, ea.TENSORS: 0, ea.IMAGES: 1, ea.AUDIO: 1, ea.HISTOGRAMS: 1}
+    guidance[ea.COMPRESSED_HISTOGRAMS] = 1
+    acc = ea.EventAccumulator(str(p), size_guidance=guidance)
+    try:
+        acc.Reload()
+    except Exception as err:  # a corrupt file: TensorBoard's reader raises its own errors
+        raise RunReadError(f"{str(p)!r}: TensorBoard could not read the event file(s): {err}") from None
+    tags = acc.Tags()
+    series: dict[str, tuple[list[int], list[float]]] = {}
+    for tag in tags.get(ea.SCALARS, []):
+        events = acc.Scalars(tag)
+        series[tag] = ([e.step for e in events], [e.value for e in events])
+    for tag in tags.get(ea.TENSORS, []):
+        # tf.summary.scalar (TF2) writes scalars as tensors of the "scalars" plugin
+        if tag in series or acc.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
+            continue
+        steps, values = [], []
+        for e in acc.Tensors(tag):
+            arr = tensor_util.make_ndarray(e.tensor_proto)
+            if arr.size == 1 and arr.dtype.kind in "fiu":
+                steps.append(e.step)
+                values.append(float(arr.reshape(())))
+        if steps:
+            series[tag] = (steps, values)
+    arrays = {k: (np.asarray(s, np.int64), np.asarray(v, np.float64)) for k, (s, v) in series.items()}
+    return as_history(arrays)
+
+
+# W&B's transaction log (``.wandb``): LevelDB's log format (32 KiB blocks of chunks, each with a
+# 7-byte header: crc32, length, type) after a 7-byte file header (``:W&B``, magic, version);
+# each record is a wandb ``Record`` protobuf. The checksum is zlib's crc32 of the data seeded
+# with the crc32 of the type byte.
+_WANDB_IDENT = b":W&B"
+_WANDB_MAGIC = 0xBEE1
+_BLOCK = 32768
+_HEADER = 7
+_FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+_CHUNK_CRC = {t: zlib.crc32(bytes([t])) for t in (_FULL, _FIRST, _MIDDLE, _LAST)}
+
+
+def _wandb_records(p: Path, data: bytes) -> Iterator[bytes]:
+    """The records (serialised protobufs) of a ``.wandb`` file; a cut-off or corrupt tail ends it."""
+    if len(data) < _HEADER:
+        raise RunReadError(f"{str(p)!r}: {len(data)} bytes, too short for a W&B run file")
+    ident, magic, _version = struct.unpack("<4sHB", data[:_HEADER])
+    if ident != _WANDB_IDENT or magic != _WANDB_MAGIC:
+        raise RunReadError(f"{str(p)!r}: not a W&B run file (header {data[:_HEADER]!r})")
+    pos, pending = _HEADER, bytearray()
+    while pos + _HEADER <= len(data):
+        left = _BLOCK - pos % _BLOCK
+        if left < _HEADER:  # a block's trailer: zeros
+            pos += left
+            continue
+        crc, length, kind = struct.unpack("<IHB", data[pos : pos + _HEADER])
+        if kind == 0 and length == 0:  # zero padding
+            pos += _HEADER
+            continue
+        chunk = data[pos + _HEADER : pos + _HEADER + length]
+        if len(chunk) < length or kind not in _CHUNK_CRC or zlib.crc32(chunk, _CHUNK_CRC[kind]) != crc:
+            warnings.warn(
+                f"{p}: stopped reading at byte {pos} of {len(data)} (a record cut off or corrupt; "
+                "a run still writing?)",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            return
+        pos += _HEADER + length
+        if kind == _FULL:
+            yield chunk
+        elif kind == _FIRST:
+            pending = bytearray(chunk)
+        else:
+            pending += chunk
+            if kind == _LAST:
+                yield bytes(pending)
+                pending = bytearray()
+
+
+def _read_wandb(p: Path) -> _History:
+    try:
+        from wandb.proto import wandb_internal_pb2 as pb
+    except ImportError:
+        raise ImportError(
+            f"reading the W&B run {str(p)!r} needs wandb: pip install 'rlmetrics[wandb]'"
+        ) from None
+    rows: list[dict[str, Any]] = []
+    for raw in _wandb_records(p, p.read_bytes()):
+        record = pb.Record()  # type: ignore[attr-defined]
+        try:
+            record.ParseFromString(raw)
+        except Exception as err:  # protobuf's DecodeError
+            raise RunReadError(f"{str(p)!r}: a record is not a W&B Record ({err})") from None
+        kind = record.WhichOneof("record_type")
+        if kind not in ("history", "partial_history"):
+            continue
+        # a history record is one step; partial_history records (not merged yet by W&B's
+        # service) are parts of one, merged by step
+        part = getattr(record, kind)
+        row: dict[str, Any] = {}
+        step: Any = None
+        for item in part.item:
+            key = item.key or ".".join(item.nested_key)  # W&B shows nested keys as a.b
+            try:
+                value = json.loads(item.value_json)
+            except json.JSONDecodeError:
+                continue
+            if key == "_step":
+                step = value
+            elif not key.startswith("_"):  # _timestamp, _runtime, _wandb: W&B's own
+                row[key] = value
+        if step is None and part.HasField("step"):
+            step = part.step.num
+        if row and step is not None:
+            row[K.TRACKING_STEP] = step
+            rows.append(row)
+    return as_history(rows)
+
+
+_READERS: dict[str, Callable[[Path], _History]] = {
+    RLMETRICS_JSONL: _read_rlmetrics_jsonl,
+    VERL_JSONL: _read_verl_jsonl,
+    TENSORBOARD: _read_tensorboard,
+    TRL_TRAINER_STATE: _read_trainer_state,
+    WANDB_OFFLINE: _read_wandb,
+}
