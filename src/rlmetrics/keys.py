@@ -56,6 +56,9 @@ CRITIC_VPRED_MEAN = "critic/vpred_mean"
 CRITIC_GRAD_NORM = "critic/grad_norm"
 GLOBAL_STEP = "training/global_step"
 TRAIN_ACC = "actor/train_acc"  # exact-match accuracy of the step's rollouts
+#: verl's KL-in-reward penalty (apply_kl_penalty): the batch's KL to the reference and its coefficient.
+ACTOR_REWARD_KL_PENALTY = "actor/reward_kl_penalty"
+ACTOR_REWARD_KL_PENALTY_COEFF = "actor/reward_kl_penalty_coeff"
 
 # --- PPO update statistics (policy.ppo) -------------------------------------------------------
 PPO_PREFIX = "actor/"  # the default prefix= of compute_ppo_update_metrics
@@ -215,11 +218,45 @@ def val_moment(name: str, k: int, moment: str) -> str:
 DEMO_VAL_RESPONSE_LENGTH_MEAN = "val-aux/response_length/mean"
 DEMO_VAL_EOS_RATIO = "val-aux/eos_ratio"  # fraction of validation answers that end with EOS
 
+# --- TRL's GRPOTrainer (read by diagnose.signals; rlmetrics never logs these) ----------------
+#: Names TRL's trainers log (``trl`` 1.16, ``GRPOTrainer._metrics`` and ``Trainer.log``); its
+#: evaluation logs the same names with :data:`TRL_EVAL_PREFIX`.
+TRL_REWARD = "reward"
+TRL_REWARD_STD = "reward_std"
+TRL_FRAC_REWARD_ZERO_STD = "frac_reward_zero_std"
+TRL_ENTROPY = "entropy"
+TRL_KL = "kl"
+TRL_LOSS = "loss"
+TRL_GRAD_NORM = "grad_norm"
+TRL_LEARNING_RATE = "learning_rate"
+TRL_NUM_TOKENS = "num_tokens"
+TRL_COMPLETIONS_MEAN_LENGTH = "completions/mean_length"
+TRL_COMPLETIONS_CLIPPED_RATIO = "completions/clipped_ratio"
+TRL_CLIP_RATIO_REGION_MEAN = "clip_ratio/region_mean"
+TRL_SAMPLING_LOGP_DIFFERENCE_MEAN = "sampling/sampling_logp_difference/mean"  # mean |logp_train - logp_vllm|
+TRL_SAMPLING_IS_RATIO_MEAN = "sampling/importance_sampling_ratio/mean"
+TRL_EVAL_PREFIX = "eval_"
+TRL_EVAL_REWARD = f"{TRL_EVAL_PREFIX}{TRL_REWARD}"
+
 # --- tracking (tracking) ------------------------------------------------------------------------
 #: Fields the jsonl backend writes on every line: reserved, not allowed as metric keys.
 TRACKING_STEP = "step"
 TRACKING_TIMESTAMP = "timestamp"
 TRACKING_FIELDS = (TRACKING_STEP, TRACKING_TIMESTAMP)
+
+# --- health (Tracker(monitor=...), diagnose.monitor) ----------------------------------------------
+#: Records of a live health monitor: ``health/<kind>`` is logged once, at the step where the
+#: monitor first reports that kind, with the value of its severity in :data:`HEALTH_SEVERITY_VALUE`.
+HEALTH_PREFIX = "health/"
+#: Value of a ``health/<kind>`` record: 1.0 for a warning, 2.0 for an error (so ``max`` over runs
+#: or steps gives the worst severity).
+HEALTH_SEVERITY_VALUE = {"warning": 1.0, "error": 2.0}
+
+
+def health(kind: str) -> str:
+    """Key of the record of a health finding, e.g. ``health/entropy_collapse``."""
+    return f"{HEALTH_PREFIX}{kind}"
+
 
 # --- groups (report, dashboards) ----------------------------------------------------------------
 #: The group of a key without a slash.

@@ -9,7 +9,11 @@ The role verl's ``Tracking`` plays, with these guarantees:
 * the configuration is logged once where the backend supports it;
 * a backend that raises while logging (disk full, network down) gets one ``RuntimeWarning``
   and is switched off; the other backends keep logging and training goes on;
-* a missing optional package is an ``ImportError`` with the ``pip install`` line.
+* a missing optional package is an ``ImportError`` with the ``pip install`` line;
+* an optional health monitor (``monitor=``, e.g. :class:`rlmetrics.diagnose.monitor.HealthMonitor`)
+  sees every step; each new finding is one ``RuntimeWarning`` and one ``health/<kind>`` record
+  (1.0 warning, 2.0 error) logged with that step; a monitor that raises is switched off with a
+  warning and logging goes on.
 
 The ``jsonl`` backend (the default, no dependency) writes one flat JSON object per line,
 ``{"step": 3, "timestamp": 1764441600.0, "critic/score/mean": 0.5, ...}``, flushed (and
@@ -447,6 +451,16 @@ class Tracker:
         Extra ``wandb.init`` arguments (``entity``, ``tags``, ...).
     mlflow_tracking_uri : str, optional, keyword-only
         Default: a local sqlite store in ``log_dir``.
+    monitor : object, optional, keyword-only
+        A health monitor with ``update(values, step) -> list of findings`` (each finding with
+        ``kind``, ``severity``, ``step`` and ``advice``), e.g.
+        :class:`rlmetrics.diagnose.monitor.HealthMonitor`. It receives every step's converted
+        values (before the ``nonfinite`` policy drops any, so a NaN loss is seen). Each finding
+        it returns is reported once: a ``RuntimeWarning`` ``"rlmetrics health: <kind>
+        (<severity>) from step N: <advice>"`` and a record ``health/<kind>`` logged to every
+        backend with the current step, valued :data:`rlmetrics.keys.HEALTH_SEVERITY_VALUE`
+        (1.0 warning, 2.0 error). A monitor that raises gets one warning and is switched off
+        (``monitor`` becomes ``None``); the metrics are logged all the same.
 
     Examples
     --------
@@ -474,12 +488,19 @@ class Tracker:
         wandb_mode: str | None = None,
         wandb_kwargs: Mapping[str, Any] | None = None,
         mlflow_tracking_uri: str | None = None,
+        monitor: Any = None,
     ) -> None:
         for arg, value in (("project", project), ("experiment", experiment)):
             if not isinstance(value, str) or not value:
                 raise TypeError(f"{arg} must be a non-empty str; got {value!r}")
         if nonfinite not in _NONFINITE:
             raise ValueError(f"nonfinite must be one of {_NONFINITE}; got {nonfinite!r}")
+        if monitor is not None and not callable(getattr(monitor, "update", None)):
+            raise TypeError(
+                f"monitor must have an update(values, step) method (e.g. a HealthMonitor); "
+                f"got {type(monitor).__name__}"
+            )
+        self.monitor = monitor
         self.project, self.experiment, self.nonfinite = project, experiment, nonfinite
         self.config = _config_to_dict(config)
         self.log_dir = Path(log_dir)
@@ -555,7 +576,10 @@ class Tracker:
         if self._finished:
             raise RuntimeError("Tracker.log called after finish()")
         step = check_int(step, "step", minimum=0)
-        values = _apply_nonfinite(_convert(metrics), self.nonfinite)
+        converted = _convert(metrics)
+        values = _apply_nonfinite(converted, self.nonfinite)
+        if self.monitor is not None:
+            values = self._check_health(converted, values, step)
         for name, backend in self.backends.items():
             if name in self.failed:
                 continue
@@ -563,6 +587,35 @@ class Tracker:
                 backend.log(dict(values), step)
             except Exception as err:
                 self._disable(name, backend, err, "log")
+
+    def _check_health(
+        self, converted: dict[str, float], values: dict[str, float], step: int
+    ) -> dict[str, float]:
+        """Pass the step to the monitor; each new finding: one warning, one ``health/<kind>`` record."""
+        try:
+            findings = self.monitor.update(converted, step)
+            records = {}
+            messages = []
+            for finding in findings or ():
+                kind, severity = str(finding.kind), str(finding.severity)
+                records[K.health(kind)] = K.HEALTH_SEVERITY_VALUE.get(
+                    severity, K.HEALTH_SEVERITY_VALUE["error"]
+                )
+                messages.append(
+                    f"rlmetrics health: {kind} ({severity}) from step {finding.step}: {finding.advice}"
+                )
+        except Exception as err:
+            self.monitor = None
+            warnings.warn(
+                f"the health monitor failed in update() and is switched off; logging goes on: "
+                f"{type(err).__name__}: {err}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return values
+        for message in messages:
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+        return {**values, **records} if records else values
 
     def _disable(self, name: str, backend: Any, err: BaseException, where: str) -> None:
         self.failed[name] = err

@@ -1,0 +1,266 @@
+"""The live form of :func:`rlmetrics.diagnose.rules.diagnose`: a monitor fed one step at a time.
+
+:class:`HealthMonitor` keeps the scalars it is given and, every ``every`` steps, diagnoses the
+history it holds; it returns the findings of kinds it has not reported before, so each failure
+mode is reported once per run. :class:`rlmetrics.Tracker` runs one when given
+``monitor=HealthMonitor()``; it turns each new finding into a ``RuntimeWarning`` and a
+``health/<kind>`` record.
+
+Cost: a step costs one append to a list of pending rows; at a check the pending rows are
+written into a table of every key (one column per key, grown by doubling), several rows with
+the same keys at once, so the per-step cost does not grow with the number of keys or steps.
+The diagnosis reads column views of that table (no copy). No thread is started: the check runs
+inside the ``update`` call that completes ``every`` steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from rlmetrics._core.checks import check_int
+from rlmetrics.diagnose.findings import Diagnosis, Finding
+
+__all__ = ["HealthMonitor"]
+
+_MIN_CAPACITY = 64
+
+
+class _TableHistory(Mapping[str, tuple[np.ndarray, np.ndarray]]):
+    """A read-only history over the monitor's table: ``(steps, values)`` views built when asked for."""
+
+    def __init__(
+        self, columns: dict[str, int], steps: np.ndarray, values: np.ndarray, present: np.ndarray, n: int
+    ) -> None:
+        self._columns, self._n = columns, n
+        self._steps, self._values, self._present = steps[:n], values[:, :n], present[:, :n]
+
+    def __getitem__(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        j = self._columns[key]
+        mask = self._present[j]
+        values = self._values[j]
+        if mask.all():
+            return self._steps, values
+        return self._steps[mask], values[mask]
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, j in self._columns.items() if self._present[j].any())
+
+    def __len__(self) -> int:
+        return int(self._present.any(axis=1).sum()) if self._n else 0
+
+    def __contains__(self, key: object) -> bool:
+        j = self._columns.get(key) if isinstance(key, str) else None
+        return j is not None and bool(self._present[j].any())
+
+
+class HealthMonitor:
+    """Diagnose a run while it is logged: the findings of kinds not reported before, every few steps.
+
+    Parameters
+    ----------
+    thresholds : dict, optional, keyword-only
+        ``kind -> parameter -> value`` overrides of
+        :data:`rlmetrics.diagnose.rules.THRESHOLDS`, passed to every diagnosis.
+    every : int, keyword-only
+        Diagnose after every ``every`` distinct steps (>= 1). A diagnosis reads the whole
+        history, so its cost grows with the run; 10 keeps it a small share of ``Tracker.log``.
+
+    Attributes
+    ----------
+    reported : list of Finding
+        Every finding returned so far, in the order reported (one per kind).
+    last : Diagnosis or None
+        The most recent diagnosis (with its skipped checks), ``None`` before the first.
+
+    Examples
+    --------
+    >>> monitor = HealthMonitor(every=5)
+    >>> for step in range(20):
+    ...     new = monitor.update({"actor/pg_loss": 0.1, "actor/grad_norm": 1.0}, step)
+    >>> [f.kind for f in monitor.reported], monitor.n_steps
+    ([], 20)
+    >>> [f.kind for f in monitor.update({"actor/pg_loss": float("nan")}, 20) + monitor.check()]
+    ['nonfinite']
+    """
+
+    def __init__(
+        self, *, thresholds: Mapping[str, Mapping[str, float]] | None = None, every: int = 10
+    ) -> None:
+        self.every = check_int(every, "every", minimum=1)
+        if thresholds is not None and not isinstance(thresholds, Mapping):
+            raise TypeError(
+                f"thresholds must be a mapping kind -> parameter -> value; got {type(thresholds).__name__}"
+            )
+        self.thresholds = None if thresholds is None else {k: dict(v) for k, v in thresholds.items()}
+        if self.thresholds:
+            _diagnose({}, thresholds=self.thresholds)  # unknown kinds or parameters fail here, not mid-run
+        self.reported: list[Finding] = []
+        self.last: Diagnosis | None = None
+        self._kinds: set[str] = set()
+        self._pending: list[tuple[int, dict[str, float]]] = []
+        self._since_check = 0
+        self._columns: dict[str, int] = {}
+        self._index_cache: dict[tuple[str, ...], np.ndarray] = {}
+        self._steps = np.zeros(0, np.int64)
+        self._values = np.zeros((0, 0), np.float64)
+        self._present = np.zeros((0, 0), bool)
+        self._n = 0
+        self._last_step: int | None = None
+        self._sorted = True
+
+    def __repr__(self) -> str:
+        return f"HealthMonitor(every={self.every}, steps={self.n_steps}, reported={sorted(self._kinds)})"
+
+    @property
+    def n_steps(self) -> int:
+        """Distinct steps held (written to the table or pending)."""
+        pending = len(self._pending)
+        if pending and self._n and self._pending[0][0] == int(self._steps[self._n - 1]):
+            pending -= 1
+        return self._n + pending
+
+    def update(self, metrics: Mapping[str, float], step: int) -> list[Finding]:
+        """Add one step's scalars; every ``every`` steps, diagnose and return the new findings.
+
+        Parameters
+        ----------
+        metrics : Mapping[str, float]
+            The step's values (numbers); keys logged again at the same step replace the earlier
+            values, as :func:`~rlmetrics.diagnose.findings.as_history` does.
+        step : int
+            The training step (>= 0).
+
+        Returns
+        -------
+        list of Finding
+            Findings of kinds not reported before, ordered by step (empty between checks).
+        """
+        step = check_int(step, "step", minimum=0)
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"metrics must be a mapping of key to number; got {type(metrics).__name__}")
+        last = self._last_step
+        if last is not None and step == last:
+            if self._pending and self._pending[-1][0] == step:
+                self._pending[-1][1].update(metrics)
+            else:
+                self._pending.append((step, dict(metrics)))
+            return []
+        if last is not None and step < last:
+            self._sorted = False
+        self._last_step = step
+        self._pending.append((step, dict(metrics)))
+        self._since_check += 1
+        if self._since_check < self.every:
+            return []
+        return self.check()
+
+    def check(self) -> list[Finding]:
+        """Diagnose what is held now and return the findings of kinds not reported before."""
+        self._since_check = 0
+        self._flush()
+        diagnosis = _diagnose(self.history(), thresholds=self.thresholds)
+        self.last = diagnosis
+        new = [f for f in diagnosis.findings if f.kind not in self._kinds]
+        fresh: list[Finding] = []
+        for finding in sorted(new, key=lambda f: f.step):
+            if finding.kind not in self._kinds:  # a diagnosis can name a kind twice; report its first
+                self._kinds.add(finding.kind)
+                fresh.append(finding)
+        self.reported.extend(fresh)
+        return fresh
+
+    def history(self) -> Mapping[str, tuple[np.ndarray, np.ndarray]]:
+        """The history held so far, key -> ``(steps, values)`` (views; valid until the next update)."""
+        self._flush()
+        view = _TableHistory(self._columns, self._steps, self._values, self._present, self._n)
+        if self._sorted:
+            return view
+        from rlmetrics.diagnose.findings import as_history
+
+        return as_history({k: view[k] for k in view})
+
+    # -- the table -----------------------------------------------------------------------------
+    def _flush(self) -> None:
+        """Write the pending rows into the table (rows with the same keys as one block)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        start = self._n
+        if start and pending[0][0] == int(self._steps[start - 1]):
+            start -= 1  # the first pending row continues the last written step
+        n_rows = start + len(pending)
+        self._reserve(rows=n_rows)
+        i = 0
+        while i < len(pending):
+            names = tuple(pending[i][1])
+            j = i + 1
+            while j < len(pending) and tuple(pending[j][1]) == names:
+                j += 1
+            block = pending[i:j]
+            rows = slice(start + i, start + j)
+            self._steps[rows] = [s for s, _ in block]
+            if names:
+                cols = self._index(names)
+                self._values[cols, rows] = _as_matrix(block, names).T
+                self._present[cols, rows] = True
+            i = j
+        self._n = n_rows
+
+    def _index(self, names: tuple[str, ...]) -> np.ndarray:
+        """Column of each key (new keys get a column)."""
+        cols = self._index_cache.get(names)
+        if cols is not None:
+            return cols
+        for name in names:
+            if name not in self._columns:
+                self._columns[name] = len(self._columns)
+        self._reserve(cols=len(self._columns))
+        cols = np.fromiter((self._columns[n] for n in names), np.intp, len(names))
+        if len(self._index_cache) < 256:
+            self._index_cache[names] = cols
+        return cols
+
+    def _reserve(self, *, rows: int = 0, cols: int = 0) -> None:
+        """Grow the table (by doubling) to hold ``rows`` steps and ``cols`` keys."""
+        have_cols, have_rows = self._values.shape
+        rows, cols = max(rows, have_rows), max(cols, have_cols)
+        if rows <= have_rows and cols <= have_cols:
+            return
+        new_rows = have_rows if rows <= have_rows else max(_MIN_CAPACITY, 2 * have_rows, rows)
+        new_cols = have_cols if cols <= have_cols else max(8, 2 * have_cols, cols)
+        values = np.full((new_cols, new_rows), math.nan)
+        present = np.zeros((new_cols, new_rows), bool)
+        # the whole old table: a flush writes rows past self._n before it counts them
+        values[:have_cols, :have_rows] = self._values
+        present[:have_cols, :have_rows] = self._present
+        steps = np.zeros(new_rows, np.int64)
+        steps[:have_rows] = self._steps
+        self._values, self._present, self._steps = values, present, steps
+
+
+def _as_matrix(block: list[tuple[int, dict[str, float]]], names: tuple[str, ...]) -> np.ndarray:
+    """The values of rows with the same keys as a (rows, keys) float64 array; a clear error otherwise."""
+    try:
+        return np.array([list(row.values()) for _, row in block], dtype=np.float64).reshape(
+            len(block), len(names)
+        )
+    except (TypeError, ValueError):
+        for step, row in block:
+            for key, value in row.items():
+                try:
+                    float(value)
+                except (TypeError, ValueError):
+                    raise TypeError(
+                        f"metrics[{key!r}] at step {step} must be a number; got {type(value).__name__} {value!r:.60}"
+                    ) from None
+        raise
+
+
+def _diagnose(history: Any, *, thresholds: Any) -> Diagnosis:
+    from rlmetrics.diagnose.rules import diagnose
+
+    return diagnose(history, thresholds=thresholds)

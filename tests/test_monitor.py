@@ -1,0 +1,162 @@
+"""rlmetrics.diagnose.monitor: the history it keeps, when it diagnoses, each kind reported once."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlmetrics.diagnose import monitor as monitor_module
+from rlmetrics.diagnose.findings import Diagnosis, Finding, Skipped, as_history
+from rlmetrics.diagnose.monitor import HealthMonitor
+
+
+class StandIn:
+    """A diagnose() that records what it was given and answers from a script."""
+
+    def __init__(self, answer=None):
+        self.calls: list[dict] = []
+        self.answer = answer or (lambda history: Diagnosis(findings=()))
+
+    def __call__(self, history, *, thresholds=None):
+        self.calls.append(
+            {"n_steps": max((len(s) for s, _ in history.values()), default=0), "thresholds": thresholds}
+        )
+        return self.answer(history)
+
+
+def finding(kind, step, severity="warning"):
+    return Finding(kind=kind, severity=severity, step=step, metric=("a/x",), advice=f"fix {kind}")
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    fake = StandIn()
+    monkeypatch.setattr(monitor_module, "_diagnose", fake)
+    return fake
+
+
+def same_history(got, want):
+    assert sorted(got) == sorted(want)
+    for key in want:
+        np.testing.assert_array_equal(got[key][0], want[key][0], err_msg=key)
+        np.testing.assert_array_equal(got[key][1], want[key][1], err_msg=key)
+
+
+@pytest.mark.parametrize("every", [1, 3, 10], ids=["every-1", "every-3", "every-10"])
+def test_diagnoses_every_n_distinct_steps(stand_in, every):
+    mon = HealthMonitor(every=every)
+    for step in range(30):
+        mon.update({"a/x": float(step)}, step)
+        mon.update({"a/y": 1.0}, step)  # the same step again: not a new step
+    assert [c["n_steps"] for c in stand_in.calls] == list(range(every, 31, every))
+    assert mon.n_steps == 30
+
+
+def test_each_kind_is_reported_once_and_ordered_by_step(stand_in):
+    script = {
+        2: [finding("grad_spike", 1)],
+        4: [finding("grad_spike", 1), finding("nonfinite", 3, "error"), finding("kl_drift", 2)],
+        6: [finding("nonfinite", 5, "error"), finding("kl_drift", 2)],
+    }
+    stand_in.answer = lambda history: Diagnosis(findings=tuple(script.get(len(history["a/x"][0]), [])))
+    mon = HealthMonitor(every=2)
+    returned = [[f.kind for f in mon.update({"a/x": 0.0}, step)] for step in range(6)]
+    assert returned == [[], ["grad_spike"], [], ["kl_drift", "nonfinite"], [], []]
+    assert [f.kind for f in mon.reported] == ["grad_spike", "kl_drift", "nonfinite"]
+    assert mon.last is not None and len(mon.last.findings) == 2
+
+
+def test_a_kind_named_twice_in_one_diagnosis_is_reported_at_its_first_step(stand_in):
+    stand_in.answer = lambda h: Diagnosis(findings=(finding("grad_spike", 7), finding("grad_spike", 3)))
+    mon = HealthMonitor(every=1)
+    assert [(f.kind, f.step) for f in mon.update({"a/x": 1.0}, 0)] == [("grad_spike", 3)]
+
+
+def test_check_diagnoses_the_pending_steps_and_keeps_the_skipped(stand_in):
+    stand_in.answer = lambda h: Diagnosis(findings=(), skipped=(Skipped("kl_drift", "no KL key"),))
+    mon = HealthMonitor(every=100)
+    for step in range(5):
+        mon.update({"a/x": 1.0}, step)
+    assert stand_in.calls == []
+    assert mon.check() == []
+    assert stand_in.calls[-1]["n_steps"] == 5 and mon.last.skipped[0].kind == "kl_drift"
+
+
+def test_thresholds_are_passed_to_every_diagnosis(stand_in):
+    mon = HealthMonitor(thresholds={"grad_spike": {"factor": 20.0}}, every=1)
+    mon.update({"a/x": 1.0}, 0)
+    assert stand_in.calls[-1]["thresholds"] == {"grad_spike": {"factor": 20.0}}
+
+
+rows_strategy = st.lists(
+    st.tuples(
+        st.integers(0, 12),
+        st.dictionaries(
+            st.sampled_from(["a/x", "a/y", "b/z", "c"]),
+            st.one_of(st.floats(-1e6, 1e6), st.just(math.nan), st.just(math.inf)),
+            max_size=4,
+        ),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows_strategy, st.integers(1, 7))
+def test_history_equals_as_history_of_the_rows(rows, every):
+    """Repeated, backward and sparse steps, new keys at any time: the same history as the rows'."""
+    mon = HealthMonitor(every=every)
+    mon_checks = []
+    original = monitor_module._diagnose
+    monitor_module._diagnose = lambda history, thresholds=None: (
+        mon_checks.append(dict(history)) or Diagnosis(())
+    )
+    try:
+        for i, (step, metrics) in enumerate(rows):
+            mon.update(metrics, step)
+            if i % 5 == 4:
+                same_history(mon.history(), as_history([{"step": s, **m} for s, m in rows[: i + 1]]))
+    finally:
+        monitor_module._diagnose = original
+    same_history(mon.history(), as_history([{"step": s, **m} for s, m in rows]))
+
+
+def test_the_table_grows_past_its_first_capacity(stand_in):
+    mon = HealthMonitor(every=7)
+    rows = [{f"k/{i}": float(step * i) for i in range(step % 13)} for step in range(300)]
+    for step, row in enumerate(rows):
+        mon.update(row, step)
+    same_history(mon.history(), as_history([{"step": s, **r} for s, r in enumerate(rows)]))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"every": 0}, ValueError, "every"),
+        ({"every": 2.5}, TypeError, "every"),
+        ({"thresholds": [("grad_spike", 1.0)]}, TypeError, "thresholds must be a mapping"),
+    ],
+    ids=["every-zero", "every-float", "thresholds-list"],
+)
+def test_bad_constructor_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        HealthMonitor(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "step", "exc", "match"),
+    [
+        ({"a/x": 1.0}, -1, ValueError, "step"),
+        ([("a/x", 1.0)], 0, TypeError, "metrics must be a mapping"),
+        ({"a/x": "high"}, 0, TypeError, r"metrics\['a/x'\] at step 0 must be a number; got str"),
+    ],
+    ids=["negative-step", "not-a-mapping", "text-value"],
+)
+def test_bad_update_arguments(stand_in, metrics, step, exc, match):
+    mon = HealthMonitor(every=1)
+    with pytest.raises(exc, match=match):
+        mon.update(metrics, step)
