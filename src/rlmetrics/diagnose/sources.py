@@ -323,12 +323,13 @@ def _wandb_records(p: Path, data: bytes) -> Iterator[bytes]:
     if ident != _WANDB_IDENT or magic != _WANDB_MAGIC:
         raise RunReadError(f"{str(p)!r}: not a W&B run file (header {data[:_HEADER]!r})")
     pos, pending = _HEADER, bytearray()
-    while pos + _HEADER <= len(data):
+    while pos < len(data):
         left = _BLOCK - pos % _BLOCK
         if left < _HEADER:  # a block's trailer: zeros
             pos += left
             continue
-        crc, length, kind = struct.unpack("<IHB", data[pos : pos + _HEADER])
+        header = data[pos : pos + _HEADER]
+        crc, length, kind = struct.unpack("<IHB", header) if len(header) == _HEADER else (0, 0, -1)
         if kind == 0 and length == 0:  # zero padding
             pos += _HEADER
             continue

@@ -1,0 +1,382 @@
+"""Tests of rlmetrics.diagnose.sources: each format written by its tool's own writer, read back."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlmetrics.diagnose.sources import RunReadError, load_history
+from rlmetrics.tracking import Tracker
+
+NAN = math.nan
+STEPS = {
+    1: {"actor/entropy": 0.5, "actor/pg_loss": -0.125, "critic/score/mean": 0.1},
+    2: {"actor/entropy": 0.4375, "actor/pg_loss": NAN, "critic/score/mean": 0.2},
+    5: {"actor/entropy": 0.375, "actor/pg_loss": 3.0, "critic/score/mean": 0.3},
+}
+
+
+def expected(steps: dict[int, dict[str, float]], dtype=np.float64) -> dict[str, tuple[list, list]]:
+    keys = sorted({k for row in steps.values() for k in row})
+    return {
+        k: ([s for s in steps if k in steps[s]], [float(dtype(steps[s][k])) for s in steps if k in steps[s]])
+        for k in keys
+    }
+
+
+def assert_history(history, want) -> None:
+    assert sorted(history) == sorted(want)
+    for key, (steps, values) in want.items():
+        got_steps, got_values = history[key]
+        assert got_steps.dtype == np.int64 and got_values.dtype == np.float64, key
+        assert got_steps.tolist() == steps, key
+        np.testing.assert_array_equal(got_values, np.asarray(values), err_msg=key)  # NaN == NaN here
+
+
+def log_all(tracker: Tracker, steps=STEPS) -> None:
+    for step, row in steps.items():
+        tracker.log(row, step=step)
+
+
+# --- rlmetrics jsonl ---------------------------------------------------------------------------
+
+
+def test_rlmetrics_jsonl_file_and_run_dir(tmp_path):
+    with Tracker("p", "e", log_dir=tmp_path, config={"lr": 1e-6}) as tr:
+        log_all(tr)
+    for path in (tr.jsonl_path, tr.run_dir, str(tr.run_dir)):
+        history, source = load_history(path)
+        assert source == "rlmetrics-jsonl"
+        assert_history(history, expected(STEPS))  # the timestamp is not a metric
+
+
+def test_jsonl_wins_over_other_logs_of_the_same_run(tmp_path):
+    pytest.importorskip("tensorboard")
+    with Tracker("p", "e", backends=("jsonl", "tensorboard"), log_dir=tmp_path) as tr:
+        log_all(tr)
+    assert load_history(tr.run_dir)[1] == "rlmetrics-jsonl"
+    assert load_history(tr.run_dir / "tensorboard")[1] == "tensorboard"
+
+
+def test_one_step_run(tmp_path):
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        tr.log({"actor/entropy": 0.25}, step=7)
+    history, _ = load_history(tr.jsonl_path)
+    assert_history(history, {"actor/entropy": ([7], [0.25])})
+
+
+def test_truncated_last_line_is_skipped_with_a_warning(tmp_path):
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        log_all(tr)
+    with open(tr.jsonl_path, "ab") as fh:
+        fh.write(b'{"step": 6, "actor/entr')
+    with pytest.warns(RuntimeWarning, match="truncated last line 4"):
+        history, _ = load_history(tr.jsonl_path)
+    assert_history(history, expected(STEPS))
+
+
+# --- verl's file logger ------------------------------------------------------------------------
+
+
+def test_verl_file_logger(tmp_path, monkeypatch):
+    tracking = pytest.importorskip("verl.utils.tracking")
+    monkeypatch.setenv("VERL_FILE_LOGGER_ROOT", str(tmp_path))
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    logger = tracking.FileLogger("proj", "exp")
+    rows = {**STEPS, 6: {"actor/entropy": np.float32(0.25), "critic/score/mean": float("inf")}}
+    for step, row in rows.items():
+        logger.log(row, step)
+    logger.finish()
+    path = tmp_path / "proj" / "exp.jsonl"
+    assert b"null" in path.read_bytes()  # orjson writes NaN and inf as null
+    want = expected(rows)
+    want["critic/score/mean"][1][-1] = NAN  # null reads back as NaN
+    for target in (path, tmp_path / "proj"):
+        history, source = load_history(target)
+        assert source == "verl-jsonl"
+        assert_history(history, want)
+
+
+def test_verl_tracking_with_file_backend(tmp_path, monkeypatch):
+    tracking = pytest.importorskip("verl.utils.tracking")
+    path = tmp_path / "run.jsonl"
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(path))
+    tr = tracking.Tracking(project_name="p", experiment_name="e", default_backend=["file"])
+    log = {1: {"response_length/clip_ratio": 0.0}, 2: {"response_length/clip_ratio": 0.75}}
+    for step, row in log.items():
+        tr.log(data=row, step=step)
+    tr.logger["file"].finish()
+    history, source = load_history(path)
+    assert source == "verl-jsonl"
+    assert_history(history, expected(log))
+
+
+# --- TensorBoard -------------------------------------------------------------------------------
+
+
+def test_tensorboard_tracker_backend(tmp_path):
+    pytest.importorskip("tensorboard")
+    with Tracker("p", "e", backends=("tensorboard",), config={"lr": 1e-6}, log_dir=tmp_path) as tr:
+        log_all(tr)
+    want = expected(STEPS, dtype=np.float32)  # simple_value is a float32
+    for path in (tr.run_dir, tr.run_dir / "tensorboard", next((tr.run_dir / "tensorboard").iterdir())):
+        history, source = load_history(path)
+        assert source == "tensorboard"
+        assert_history(history, want)  # the config text is not a scalar
+
+
+def test_tensorboard_keeps_more_than_10000_scalars_per_tag(tmp_path):
+    pytest.importorskip("tensorboard")
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    n = 12_345
+    writer = torch_tb.SummaryWriter(str(tmp_path / "tb"))  # what verl's tensorboard logger uses
+    for step in range(n):
+        writer.add_scalar("actor/entropy", step / 8.0, step)
+    writer.add_scalar("timing_s/step", 2.5, 0)
+    writer.close()
+    history, source = load_history(tmp_path)
+    assert source == "tensorboard"
+    steps, values = history["actor/entropy"]
+    assert steps.tolist() == list(range(n))
+    np.testing.assert_array_equal(values, np.arange(n) / 8.0)
+    assert history["timing_s/step"][1].tolist() == [2.5]
+
+
+def test_tensorboard_tensor_scalars(tmp_path):
+    """``tf.summary.scalar`` (TF2) writes scalars as tensors of the scalars plugin."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.plugins.scalar.summary_v2 import scalar_pb
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(tmp_path))
+    for step, value in ((0, 1.5), (3, 0.25)):
+        writer.add_event(event_pb2.Event(step=step, wall_time=1.0, summary=scalar_pb("kl", value)))
+    writer.close()
+    history, _ = load_history(tmp_path)
+    assert_history(history, {"kl": ([0, 3], [1.5, 0.25])})
+
+
+def test_tensorboard_restarted_run_in_one_directory(tmp_path):
+    """Two event files of one directory (a run resumed) are one run."""
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    for steps in (range(0, 3), range(3, 5)):
+        writer = torch_tb.SummaryWriter(str(tmp_path), filename_suffix=f".{steps.start}")
+        for step in steps:
+            writer.add_scalar("reward", float(step), step)
+        writer.close()
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+    history, _ = load_history(tmp_path)
+    assert_history(history, {"reward": ([0, 1, 2, 3, 4], [0.0, 1.0, 2.0, 3.0, 4.0])})
+
+
+def test_tensorboard_several_runs_is_an_error_listing_them(tmp_path):
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    for name in ("run_a", "run_b"):
+        with torch_tb.SummaryWriter(str(tmp_path / "runs" / name)) as writer:
+            writer.add_scalar("loss", 1.0, 0)
+    with pytest.raises(
+        RunReadError, match=r"holds 2 TensorBoard runs .*'runs/run_a', 'runs/run_b'; pass one"
+    ):
+        load_history(tmp_path)
+    assert load_history(tmp_path / "runs" / "run_b")[1] == "tensorboard"
+
+
+def test_tensorboard_missing_package(tmp_path, monkeypatch):
+    (tmp_path / "events.out.tfevents.1.host").write_bytes(b"")
+    for name in [m for m in sys.modules if m == "tensorboard" or m.startswith("tensorboard.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    with pytest.raises(ImportError, match=r"pip install 'rlmetrics\[tensorboard\]'"):
+        load_history(tmp_path)
+
+
+# --- TRL / transformers trainer_state.json -----------------------------------------------------
+
+LOG_HISTORY = [
+    {"step": 10, "epoch": 0.1, "loss": 0.5, "reward": 0.25, "frac_reward_zero_std": 0.5, "grad_norm": NAN},
+    {"step": 20, "epoch": 0.2, "loss": 0.25, "reward": 0.5, "frac_reward_zero_std": 0.25, "grad_norm": 1.5},
+    {"step": 20, "epoch": 0.2, "eval_loss": 0.75},
+    {"step": 20, "epoch": 0.2, "train_runtime": 12.5, "train_loss": 0.375, "total_flos": 0.0},
+]
+
+
+def write_trainer_state(directory: Path, log_history=LOG_HISTORY) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "trainer_state.json"
+    # what transformers' TrainerState.save_to_json writes
+    state = {"global_step": 20, "log_history": log_history, "max_steps": 20, "best_metric": None}
+    path.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def test_trainer_state_file_and_output_dir(tmp_path):
+    path = write_trainer_state(tmp_path / "out")
+    for target in (path, tmp_path / "out"):
+        history, source = load_history(target)
+        assert source == "trl-trainer-state"
+        assert history["reward"][0].tolist() == [10, 20] and history["reward"][1].tolist() == [0.25, 0.5]
+        assert math.isnan(history["grad_norm"][1][0]) and history["grad_norm"][1][1] == 1.5
+        assert history["eval_loss"][0].tolist() == [20] and history["train_loss"][1].tolist() == [0.375]
+
+
+def test_trainer_state_of_the_last_checkpoint(tmp_path):
+    write_trainer_state(tmp_path / "checkpoint-9", LOG_HISTORY[:1])
+    write_trainer_state(tmp_path / "checkpoint-10", LOG_HISTORY)  # 10 > 9, not "10" < "9"
+    history, source = load_history(tmp_path)
+    assert source == "trl-trainer-state"
+    assert history["reward"][0].tolist() == [10, 20]
+
+
+# --- W&B offline -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wandb_run(tmp_path_factory):
+    """One offline run written by the Tracker's wandb backend (its service is slow to start)."""
+    pytest.importorskip("wandb")
+    root = tmp_path_factory.mktemp("wandb")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WANDB_SILENT", "true")
+        mp.setenv("WANDB_MODE", "offline")
+        mp.setenv("WANDB_DISABLE_GIT", "true")
+        with Tracker(
+            "p", "e", backends=("wandb",), config={"lr": 1e-6}, log_dir=root, wandb_mode="offline"
+        ) as tr:
+            log_all(tr)
+            tr.log({"actor/entropy": 0.25, "text": 1.0}, step=6)
+    (run_file,) = (tr.run_dir / "wandb").glob("offline-run-*/run-*.wandb")
+    # wandb's service writes the file; its last records can land a moment after finish() returns
+    deadline = time.monotonic() + 20.0
+    while time.monotonic() < deadline:
+        history, _ = load_history(run_file)
+        if history.get("actor/entropy", ([], []))[0][-1:].tolist() == [6]:
+            break
+        time.sleep(0.2)
+    return tr.run_dir, run_file
+
+
+WANDB_STEPS = {**STEPS, 6: {"actor/entropy": 0.25, "text": 1.0}}
+
+
+def test_wandb_offline_run(wandb_run):
+    run_dir, run_file = wandb_run
+    for target in (run_file, run_file.parent, run_dir / "wandb", run_dir):
+        history, source = load_history(target)
+        assert source == "wandb-offline", target
+        assert_history(history, expected(WANDB_STEPS))  # _step, _runtime, _timestamp are W&B's own
+
+
+def test_wandb_cut_off_file_keeps_what_was_read(wandb_run, tmp_path):
+    _, run_file = wandb_run
+    cut = tmp_path / run_file.name
+    data = run_file.read_bytes()
+    cut.write_bytes(data[: len(data) - 40])  # the tail: the last history and exit records
+    with pytest.warns(RuntimeWarning, match="stopped reading at byte"):
+        history, _ = load_history(cut)
+    assert history["actor/entropy"][0].tolist()[:3] == [1, 2, 5]
+
+
+def test_wandb_several_runs_is_an_error(wandb_run, tmp_path):
+    _, run_file = wandb_run
+    for name in ("offline-run-1-a", "offline-run-2-b"):
+        (tmp_path / "wandb" / name).mkdir(parents=True)
+        shutil.copy(run_file, tmp_path / "wandb" / name / "run-x.wandb")
+    with pytest.raises(RunReadError, match=r"holds 2 W&B runs: .*offline-run-1-a.*; pass one of them"):
+        load_history(tmp_path)
+
+
+def test_wandb_missing_package(tmp_path, monkeypatch):
+    path = tmp_path / "run-x.wandb"
+    path.write_bytes(b":W&B\xe1\xbe\x00")
+    for name in [m for m in sys.modules if m == "wandb" or m.startswith("wandb.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    with pytest.raises(ImportError, match=r"pip install 'rlmetrics\[wandb\]'"):
+        load_history(path)
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def _events_without_scalars(p: Path) -> Path:
+    pytest.importorskip("tensorboard")
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    EventFileWriter(str(p)).close()  # only the file-version event
+    return p
+
+
+BAD = [
+    (
+        "missing",
+        lambda p: p / "nope.jsonl",
+        r"nope\.jsonl'?: no such file or directory; expected a rlmetrics",
+    ),
+    ("empty-file", lambda p: _write(p / "m.jsonl", b""), r"m\.jsonl'?: the file is empty"),
+    ("blank-lines", lambda p: _write(p / "m.jsonl", b"\n  \n"), "holds only blank lines"),
+    (
+        "bad-json-line",
+        lambda p: _write(p / "m.jsonl", b'{"step": 1, "a": 1.0}\n{"step": 2, oops}\n{"step": 3, "a": 2.0}\n'),
+        r"m\.jsonl:2: not a JSON object",
+    ),
+    ("binary", lambda p: _write(p / "m.jsonl", b"\x89PNG\r\n\x1a\n\x00\x00"), "the first line is not JSON"),
+    ("not-an-object", lambda p: _write(p / "m.jsonl", b"[1, 2]\n"), "expected a JSON object per line"),
+    ("no-numeric", lambda p: _write(p / "m.jsonl", b'{"step": 1, "note": "hi"}\n'), "no numeric metric"),
+    (
+        "verl-no-numeric",
+        lambda p: _write(p / "e.jsonl", b'{"step": 1, "data": {}}\n'),
+        r"\(verl-jsonl\): no numeric",
+    ),
+    ("empty-dir", lambda p: p, "no run in this directory .no event files either.; expected"),
+    ("dir-of-other-files", lambda p: _write(p / "notes.txt", b"hello").parent, "no run in this directory"),
+    (
+        "two-jsonl",
+        lambda p: _write(_write(p / "a.jsonl", b"{}\n").parent / "b.jsonl", b"{}\n").parent,
+        r"holds 2 jsonl files: 'a\.jsonl', 'b\.jsonl'",
+    ),
+    ("events-no-scalars", _events_without_scalars, r"\(tensorboard\): no numeric metric"),
+    (
+        "state-not-json",
+        lambda p: _write(p / "trainer_state.json", b"{oops"),
+        "not JSON .* expected a trainer_state",
+    ),
+    (
+        "state-no-log-history",
+        lambda p: _write(p / "trainer_state.json", b'{"global_step": 3}'),
+        r"with a 'log_history' list of dicts; got dict with keys \['global_step'\]",
+    ),
+    (
+        "state-empty-log",
+        lambda p: _write(p / "trainer_state.json", b'{"log_history": []}'),
+        "no numeric metric",
+    ),
+    ("wandb-bad-header", lambda p: _write(p / "run-x.wandb", b"not a wandb file"), "not a W&B run file"),
+    ("wandb-too-short", lambda p: _write(p / "run-x.wandb", b":W&"), "too short for a W&B run file"),
+]
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize(("make", "match"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_input_is_a_run_read_error(tmp_path, make, match):
+    if "wandb" in match.lower():
+        pytest.importorskip("wandb")
+    with pytest.raises(RunReadError, match=match):
+        load_history(make(tmp_path))
+
+
+def test_run_read_error_is_a_value_error_and_path_type_checked(tmp_path):
+    assert issubclass(RunReadError, ValueError)
+    with pytest.raises(TypeError, match=r"path must be a str or os\.PathLike; got int"):
+        load_history(3)  # type: ignore[arg-type]
