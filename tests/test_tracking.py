@@ -248,8 +248,9 @@ def test_bad_step(tmp_path, step, exc, match):
         ({"backends": [object()]}, TypeError, r"needs log\(metrics, step\) and finish\(\)"),
         ({"nonfinite": "ignore"}, ValueError, "nonfinite must be one of"),
         ({"config": 3}, TypeError, "config must be a dict"),
+        ({"monitor": object()}, TypeError, r"monitor must have an update\(values, step\) method"),
     ],
-    ids=["unknown", "empty", "twice", "bad-object", "nonfinite", "config"],
+    ids=["unknown", "empty", "twice", "bad-object", "nonfinite", "config", "monitor"],
 )
 def test_bad_constructor_arguments(tmp_path, kwargs, exc, match):
     with pytest.raises(exc, match=match):
@@ -291,6 +292,82 @@ def test_failing_backend_is_isolated(tmp_path):
     assert [s for s, _ in broken.rows] == [1]
     with pytest.raises(RuntimeError, match="after finish"):
         tr.log({"a": 1.0}, step=9)
+
+
+class ScriptedMonitor:
+    """A monitor (duck-typed like HealthMonitor) answering from a script of step -> findings."""
+
+    def __init__(self, script=None, fail_at=None):
+        self.script, self.fail_at, self.seen = script or {}, fail_at, []
+
+    def update(self, values, step):
+        if step == self.fail_at:
+            raise ZeroDivisionError("rule bug")
+        self.seen.append((step, dict(values)))
+        return self.script.get(step, [])
+
+
+def scripted_finding(kind, severity, step):
+    from rlmetrics.diagnose.findings import Finding
+
+    return Finding(kind=kind, severity=severity, step=step, metric=("a",), advice=f"try less {kind}")
+
+
+@pytest.mark.parametrize("policy", ["keep", "drop"], ids=["keep", "drop"])
+def test_monitor_findings_are_one_warning_and_one_health_record(tmp_path, policy):
+    from rlmetrics import keys as K
+
+    script = {
+        2: [scripted_finding("grad_spike", "warning", 1)],
+        5: [scripted_finding("nonfinite", "error", 5), scripted_finding("kl_drift", "warning", 3)],
+    }
+    rec, mon = Recorder(), ScriptedMonitor(script)
+    with Tracker("p", "e", backends=[rec, "jsonl"], log_dir=tmp_path, nonfinite=policy, monitor=mon) as tr:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            log_all(tr)
+            tr.log({"critic/score/mean": float("nan")}, step=6)
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert messages == [
+        "rlmetrics health: grad_spike (warning) from step 1: try less grad_spike",
+        "rlmetrics health: nonfinite (error) from step 5: try less nonfinite",
+        "rlmetrics health: kl_drift (warning) from step 3: try less kl_drift",
+    ]
+    assert all(w.filename == __file__ for w in caught)  # attributed to the caller of log()
+    health = {s: {k: v for k, v in m.items() if k.startswith(K.HEALTH_PREFIX)} for s, m in rec.rows}
+    assert health == {
+        1: {},
+        2: {K.health("grad_spike"): 1.0},
+        5: {K.health("nonfinite"): 2.0, K.health("kl_drift"): 1.0},
+        6: {},
+    }
+    assert [r.get(K.health("nonfinite")) for r in read_jsonl(tr.jsonl_path)] == [None, None, 2.0, None]
+    # the monitor sees the NaN even when the backends drop it
+    assert math.isnan(mon.seen[-1][1]["critic/score/mean"])
+
+
+def test_failing_monitor_is_switched_off_and_logging_goes_on(tmp_path):
+    rec, mon = Recorder(), ScriptedMonitor(fail_at=2)
+    tr = Tracker("p", "e", backends=[rec], log_dir=tmp_path, monitor=mon)
+    with pytest.warns(
+        RuntimeWarning, match=r"health monitor failed in update\(\) and is switched off.*rule bug"
+    ):
+        log_all(tr)
+    tr.finish()
+    assert tr.monitor is None
+    assert [s for s, _ in rec.rows] == [1, 2, 5] and [s for s, _ in mon.seen] == [1]
+
+
+def test_a_monitor_returning_no_findings_object_is_switched_off(tmp_path):
+    class Odd:
+        def update(self, values, step):
+            return [object()]
+
+    rec = Recorder()
+    with Tracker("p", "e", backends=[rec], log_dir=tmp_path, monitor=Odd()) as tr:
+        with pytest.warns(RuntimeWarning, match="AttributeError"):
+            tr.log({"a": 1.0}, step=0)
+    assert tr.monitor is None and rec.rows == [(0, {"a": 1.0})]
 
 
 def test_failing_finish_warns_and_others_close(tmp_path):

@@ -1,4 +1,4 @@
-"""The ``rlmetrics`` command line: ``validate``, ``demo`` and ``report``.
+"""The ``rlmetrics`` command line: ``validate``, ``demo``, ``report`` and ``diagnose``.
 
 Each command lives in its own module of :mod:`rlmetrics.cli`; this file only wires them into
 one typer app. Heavy imports (torch, pyarrow, matplotlib) happen inside the commands, so
@@ -10,6 +10,8 @@ from __future__ import annotations
 import typer
 
 from rlmetrics.cli.demo import demo
+from rlmetrics.cli.diagnose import EPILOG as DIAGNOSE_EPILOG
+from rlmetrics.cli.diagnose import diagnose
 from rlmetrics.cli.report import report
 from rlmetrics.cli.validate import validate
 
@@ -17,7 +19,10 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="rlmetrics",
-    help="Metrics for RL fine-tuning of language models: validate rollout dumps, run the demo, draw reports.",
+    help=(
+        "Metrics for RL fine-tuning of language models: validate rollout dumps, run the demo, draw reports, "
+        "diagnose runs."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -25,6 +30,7 @@ app = typer.Typer(
 app.command("validate")(validate)
 app.command("demo")(demo)
 app.command("report")(report)
+app.command("diagnose", epilog=DIAGNOSE_EPILOG)(diagnose)
 
 
 def main() -> None:

@@ -255,7 +255,8 @@ def _as_matrix(block: list[tuple[int, dict[str, float]]], names: tuple[str, ...]
                     float(value)
                 except (TypeError, ValueError):
                     raise TypeError(
-                        f"metrics[{key!r}] at step {step} must be a number; got {type(value).__name__} {value!r:.60}"
+                        f"metrics[{key!r}] at step {step} must be a number; "
+                        f"got {type(value).__name__} {value!r:.60}"
                     ) from None
         raise
 

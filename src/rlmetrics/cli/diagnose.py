@@ -1,0 +1,247 @@
+"""``rlmetrics diagnose``: the known failure modes of RL fine-tuning, found in saved runs.
+
+The library functions are :func:`rlmetrics.diagnose.sources.load_history` (any run format) and
+:func:`rlmetrics.diagnose.rules.diagnose`. Exit status: 0 when no run has an ``error`` finding,
+1 when one has (a CI gate on a run), 2 when a run could not be read or an option is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+__all__ = ["EPILOG", "diagnose", "parse_thresholds", "run_name"]
+
+_SEVERITY_STYLE = {"warning": "yellow", "error": "bold red"}
+_EXIT_ERROR, _EXIT_BAD_INPUT = 1, 2
+
+EPILOG = """\
+Examples:
+
+  rlmetrics diagnose rlmetrics_logs/proj/exp1 runs/verl_exp.jsonl
+
+  rlmetrics diagnose tb_logs/run3 --json health.json --threshold entropy_collapse.fraction=0.05
+
+Exit status: 0 no error finding, 1 an error finding in some run, 2 unreadable input.
+"""
+
+
+def run_name(path: Path) -> str:
+    """Label of a run: its folder for a ``metrics.jsonl`` or ``trainer_state.json``, else its name.
+
+    Examples
+    --------
+    >>> run_name(Path("logs/proj/exp1/metrics.jsonl")), run_name(Path("tb/run3")), run_name(Path("a.jsonl"))
+    ('exp1', 'run3', 'a')
+    """
+    if path.is_file() or path.suffix:
+        if path.name in ("metrics.jsonl", "trainer_state.json") and path.parent.name:
+            return path.parent.name
+        return path.stem
+    return path.resolve().name if path.name in ("", ".", "..") else path.name
+
+
+def parse_thresholds(
+    items: list[str], known: Mapping[str, Mapping[str, float]]
+) -> dict[str, dict[str, float]]:
+    """``["kind.param=value", ...]`` as ``{kind: {param: value}}``, checked against ``known``.
+
+    Raises
+    ------
+    ValueError
+        A malformed item, an unknown kind or parameter, or a value that is not a finite number.
+
+    Examples
+    --------
+    >>> parse_thresholds(["grad_spike.factor=20"], {"grad_spike": {"factor": 10.0, "window": 20}})
+    {'grad_spike': {'factor': 20.0}}
+    """
+    out: dict[str, dict[str, float]] = {}
+    for item in items:
+        name, eq, raw = item.partition("=")
+        kind, dot, param = name.strip().partition(".")
+        if not (eq and dot and kind and param and raw.strip()):
+            raise ValueError(
+                f"--threshold expects kind.param=value (e.g. grad_spike.factor=20); got {item!r}"
+            )
+        if kind not in known:
+            raise ValueError(
+                f"--threshold {item!r}: unknown kind {kind!r}; known: {', '.join(sorted(known))}"
+            )
+        if param not in known[kind]:
+            params = ", ".join(sorted(known[kind])) or "none"
+            raise ValueError(
+                f"--threshold {item!r}: {kind} has no parameter {param!r}; its parameters: {params}"
+            )
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(
+                f"--threshold {item!r}: the value must be a number; got {raw.strip()!r}"
+            ) from None
+        if not math.isfinite(value):
+            raise ValueError(f"--threshold {item!r}: the value must be finite; got {raw.strip()!r}")
+        out.setdefault(kind, {})[param] = value
+    return out
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, list | tuple):
+            return "[" + ", ".join(_fmt_value(v) for v in value) + "]"
+        return str(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _evidence(evidence: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={_fmt_value(v)}" for k, v in evidence.items())
+
+
+def _print_run(console: Console, name: str, source: Path, kind: str, diagnosis: Any) -> None:
+    from rich.table import Table
+
+    n_err = sum(f.severity == "error" for f in diagnosis.findings)
+    n_warn = len(diagnosis.findings) - n_err
+    head = f"[bold]{escape(name)}[/bold] [dim]({escape(str(source))}, {escape(kind)})[/dim]: "
+    if not diagnosis.findings:
+        console.print(head + "[green]no findings[/green]", soft_wrap=True)
+    else:
+        console.print(head + f"{n_err} error(s), {n_warn} warning(s)", soft_wrap=True)
+        table = Table(show_lines=False)
+        for column in ("kind", "severity", "step", "metric", "evidence", "advice"):
+            table.add_column(column, justify="right" if column == "step" else "left", overflow="fold")
+        for f in diagnosis.findings:
+            style = _SEVERITY_STYLE.get(f.severity, "")
+            table.add_row(
+                escape(f.kind),
+                f"[{style}]{escape(f.severity)}[/{style}]" if style else escape(f.severity),
+                str(f.step),
+                escape(", ".join(f.metric)),
+                escape(_evidence(f.evidence)),
+                escape(f.advice),
+            )
+        console.print(table)
+    for s in diagnosis.skipped:
+        console.print(f"[dim]  skipped {escape(s.kind)}: {escape(s.why)}[/dim]", soft_wrap=True)
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return _json_safe(obj.item())
+    return obj
+
+
+def _write_json_atomic(target: Path, payload: Any) -> None:
+    """Write JSON to a temporary file next to ``target`` and rename it onto ``target``."""
+    text = json.dumps(_json_safe(payload), indent=2, allow_nan=False) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a normal file's mode
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def diagnose(
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Runs: a rlmetrics metrics.jsonl or run folder, a verl file-logger .jsonl, a TensorBoard "
+            "log directory, a trainer_state.json (TRL) or a W&B offline run.",
+            show_default=False,
+        ),
+    ],
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", help="Also write the findings of every run as JSON to this file."),
+    ] = None,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            "-t",
+            help="Override a threshold, kind.param=value (repeatable), e.g. grad_spike.factor=20.",
+        ),
+    ] = None,
+) -> None:
+    """Find the known failure modes of RL fine-tuning in runs: what, from which step, the evidence.
+
+    Prints a table per run (kind, severity, onset step, metric, evidence, advice) and the checks
+    that could not run. Exit status 0 when no run has an error finding, 1 when one has, 2 when a
+    run cannot be read.
+    """
+    from rlmetrics.diagnose.rules import THRESHOLDS
+    from rlmetrics.diagnose.rules import diagnose as run_diagnose
+    from rlmetrics.diagnose.sources import load_history
+
+    out = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+
+    def fail(message: str) -> None:
+        err.print(f"[bold red]error:[/bold red] {escape(message)}", soft_wrap=True)
+        raise typer.Exit(code=_EXIT_BAD_INPUT)
+
+    try:
+        thresholds = parse_thresholds(threshold or [], THRESHOLDS) or None
+    except ValueError as exc:
+        fail(str(exc))
+    if json_out is not None and not json_out.parent.is_dir():
+        fail(f"--json: the directory {json_out.parent} does not exist")
+
+    records: list[dict[str, Any]] = []
+    code = 0
+    for i, path in enumerate(runs):
+        name = run_name(path)
+        if i:
+            out.print()
+        try:
+            history, kind = load_history(path)
+            diagnosis = run_diagnose(history, thresholds=thresholds)
+        except (ValueError, TypeError, ImportError, OSError) as exc:
+            # RunReadError is a ValueError; a reader's ImportError names the pip install line
+            err.print(f"[bold red]error:[/bold red] {escape(name)}: {escape(str(exc))}", soft_wrap=True)
+            records.append(
+                {
+                    "run": name,
+                    "source": str(path),
+                    "kind_of_source": None,
+                    "error": str(exc),
+                    "findings": [],
+                    "skipped": [],
+                }
+            )
+            code = max(code, _EXIT_BAD_INPUT)
+            continue
+        _print_run(out, name, path, kind, diagnosis)
+        records.append({"run": name, "source": str(path), "kind_of_source": kind, **diagnosis.to_dict()})
+        if diagnosis.has_error:
+            code = max(code, _EXIT_ERROR)
+    if json_out is not None:
+        try:
+            _write_json_atomic(json_out, {"runs": records})
+        except OSError as exc:
+            fail(f"--json: could not write {json_out}: {exc}")
+        err.print(f"wrote {escape(str(json_out))}", soft_wrap=True)
+    if code:
+        raise typer.Exit(code=code)

@@ -1,0 +1,190 @@
+"""``rlmetrics diagnose`` through typer's CliRunner: tables, exit codes, --json, --threshold, bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+from typer.testing import CliRunner
+
+from rlmetrics.cli.app import app
+from rlmetrics.cli.diagnose import parse_thresholds, run_name
+from rlmetrics.diagnose.findings import Diagnosis, Finding, Skipped
+
+runner = CliRunner()
+
+KNOWN = {"grad_spike": {"factor": 10.0, "window": 20.0}, "nonfinite": {}}
+
+
+class FakeRules:
+    """diagnose() answering by the run's first key: 'err/...' an error, 'warn/...' a warning."""
+
+    KINDS = ("grad_spike", "nonfinite")
+    THRESHOLDS = KNOWN
+
+    def __init__(self):
+        self.thresholds = []
+
+    def diagnose(self, history, *, thresholds=None, kinds=None):
+        self.thresholds.append(thresholds)
+        first = sorted(history)[0]
+        findings = []
+        if first.startswith("err/"):
+            findings.append(
+                Finding("nonfinite", "error", 3, (first,), {"value": float("nan"), "n": 2}, "lower the lr")
+            )
+        if first.startswith(("err/", "warn/")):
+            findings.append(Finding("grad_spike", "warning", 5, (first,), {"ratio": 12.5}, "clip gradients"))
+        return Diagnosis(tuple(findings), (Skipped("kl_drift", "no KL metric in the run"),))
+
+
+@pytest.fixture
+def rules(monkeypatch):
+    fake = FakeRules()
+    module = types.ModuleType("rlmetrics.diagnose.rules")
+    module.KINDS, module.THRESHOLDS, module.diagnose = fake.KINDS, fake.THRESHOLDS, fake.diagnose
+    monkeypatch.setitem(sys.modules, "rlmetrics.diagnose.rules", module)
+    return fake
+
+
+def jsonl_run(path, key, steps=6):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"step": s, key: float(s)}) + "\n" for s in range(1, steps + 1)))
+    return path
+
+
+def flat(output):
+    return " ".join(output.split())
+
+
+@pytest.mark.parametrize(
+    ("key", "code", "shown"),
+    [
+        ("ok/x", 0, ["no findings"]),
+        ("warn/x", 0, ["1 warning(s)", "grad_spike", "ratio=12.5", "clip gradients"]),
+        ("err/x", 1, ["1 error(s)", "nonfinite", "value=nan", "lower the lr", "grad_spike"]),
+    ],
+    ids=["clean", "warning-only", "error"],
+)
+def test_exit_code_is_one_only_for_an_error(tmp_path, rules, key, code, shown):
+    run = jsonl_run(tmp_path / "exp1" / "metrics.jsonl", key)
+    res = runner.invoke(app, ["diagnose", str(run)])
+    assert res.exit_code == code, res.output
+    text = flat(res.output)
+    assert text.startswith("exp1 (")
+    assert all(s in text for s in shown), text
+    assert "skipped kl_drift: no KL metric in the run" in text
+
+
+def test_json_lists_every_run_and_is_written_atomically(tmp_path, rules):
+    a = jsonl_run(tmp_path / "a" / "metrics.jsonl", "err/x")
+    b = jsonl_run(tmp_path / "b.jsonl", "ok/x")
+    out = tmp_path / "out" / "health.json"
+    out.parent.mkdir()
+    res = runner.invoke(app, ["diagnose", str(a), str(b), "--json", str(out)])
+    assert res.exit_code == 1, res.output
+    payload = json.loads(out.read_text())
+    assert [(r["run"], r["source"], r["kind_of_source"]) for r in payload["runs"]] == [
+        ("a", str(a), "rlmetrics-jsonl"),
+        ("b", str(b), "rlmetrics-jsonl"),
+    ]
+    first = payload["runs"][0]["findings"][0]
+    assert first == {
+        "kind": "nonfinite",
+        "severity": "error",
+        "step": 3,
+        "metric": ["err/x"],
+        "evidence": {"value": None, "n": 2},  # NaN as null: strict JSON
+        "advice": "lower the lr",
+    }
+    assert payload["runs"][1]["findings"] == []
+    assert payload["runs"][1]["skipped"] == [{"kind": "kl_drift", "why": "no KL metric in the run"}]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["health.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d / "missing.jsonl", "no such file or directory"),
+        (lambda d: (d / "empty.jsonl", (d / "empty.jsonl").write_text(""))[0], "the file is empty"),
+        (lambda d: (d / "logs", (d / "logs").mkdir())[0], "logs"),
+        (
+            lambda d: (d / "notes.txt", (d / "notes.txt").write_text("hello\n"))[0],
+            "the first line is not JSON",
+        ),
+        (lambda d: (d / "s.jsonl", (d / "s.jsonl").write_text('{"a": "x"}\n'))[0], "no numeric metric"),
+    ],
+    ids=["missing", "empty-file", "empty-directory", "not-json", "no-numbers"],
+)
+def test_unreadable_input_is_one_clear_line_and_exit_2(tmp_path, rules, make, message):
+    path = make(tmp_path)
+    good = jsonl_run(tmp_path / "good" / "metrics.jsonl", "err/x")
+    out = tmp_path / "h.json"
+    res = runner.invoke(app, ["diagnose", str(path), str(good), "--json", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and isinstance(res.exception, SystemExit)
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert message in line
+    runs = json.loads(out.read_text())["runs"]
+    assert runs[0]["kind_of_source"] is None and message in runs[0]["error"]
+    assert runs[1]["findings"]  # the readable run is still diagnosed
+
+
+def test_thresholds_reach_diagnose(tmp_path, rules):
+    run = jsonl_run(tmp_path / "r.jsonl", "ok/x")
+    res = runner.invoke(
+        app, ["diagnose", str(run), "-t", "grad_spike.factor=20", "--threshold", "grad_spike.window=5"]
+    )
+    assert res.exit_code == 0, res.output
+    assert rules.thresholds == [{"grad_spike": {"factor": 20.0, "window": 5.0}}]
+
+
+@pytest.mark.parametrize(
+    ("item", "match"),
+    [
+        ("grad_spike.factor", "expects kind.param=value"),
+        ("grad_spike=3", "expects kind.param=value"),
+        ("nope.factor=3", "unknown kind 'nope'; known: grad_spike, nonfinite"),
+        ("grad_spike.size=3", "grad_spike has no parameter 'size'; its parameters: factor, window"),
+        ("grad_spike.factor=big", "the value must be a number; got 'big'"),
+        ("grad_spike.factor=inf", "the value must be finite"),
+    ],
+    ids=["no-value", "no-param", "unknown-kind", "unknown-param", "not-a-number", "infinite"],
+)
+def test_bad_thresholds(tmp_path, rules, item, match):
+    with pytest.raises(ValueError, match=match):
+        parse_thresholds([item], KNOWN)
+    run = jsonl_run(tmp_path / "r.jsonl", "ok/x")
+    res = runner.invoke(app, ["diagnose", str(run), "--threshold", item])
+    assert res.exit_code == 2 and match.split(";")[0] in flat(res.stderr)
+    assert rules.thresholds == []  # nothing diagnosed with a wrong option
+
+
+def test_json_directory_must_exist(tmp_path, rules):
+    run = jsonl_run(tmp_path / "r.jsonl", "ok/x")
+    res = runner.invoke(app, ["diagnose", str(run), "--json", str(tmp_path / "no" / "h.json")])
+    assert res.exit_code == 2 and "--json: the directory" in flat(res.stderr)
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("logs/proj/exp1/metrics.jsonl", "exp1"),
+        ("out/checkpoint-5/trainer_state.json", "checkpoint-5"),
+        ("runs/verl.jsonl", "verl"),
+        ("tb/run3", "run3"),
+    ],
+    ids=["rlmetrics", "trl", "verl", "directory"],
+)
+def test_run_name(path, name):
+    from pathlib import Path
+
+    assert run_name(Path(path)) == name
+
+
+def test_help_has_an_example():
+    res = runner.invoke(app, ["diagnose", "--help"])
+    assert res.exit_code == 0
+    assert "rlmetrics diagnose" in res.output and "--threshold" in res.output and "Exit status" in res.output
