@@ -101,15 +101,29 @@ class DemoConfig:
     n_prompts, group_size : int
         Prompts per step and responses per prompt (``group_size >= 2``; GRPO needs a group).
     lr : float
-        AdamW learning rate of the actor (and the critic).
+        AdamW learning rate of the actor (and of the critic unless ``critic_lr`` is given).
+    critic_lr : float or None
+        AdamW learning rate of the PPO critic (``None``: ``lr``).
     mini_batches : int
         Policy updates per step; the later ones are off-policy, so clipping shows.
     clip_ratio : float
         PPO clip range ``epsilon``.
     kl_coef : float
         Weight of the ``low_var_kl`` loss to the frozen initial policy (0 turns ``ref`` off).
+    entropy_coef : float
+        Weight of verl's entropy bonus (``loss = pg_loss - entropy_coef * entropy``); 0 is off.
     grad_clip : float
         Gradient-norm clip.
+    max_response_length : int or None
+        Response-length limit of the rollout and of validation (``None``: the longest answer,
+        its ``EOS`` and one spare token, ``max_len + 2``). A limit below ``max_len + 1`` cuts
+        answers off, which ``response_length/clip_ratio`` shows.
+    rollout_temperature : float
+        Sampling temperature of the rollout. The trainer scores at temperature 1, so any other
+        value makes the rollout and training policies disagree (``rollout_corr/...``).
+    reward : {"score", "acc"}
+        ``"score"``: the fraction of answer positions right (dense); ``"acc"``: 1 for an exact
+        answer, else 0 (sparse: on a hard task most groups then score all 0).
     val_every, val_prompts, val_samples : int
         Validation period (in steps; also before training and at the end), held-out prompts
         and samples per prompt (the ``N`` of mean@N).
@@ -129,10 +143,15 @@ class DemoConfig:
     n_prompts: int = 32
     group_size: int = 8
     lr: float = 1e-3
+    critic_lr: float | None = None
     mini_batches: int = 2
     clip_ratio: float = 0.2
     kl_coef: float = 0.001
+    entropy_coef: float = 0.0
     grad_clip: float = 1.0
+    max_response_length: int | None = None
+    rollout_temperature: float = 1.0
+    reward: str = "score"
     val_every: int = 10
     val_prompts: int = 64
     val_samples: int = 8
@@ -174,12 +193,22 @@ class DemoConfig:
             raise ValueError(f"rollout_dtype must be 'bfloat16' or 'float32'; got {self.rollout_dtype!r}")
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
-        for name in ("lr", "clip_ratio", "grad_clip", "peak_flops"):
+        if self.max_response_length is not None:
+            check_int(self.max_response_length, "max_response_length", minimum=1)
+        if self.reward not in ("score", "acc"):
+            raise ValueError(f"reward must be 'score' or 'acc'; got {self.reward!r}")
+        if self.critic_lr is not None and not (
+            isinstance(self.critic_lr, int | float) and math.isfinite(self.critic_lr) and self.critic_lr > 0
+        ):
+            raise ValueError(f"critic_lr must be a finite number > 0 or None; got {self.critic_lr!r}")
+        for name in ("lr", "clip_ratio", "grad_clip", "rollout_temperature", "peak_flops"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0; got {value!r}")
-        if not (isinstance(self.kl_coef, int | float) and math.isfinite(self.kl_coef) and self.kl_coef >= 0):
-            raise ValueError(f"kl_coef must be a finite number >= 0; got {self.kl_coef!r}")
+        for name in ("kl_coef", "entropy_coef"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
 
 
 @dataclass
@@ -269,10 +298,13 @@ class _Run:
         self.torch = torch
         self.cfg = config
         self.task = ReversalTask(n_letters=config.n_letters, min_len=config.min_len, max_len=config.max_len)
-        self.P, self.R = self.task.prompt_width, self.task.response_width
+        self.P = self.task.prompt_width
+        self.R = config.max_response_length or self.task.response_width
         self.pcfg = PolicyConfig(
             vocab_size=self.task.vocab_size,
-            max_seq_len=self.P + self.R,
+            # position embeddings for the default width at least, so that a shorter limit
+            # draws the same initial parameters
+            max_seq_len=self.P + max(self.R, self.task.response_width),
             d_model=config.d_model,
             n_layers=config.n_layers,
             n_heads=config.n_heads,
@@ -285,7 +317,9 @@ class _Run:
         )
         self.actor_opt = torch.optim.AdamW(self.actor.values(), lr=config.lr, weight_decay=0.0)
         self.critic_opt = (
-            torch.optim.AdamW(self.critic.values(), lr=config.lr, weight_decay=0.0) if self.critic else None
+            torch.optim.AdamW(self.critic.values(), lr=config.critic_lr or config.lr, weight_decay=0.0)
+            if self.critic
+            else None
         )
         self.sample_gen = torch.Generator().manual_seed(config.seed + 1)
         self.prompt_rng = np.random.default_rng(config.seed)
@@ -311,6 +345,7 @@ class _Run:
                     config=self.pcfg,
                     max_response_len=self.R,
                     generator=self.sample_gen,
+                    temperature=cfg.rollout_temperature,
                     dtype=cfg.rollout_dtype,
                 )
             input_ids = torch.cat([prompts, responses], dim=1)
@@ -320,7 +355,8 @@ class _Run:
 
             with timer(K.STAGE_REWARD, timing_raw):
                 score_np, acc_np, _ = self.task.score(strings, responses.numpy())
-                scores = torch.from_numpy(score_np).float()
+                reward_np = score_np if cfg.reward == "score" else acc_np.astype(np.float64)
+                scores = torch.from_numpy(reward_np).float()
                 token_level_scores = torch.zeros_like(mask)
                 last = (resp_len - 1).clamp(min=0)
                 token_level_scores[torch.arange(len(strings)), last] = scores * (resp_len > 0).float()
@@ -426,6 +462,9 @@ class _Run:
             pg_losses = torch.maximum(loss1, loss2)
             pg_loss = _masked_mean(pg_losses, mask)
             loss = pg_loss
+            if cfg.entropy_coef > 0:
+                entropy = -(torch.softmax(logits, dim=-1) * torch.log_softmax(logits, dim=-1)).sum(dim=-1)
+                loss = loss - cfg.entropy_coef * _masked_mean(entropy, mask)
             if self.ref is not None:
                 kl = _masked_mean(_low_var_kl(torch, logp, batch["ref_log_prob"][sl]), mask)
                 loss = loss + cfg.kl_coef * kl
@@ -488,6 +527,7 @@ class _Run:
             config=self.pcfg,
             max_response_len=self.R,
             generator=gen,
+            temperature=cfg.rollout_temperature,
             dtype=cfg.rollout_dtype,
         )
         score, acc, pred = self.task.score(strings, responses.numpy())

@@ -78,6 +78,9 @@ class ReversalTask:
     >>> score, acc, pred = task.score([[4, 5], [6, 5, 4]], responses)
     >>> score.round(4).tolist(), acc.tolist(), pred
     ([1.0, 0.3333], [True, False], ['ba', 'acb'])
+    >>> score, acc, _ = task.score([[4, 5], [6, 5, 4]], responses[:, :2])  # a limit of 2 tokens
+    >>> score.round(4).tolist(), acc.tolist()
+    ([1.0, 0.3333], [True, False])
     >>> task.decode([6, 5, 4]), task.vocab_size, task.prompt_width, task.response_width
     ('cba', 7, 5, 5)
     """
@@ -153,13 +156,14 @@ class ReversalTask:
         n, width = resp.shape
         is_eos = resp == EOS
         ans_len = np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), width)
-        target = np.full((n, width), -1, dtype=np.int64)
         tgt_len = np.array([len(s) for s in strings], dtype=np.int64)
+        # as wide as the longest target too: a response limit below it cuts answers short
+        target = np.full((n, max(width, int(tgt_len.max(initial=0)))), -1, dtype=np.int64)
         for i, s in enumerate(strings):
             target[i, : len(s)] = s[::-1]
         cols = np.arange(width)[None, :]
         in_answer = cols < ans_len[:, None]
-        right = (resp == target) & in_answer
+        right = (resp == target[:, :width]) & in_answer
         score = right.sum(axis=1) / np.maximum(ans_len, tgt_len)
         acc = (right.sum(axis=1) == tgt_len) & (ans_len == tgt_len)
         pred = [self.decode(row[:k]) for row, k in zip(resp, ans_len)]
