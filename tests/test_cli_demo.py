@@ -26,6 +26,22 @@ def test_demo_writes_the_run_and_prints_the_summary(tmp_path):
     assert f"next:    rlmetrics report {path} -o {path.parent / 'report'}" in result.output.splitlines()
 
 
+def test_the_options_that_break_a_run_reach_its_config(tmp_path):
+    pytest.importorskip("torch")
+    args = ["--kl-coef", "0", "--entropy-coef", "0.5", "--max-response-length", "3"]
+    args += ["--rollout-temperature", "1.5", "--reward", "acc", "--lr", "0.02", "--max-len", "5"]
+    result = runner.invoke(app, ["demo", *TINY, *args, "-o", str(tmp_path), "--experiment", "broken"])
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "rlmetrics-demo" / "broken"
+    config = json.loads((run / "config.json").read_text())
+    expected = {"kl_coef": 0.0, "entropy_coef": 0.5, "max_response_length": 3, "rollout_temperature": 1.5}
+    expected |= {"reward": "acc", "lr": 0.02, "max_len": 5, "min_len": 2, "critic_lr": None}
+    assert {k: config[k] for k in expected} == expected
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert "actor/kl_loss" not in rows[-1]  # KL off: no reference policy
+    assert max(r["response_length/max"] for r in rows if "response_length/max" in r) <= 3
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -33,8 +49,13 @@ def test_demo_writes_the_run_and_prints_the_summary(tmp_path):
         (["--steps", "0"], 2, "steps must be an integer >= 1; got 0"),
         (["--algo", "dpo"], 2, "algo must be 'grpo' or 'ppo'"),
         (["--steps", "1", "--backends", "neptune", "-q"], 2, "unknown backend 'neptune'"),
+        (["--kl-coef", "-1"], 2, "kl_coef must be a finite number >= 0"),
+        (["--max-response-length", "0"], 2, "max_response_length must be an integer >= 1"),
+        (["--rollout-temperature", "0"], 2, "rollout_temperature must be a finite number > 0"),
+        (["--reward", "len"], 2, "reward must be 'score' or 'acc'"),
+        (["--min-len", "5"], 2, "need 1 <= min_len <= max_len"),
     ],
-    ids=["group-size", "steps", "algo", "backend"],
+    ids=["group-size", "steps", "algo", "backend", "kl", "limit", "temperature", "reward", "lengths"],
 )
 def test_bad_options_are_usage_errors(tmp_path, args, code, message):
     pytest.importorskip("torch")

@@ -204,12 +204,76 @@ def test_ppo_with_critic(tmp_path):
         ({"lr": float("nan")}, ValueError, "lr must be a finite number > 0; got nan"),
         ({"kl_coef": -1.0}, ValueError, "kl_coef must be a finite number >= 0"),
         ({"d_model": 30}, ValueError, r"n_heads \(4\) must divide d_model \(30\)"),
+        ({"entropy_coef": -0.1}, ValueError, "entropy_coef must be a finite number >= 0; got -0.1"),
+        ({"max_response_length": 0}, ValueError, "max_response_length must be an integer >= 1; got 0"),
+        ({"rollout_temperature": 0.0}, ValueError, "rollout_temperature must be a finite number > 0"),
+        ({"reward": "len"}, ValueError, "reward must be 'score' or 'acc'; got 'len'"),
+        ({"critic_lr": float("inf")}, ValueError, "critic_lr must be a finite number > 0 or None; got inf"),
     ],
-    ids=["algo", "group", "steps", "steps-float", "minibatch", "dtype", "lr", "kl", "heads"],
+    ids=[
+        "algo",
+        "group",
+        "steps",
+        "steps-float",
+        "minibatch",
+        "dtype",
+        "lr",
+        "kl",
+        "heads",
+        "entropy",
+        "limit",
+        "temperature",
+        "reward",
+        "critic-lr",
+    ],
 )
 def test_config_errors(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         DemoConfig(**kwargs)
+
+
+# --- the options that break a run on purpose ------------------------------------------------------
+
+
+def _series(result, key):
+    return np.array([r[key] for r in _rows(result.jsonl_path) if key in r])
+
+
+def test_a_short_response_limit_truncates(tmp_path):
+    res = run_demo(DemoConfig(seed=0, max_response_length=2, **TINY), out_dir=tmp_path)
+    assert _series(res, "response_length/max").max() <= 2
+    # an answer (2 to 4 letters and EOS) needs 3 tokens or more: only a response that stops at
+    # once (EOS first) is shorter than the limit
+    assert _series(res, "response_length/clip_ratio").min() > 0.9
+
+
+def test_a_longer_response_limit_keeps_the_task(tmp_path):
+    res = run_demo(DemoConfig(seed=0, max_response_length=9, **TINY), out_dir=tmp_path)
+    assert _series(res, "response_length/max").max() <= 9
+    assert math.isfinite(res.last_metrics["critic/score/mean"])
+
+
+def test_a_rollout_temperature_is_a_mismatch(tmp_path):
+    base = run_demo(DemoConfig(seed=0, **TINY), out_dir=tmp_path / "base")
+    hot = run_demo(DemoConfig(seed=0, rollout_temperature=2.0, **TINY), out_dir=tmp_path / "hot")
+    # bfloat16 alone gives ~1e-7; sampling at 2 while training at 1 gives ~1e-3 from the start
+    assert _series(base, "rollout_corr/k3_kl").max() < 1e-5
+    assert _series(hot, "rollout_corr/k3_kl").min() > 1e-3
+
+
+def test_the_exact_match_reward(tmp_path):
+    res = run_demo(DemoConfig(seed=0, reward="acc", **TINY), out_dir=tmp_path)
+    rows = [r for r in _rows(res.jsonl_path) if "critic/score/mean" in r]
+    assert [r["critic/score/mean"] for r in rows] == pytest.approx([r["actor/train_acc"] for r in rows])
+
+
+def test_the_entropy_bonus_changes_the_update(tmp_path):
+    base = run_demo(DemoConfig(seed=0, **TINY), out_dir=tmp_path / "base")
+    bonus = run_demo(DemoConfig(seed=0, entropy_coef=0.5, **TINY), out_dir=tmp_path / "bonus")
+    # the first step's grad norm differs: the bonus adds its own gradient
+    assert _series(bonus, "actor/grad_norm")[0] != _series(base, "actor/grad_norm")[0]
+    # the first rollout comes from the same initial policy
+    assert _series(bonus, "actor/entropy")[0] == _series(base, "actor/entropy")[0]
 
 
 def test_run_demo_argument_errors(tmp_path):

@@ -32,12 +32,46 @@ def demo(
     group_size: Annotated[int, typer.Option(help="Responses per prompt.")] = DemoConfig.group_size,
     n_prompts: Annotated[int, typer.Option(help="Prompts per step.")] = DemoConfig.n_prompts,
     val_every: Annotated[int, typer.Option(help="Validate every this many steps.")] = DemoConfig.val_every,
-    lr: Annotated[float, typer.Option(help="Learning rate.")] = DemoConfig.lr,
+    lr: Annotated[float, typer.Option(help="Learning rate (far too high, e.g. 0.05: entropy collapse).")] = (
+        DemoConfig.lr
+    ),
+    critic_lr: Annotated[
+        float | None, typer.Option(help="Learning rate of the PPO critic (default: --lr).")
+    ] = DemoConfig.critic_lr,
+    kl_coef: Annotated[
+        float, typer.Option(help="Weight of the KL loss to the initial policy; 0 turns KL off.")
+    ] = DemoConfig.kl_coef,
+    entropy_coef: Annotated[
+        float, typer.Option(help="Weight of the entropy bonus in the actor loss; 0 is off.")
+    ] = DemoConfig.entropy_coef,
+    max_response_length: Annotated[
+        int | None,
+        typer.Option(
+            help="Response-length limit in tokens (default: longest answer + EOS + 1); "
+            "a small one truncates answers."
+        ),
+    ] = DemoConfig.max_response_length,
+    rollout_temperature: Annotated[
+        float,
+        typer.Option(
+            help="Sampling temperature of the rollout; the trainer scores at 1, so another "
+            "value is a rollout/training mismatch."
+        ),
+    ] = DemoConfig.rollout_temperature,
+    reward: Annotated[
+        str, typer.Option(help="score (fraction of positions right) or acc (1 for an exact answer, else 0).")
+    ] = DemoConfig.reward,
+    max_len: Annotated[
+        int, typer.Option(help="Longest string to reverse (a harder task).")
+    ] = DemoConfig.max_len,
+    min_len: Annotated[int, typer.Option(help="Shortest string to reverse.")] = DemoConfig.min_len,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
 
     Writes OUT_DIR/rlmetrics-demo/EXPERIMENT/metrics.jsonl; draw it with `rlmetrics report`.
+
+    Break it on purpose to see a failure in the metrics: e.g. --lr 0.05, --kl-coef 0, --max-response-length 3.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
@@ -52,6 +86,14 @@ def demo(
             n_prompts=n_prompts,
             val_every=val_every,
             lr=lr,
+            critic_lr=critic_lr,
+            kl_coef=kl_coef,
+            entropy_coef=entropy_coef,
+            max_response_length=max_response_length,
+            rollout_temperature=rollout_temperature,
+            reward=reward,
+            min_len=min_len,
+            max_len=max_len,
         )
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
