@@ -1,0 +1,729 @@
+"""One rule per failure mode of RL fine-tuning, their thresholds, and :func:`diagnose`.
+
+Each rule reads the signals it needs (:mod:`~rlmetrics.diagnose.signals`) and returns a
+:class:`~rlmetrics.diagnose.findings.Finding`, nothing (the run is healthy on that count), or a
+:class:`~rlmetrics.diagnose.findings.Skipped` (a signal is missing, or the run is too short).
+
+Absolute levels of most metrics do not transfer between tasks and models (healthy entropies range
+from ~0.08 to several nats, and a fall of ~70% in the first couple of hundred steps is normal,
+Cui et al. 2025). So most rules compare a run with its own early level: a *frozen* baseline (the
+median of the first ``baseline`` logged points, in log space for heavy-tailed metrics: a rolling
+one would follow a slow drift), robust statistics (median, MAD), and persistence (``k`` of ``n``
+consecutive logged points); the onset is the first flagged point of the first qualifying window.
+A rule's ``n`` and ``baseline`` also set the shortest run it can judge.
+
+Thresholds (:data:`THRESHOLDS`, overridable by ``diagnose(..., thresholds={kind: {param: value}})``):
+
+======================  ======================  =======  =======================================
+kind                    parameter               default  source or reason
+======================  ======================  =======  =======================================
+nonfinite               min_points              1        one NaN/inf in a loss, gradient norm,
+                                                         reward, advantage or KL poisons Adam's
+                                                         moments and every later step
+advantage_collapse      level                   0.8      share of zero-spread groups: above it,
+                                                         under 1 group in 5 carries a gradient
+                                                         (DAPO's dynamic sampling filters them)
+advantage_collapse      error_level             0.95     almost no group carries a gradient
+entropy_collapse        fraction                0.1      entropy under 10% of its early level;
+                                                         a ~70% fall is normal (Cui et al. 2025)
+entropy_collapse        error_fraction          0.02     under 2%: the policy is deterministic
+kl_drift                window                  20       points in each of the two windows
+                                                         compared (a trend, not the noise)
+kl_drift                growth                  2.0      KL median doubles from one window to
+                                                         the next
+kl_drift                min_kl                  0.01     KL to the reference below it is noise
+                                                         around the start (nats per token)
+kl_drift                reward_sigmas           1.0      reward gain across the two windows
+                                                         under one noise sigma: stalled
+length_truncation       level                   0.1      over 10% of responses cut at the limit:
+                                                         the limit shapes the reward (DAPO's
+                                                         overlong filtering)
+length_truncation       error_level             0.3      nearly a third truncated
+reward_hacking          min_val_points          5        validation points needed
+reward_hacking          val_sigmas              4.0      validation below its best so far by 4
+                                                         noise sigmas (the running max of noisy
+                                                         points sits ~2 sigmas high)
+reward_hacking          error_sigmas            8.0      a fall of 8 noise sigmas
+reward_hacking          train_sigmas            1.0      training reward above its level at the
+                                                         validation peak by one noise sigma
+rollout_mismatch        is_mean_low/high        0.5/2.0  verl rollout-correction health check
+rollout_mismatch        ess_min                 0.3      verl rollout-correction health check
+rollout_mismatch        is_std_max              1.0      verl rollout-correction health check
+rollout_mismatch        kl_max                  0.1      verl rollout-correction health check
+rollout_mismatch        chi2_token_max          1.0      verl rollout-correction health check
+rollout_mismatch        prob_error_ratio_max    1.05     NeMo-RL: a token probability error
+                                                         ratio above 1.05 is worth investigating
+grad_spike              window                  20       points of the running level (median)
+grad_spike              factor                  10.0     a spike: 10x the running median ...
+grad_spike              sigmas                  6.0      ... and 6 robust sigmas above it (log)
+grad_spike              error_count             3        repeated spikes: an unstable update
+throughput_drop         fraction                0.5      tokens/s under half its early level
+                                                         (after ``skip`` warm-up points)
+entropy_explosion       entropy_factor          2.0      entropy at twice its early level ...
+entropy_explosion       length_factor           1.5      ... with responses 1.5x longer
+length_collapse         fraction                0.25     mean length under a quarter of early
+length_collapse         error_fraction          0.05     a few tokens left
+length_explosion        factor                  3.0      mean length over 3x its early level
+length_*, no_learning   reward_sigmas           1.0      reward gain over the window under one
+                                                         noise sigma: the reward does not follow
+critic_failure          level                   0.0      explained variance below 0: the critic
+                                                         predicts worse than a constant
+critic_failure          error_level             -0.5     window median far below 0
+critic_failure          skip                    10       points of critic warm-up left out
+no_learning_signal      fraction                0.05     gradient norm under 5% of early level
+(baseline rules)        baseline                10       points of the frozen early baseline
+(persistent rules)      k, n                    8, 10    8 of the last 10 logged points
+rollout_mismatch        k, n                    3, 5     a sourced absolute check: 3 of 5
+reward_hacking          k, n                    2, 3     validation is sparse: 2 of 3 points
+======================  ======================  =======  =======================================
+
+TRL's ``sampling/sampling_logp_difference/mean`` is the mean ``|log p_train - log p_rollout|``;
+``exp`` of it is at most NeMo-RL's mean ``exp|...|`` (Jensen), so the 1.05 check on it is
+conservative. verl's ``rollout_corr/ppl_ratio`` is checked both ways (``max(r, 1/r)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from rlmetrics.diagnose.findings import ERROR, WARNING, Diagnosis, Finding, History, Skipped, as_history
+from rlmetrics.diagnose.signals import SIGNALS, resolve, resolve_all
+from rlmetrics.diagnose.smoothing import (
+    debiased_ema,
+    first_persistent,
+    frozen_baseline,
+    noise_sigma,
+    rolling_baseline,
+    window_median,
+)
+
+__all__ = ["KINDS", "THRESHOLDS", "diagnose"]
+
+_PERSIST = {"k": 8.0, "n": 10.0}
+_BASE = {"baseline": 10.0, **_PERSIST}
+
+#: kind -> parameter -> default (see the table of the module docstring).
+THRESHOLDS: dict[str, dict[str, float]] = {
+    "nonfinite": {"min_points": 1.0},
+    "advantage_collapse": {"level": 0.8, "error_level": 0.95, **_PERSIST},
+    "entropy_collapse": {"fraction": 0.1, "error_fraction": 0.02, **_BASE},
+    "kl_drift": {"window": 20.0, "growth": 2.0, "min_kl": 0.01, "reward_sigmas": 1.0, **_PERSIST},
+    "length_truncation": {"level": 0.1, "error_level": 0.3, **_PERSIST},
+    "reward_hacking": {
+        "min_val_points": 5.0,
+        "val_sigmas": 4.0,
+        "error_sigmas": 8.0,
+        "train_sigmas": 1.0,
+        "k": 2.0,
+        "n": 3.0,
+    },
+    "rollout_mismatch": {
+        "is_mean_low": 0.5,
+        "is_mean_high": 2.0,
+        "ess_min": 0.3,
+        "is_std_max": 1.0,
+        "kl_max": 0.1,
+        "chi2_token_max": 1.0,
+        "prob_error_ratio_max": 1.05,
+        "k": 3.0,
+        "n": 5.0,
+    },
+    "grad_spike": {"window": 20.0, "factor": 10.0, "sigmas": 6.0, "error_count": 3.0},
+    "throughput_drop": {"fraction": 0.5, "skip": 2.0, **_BASE},
+    "entropy_explosion": {"entropy_factor": 2.0, "length_factor": 1.5, **_BASE},
+    "length_collapse": {"fraction": 0.25, "error_fraction": 0.05, "reward_sigmas": 1.0, **_BASE},
+    "length_explosion": {"factor": 3.0, "reward_sigmas": 1.0, **_BASE},
+    "critic_failure": {"level": 0.0, "error_level": -0.5, "skip": 10.0, **_PERSIST},
+    "no_learning_signal": {"fraction": 0.05, "reward_sigmas": 1.0, **_BASE},
+}
+
+#: Every kind, in the order the rules run.
+KINDS: tuple[str, ...] = tuple(THRESHOLDS)
+
+Series = tuple[str, np.ndarray, np.ndarray]
+Params = Mapping[str, float]
+Result = Finding | Skipped | None
+
+ADVICE = {
+    "nonfinite": "A NaN or inf reached the update: lower the learning rate, check the reward function "
+    "and the loss scaling, and restart from the last finite checkpoint.",
+    "advantage_collapse": "Most prompt groups are all right or all wrong: filter such prompts (dynamic "
+    "sampling), raise the group size, or move to harder or easier data.",
+    "entropy_collapse": "The policy stopped exploring: raise the upper clip range (clip-higher), add an "
+    "entropy bonus or lower the learning rate.",
+    "kl_drift": "The policy moves away from the reference without gaining reward: raise the KL coefficient "
+    "or lower the learning rate; the reward may be saturated or exploited.",
+    "length_truncation": "Many responses hit the length limit: raise max_response_length, penalise or "
+    "filter overlong samples, or check for repetition loops.",
+    "reward_hacking": "Training reward rises while validation falls: the policy exploits the reward; "
+    "inspect samples, harden the reward function, and keep the checkpoint of the validation peak.",
+    "rollout_mismatch": "The rollout engine and the trainer disagree on token probabilities: check dtype "
+    "and weight sync, and enable importance-sampling correction (rollout_is) or truncation.",
+    "grad_spike": "Gradient-norm spikes: lower the learning rate, tighten gradient clipping, and look "
+    "for outlier samples (very long responses, extreme advantages).",
+    "throughput_drop": "Tokens per second fell: look for longer generations, memory pressure "
+    "(offloading, recomputation) or a slow node.",
+    "entropy_explosion": "Entropy and length jumped together (gibberish): lower the learning rate, "
+    "restart from an earlier checkpoint, check the rollout/trainer mismatch.",
+    "length_collapse": "Responses shrink to a few tokens without a reward gain: check the reward for "
+    "a bias to short answers and the EOS handling.",
+    "length_explosion": "Responses grow toward the limit without a reward gain: check for repetition, "
+    "add a length penalty or overlong shaping.",
+    "critic_failure": "The value function explains none of the returns: warm up or retrain the critic, "
+    "raise its learning rate, or check the value-loss clipping.",
+    "no_learning_signal": "Gradients are near zero while the reward is flat: the advantages vanish; "
+    "check the reward spread, the learning rate schedule and frozen parameters.",
+}
+
+
+# --- shared pieces ------------------------------------------------------------------------------
+
+
+def _num(x: float | np.floating[Any]) -> float:
+    """A JSON-friendly number: 6 significant digits."""
+    return float(f"{float(x):.6g}")
+
+
+def _series(history: History, kind: str, *signals: str) -> list[Series] | Skipped:
+    """The series of ``signals``, or a Skipped naming the first that is missing."""
+    out = []
+    for signal in signals:
+        found = resolve(history, signal)
+        if found is None:
+            return Skipped(kind, f"needs {signal} (one of {', '.join(SIGNALS[signal])}); none is logged")
+        out.append(found)
+    return out
+
+
+def _too_short(kind: str, s: Series, needed: int) -> Skipped | None:
+    have = int(np.isfinite(s[2]).sum())
+    if have >= needed:
+        return None
+    return Skipped(kind, f"run too short: {have} finite points of {s[0]}, needs {needed}")
+
+
+def _finding(
+    kind: str, severity: str, steps: np.ndarray, onset: int, end: int, s: Series, **evidence: Any
+) -> Finding:
+    """A Finding from its window ``[onset, end]`` (indices into ``steps``), with the smoothed level."""
+    smoothed = debiased_ema(s[2])
+    at_end = int(np.searchsorted(s[1], steps[end], side="right")) - 1
+    metric = tuple(evidence.pop("metric", (s[0],)))
+    evidence = {
+        "window": [int(steps[onset]), int(steps[end])],
+        "smoothed": _num(smoothed[max(at_end, 0)]),
+        **{k: (_num(v) if isinstance(v, float | np.floating) else v) for k, v in evidence.items()},
+    }
+    return Finding(kind, severity, int(steps[onset]), metric, evidence, ADVICE[kind])
+
+
+def _persist(flags: np.ndarray, p: Params, *, start: int = 0) -> tuple[int, int] | None:
+    return first_persistent(flags, k=int(p["k"]), n=int(p["n"]), start=start)
+
+
+def _reward_gain(reward: Series, at_steps: np.ndarray, window: int) -> np.ndarray:
+    """Median reward over the ``window`` points up to each step, minus the median of the ``window`` before.
+
+    NaN where the reward has fewer than ``2 * window`` points up to that step.
+    """
+    _, rs, rv = reward
+    wm = window_median(rv, window=window)
+    idx = np.searchsorted(rs, at_steps, side="right") - 1
+    gain = np.full(at_steps.shape, np.nan)
+    ok = idx - window >= 0
+    gain[ok] = wm[idx[ok]] - wm[idx[ok] - window]
+    return gain
+
+
+def _reward_not_rising(reward: Series, at_steps: np.ndarray, window: int, sigmas: float) -> np.ndarray:
+    gain = _reward_gain(reward, at_steps, window)
+    return np.isfinite(gain) & (gain < sigmas * noise_sigma(reward[2]))
+
+
+def _below_baseline(kind: str, s: Series, p: Params, fraction: float, *, log: bool = False) -> Result:
+    """Shared body: ``s`` below ``fraction`` of its frozen early level for k of n points."""
+    _, steps, values = s
+    window, skip = int(p["baseline"]), int(p.get("skip", 0))
+    if short := _too_short(kind, s, window + skip + int(p["k"])):
+        return short
+    base = frozen_baseline(values, window=window, log=log, skip=skip)
+    if base is None:  # in log space, points <= 0 cannot set the level
+        return Skipped(kind, f"{s[0]} has fewer than {window} positive points to set its early level")
+    hit = _persist(values < fraction * base.level, p, start=base.last_index + 1)
+    if hit is None:
+        return None
+    return _finding(
+        kind,
+        WARNING,
+        steps,
+        *hit,
+        s,
+        baseline=base.level,
+        threshold=fraction * base.level,
+        baseline_window=[int(steps[0]), int(steps[base.last_index])],
+    )
+
+
+# --- the rules ----------------------------------------------------------------------------------
+
+
+def nonfinite(history: History, p: Params) -> Result:
+    """NaN or inf in a loss, gradient norm, reward, advantage or KL."""
+    watched = [
+        k
+        for sig in ("loss", "grad_norm", "reward", "advantage", "kl_ref", "mismatch_kl")
+        for k in resolve_all(history, sig)
+    ]
+    if not watched:
+        return Skipped("nonfinite", "needs a loss, gradient norm, reward, advantage or KL; none is logged")
+    first: tuple[int, str] | None = None
+    bad: dict[str, int] = {}
+    for key in watched:
+        steps, values = history[key]
+        where = np.flatnonzero(~np.isfinite(np.asarray(values, dtype=np.float64)))
+        if where.size >= p["min_points"]:
+            bad[key] = int(where.size)
+            if first is None or int(steps[where[0]]) < first[0]:
+                first = (int(steps[where[0]]), key)
+    if first is None:
+        return None
+    evidence = {"nonfinite_points": bad, "first_key": first[1]}
+    return Finding("nonfinite", ERROR, first[0], tuple(bad), evidence, ADVICE["nonfinite"])
+
+
+def _above_level(kind: str, s: Series, p: Params) -> Result:
+    """Shared body: a fraction above ``level`` (error above ``error_level``) for k of n points."""
+    if short := _too_short(kind, s, int(p["k"])):
+        return short
+    _, steps, values = s
+    hit = _persist(values >= p["level"], p)
+    if hit is None:
+        return None
+    severe = _persist(values >= p["error_level"], p)
+    severity = ERROR if severe is not None else WARNING
+    return _finding(kind, severity, steps, *hit, s, level=p["level"], error_level=p["error_level"])
+
+
+def advantage_collapse(history: History, p: Params) -> Result:
+    """Most prompt groups have zero reward spread: little learning signal in the batch."""
+    s = _series(history, "advantage_collapse", "frac_reward_zero_std")
+    return s if isinstance(s, Skipped) else _above_level("advantage_collapse", s[0], p)
+
+
+def length_truncation(history: History, p: Params) -> Result:
+    """A large, sustained share of responses hits the length limit."""
+    s = _series(history, "length_truncation", "length_clip_ratio")
+    return s if isinstance(s, Skipped) else _above_level("length_truncation", s[0], p)
+
+
+def entropy_collapse(history: History, p: Params) -> Result:
+    """Policy entropy falls to a small fraction of its early level."""
+    s = _series(history, "entropy_collapse", "entropy")
+    if isinstance(s, Skipped):
+        return s
+    found = _below_baseline("entropy_collapse", s[0], p, p["fraction"], log=True)
+    severe = _below_baseline("entropy_collapse", s[0], p, p["error_fraction"], log=True)
+    if isinstance(found, Finding) and isinstance(severe, Finding):
+        return Finding(found.kind, ERROR, found.step, found.metric, found.evidence, found.advice)
+    return found
+
+
+def kl_drift(history: History, p: Params) -> Result:
+    """KL to the reference keeps growing while the reward has stopped improving."""
+    s = _series(history, "kl_drift", "kl_ref", "reward")
+    if isinstance(s, Skipped):
+        return s
+    kl, reward = s
+    w = int(p["window"])
+    if short := _too_short("kl_drift", kl, 2 * w + int(p["k"])) or _too_short("kl_drift", reward, 2 * w):
+        return short
+    _, steps, values = kl
+    recent = window_median(values, window=w)
+    before = np.concatenate([np.full(w, np.nan), recent[:-w]])
+    growing = (recent > p["growth"] * before) & (recent > p["min_kl"])
+    stalled = _reward_not_rising(reward, steps, w, p["reward_sigmas"])
+    hit = _persist(growing & stalled, p)
+    if hit is None:
+        return None
+    onset, end = hit
+    return _finding(
+        "kl_drift",
+        WARNING,
+        steps,
+        max(onset - w + 1, 0),
+        end,
+        kl,
+        metric=(kl[0], reward[0]),
+        kl_median=recent[end],
+        kl_median_before=before[end],
+        growth=recent[end] / before[end],
+        reward_gain=_reward_gain(reward, steps[end : end + 1], w)[0],
+        reward_noise_sigma=noise_sigma(reward[2]),
+    )
+
+
+def reward_hacking(history: History, p: Params) -> Result:
+    """Training reward keeps rising while the validation score falls."""
+    s = _series(history, "reward_hacking", "val_score", "reward")
+    if isinstance(s, Skipped):
+        return s
+    val, reward = s
+    if short := _too_short("reward_hacking", val, int(p["min_val_points"])):
+        return short
+    finite = np.isfinite(val[2])
+    steps, values = val[1][finite], val[2][finite]
+    best = np.maximum.accumulate(values)
+    peak = np.array([int(np.flatnonzero(values[: i + 1] == best[i])[0]) for i in range(values.size)])
+    sigma = max(noise_sigma(values), 1e-9)
+    drop = best - values
+    _, rs, rv = reward
+    r_sigma = noise_sigma(rv)
+    flags = np.zeros(values.size, dtype=bool)
+    for i in np.flatnonzero(drop > p["val_sigmas"] * sigma):
+        lo, hi = steps[peak[i]], steps[i]
+        after = rv[(rs > lo) & (rs <= hi)]
+        before = rv[(rs <= lo) & (rs > lo - (hi - lo))]
+        after, before = after[np.isfinite(after)], before[np.isfinite(before)]
+        flags[i] = (
+            bool(after.size and before.size)
+            and np.median(after) - np.median(before) > p["train_sigmas"] * r_sigma
+        )
+    hit = _persist(flags, p)
+    if hit is None:
+        return None
+    onset, end = hit
+    severity = ERROR if drop[end] > p["error_sigmas"] * sigma else WARNING
+    return _finding(
+        "reward_hacking",
+        severity,
+        steps,
+        peak[onset],
+        end,
+        (val[0], steps, values),
+        metric=(val[0], reward[0]),
+        val_best=best[end],
+        val_now=values[end],
+        val_noise_sigma=sigma,
+    )
+
+
+def rollout_mismatch(history: History, p: Params) -> Result:
+    """Rollout and training policies disagree (verl's and NeMo-RL's health checks)."""
+    checks: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+        "is_weight_mean": lambda x: (x < p["is_mean_low"]) | (x > p["is_mean_high"]),
+        "is_ess": lambda x: x < p["ess_min"],
+        "is_weight_std": lambda x: x > p["is_std_max"],
+        "mismatch_kl": lambda x: np.abs(x) > p["kl_max"],
+        "chi2_token": lambda x: x > p["chi2_token_max"],
+        "ppl_ratio": lambda x: np.maximum(x, 1.0 / x) > p["prob_error_ratio_max"],
+        "logp_abs_diff": lambda x: np.exp(x) > p["prob_error_ratio_max"],
+    }
+    present = {sig: found for sig in checks if (found := resolve(history, sig)) is not None}
+    if not present:
+        return Skipped(
+            "rollout_mismatch",
+            "needs rollout-correction metrics (rollout_corr/* or TRL's sampling/*); none is logged",
+        )
+    failed: dict[str, tuple[Series, int, int]] = {}
+    for sig, s in present.items():
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            hit = _persist(checks[sig](s[2]), p)
+        if hit is not None:
+            failed[sig] = (s, *hit)
+    if not failed:
+        return None
+    s, onset, end = min(failed.values(), key=lambda f: int(f[0][1][f[1]]))
+    evidence = {f[0][0]: _num(np.median(f[0][2][f[1] : f[2] + 1])) for f in failed.values()}
+    severity = ERROR if len(failed) >= 2 else WARNING
+    return _finding(
+        "rollout_mismatch",
+        severity,
+        s[1],
+        onset,
+        end,
+        s,
+        metric=tuple(f[0][0] for f in failed.values()),
+        failed_checks=sorted(failed),
+        window_medians=evidence,
+    )
+
+
+def grad_spike(history: History, p: Params) -> Result:
+    """Gradient-norm spikes far above its running level."""
+    s = _series(history, "grad_spike", "grad_norm")
+    if isinstance(s, Skipped):
+        return s
+    w = int(p["window"])
+    if short := _too_short("grad_spike", s[0], w + 1):
+        return short
+    _, steps, values = s[0]
+    med, mad = rolling_baseline(values, window=w, log=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logv = np.log(values)
+        sigma = np.maximum(mad * 1.4826, 0.05)
+        spikes = np.flatnonzero(
+            np.isfinite(logv) & (logv - med > np.log(p["factor"])) & (logv - med > p["sigmas"] * sigma)
+        )
+    if spikes.size == 0:
+        return None
+    severity = ERROR if spikes.size >= p["error_count"] else WARNING
+    ratios = np.exp(logv[spikes] - med[spikes])
+    return _finding(
+        "grad_spike",
+        severity,
+        steps,
+        int(spikes[0]),
+        int(spikes[0]),
+        s[0],
+        spike_steps=[int(x) for x in steps[spikes[:10]]],
+        spikes=int(spikes.size),
+        max_ratio_to_running_median=float(ratios.max()),
+    )
+
+
+def throughput_drop(history: History, p: Params) -> Result:
+    """Tokens/s falls well below its early level and stays there."""
+    s = _series(history, "throughput_drop", "throughput")
+    return (
+        s if isinstance(s, Skipped) else _below_baseline("throughput_drop", s[0], p, p["fraction"], log=True)
+    )
+
+
+def entropy_explosion(history: History, p: Params) -> Result:
+    """Entropy and response length jump together (the "gibberish" failure)."""
+    s = _series(history, "entropy_explosion", "entropy", "response_length")
+    if isinstance(s, Skipped):
+        return s
+    ent, length = s
+    needed = int(p["baseline"] + p["k"])
+    if short := _too_short("entropy_explosion", ent, needed) or _too_short(
+        "entropy_explosion", length, needed
+    ):
+        return short
+    steps, ei, li = np.intersect1d(ent[1], length[1], return_indices=True)
+    e, ln = ent[2][ei], length[2][li]
+    e_base = frozen_baseline(e, window=int(p["baseline"]), log=True)
+    l_base = frozen_baseline(ln, window=int(p["baseline"]), log=True)
+    if e_base is None or l_base is None:
+        return Skipped("entropy_explosion", "entropy and response length share too few logged steps")
+    flags = (e > p["entropy_factor"] * e_base.level) & (ln > p["length_factor"] * l_base.level)
+    hit = _persist(flags, p, start=max(e_base.last_index, l_base.last_index) + 1)
+    if hit is None:
+        return None
+    onset, end = hit
+    return _finding(
+        "entropy_explosion",
+        ERROR,
+        steps,
+        onset,
+        end,
+        ent,
+        metric=(ent[0], length[0]),
+        entropy_baseline=e_base.level,
+        entropy_ratio=float(np.median(e[onset : end + 1])) / e_base.level,
+        length_baseline=l_base.level,
+        length_ratio=float(np.median(ln[onset : end + 1])) / l_base.level,
+    )
+
+
+def _length_change(
+    kind: str, history: History, p: Params, flags_of: Callable[[np.ndarray, float], np.ndarray]
+) -> Result:
+    """Shared body of the length rules: length away from its early level while the reward does not follow."""
+    s = _series(history, kind, "response_length", "reward")
+    if isinstance(s, Skipped):
+        return s
+    length, reward = s
+    window = int(p["baseline"])
+    if short := _too_short(kind, length, window + int(p["k"])) or _too_short(kind, reward, 2 * int(p["n"])):
+        return short
+    _, steps, values = length
+    base = frozen_baseline(values, window=window, log=True)
+    assert base is not None  # enough finite points: checked above
+    flags = flags_of(values, base.level) & _reward_not_rising(reward, steps, int(p["n"]), p["reward_sigmas"])
+    hit = _persist(flags, p, start=base.last_index + 1)
+    if hit is None:
+        return None
+    onset, end = hit
+    ratio = float(np.median(values[onset : end + 1])) / base.level
+    severity = ERROR if kind == "length_collapse" and ratio < p["error_fraction"] else WARNING
+    return _finding(
+        kind,
+        severity,
+        steps,
+        onset,
+        end,
+        length,
+        metric=(length[0], reward[0]),
+        baseline=base.level,
+        ratio=ratio,
+        reward_gain=_reward_gain(reward, steps[end : end + 1], int(p["n"]))[0],
+    )
+
+
+def length_collapse(history: History, p: Params) -> Result:
+    """Mean response length shrinks toward a few tokens while the reward does not follow."""
+    return _length_change("length_collapse", history, p, lambda x, level: x < p["fraction"] * level)
+
+
+def length_explosion(history: History, p: Params) -> Result:
+    """Mean response length grows far above its early level while the reward does not follow."""
+    return _length_change("length_explosion", history, p, lambda x, level: x > p["factor"] * level)
+
+
+def critic_failure(history: History, p: Params) -> Result:
+    """PPO: the value function's explained variance below 0 for a sustained window."""
+    s = _series(history, "critic_failure", "explained_variance")
+    if isinstance(s, Skipped):
+        return s
+    skip = int(p["skip"])
+    if short := _too_short("critic_failure", s[0], skip + int(p["k"])):
+        return short
+    _, steps, values = s[0]
+    hit = _persist(values < p["level"], p, start=skip)
+    if hit is None:
+        return None
+    onset, end = hit
+    median = float(np.median(values[onset : end + 1]))
+    severity = ERROR if median < p["error_level"] else WARNING
+    return _finding(
+        "critic_failure", severity, steps, onset, end, s[0], window_median=median, level=p["level"]
+    )
+
+
+def no_learning_signal(history: History, p: Params) -> Result:
+    """Gradient norm flat near zero for a sustained window while the reward is flat."""
+    s = _series(history, "no_learning_signal", "grad_norm", "reward")
+    if isinstance(s, Skipped):
+        return s
+    grad, reward = s
+    window, n = int(p["baseline"]), int(p["n"])
+    if short := _too_short("no_learning_signal", grad, window + int(p["k"])) or _too_short(
+        "no_learning_signal", reward, 2 * n
+    ):
+        return short
+    _, steps, values = grad
+    base = frozen_baseline(values, window=window, log=True)
+    assert base is not None  # enough finite points: checked above
+    gain = _reward_gain(reward, steps, n)
+    flat = np.isfinite(gain) & (np.abs(gain) < p["reward_sigmas"] * noise_sigma(reward[2]))
+    hit = _persist((values < p["fraction"] * base.level) & flat, p, start=base.last_index + 1)
+    if hit is None:
+        return None
+    onset, end = hit
+    return _finding(
+        "no_learning_signal",
+        WARNING,
+        steps,
+        onset,
+        end,
+        grad,
+        metric=(grad[0], reward[0]),
+        baseline=base.level,
+        ratio=float(np.median(values[onset : end + 1])) / base.level,
+        reward_gain=gain[end],
+    )
+
+
+RULES: dict[str, Callable[[History, Params], Result]] = {
+    "nonfinite": nonfinite,
+    "advantage_collapse": advantage_collapse,
+    "entropy_collapse": entropy_collapse,
+    "kl_drift": kl_drift,
+    "length_truncation": length_truncation,
+    "reward_hacking": reward_hacking,
+    "rollout_mismatch": rollout_mismatch,
+    "grad_spike": grad_spike,
+    "throughput_drop": throughput_drop,
+    "entropy_explosion": entropy_explosion,
+    "length_collapse": length_collapse,
+    "length_explosion": length_explosion,
+    "critic_failure": critic_failure,
+    "no_learning_signal": no_learning_signal,
+}
+
+
+def resolve_thresholds(
+    thresholds: Mapping[str, Mapping[str, float]] | None = None,
+) -> dict[str, dict[str, float]]:
+    """:data:`THRESHOLDS` with ``thresholds`` laid over it.
+
+    Raises
+    ------
+    ValueError
+        An unknown kind or parameter (named), or a value that is not a finite number.
+
+    Examples
+    --------
+    >>> resolve_thresholds({"entropy_collapse": {"fraction": 0.2}})["entropy_collapse"]["fraction"]
+    0.2
+    """
+    merged = {kind: dict(params) for kind, params in THRESHOLDS.items()}
+    for kind, params in (thresholds or {}).items():
+        if kind not in merged:
+            raise ValueError(f"thresholds: unknown kind {kind!r}; expected one of {list(KINDS)}")
+        if not isinstance(params, Mapping):
+            raise ValueError(
+                f"thresholds[{kind!r}] must be a mapping parameter -> value; got {type(params).__name__}"
+            )
+        for name, value in params.items():
+            if name not in merged[kind]:
+                raise ValueError(
+                    f"thresholds[{kind!r}]: unknown parameter {name!r}; expected one of "
+                    f"{sorted(merged[kind])}"
+                )
+            if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+                raise ValueError(f"thresholds[{kind!r}][{name!r}] must be a finite number; got {value!r}")
+            merged[kind][name] = float(value)
+    return merged
+
+
+def diagnose(
+    history: Any,
+    *,
+    thresholds: Mapping[str, Mapping[str, float]] | None = None,
+    kinds: tuple[str, ...] | list[str] | None = None,
+) -> Diagnosis:
+    """Run the health rules over one run.
+
+    Parameters
+    ----------
+    history : list of dict or History
+        The rows :func:`rlmetrics.read_jsonl` returns, or a mapping key -> ``(steps, values)``.
+    thresholds : dict, optional
+        ``{kind: {parameter: value}}`` over :data:`THRESHOLDS`.
+    kinds : sequence of str, optional
+        The rules to run (default: all of :data:`KINDS`).
+
+    Returns
+    -------
+    Diagnosis
+        Findings ordered by step, and the rules that could not run, with why.
+
+    Examples
+    --------
+    >>> rows = [{"step": i, "actor/grad_norm": 1.0, "actor/pg_loss": 0.1} for i in range(3)]
+    >>> rows[2]["actor/pg_loss"] = float("nan")
+    >>> d = diagnose(rows, kinds=["nonfinite", "throughput_drop"])
+    >>> [(f.kind, f.severity, f.step) for f in d.findings], [s.kind for s in d.skipped]
+    ([('nonfinite', 'error', 2)], ['throughput_drop'])
+    """
+    params = resolve_thresholds(thresholds)
+    selected = KINDS if kinds is None else tuple(kinds)
+    unknown = [k for k in selected if k not in RULES]
+    if unknown:
+        raise ValueError(f"kinds: unknown kind(s) {unknown}; expected some of {list(KINDS)}")
+    h = as_history(history)
+    findings: list[Finding] = []
+    skipped: list[Skipped] = []
+    for kind in selected:
+        result = RULES[kind](h, params[kind])
+        if isinstance(result, Finding):
+            findings.append(result)
+        elif isinstance(result, Skipped):
+            skipped.append(result)
+    findings.sort(key=lambda f: (f.step, KINDS.index(f.kind)))
+    return Diagnosis(tuple(findings), tuple(skipped))

@@ -1,0 +1,128 @@
+"""The signals the health rules read, and the keys each is logged under by rlmetrics/verl and TRL.
+
+A *signal* is a quantity a rule needs (the policy entropy, the KL to the reference, the mean
+response length ...). Trainers log it under different keys: rlmetrics and verl 0.9.1 under
+``actor/entropy``, TRL's ``GRPOTrainer`` under ``entropy``. :data:`SIGNALS` lists, for every
+signal, its candidate keys, rlmetrics/verl first, then TRL; :func:`resolve` picks the first one
+the history holds. A candidate may be a shell pattern (``*``), as the validation keys are
+(``val-core/<source>/<var>/mean@<n>``): of several keys that match, the one with the most finite
+points is taken (``acc`` before ``reward``, then by name, on a tie).
+
+Keys not listed are ignored; a signal none of whose keys is present makes the rules that need it
+report that they could not run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+import numpy as np
+
+from rlmetrics import keys as K
+from rlmetrics.diagnose.findings import History
+
+__all__ = ["SIGNALS", "resolve", "resolve_all"]
+
+#: ``val-core/<source>/<var>/mean@<n>``: verl's validation score of every data source.
+_VAL_CORE_MEAN = K.val_metric(K.VAL_CORE_PREFIX, "*", "*", f"{K.ValName.MEAN}@*")
+
+#: Canonical signal -> candidate keys, rlmetrics/verl 0.9.1 first, then TRL (1.16).
+SIGNALS: dict[str, tuple[str, ...]] = {
+    # reward of the training rollouts (verl: the task score before the KL penalty)
+    "reward": (K.SCORE_MEAN, K.TRL_REWARD),
+    # validation score: verl's val-core mean@n, TRL's evaluation reward
+    "val_score": (_VAL_CORE_MEAN, K.TRL_EVAL_REWARD),
+    "loss": (K.ACTOR_PG_LOSS, K.TRL_LOSS),
+    "advantage": (K.ADV_MEAN,),
+    "grad_norm": (K.ACTOR_GRAD_NORM, K.TRL_GRAD_NORM),
+    "entropy": (K.ACTOR_ENTROPY, K.TRL_ENTROPY),
+    # KL to the reference policy: verl's KL loss or KL-in-reward penalty, TRL's kl (beta > 0)
+    "kl_ref": (K.ACTOR_KL_LOSS, K.ACTOR_REWARD_KL_PENALTY, K.TRL_KL),
+    # KL to the policy of the rollouts (the PPO update's own step size)
+    "ppo_kl": (K.PPO_KL,),
+    "clip_fraction": (K.PG_CLIPFRAC, K.TRL_CLIP_RATIO_REGION_MEAN),
+    "frac_reward_zero_std": (K.GRPO_FRAC_REWARD_ZERO_STD, K.TRL_FRAC_REWARD_ZERO_STD),
+    "response_length": (K.RESPONSE_LENGTH_MEAN, K.TRL_COMPLETIONS_MEAN_LENGTH),
+    "length_clip_ratio": (K.RESPONSE_LENGTH_CLIP_RATIO, K.TRL_COMPLETIONS_CLIPPED_RATIO),
+    "throughput": (K.PERF_THROUGHPUT,),
+    "explained_variance": (K.VF_EXPLAINED_VAR,),
+    "learning_rate": (K.ACTOR_LR, K.TRL_LEARNING_RATE),
+    # rollout/training mismatch (verl's rollout_corr/*, TRL's vLLM importance sampling)
+    "is_weight_mean": (K.ROLLOUT_CORR_IS_MEAN, K.TRL_SAMPLING_IS_RATIO_MEAN),
+    "is_weight_std": (K.ROLLOUT_CORR_IS_STD,),
+    "is_ess": (K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE,),
+    "mismatch_kl": (K.ROLLOUT_CORR_KL, K.ROLLOUT_CORR_K3_KL),
+    "chi2_token": (K.ROLLOUT_CORR_CHI2_TOKEN,),
+    # training/rollout perplexity ratio (verl); mean |logp_train - logp_rollout| per token (TRL)
+    "ppl_ratio": (K.ROLLOUT_CORR_PPL_RATIO,),
+    "logp_abs_diff": (K.TRL_SAMPLING_LOGP_DIFFERENCE_MEAN,),
+}
+
+_PATTERN_CHARS = frozenset("*?[")
+
+
+def _matches(history: History, candidate: str) -> list[str]:
+    if not _PATTERN_CHARS & set(candidate):
+        return [candidate] if candidate in history else []
+    return fnmatch.filter(history, candidate)
+
+
+def _preference(history: History, key: str) -> tuple[int, int, str]:
+    values = history[key][1]
+    is_acc = f"/{K.ValName.ACC}/" in key
+    return (-int(np.isfinite(values).sum()), 0 if is_acc else 1, key)
+
+
+def resolve(history: History, signal: str) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """The first candidate key of ``signal`` the history holds, with its steps and values.
+
+    Parameters
+    ----------
+    history : History
+        Metric key -> ``(steps, values)``.
+    signal : str
+        A key of :data:`SIGNALS`.
+
+    Returns
+    -------
+    tuple of (str, ndarray, ndarray) or None
+        ``(key, steps, values)`` (both arrays of shape ``(n,)``), or None when no candidate key
+        has a point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> h = {"entropy": (np.arange(3), np.array([1.0, 0.9, 0.8]))}
+    >>> key, steps, values = resolve(h, "entropy")
+    >>> key, values.tolist()
+    ('entropy', [1.0, 0.9, 0.8])
+    >>> resolve(h, "throughput") is None
+    True
+    """
+    if signal not in SIGNALS:
+        raise ValueError(f"signal must be one of {sorted(SIGNALS)}; got {signal!r}")
+    for candidate in SIGNALS[signal]:
+        found = [k for k in _matches(history, candidate) if history[k][1].size]
+        if found:
+            key = min(found, key=lambda k: _preference(history, k))
+            steps, values = history[key]
+            return key, np.asarray(steps), np.asarray(values, dtype=np.float64)
+    return None
+
+
+def resolve_all(history: History, signal: str) -> list[str]:
+    """Every key of the history that is a candidate of ``signal``, in :data:`SIGNALS` order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> h = {"actor/kl_loss": ([0], [0.1]), "kl": ([0], [0.2])}
+    >>> resolve_all(h, "kl_ref")
+    ['actor/kl_loss', 'kl']
+    """
+    if signal not in SIGNALS:
+        raise ValueError(f"signal must be one of {sorted(SIGNALS)}; got {signal!r}")
+    out: list[str] = []
+    for candidate in SIGNALS[signal]:
+        out.extend(k for k in sorted(_matches(history, candidate)) if k not in out)
+    return out

@@ -1,0 +1,339 @@
+"""Synthetic RL fine-tuning runs for the health checks: healthy ones, and failures planted at a known step.
+
+A run is a dict of columns: ``"step"`` (ints ``0 .. n_steps - 1``) and one list per metric key,
+a value per step (``None`` where the metric is not logged at that step, as validation scores are
+only every ``val_every`` steps). :func:`to_rows` turns it into the rows ``read_jsonl`` returns,
+:func:`to_history` into a :data:`rlmetrics.diagnose.findings.History`.
+
+The healthy curves follow what real runs show, with noise: the reward rises and saturates, the
+entropy falls by ~65% (Cui et al. 2025 report ~70% in the first couple of hundred steps), the
+KL to the reference grows slowly, response lengths drift up by ~30%, the gradient norm is
+log-normal around a level, and (PPO) the critic's explained variance rises from below 0.
+
+>>> run = healthy_run(50, seed=0)
+>>> len(run["step"]), len(to_rows(run))
+(50, 50)
+>>> broken = plant(run, "throughput_drop", onset=30)
+>>> broken["perf/throughput"][35] < 0.5 * run["perf/throughput"][35]
+True
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import numpy as np
+
+from rlmetrics import keys as K
+
+__all__ = ["KINDS_BY_VOCABULARY", "healthy_run", "plant", "to_history", "to_rows", "vocabulary_of"]
+
+Run = dict[str, list[Any]]
+
+#: The kinds :func:`plant` can plant in a run of each vocabulary and algorithm. TRL logs no
+#: throughput and no value function (its current trainers are critic-free), so those are absent.
+KINDS_BY_VOCABULARY: dict[tuple[str, str], tuple[str, ...]] = {
+    ("verl", "grpo"): (
+        "nonfinite",
+        "advantage_collapse",
+        "entropy_collapse",
+        "kl_drift",
+        "length_truncation",
+        "reward_hacking",
+        "rollout_mismatch",
+        "grad_spike",
+        "throughput_drop",
+        "entropy_explosion",
+        "length_collapse",
+        "length_explosion",
+        "no_learning_signal",
+    ),
+    ("verl", "ppo"): ("critic_failure", "nonfinite", "grad_spike", "entropy_collapse"),
+    ("trl", "grpo"): (
+        "nonfinite",
+        "advantage_collapse",
+        "entropy_collapse",
+        "kl_drift",
+        "length_truncation",
+        "reward_hacking",
+        "rollout_mismatch",
+        "grad_spike",
+        "entropy_explosion",
+        "length_collapse",
+        "length_explosion",
+        "no_learning_signal",
+    ),
+}
+
+#: Metric names of each vocabulary: role -> key.
+_NAMES = {
+    "verl": {
+        "reward": K.SCORE_MEAN,
+        "val": K.val_metric(K.VAL_CORE_PREFIX, "gsm8k", K.ValName.ACC, K.at_k(K.ValName.MEAN, 4)),
+        "loss": K.ACTOR_PG_LOSS,
+        "grad_norm": K.ACTOR_GRAD_NORM,
+        "entropy": K.ACTOR_ENTROPY,
+        "kl": K.ACTOR_KL_LOSS,
+        "lr": K.ACTOR_LR,
+        "frac_zero_std": K.GRPO_FRAC_REWARD_ZERO_STD,
+        "length": K.RESPONSE_LENGTH_MEAN,
+        "clip": K.RESPONSE_LENGTH_CLIP_RATIO,
+        "is_mean": K.ROLLOUT_CORR_IS_MEAN,
+    },
+    "trl": {
+        "reward": K.TRL_REWARD,
+        "val": K.TRL_EVAL_REWARD,
+        "loss": K.TRL_LOSS,
+        "grad_norm": K.TRL_GRAD_NORM,
+        "entropy": K.TRL_ENTROPY,
+        "kl": K.TRL_KL,
+        "lr": K.TRL_LEARNING_RATE,
+        "frac_zero_std": K.TRL_FRAC_REWARD_ZERO_STD,
+        "length": K.TRL_COMPLETIONS_MEAN_LENGTH,
+        "clip": K.TRL_COMPLETIONS_CLIPPED_RATIO,
+        "is_mean": K.TRL_SAMPLING_IS_RATIO_MEAN,
+    },
+}
+
+MAX_LENGTH = 4096
+
+
+def healthy_run(
+    n_steps: int, *, seed: int, vocabulary: str = "verl", algo: str = "grpo", val_every: int = 10
+) -> Run:
+    """A healthy run of ``n_steps`` logged steps, with realistic noise.
+
+    Parameters
+    ----------
+    n_steps : int
+        Steps logged (one row per step).
+    seed : int
+        Seed of the run's own ``np.random.default_rng``: levels and noise.
+    vocabulary : {"verl", "trl"}
+        Key names: rlmetrics/verl 0.9.1 or TRL's ``GRPOTrainer``.
+    algo : {"grpo", "ppo"}
+        ``"ppo"`` adds a critic (values, explained variance) and drops the group statistics
+        (verl only: TRL's current trainers have no critic).
+    val_every : int
+        Validation score every that many steps (and at step 0).
+
+    Returns
+    -------
+    dict of str to list
+        ``"step"`` and one column per key.
+    """
+    if (vocabulary, algo) not in KINDS_BY_VOCABULARY:
+        raise ValueError(
+            f"(vocabulary, algo) must be one of {sorted(KINDS_BY_VOCABULARY)}; got {(vocabulary, algo)!r}"
+        )
+    rng = np.random.default_rng(seed)
+    n = int(n_steps)
+    t = np.arange(n, dtype=np.float64)
+    names = _NAMES[vocabulary]
+
+    def lognormal(sigma: float) -> np.ndarray:
+        return np.exp(rng.normal(0.0, sigma, n))
+
+    tau = max(n / 4.0, 20.0)
+    rise = 1.0 - np.exp(-t / tau)
+    r0, gain = rng.uniform(0.1, 0.3), rng.uniform(0.3, 0.5)
+    reward = np.clip(r0 + gain * rise + rng.normal(0.0, 0.03, n), 0.0, 1.0)
+    entropy = rng.uniform(0.3, 1.5) * (0.35 + 0.65 * np.exp(-t / 50.0)) * lognormal(0.05)
+    kl = (0.01 * rise + 0.01 * t / max(n, 1) + 1e-4) * lognormal(0.1)
+    grad_norm = rng.uniform(0.2, 1.0) * (1.0 - 0.2 * t / max(n, 1)) * lognormal(0.25)
+    length = rng.uniform(200.0, 600.0) * (1.0 + 0.3 * t / max(n, 1)) * lognormal(0.05)
+    clip = np.clip(rng.normal(0.01, 0.005, n), 0.0, 1.0)
+
+    cols: dict[str, np.ndarray] = {
+        names["reward"]: reward,
+        names["loss"]: rng.normal(0.0, 0.02, n),
+        names["grad_norm"]: grad_norm,
+        names["entropy"]: entropy,
+        names["kl"]: kl,
+        names["lr"]: np.full(n, 1e-6),
+        names["length"]: length,
+        names["clip"]: clip,
+    }
+    if algo == "grpo":
+        cols[names["frac_zero_std"]] = np.clip(0.3 + 0.2 * rise + rng.normal(0.0, 0.05, n), 0.0, 1.0)
+    if vocabulary == "verl":
+        throughput = rng.uniform(1000.0, 4000.0) * lognormal(0.05)
+        throughput[:1] *= 0.5  # the first step compiles and warms up
+        cols |= {
+            K.ADV_MEAN: rng.normal(0.0, 0.01, n),
+            K.PPO_KL: 1e-4 * lognormal(0.3),
+            K.PG_CLIPFRAC: np.clip(rng.normal(0.002, 0.001, n), 0.0, 1.0),
+            K.PERF_THROUGHPUT: throughput,
+            K.ROLLOUT_CORR_IS_MEAN: 1.0 + rng.normal(0.0, 0.005, n),
+            K.ROLLOUT_CORR_IS_STD: 0.05 * lognormal(0.1),
+            K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE: np.clip(0.97 + rng.normal(0.0, 0.01, n), 0.0, 1.0),
+            K.ROLLOUT_CORR_KL: 1e-3 * lognormal(0.3),
+            K.ROLLOUT_CORR_CHI2_TOKEN: 0.01 * lognormal(0.3),
+            K.ROLLOUT_CORR_PPL_RATIO: 1.0 + 0.002 * lognormal(0.3),
+        }
+    else:
+        cols |= {
+            K.TRL_REWARD_STD: np.clip(0.3 + rng.normal(0.0, 0.02, n), 0.0, None),
+            K.TRL_CLIP_RATIO_REGION_MEAN: np.clip(rng.normal(0.002, 0.001, n), 0.0, 1.0),
+            K.TRL_SAMPLING_IS_RATIO_MEAN: 1.0 + rng.normal(0.0, 0.005, n),
+            K.TRL_SAMPLING_LOGP_DIFFERENCE_MEAN: 0.01 * lognormal(0.2),
+            K.TRL_NUM_TOKENS: np.cumsum(length * 64.0),
+        }
+    if algo == "ppo":
+        warm = np.exp(-t / 20.0)
+        cols[K.VF_EXPLAINED_VAR] = 0.6 * (1.0 - warm) - 0.2 * warm + rng.normal(0.0, 0.05, n)
+        cols[K.VALUES_MEAN] = reward * 0.9 + rng.normal(0.0, 0.02, n)
+        cols[K.CRITIC_VF_LOSS] = 0.05 * lognormal(0.2)
+
+    run: Run = {K.TRACKING_STEP: list(range(n))}
+    run |= {key: [float(x) for x in values] for key, values in cols.items()}
+    val = np.clip(r0 + 0.05 + 0.8 * gain * rise + rng.normal(0.0, 0.015, n), 0.0, 1.0)
+    run[names["val"]] = [float(v) if i % val_every == 0 else None for i, v in enumerate(val)]
+    return run
+
+
+def vocabulary_of(run: Run) -> str:
+    """``"verl"`` or ``"trl"``: which names the run logs."""
+    return "verl" if K.ACTOR_ENTROPY in run else "trl"
+
+
+def plant(run: Run, kind: str, onset: int, *, seed: int = 0) -> Run:
+    """A copy of ``run`` with the failure ``kind`` starting at step ``onset``.
+
+    Parameters
+    ----------
+    run : dict
+        From :func:`healthy_run`.
+    kind : str
+        A kind of :data:`rlmetrics.diagnose.rules.KINDS` listed for the run's vocabulary and
+        algorithm in :data:`KINDS_BY_VOCABULARY`.
+    onset : int
+        First step of the failure (an index into ``run["step"]``).
+    seed : int
+        Seed of the noise the failure adds.
+
+    Returns
+    -------
+    dict
+        The broken run; ``run`` is not changed.
+    """
+    vocabulary = vocabulary_of(run)
+    algo = "ppo" if K.VF_EXPLAINED_VAR in run else "grpo"
+    if kind not in KINDS_BY_VOCABULARY[(vocabulary, algo)]:
+        raise ValueError(f"kind {kind!r} cannot be planted in a {vocabulary} {algo} run")
+    n = len(run[K.TRACKING_STEP])
+    if not 0 <= onset < n:
+        raise ValueError(f"onset must be a step of the run, in [0, {n}); got {onset}")
+    out = copy.deepcopy(run)
+    names = _NAMES[vocabulary]
+    rng = np.random.default_rng(seed)
+    after = np.arange(n) >= onset
+    dt = np.maximum(np.arange(n) - onset, 0).astype(np.float64)
+
+    def col(role_or_key: str) -> np.ndarray:
+        key = names.get(role_or_key, role_or_key)
+        return np.array([math.nan if v is None else v for v in out[key]], dtype=np.float64)
+
+    def put(role_or_key: str, values: np.ndarray) -> None:
+        key = names.get(role_or_key, role_or_key)
+        old = out[key]
+        out[key] = [None if o is None else float(v) for o, v in zip(old, values, strict=True)]
+
+    def freeze(role: str) -> None:
+        """The value at the onset (plus the same noise) from then on: a flat curve."""
+        x = col(role)
+        level = np.nanmedian(x[max(onset - 5, 0) : onset + 1])
+        noise = x - np.nanmedian(x)
+        put(role, np.where(after, level + 0.5 * noise, x))
+
+    if kind == "nonfinite":
+        put("loss", np.where(after, math.nan, col("loss")))
+        put(
+            "grad_norm",
+            np.where(np.arange(n) == onset, math.inf, np.where(after, math.nan, col("grad_norm"))),
+        )
+    elif kind == "advantage_collapse":
+        ramp = np.clip(dt / 5.0, 0.0, 1.0) * after
+        frac = col("frac_zero_std")
+        put("frac_zero_std", np.clip(frac + ramp * (0.97 - frac) + rng.normal(0, 0.01, n) * after, 0, 1))
+    elif kind == "entropy_collapse":
+        put("entropy", col("entropy") * np.maximum(np.exp(-dt / 4.0), 0.01))
+    elif kind == "kl_drift":
+        put("kl", col("kl") * np.exp(dt / 12.0))
+        freeze("reward")
+    elif kind == "length_truncation":
+        put("clip", np.where(after, np.clip(0.4 + rng.normal(0, 0.03, n), 0, 1), col("clip")))
+        put("length", col("length") * np.where(after, 1.3, 1.0))
+    elif kind == "reward_hacking":
+        put("reward", np.clip(col("reward") + 0.3 * np.clip(dt / 60.0, 0, 1), 0, 1))
+        put("val", col("val") - 0.3 * np.clip(dt / 60.0, 0, 1))
+    elif kind == "rollout_mismatch":
+        put("is_mean", np.where(after, 0.4 + rng.normal(0, 0.03, n), col("is_mean")))
+        if vocabulary == "verl":
+            put(
+                K.ROLLOUT_CORR_KL,
+                np.where(after, 0.2 * np.exp(rng.normal(0, 0.2, n)), col(K.ROLLOUT_CORR_KL)),
+            )
+            put(
+                K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE,
+                np.where(after, 0.2, col(K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE)),
+            )
+        else:
+            key = K.TRL_SAMPLING_LOGP_DIFFERENCE_MEAN
+            put(key, np.where(after, 0.2 * np.exp(rng.normal(0, 0.2, n)), col(key)))
+    elif kind == "grad_spike":
+        factor = np.ones(n)
+        for offset, size in ((0, 50.0), (7, 30.0), (15, 40.0)):
+            if onset + offset < n:
+                factor[onset + offset] = size
+        put("grad_norm", col("grad_norm") * factor)
+    elif kind == "throughput_drop":
+        put(K.PERF_THROUGHPUT, col(K.PERF_THROUGHPUT) * np.where(after, 0.35, 1.0))
+    elif kind == "entropy_explosion":
+        # entropy to 4x its early level and length to 3x within 5 steps: gibberish
+        ramp = np.clip(dt / 5.0, 0.0, 1.0) * after
+        early = np.nanmedian(col("entropy")[:10])
+        gibberish = early * (1.0 + 3.0 * ramp) * np.exp(rng.normal(0, 0.05, n))
+        put("entropy", np.where(after, gibberish, col("entropy")))
+        put("length", col("length") * (1.0 + 2.0 * ramp))
+        put("reward", col("reward") * np.where(after, 0.5, 1.0))
+    elif kind == "length_collapse":
+        put("length", np.maximum(col("length") * np.exp(-dt / 5.0), 3.0 + rng.uniform(0, 2, n)))
+        put("reward", col("reward") * np.where(after, 0.3, 1.0))
+    elif kind == "length_explosion":
+        grown = np.minimum(col("length") * (1.0 + dt / 4.0), MAX_LENGTH * rng.uniform(0.9, 1.0, n))
+        put("length", grown)
+        freeze("reward")
+    elif kind == "critic_failure":
+        put(K.VF_EXPLAINED_VAR, np.where(after, -0.5 + rng.normal(0, 0.1, n), col(K.VF_EXPLAINED_VAR)))
+    elif kind == "no_learning_signal":
+        put("grad_norm", col("grad_norm") * np.where(after, 0.005, 1.0))
+        freeze("reward")
+    return out
+
+
+def to_rows(run: Run) -> list[dict[str, Any]]:
+    """The rows ``read_jsonl`` would return: one dict per step, without the metrics not logged there."""
+    steps = run[K.TRACKING_STEP]
+    rows: list[dict[str, Any]] = [{K.TRACKING_STEP: s} for s in steps]
+    for key, values in run.items():
+        if key == K.TRACKING_STEP:
+            continue
+        for row, value in zip(rows, values, strict=True):
+            if value is not None:
+                row[key] = value
+    return rows
+
+
+def to_history(run: Run) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The run as a history: key -> (steps, values) of the steps where the key is logged."""
+    steps = np.asarray(run[K.TRACKING_STEP], dtype=np.int64)
+    out = {}
+    for key, values in run.items():
+        if key == K.TRACKING_STEP:
+            continue
+        logged = np.array([v is not None for v in values])
+        out[key] = (steps[logged], np.array([v for v in values if v is not None], dtype=np.float64))
+    return out
