@@ -7,6 +7,7 @@ import math
 import shutil
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -256,9 +257,13 @@ def wandb_run(tmp_path_factory):
     # wandb's service writes the file; its last records can land a moment after finish() returns
     deadline = time.monotonic() + 20.0
     while time.monotonic() < deadline:
-        history, _ = load_history(run_file)
-        if history.get("actor/entropy", ([], []))[0][-1:].tolist() == [6]:
-            break
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a record still being written
+            try:
+                if load_history(run_file)[0]["actor/entropy"][0][-1] == 6:
+                    break
+            except (RunReadError, KeyError):  # no history record yet
+                pass
         time.sleep(0.2)
     return tr.run_dir, run_file
 
