@@ -239,6 +239,10 @@ def test_trainer_state_of_the_last_checkpoint(tmp_path):
 # --- W&B offline -------------------------------------------------------------------------------
 
 
+WIDE_STEP = {f"extra/{i}": i / 4.0 for i in range(2500)}
+WANDB_STEPS = {**STEPS, 6: {"actor/entropy": 0.25, "text": 1.0}, 7: WIDE_STEP}
+
+
 @pytest.fixture(scope="module")
 def wandb_run(tmp_path_factory):
     """One offline run written by the Tracker's wandb backend (its service is slow to start)."""
@@ -253,6 +257,7 @@ def wandb_run(tmp_path_factory):
         ) as tr:
             log_all(tr)
             tr.log({"actor/entropy": 0.25, "text": 1.0}, step=6)
+            tr.log(WIDE_STEP, step=7)  # one record over 32 KiB: chunks across blocks
     (run_file,) = (tr.run_dir / "wandb").glob("offline-run-*/run-*.wandb")
     # wandb's service writes the file; its last records can land a moment after finish() returns
     deadline = time.monotonic() + 20.0
@@ -260,15 +265,12 @@ def wandb_run(tmp_path_factory):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a record still being written
             try:
-                if load_history(run_file)[0]["actor/entropy"][0][-1] == 6:
+                if load_history(run_file)[0]["extra/0"][0][-1] == 7:
                     break
             except (RunReadError, KeyError):  # no history record yet
                 pass
         time.sleep(0.2)
     return tr.run_dir, run_file
-
-
-WANDB_STEPS = {**STEPS, 6: {"actor/entropy": 0.25, "text": 1.0}}
 
 
 def test_wandb_offline_run(wandb_run):
@@ -283,7 +285,8 @@ def test_wandb_cut_off_file_keeps_what_was_read(wandb_run, tmp_path):
     _, run_file = wandb_run
     cut = tmp_path / run_file.name
     data = run_file.read_bytes()
-    cut.write_bytes(data[: len(data) - 40])  # the tail: the last history and exit records
+    assert len(data) > 2 * 32768
+    cut.write_bytes(data[: len(data) - 40])  # the tail: the exit record
     with pytest.warns(RuntimeWarning, match="stopped reading at byte"):
         history, _ = load_history(cut)
     assert history["actor/entropy"][0].tolist()[:3] == [1, 2, 5]

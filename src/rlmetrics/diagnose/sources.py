@@ -306,7 +306,9 @@ def _read_tensorboard(p: Path) -> _History:
 # W&B's transaction log (``.wandb``): LevelDB's log format (32 KiB blocks of chunks, each with a
 # 7-byte header: crc32, length, type) after a 7-byte file header (``:W&B``, magic, version);
 # each record is a wandb ``Record`` protobuf. The checksum is zlib's crc32 of the data seeded
-# with the crc32 of the type byte.
+# with the crc32 of the type byte. Current wandb reads this file in its Go service (``wandb
+# sync``) and ships no Python reader of it, so the framing is read here and each record is
+# parsed with wandb's own protobuf ``Record``.
 _WANDB_IDENT = b":W&B"
 _WANDB_MAGIC = 0xBEE1
 _BLOCK = 32768
