@@ -252,6 +252,8 @@ def first_persistent(flags: np.ndarray, *, k: int, n: int, start: int = 0) -> tu
         raise ValueError(f"persistence needs 1 <= k <= n; got k={k}, n={n}")
     f = np.array(flags, dtype=bool).reshape(-1)
     f[: max(start, 0)] = False
+    if f.size == 0:
+        return None
     counts = np.convolve(f.astype(np.int64), np.ones(n, dtype=np.int64))[: f.size]
     hits = np.flatnonzero(counts >= k)
     if hits.size == 0:

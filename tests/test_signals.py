@@ -1,0 +1,78 @@
+"""rlmetrics.diagnose.signals: the verl and TRL vocabularies and how a signal's key is picked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlmetrics import keys as K
+from rlmetrics.diagnose.signals import SIGNALS, resolve, resolve_all
+
+#: Every string the keys module defines (full keys and TRL's bare names).
+KEY_STRINGS = {v for name, v in vars(K).items() if name.isupper() and isinstance(v, str)}
+
+
+def series(*values: float, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    return np.arange(start, start + len(values)), np.asarray(values, dtype=np.float64)
+
+
+@pytest.mark.parametrize("signal", sorted(SIGNALS), ids=sorted(SIGNALS))
+def test_every_candidate_is_a_keys_constant_or_a_pattern_of_one(signal):
+    for candidate in SIGNALS[signal]:
+        if "*" in candidate:
+            assert candidate.startswith(f"{K.VAL_CORE_PREFIX}/")
+        else:
+            assert candidate in KEY_STRINGS, f"{signal}: {candidate!r} is not defined in rlmetrics.keys"
+
+
+@pytest.mark.parametrize(
+    ("signal", "verl", "trl"),
+    [
+        ("reward", K.SCORE_MEAN, K.TRL_REWARD),
+        ("entropy", K.ACTOR_ENTROPY, K.TRL_ENTROPY),
+        ("kl_ref", K.ACTOR_KL_LOSS, K.TRL_KL),
+        ("grad_norm", K.ACTOR_GRAD_NORM, K.TRL_GRAD_NORM),
+        ("frac_reward_zero_std", K.GRPO_FRAC_REWARD_ZERO_STD, K.TRL_FRAC_REWARD_ZERO_STD),
+        ("response_length", K.RESPONSE_LENGTH_MEAN, K.TRL_COMPLETIONS_MEAN_LENGTH),
+        ("length_clip_ratio", K.RESPONSE_LENGTH_CLIP_RATIO, K.TRL_COMPLETIONS_CLIPPED_RATIO),
+        ("is_weight_mean", K.ROLLOUT_CORR_IS_MEAN, K.TRL_SAMPLING_IS_RATIO_MEAN),
+        ("val_score", K.val_metric(K.VAL_CORE_PREFIX, "gsm8k", "acc", "mean@4"), K.TRL_EVAL_REWARD),
+    ],
+    ids=lambda v: v if v in SIGNALS else None,
+)
+def test_verl_key_first_then_trl(signal, verl, trl):
+    both = {verl: series(1.0, 2.0), trl: series(5.0)}
+    assert resolve(both, signal)[0] == verl
+    key, steps, values = resolve({trl: series(5.0, start=3)}, signal)
+    assert (key, steps.tolist(), values.tolist()) == (trl, [3], [5.0])
+
+
+def test_validation_pattern_prefers_most_points_then_acc():
+    acc = K.val_metric(K.VAL_CORE_PREFIX, "math", "acc", "mean@4")
+    reward = K.val_metric(K.VAL_CORE_PREFIX, "math", "reward", "mean@4")
+    dense = K.val_metric(K.VAL_CORE_PREFIX, "gsm8k", "reward", "mean@1")
+    h = {acc: series(0.1, 0.2), reward: series(0.3, 0.4), K.SCORE_MEAN: series(1.0)}
+    assert resolve(h, "val_score")[0] == acc
+    h[dense] = series(0.1, 0.2, 0.3)
+    assert resolve(h, "val_score")[0] == dense
+    aux = K.val_metric(K.VAL_AUX_PREFIX, "math", "acc", "mean@4")
+    assert resolve({aux: series(1.0)}, "val_score") is None
+
+
+def test_absent_or_empty_series_resolve_to_none():
+    assert resolve({}, "entropy") is None
+    assert resolve({K.ACTOR_ENTROPY: series()}, "entropy") is None
+    h = {K.ACTOR_ENTROPY: series(), K.TRL_ENTROPY: series(0.5)}
+    assert resolve(h, "entropy")[0] == K.TRL_ENTROPY
+
+
+def test_resolve_all_lists_every_present_candidate_in_order():
+    h = {K.TRL_KL: series(1.0), K.ACTOR_REWARD_KL_PENALTY: series(1.0), "unrelated": series(1.0)}
+    assert resolve_all(h, "kl_ref") == [K.ACTOR_REWARD_KL_PENALTY, K.TRL_KL]
+    assert resolve_all(h, "entropy") == []
+
+
+@pytest.mark.parametrize("fn", [resolve, resolve_all], ids=["resolve", "resolve_all"])
+def test_unknown_signal_is_named(fn):
+    with pytest.raises(ValueError, match="signal must be one of .*got 'entropie'"):
+        fn({}, "entropie")

@@ -1,0 +1,169 @@
+"""rlmetrics.diagnose.smoothing: TensorBoard's EMA, frozen and rolling baselines, persistence."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlmetrics.diagnose.smoothing import (
+    MAD_TO_SIGMA,
+    debiased_ema,
+    first_persistent,
+    frozen_baseline,
+    noise_sigma,
+    rolling_baseline,
+    window_median,
+)
+
+values_with_gaps = st.lists(
+    st.one_of(
+        st.floats(-1e6, 1e6, allow_nan=False),
+        st.sampled_from([math.nan, math.inf, -math.inf]),
+    ),
+    max_size=40,
+)
+
+
+def tensorboard_smoothing(ys: list[float], weight: float) -> list[float]:
+    """TensorBoard's line-chart smoothing, written as its TypeScript does it, point by point."""
+    last = 0.0 if ys else math.nan
+    num_accum = 0
+    is_constant = all(y == ys[0] for y in ys)
+    out = []
+    for y in ys:
+        if is_constant or not math.isfinite(y):
+            out.append(y)
+        else:
+            last = last * weight + (1 - weight) * y
+            num_accum += 1
+            debias = 1 - weight**num_accum if weight != 1 else 1.0
+            out.append(last / debias)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(values_with_gaps, st.floats(0.0, 0.99))
+def test_debiased_ema_equals_tensorboard_formula(ys, weight):
+    np.testing.assert_allclose(debiased_ema(ys, weight), tensorboard_smoothing(ys, weight), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("ys", "expected"),
+    [([], []), ([5.0], [5.0]), ([2.0, 2.0, 2.0], [2.0, 2.0, 2.0]), ([1.0, math.nan], [1.0, math.nan])],
+    ids=["empty", "one", "constant", "trailing-nan"],
+)
+def test_debiased_ema_edges(ys, expected):
+    np.testing.assert_array_equal(debiased_ema(ys), expected)
+
+
+def test_debiased_ema_starts_at_the_first_value_and_weight_zero_is_identity():
+    x = np.array([3.0, 1.0, 4.0, 1.0, 5.0])
+    assert debiased_ema(x)[0] == pytest.approx(3.0)  # debiasing removes the pull toward the zero start
+    np.testing.assert_array_equal(debiased_ema(x, weight=0.0), x)
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.0, 2.0], ids=["negative", "one", "two"])
+def test_debiased_ema_rejects_weight_outside_unit_interval(weight):
+    with pytest.raises(ValueError, match=r"weight must be in \[0, 1\)"):
+        debiased_ema([1.0, 2.0], weight=weight)
+
+
+def test_frozen_baseline_uses_the_first_finite_points_only():
+    x = [math.nan, 1.0, 3.0, math.inf, 2.0, 100.0, 200.0]
+    b = frozen_baseline(x, window=3)
+    assert (b.median, b.mad, b.n, b.last_index, b.level) == (2.0, 1.0, 3, 4, 2.0)
+    assert b.sigma() == pytest.approx(MAD_TO_SIGMA)
+    np.testing.assert_allclose(b.z([2.0, 2.0 + MAD_TO_SIGMA]), [0.0, 1.0])
+
+
+def test_frozen_baseline_in_log_space_skips_non_positive_and_warm_up():
+    x = [50.0, 0.0, 1.0, 10.0, 100.0, 1e6]
+    b = frozen_baseline(x, window=3, log=True, skip=1)
+    assert b.level == pytest.approx(10.0)
+    assert b.mad == pytest.approx(math.log(10.0))
+    assert b.z([1000.0])[0] == pytest.approx(2.0 / MAD_TO_SIGMA)
+
+
+@pytest.mark.parametrize("window", [0, 4], ids=["empty-window", "too-few-points"])
+def test_frozen_baseline_is_none_without_enough_points(window):
+    assert frozen_baseline([1.0, math.nan, 2.0, 3.0], window=window) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1e3, 1e3), min_size=0, max_size=30), st.integers(1, 6))
+def test_rolling_baseline_equals_a_loop(xs, window):
+    med, mad = rolling_baseline(xs, window=window)
+    x = np.asarray(xs, dtype=np.float64)
+    for i in range(x.size):
+        if i < window:
+            assert math.isnan(med[i]) and math.isnan(mad[i])
+        else:
+            ref = np.median(x[i - window : i])
+            assert med[i] == pytest.approx(ref)
+            assert mad[i] == pytest.approx(np.median(np.abs(x[i - window : i] - ref)))
+
+
+def test_rolling_baseline_passes_over_nan():
+    med, _ = rolling_baseline([1.0, math.nan, 3.0, 7.0], window=2)
+    assert med[2] == 1.0 and med[3] == 3.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(values_with_gaps, st.integers(1, 6))
+def test_window_median_equals_a_loop(xs, window):
+    got = window_median(xs, window=window)
+    x = np.asarray(xs, dtype=np.float64)
+    for i in range(x.size):
+        part = x[max(i - window + 1, 0) : i + 1]
+        part = part[np.isfinite(part)]
+        if i < window - 1 or part.size == 0:
+            assert math.isnan(got[i])
+        else:
+            assert got[i] == pytest.approx(np.median(part))
+
+
+def brute_persistent(flags: list[bool], k: int, n: int, start: int) -> tuple[int, int] | None:
+    f = [bool(x) and i >= start for i, x in enumerate(flags)]
+    for end in range(len(f)):
+        window = range(max(end - n + 1, 0), end + 1)
+        if sum(f[i] for i in window) >= k:
+            return next(i for i in window if f[i]), end
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.booleans(), max_size=40), st.integers(1, 8), st.integers(0, 4), st.integers(0, 10))
+def test_first_persistent_equals_brute_force(flags, k, extra, start):
+    n = k + extra
+    assert first_persistent(flags, k=k, n=n, start=start) == brute_persistent(flags, k, n, start)
+
+
+def test_first_persistent_onset_is_the_first_flagged_point_of_the_window():
+    flags = np.array([1, 0, 0, 0, 0, 0, 1, 1, 0, 1, 1, 1], dtype=bool)
+    assert first_persistent(flags, k=4, n=5) == (6, 10)
+    assert flags.sum() == 6  # the caller's array is left as it was
+    assert first_persistent(flags, k=4, n=5, start=7) == (7, 11)
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 3), (4, 3)], ids=["k-zero", "k-above-n"])
+def test_first_persistent_rejects_bad_k_n(k, n):
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        first_persistent([True], k=k, n=n)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.floats(-10.0, 10.0))
+def test_noise_sigma_ignores_a_linear_trend(seed, slope):
+    x = np.random.default_rng(seed).normal(0.0, 1.0, 50)
+    trended = x + slope * np.arange(50)
+    assert noise_sigma(trended) == pytest.approx(noise_sigma(x), abs=1e-9)
+
+
+def test_noise_sigma_estimates_the_noise_of_normal_data():
+    x = np.random.default_rng(0).normal(0.0, 0.3, 20_000)
+    assert noise_sigma(x) == pytest.approx(0.3, rel=0.05)
+    assert noise_sigma([1.0, math.nan]) == 0.0
