@@ -1,7 +1,8 @@
 """Benchmark of the infrastructure: packed all-reduce of many metrics, the jsonl tracker's per-step
 cost, and the time of ``import rlmetrics``.
 
-Run by hand: ``python bench/bench_infra.py [--keys 80] [--repeats 50] [--base /path/to/old/src]``.
+Run by hand: ``python bench/bench_infra.py [--keys 80] [--repeats 50] [--base /path/to/old/src]``
+(``--only-monitor [--monitor-keys 100] [--steps 2000]`` for the health-monitor section alone).
 
 1. Exact cross-rank reduction of K metric keys over a gloo world of 2 CPU processes:
    ours (``MetricCollector.all_reduce``: two packed all-reduces, with and without the key
@@ -9,7 +10,11 @@ Run by hand: ``python bench/bench_infra.py [--keys 80] [--repeats 50] [--base /p
    the sum and count, a MAX, a MIN -> 4 calls per key).
 2. ``Tracker(backends="jsonl").log`` against verl 0.9.1's ``Tracking(default_backend="file")``
    for a step of K float metrics (both write one JSON line per step).
-3. ``import rlmetrics`` in a fresh interpreter: the package's cumulative time from
+3. The live health monitor: ``Tracker(backends="jsonl").log`` of K metrics (the keys the health
+   rules read, with healthy noise, and filler keys) over N steps with and without
+   ``monitor=HealthMonitor()`` (diagnosing every 10 steps), and what the monitor's own time
+   splits into: keeping the steps versus the diagnoses.
+4. ``import rlmetrics`` in a fresh interpreter: the package's cumulative time from
    ``python -X importtime`` (median of N runs), the heavy optional modules it loaded, and the
    same for another checkout given by ``--base`` (its ``src`` folder) for comparison.
 """
@@ -17,6 +22,7 @@ Run by hand: ``python bench/bench_infra.py [--keys 80] [--repeats 50] [--base /p
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -25,6 +31,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -126,6 +133,82 @@ def bench_tracker(keys: int, steps: int) -> None:
         print(f"{name:<44} {sec * 1e6:>9.1f}")
 
 
+def _healthy_steps(keys: int, steps: int) -> list[dict[str, float]]:
+    """Steps of a healthy run: the keys the health rules read (noisy, no trend) and filler keys."""
+    from rlmetrics import keys as K
+
+    rng = np.random.default_rng(1)
+    levels = {
+        K.SCORE_MEAN: 0.5,
+        K.ACTOR_PG_LOSS: 0.0,
+        K.ADV_MEAN: 0.0,
+        K.ACTOR_GRAD_NORM: 1.0,
+        K.ACTOR_ENTROPY: 0.6,
+        K.ACTOR_KL_LOSS: 0.01,
+        K.PPO_KL: 0.001,
+        K.PG_CLIPFRAC: 0.02,
+        K.GRPO_FRAC_REWARD_ZERO_STD: 0.2,
+        K.RESPONSE_LENGTH_MEAN: 300.0,
+        K.RESPONSE_LENGTH_CLIP_RATIO: 0.01,
+        K.PERF_THROUGHPUT: 2000.0,
+        K.VF_EXPLAINED_VAR: 0.5,
+        K.ROLLOUT_CORR_IS_MEAN: 1.0,
+        K.ROLLOUT_CORR_IS_STD: 0.1,
+        K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE: 0.9,
+        K.ROLLOUT_CORR_KL: 0.001,
+        K.ROLLOUT_CORR_CHI2_TOKEN: 0.01,
+    }
+    names = list(levels) + [f"actor/filler_{i}" for i in range(max(0, keys - len(levels)))]
+    base = np.array([levels.get(n, 1.0) for n in names])
+    noise = rng.normal(0.0, 0.05, size=(steps, len(names))) * np.maximum(np.abs(base), 0.01)
+    return [dict(zip(names, (base + row).tolist())) for row in noise]
+
+
+def bench_monitor(keys: int, steps: int, repeats: int = 3) -> None:
+    from rlmetrics import Tracker
+    from rlmetrics.diagnose import monitor as monitor_module
+    from rlmetrics.diagnose.monitor import HealthMonitor
+
+    rows = _healthy_steps(keys, steps)
+    best = {"plain": math.inf, "monitor": math.inf}
+    split = (math.inf, math.inf)
+    diagnose = monitor_module._diagnose
+    for _ in range(repeats):  # interleaved, the fastest of each
+        for label in ("plain", "monitor"):
+            spent = [0.0]
+
+            def timed(history: Any, *, thresholds: Any, spent: list[float] = spent) -> Any:
+                t = time.perf_counter()
+                try:
+                    return diagnose(history, thresholds=thresholds)
+                finally:
+                    spent[0] += time.perf_counter() - t
+
+            monitor_module._diagnose = timed
+            mon = HealthMonitor(every=10) if label == "monitor" else None
+            with tempfile.TemporaryDirectory() as d, Tracker("bench", label, log_dir=d, monitor=mon) as tr:
+                t0 = time.perf_counter()
+                for step, metrics in enumerate(rows):
+                    tr.log(metrics, step=step)
+                elapsed = (time.perf_counter() - t0) / steps
+            monitor_module._diagnose = diagnose
+            best[label] = min(best[label], elapsed)
+            if label == "monitor":
+                split = min(split, (elapsed, spent[0] / steps))
+            if mon is not None and mon.reported:
+                print(f"  (a healthy run reported {[f.kind for f in mon.reported]})")
+    extra = best["monitor"] - best["plain"]
+    print(
+        f"\nTracker.log with a health monitor: {keys} float metrics, {steps} steps, diagnose every 10 steps"
+    )
+    print(f"{'method':<44} {'us/step':>9}")
+    print(f"{'Tracker(jsonl)':<44} {best['plain'] * 1e6:>9.1f}")
+    print(f"{'Tracker(jsonl, monitor=HealthMonitor())':<44} {best['monitor'] * 1e6:>9.1f}")
+    print(f"{'  extra per step':<44} {extra * 1e6:>9.1f}  ({100 * extra / best['plain']:.0f}% of log)")
+    print(f"{'    of which diagnose() (amortised)':<44} {split[1] * 1e6:>9.1f}")
+    print(f"{'    of which keeping the steps':<44} {(split[0] - best['plain'] - split[1]) * 1e6:>9.1f}")
+
+
 HEAVY = ("typer", "rich", "torch", "matplotlib", "pyarrow", "numba", "tensorboard", "wandb", "mlflow")
 
 
@@ -162,10 +245,16 @@ def main() -> None:
     ap.add_argument("--import-runs", type=int, default=15)
     ap.add_argument("--base", type=Path, default=None, help="src folder of another checkout to compare")
     ap.add_argument("--only-import", action="store_true", help="run only the import-time benchmark")
+    ap.add_argument("--only-monitor", action="store_true", help="run only the health-monitor benchmark")
+    ap.add_argument("--monitor-keys", type=int, default=100, help="metrics per step of the monitor benchmark")
     args = ap.parse_args()
+    if args.only_monitor:
+        bench_monitor(args.monitor_keys, args.steps)
+        return
     if not args.only_import:
         bench_reduce(args.keys, args.repeats)
         bench_tracker(args.keys, args.steps)
+        bench_monitor(args.monitor_keys, args.steps)
     bench_import(args.import_runs, args.base)
 
 

@@ -9,9 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlmetrics import keys as K
 from rlmetrics.diagnose import monitor as monitor_module
 from rlmetrics.diagnose.findings import Diagnosis, Finding, Skipped, as_history
 from rlmetrics.diagnose.monitor import HealthMonitor
+
+X, Y, Z = K.ACTOR_GRAD_NORM, K.ACTOR_ENTROPY, K.SCORE_MEAN
+VAL = K.val_metric(K.VAL_CORE_PREFIX, "gsm8k", "acc", "mean@4")  # read through a pattern
+FILLER = "actor/filler"  # read by no rule: not kept
 
 
 class StandIn:
@@ -29,7 +34,7 @@ class StandIn:
 
 
 def finding(kind, step, severity="warning"):
-    return Finding(kind=kind, severity=severity, step=step, metric=("a/x",), advice=f"fix {kind}")
+    return Finding(kind=kind, severity=severity, step=step, metric=(X,), advice=f"fix {kind}")
 
 
 @pytest.fixture
@@ -40,6 +45,7 @@ def stand_in(monkeypatch):
 
 
 def same_history(got, want):
+    want = {k: v for k, v in want.items() if k != FILLER}
     assert sorted(got) == sorted(want)
     for key in want:
         np.testing.assert_array_equal(got[key][0], want[key][0], err_msg=key)
@@ -50,8 +56,8 @@ def same_history(got, want):
 def test_diagnoses_every_n_distinct_steps(stand_in, every):
     mon = HealthMonitor(every=every)
     for step in range(30):
-        mon.update({"a/x": float(step)}, step)
-        mon.update({"a/y": 1.0}, step)  # the same step again: not a new step
+        mon.update({X: float(step)}, step)
+        mon.update({Y: 1.0}, step)  # the same step again: not a new step
     assert [c["n_steps"] for c in stand_in.calls] == list(range(every, 31, every))
     assert mon.n_steps == 30
 
@@ -62,9 +68,9 @@ def test_each_kind_is_reported_once_and_ordered_by_step(stand_in):
         4: [finding("grad_spike", 1), finding("nonfinite", 3, "error"), finding("kl_drift", 2)],
         6: [finding("nonfinite", 5, "error"), finding("kl_drift", 2)],
     }
-    stand_in.answer = lambda history: Diagnosis(findings=tuple(script.get(len(history["a/x"][0]), [])))
+    stand_in.answer = lambda history: Diagnosis(findings=tuple(script.get(len(history[X][0]), [])))
     mon = HealthMonitor(every=2)
-    returned = [[f.kind for f in mon.update({"a/x": 0.0}, step)] for step in range(6)]
+    returned = [[f.kind for f in mon.update({X: 0.0}, step)] for step in range(6)]
     assert returned == [[], ["grad_spike"], [], ["kl_drift", "nonfinite"], [], []]
     assert [f.kind for f in mon.reported] == ["grad_spike", "kl_drift", "nonfinite"]
     assert mon.last is not None and len(mon.last.findings) == 2
@@ -73,14 +79,14 @@ def test_each_kind_is_reported_once_and_ordered_by_step(stand_in):
 def test_a_kind_named_twice_in_one_diagnosis_is_reported_at_its_first_step(stand_in):
     stand_in.answer = lambda h: Diagnosis(findings=(finding("grad_spike", 7), finding("grad_spike", 3)))
     mon = HealthMonitor(every=1)
-    assert [(f.kind, f.step) for f in mon.update({"a/x": 1.0}, 0)] == [("grad_spike", 3)]
+    assert [(f.kind, f.step) for f in mon.update({X: 1.0}, 0)] == [("grad_spike", 3)]
 
 
 def test_check_diagnoses_the_pending_steps_and_keeps_the_skipped(stand_in):
     stand_in.answer = lambda h: Diagnosis(findings=(), skipped=(Skipped("kl_drift", "no KL key"),))
     mon = HealthMonitor(every=100)
     for step in range(5):
-        mon.update({"a/x": 1.0}, step)
+        mon.update({X: 1.0}, step)
     assert stand_in.calls == []
     assert mon.check() == []
     assert stand_in.calls[-1]["n_steps"] == 5 and mon.last.skipped[0].kind == "kl_drift"
@@ -88,7 +94,7 @@ def test_check_diagnoses_the_pending_steps_and_keeps_the_skipped(stand_in):
 
 def test_thresholds_are_passed_to_every_diagnosis(stand_in):
     mon = HealthMonitor(thresholds={"grad_spike": {"factor": 20.0}}, every=1)
-    mon.update({"a/x": 1.0}, 0)
+    mon.update({X: 1.0}, 0)
     assert stand_in.calls[-1]["thresholds"] == {"grad_spike": {"factor": 20.0}}
 
 
@@ -96,7 +102,7 @@ rows_strategy = st.lists(
     st.tuples(
         st.integers(0, 12),
         st.dictionaries(
-            st.sampled_from(["a/x", "a/y", "b/z", "c"]),
+            st.sampled_from([X, Y, Z, VAL, FILLER]),
             st.one_of(st.floats(-1e6, 1e6), st.just(math.nan), st.just(math.inf)),
             max_size=4,
         ),
@@ -127,7 +133,8 @@ def test_history_equals_as_history_of_the_rows(rows, every):
 
 def test_the_table_grows_past_its_first_capacity(stand_in):
     mon = HealthMonitor(every=7)
-    rows = [{f"k/{i}": float(step * i) for i in range(step % 13)} for step in range(300)]
+    names = [X, Y, Z, VAL, K.PPO_KL, K.PG_CLIPFRAC, K.ADV_MEAN, K.ACTOR_KL_LOSS, K.PERF_THROUGHPUT, FILLER]
+    rows = [{names[i]: float(step * i) for i in range(step % 11)} for step in range(300)]
     for step, row in enumerate(rows):
         mon.update(row, step)
     same_history(mon.history(), as_history([{"step": s, **r} for s, r in enumerate(rows)]))
@@ -150,9 +157,9 @@ def test_bad_constructor_arguments(kwargs, exc, match):
 @pytest.mark.parametrize(
     ("metrics", "step", "exc", "match"),
     [
-        ({"a/x": 1.0}, -1, ValueError, "step"),
-        ([("a/x", 1.0)], 0, TypeError, "metrics must be a mapping"),
-        ({"a/x": "high"}, 0, TypeError, r"metrics\['a/x'\] at step 0 must be a number; got str"),
+        ({X: 1.0}, -1, ValueError, "step"),
+        ([(X, 1.0)], 0, TypeError, "metrics must be a mapping"),
+        ({X: "high"}, 0, TypeError, r"metrics\['actor/grad_norm'\] at step 0 must be a number; got str"),
     ],
     ids=["negative-step", "not-a-mapping", "text-value"],
 )
@@ -160,3 +167,78 @@ def test_bad_update_arguments(stand_in, metrics, step, exc, match):
     mon = HealthMonitor(every=1)
     with pytest.raises(exc, match=match):
         mon.update(metrics, step)
+
+
+@pytest.mark.parametrize(
+    ("key", "kept"),
+    [
+        (K.ACTOR_ENTROPY, True),
+        (K.TRL_ENTROPY, True),
+        (VAL, True),
+        (K.ROLLOUT_CORR_CHI2_TOKEN, True),
+        (FILLER, False),
+        (K.timing_s(K.STAGE_GEN), False),
+    ],
+    ids=["verl-entropy", "trl-entropy", "val-core-pattern", "chi2", "filler", "timing"],
+)
+def test_only_the_keys_the_rules_read_are_kept(stand_in, key, kept):
+    mon = HealthMonitor(every=1)
+    mon.update({key: 1.0, FILLER: 2.0}, 0)
+    assert list(mon.history()) == ([key] if kept else [])
+
+
+# --- with the real rules ------------------------------------------------------------------------
+
+
+def run_rows(steps=120, *, nan_at=None, seed=0):
+    """A healthy GRPO-like run (noisy, no trend), with a NaN loss planted at ``nan_at``."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for step in range(steps):
+        row = {
+            K.SCORE_MEAN: 0.5 + 0.002 * step + rng.normal(0, 0.02),
+            K.ACTOR_PG_LOSS: rng.normal(0, 0.01),
+            K.ACTOR_GRAD_NORM: 1.0 + rng.normal(0, 0.05),
+            K.ACTOR_ENTROPY: 0.6 + rng.normal(0, 0.02),
+            K.RESPONSE_LENGTH_MEAN: 300 + rng.normal(0, 5),
+            FILLER: rng.normal(),
+        }
+        if step == nan_at:
+            row[K.ACTOR_PG_LOSS] = math.nan
+        rows.append(row)
+    return rows
+
+
+def test_the_live_findings_are_those_of_the_whole_run():
+    from rlmetrics.diagnose.rules import diagnose
+
+    rows = run_rows(nan_at=57)
+    mon = HealthMonitor(every=10)
+    live = [(step, f.kind) for step, row in enumerate(rows) for f in mon.update(row, step)]
+    live += [(len(rows), f.kind) for f in mon.check()]
+    assert (59, "nonfinite") in live  # found at the first check after the NaN (the 60th step)
+    offline = diagnose([{"step": s, **r} for s, r in enumerate(rows)])
+    assert {f.kind for f in offline.findings} <= {kind for _, kind in live}
+    nonfinite = next(f for f in mon.reported if f.kind == "nonfinite")
+    assert (nonfinite.severity, nonfinite.step, nonfinite.metric) == ("error", 57, (K.ACTOR_PG_LOSS,))
+
+
+def test_tracker_with_a_health_monitor(tmp_path):
+    from rlmetrics.tracking import Tracker, read_jsonl
+
+    with Tracker("p", "e", log_dir=tmp_path, monitor=HealthMonitor(every=10)) as tr:
+        with pytest.warns(RuntimeWarning, match=r"rlmetrics health: nonfinite \(error\) from step 57: "):
+            for step, row in enumerate(run_rows(nan_at=57)):
+                tr.log(row, step=step)
+    lines = {r["step"]: r for r in read_jsonl(tr.jsonl_path)}
+    flagged = {s: {k: v for k, v in r.items() if k.startswith(K.HEALTH_PREFIX)} for s, r in lines.items()}
+    assert {s: h for s, h in flagged.items() if h} == {59: {K.health("nonfinite"): 2.0}}
+
+
+def test_a_healthy_run_reports_no_error():
+    mon = HealthMonitor(every=5)
+    for step, row in enumerate(run_rows(seed=3)):
+        mon.update(row, step)
+    mon.check()
+    assert [f for f in mon.reported if f.severity == "error"] == []
+    assert len(mon.reported) <= 1

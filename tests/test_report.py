@@ -274,3 +274,92 @@ def test_load_run_round_trip(tmp_path_factory, rows):
         steps, values = run.series[key]
         assert steps.tolist() == [r["step"] for r in rows if key in r]
         assert values.tolist() == [r[key] for r in rows if key in r]
+
+
+# --- the findings section ---------------------------------------------------------------------
+
+
+def _finding(kind, severity, step, *metric):
+    from rlmetrics.diagnose.findings import Finding
+
+    return Finding(kind, severity, step, metric, {"ratio": 12.5}, f"advice on {kind}")
+
+
+@pytest.fixture
+def scripted_diagnose(monkeypatch):
+    """diagnose() with findings chosen by the run's name, and the onsets drawn (axvline calls)."""
+    import matplotlib.axes
+
+    from rlmetrics import report
+    from rlmetrics.diagnose.findings import Diagnosis, Skipped
+
+    script = {
+        "a": Diagnosis(
+            (
+                _finding("grad_spike", "warning", 3, "actor/pg_loss"),
+                _finding("kl_drift", "error", 7, "not/a_panel", "critic/score/mean", "actor/pg_loss"),
+                _finding("nonfinite", "error", 9, "not/a_panel"),
+            ),
+            (Skipped("critic_failure", "no critic/vf_explained_var"),),
+        ),
+        "b": Diagnosis((_finding("entropy_collapse", "warning", 4, "actor/pg_loss"),)),
+    }
+    monkeypatch.setattr(report, "_diagnose", lambda run: script.get(run.name, Diagnosis(())))
+    lines = []
+    original = matplotlib.axes.Axes.axvline
+
+    def spy(ax, x=0, *args, **kwargs):
+        lines.append((ax, x, kwargs.get("color")))  # the title is set after the lines
+        return original(ax, x, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "axvline", spy)
+    return lines
+
+
+def test_report_opens_with_the_findings_linked_to_their_panels(tmp_path, scripted_diagnose):
+    a = _write_run(tmp_path / "a" / "metrics.jsonl", _rows(0))
+    b = _write_run(tmp_path / "b" / "metrics.jsonl", _rows(1))
+    res = write_report([a, b], tmp_path / "out")
+    page = res.html_path.read_text()
+    assert [len(d.findings) for d in res.diagnoses] == [3, 1]
+    section = page[page.index('<h2 id="findings">') : page.index('<h2 id="val-core">')]
+    assert section.index("<h3>a</h3>") < section.index("<h3>b</h3>")
+    links = re.findall(r'<li class="(\w+)"><b>\1</b> (?:<a href="#([\w.-]+)">)?(\w+)', section)
+    assert links == [
+        ("warning", "panel-actor_pg_loss", "grad_spike"),
+        ("error", "panel-critic_score_mean", "kl_drift"),  # its first metric with a panel
+        ("error", "", "nonfinite"),  # no panel: no link
+        ("warning", "panel-actor_pg_loss", "entropy_collapse"),
+    ]
+    assert "from step 7 (<code>not/a_panel, critic/score/mean, actor/pg_loss</code>)" in section
+    assert "advice on kl_drift" in section and "ratio=12.5" in section
+    assert "checks that could not run: critic_failure (no critic/vf_explained_var)" in section
+    # every link lands on a panel anchor placed inside its figure
+    for target in ("panel-actor_pg_loss", "panel-critic_score_mean"):
+        style = re.search(rf'<span class="panel" id="{target}" style="([^"]+)"', page).group(1)
+        box = [float(v) for v in re.findall(r"([\d.]+)%", style)]
+        assert len(box) == 4 and all(0 <= v <= 100 for v in box) and box[0] + box[2] <= 100
+    assert len(set(re.findall(r'id="(panel-[^"]+)"', page))) == len(re.findall(r'id="(panel-[^"]+)"', page))
+    # the onsets drawn: each finding's step on each of its panels, in its run's colour
+    drawn = sorted((ax.get_title(), x, color) for ax, x, color in scripted_diagnose)
+    assert drawn == [
+        ("pg_loss", 3, "C0"),
+        ("pg_loss", 4, "C1"),
+        ("pg_loss", 7, "C0"),
+        ("score/mean", 7, "C0"),
+    ]
+
+
+def test_panel_anchors_follow_the_grid(tmp_path, scripted_diagnose):
+    rows = [{"step": s, **{f"critic/m{i}": float(s * i) for i in range(6)}} for s in range(1, 5)]
+    res = write_report([_write_run(tmp_path / "r.jsonl", rows)], tmp_path / "out")
+    page = res.html_path.read_text()
+    boxes = {
+        key: [float(v) for v in re.findall(r"([\d.]+)%", style)]
+        for key, style in re.findall(r'<span class="panel" id="panel-critic_(m\d)" style="([^"]+)"', page)
+    }
+    assert sorted(boxes) == [f"m{i}" for i in range(6)]
+    # four columns: m0..m3 on the first row left to right, m4 and m5 below
+    assert [boxes[f"m{i}"][0] for i in range(4)] == sorted(boxes[f"m{i}"][0] for i in range(4))
+    assert boxes["m4"][0] == boxes["m0"][0] and boxes["m4"][1] > boxes["m0"][1] + boxes["m0"][3]
+    assert "<h3>r</h3><p>no findings</p>" in page

@@ -7,6 +7,11 @@ path segment (``critic/``, ``actor/``, ``response_length/``, ``timing_s/``, ``pe
 panel per metric and every run drawn on the same axes, and the HTML page (images embedded, no
 external files needed) shows the figures with a table of each metric's last and best values.
 
+The page opens with the findings of each run (:func:`rlmetrics.diagnose.rules.diagnose` on the
+loaded series): each names its kind, severity, onset step and advice, and links to the panel of
+its metric (every panel has an anchor ``panel-<key>``), where a dashed vertical line in the run's
+colour marks the onset.
+
 matplotlib is imported when drawing (``pip install 'rlmetrics[plot]'``); no pyplot global state
 is touched (figures are drawn with the Agg canvas directly). The command itself is
 :mod:`rlmetrics.cli.report`.
@@ -20,13 +25,15 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from rlmetrics import keys as K
+from rlmetrics.diagnose.findings import Diagnosis, Finding
+from rlmetrics.diagnose.rules import diagnose
 from rlmetrics.tracking import read_jsonl
 
 __all__ = [
@@ -216,11 +223,14 @@ class ReportResult:
     png_paths : dict[str, Path]
         Group name to its PNG.
     runs : list[RunCurves]
+    diagnoses : list[Diagnosis]
+        The diagnosis of each run, in the order of ``runs``.
     """
 
     html_path: Path
     png_paths: dict[str, Path]
     runs: list[RunCurves]
+    diagnoses: list[Diagnosis] = field(default_factory=list)
 
 
 def _unique_names(runs: list[RunCurves]) -> None:
@@ -243,7 +253,21 @@ def _split_bands(keys: list[str]) -> tuple[list[str], set[str]]:
     return [k for k in keys if k not in folded], banded
 
 
-def _draw_group(group: str, keys: list[str], runs: list[RunCurves], path: Path) -> None:
+#: A panel's place in its figure: (left, top, width, height) as fractions of the figure.
+_Box = tuple[float, float, float, float]
+
+
+def _draw_group(
+    group: str,
+    keys: list[str],
+    runs: list[RunCurves],
+    path: Path,
+    onsets: dict[str, list[tuple[int, int, str]]] | None = None,
+) -> dict[str, _Box]:
+    """Draw one group's panels into ``path``; return where each metric's panel lies in the figure.
+
+    ``onsets`` maps a key to ``(run index, step, kind)`` findings marked on its panel.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -282,6 +306,20 @@ def _draw_group(group: str, keys: list[str], runs: list[RunCurves], path: Path) 
                 hs, hi = run.series[high]
                 if np.array_equal(ls, steps) and np.array_equal(hs, steps):
                     ax.fill_between(steps, lo, hi, color=color, alpha=0.18, lw=0)
+        for i_run, step, kind in (onsets or {}).get(key, ()):
+            color = colors[i_run]
+            ax.axvline(step, color=color, ls="--", lw=1.1, alpha=0.9)
+            ax.text(
+                step,
+                0.98,
+                f" {kind}",
+                transform=ax.get_xaxis_transform(),
+                rotation=90,
+                fontsize=6,
+                color=color,
+                ha="right",
+                va="top",
+            )
         title = key[len(group) + 1 :] if key.startswith(group + "/") else key
         title += " (95% CI)" if key in banded else ""
         ax.set_title(title, fontsize=9)
@@ -312,6 +350,11 @@ def _draw_group(group: str, keys: list[str], runs: list[RunCurves], path: Path) 
             frameon=False,
         )
     fig.savefig(path)
+    boxes = {}
+    for ax, key in zip(axes.flat, shown):
+        x0, y0, x1, y1 = ax.get_position().extents
+        boxes[key] = (x0, 1.0 - y1, x1 - x0, y1 - y0)
+    return boxes
 
 
 def _slug(group: str) -> str:
@@ -327,7 +370,71 @@ table{border-collapse:collapse;font-size:.85em;margin:.6em 0}
 th,td{border:1px solid #ddd;padding:3px 8px;text-align:right} th{background:#f4f4f4}
 td.k{text-align:left;font-family:ui-monospace,monospace}
 .small{color:#666;font-size:.85em}
+.fig{position:relative;display:inline-block;max-width:100%}
+.fig img{display:block}
+.panel{position:absolute;display:block}
+.panel:target{outline:3px solid #d62728}
+li.error b{color:#c00} li.warning b{color:#b36b00}
 """
+
+
+def _diagnose(run: RunCurves) -> Diagnosis:
+    return diagnose(run.series)
+
+
+def _panel_ids(keys: Sequence[str]) -> dict[str, str]:
+    """A unique HTML id per metric panel: ``panel-<slug>``, numbered where two keys share a slug."""
+    ids: dict[str, str] = {}
+    taken: set[str] = set()
+    for key in keys:
+        base = f"panel-{_slug(key)}"
+        name, n = base, 1
+        while name in taken:
+            n += 1
+            name = f"{base}-{n}"
+        taken.add(name)
+        ids[key] = name
+    return ids
+
+
+def _panel_of(finding: Finding, panels: Mapping[str, str]) -> str | None:
+    """The first of a finding's metrics drawn in a panel."""
+    return next((k for k in finding.metric if k in panels), None)
+
+
+def _evidence_text(evidence: Mapping[str, object]) -> str:
+    parts = []
+    for k, v in evidence.items():
+        text = _fmt(float(v)) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
+        parts.append(f"{k}={text}")
+    return ", ".join(parts)
+
+
+def _findings_section(runs: list[RunCurves], diagnoses: list[Diagnosis], panels: Mapping[str, str]) -> str:
+    parts = ['<h2 id="findings">findings</h2>']
+    for run, diagnosis in zip(runs, diagnoses):
+        parts.append(f"<h3>{html.escape(run.name)}</h3>")
+        if not diagnosis.findings:
+            parts.append("<p>no findings</p>")
+        else:
+            items = []
+            for f in diagnosis.findings:
+                key = _panel_of(f, panels)
+                kind = html.escape(f.kind)
+                name = f'<a href="#{panels[key]}">{kind}</a>' if key is not None else kind
+                metrics = ", ".join(html.escape(m) for m in f.metric)
+                evidence = html.escape(_evidence_text(f.evidence))
+                items.append(
+                    f'<li class="{html.escape(f.severity)}"><b>{html.escape(f.severity)}</b> {name} '
+                    f"from step {f.step} (<code>{metrics}</code>): {html.escape(f.advice)}"
+                    + (f' <span class="small">{evidence}</span>' if evidence else "")
+                    + "</li>"
+                )
+            parts.append(f"<ul>{''.join(items)}</ul>")
+        if diagnosis.skipped:
+            skipped = "; ".join(f"{html.escape(s.kind)} ({html.escape(s.why)})" for s in diagnosis.skipped)
+            parts.append(f'<p class="small">checks that could not run: {skipped}</p>')
+    return "".join(parts)
 
 
 def _table(keys: list[str], runs: list[RunCurves]) -> str:
@@ -412,22 +519,39 @@ def write_report(
         raise ImportError("drawing a report needs matplotlib: pip install 'rlmetrics[plot]'") from exc
     runs = [load_run(p, name=None if names is None else names[i]) for i, p in enumerate(paths)]
     _unique_names(runs)
+    diagnoses = [_diagnose(run) for run in runs]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     all_keys = [k for run in runs for k in run.series]
     groups = group_metrics(all_keys)
+    drawn = {g: _split_bands(keys)[0][:_MAX_PANELS] for g, keys in groups.items()}
+    panels = _panel_ids([k for keys in drawn.values() for k in keys])
+    onsets: dict[str, list[tuple[int, int, str]]] = {}
+    for i_run, diagnosis in enumerate(diagnoses):
+        for f in diagnosis.findings:
+            for key in dict.fromkeys(k for k in f.metric if k in panels):
+                onsets.setdefault(key, []).append((i_run, f.step, f.kind))
     png_paths: dict[str, Path] = {}
     sections = []
     for group, keys in groups.items():
         png = out / f"{_slug(group)}.png"
-        _draw_group(group, keys, runs, png)
+        boxes = _draw_group(group, keys, runs, png, onsets)
         png_paths[group] = png
         data = base64.b64encode(png.read_bytes()).decode("ascii")
+        anchors = "".join(
+            f'<span class="panel" id="{panels[key]}" style="left:{100 * x:.2f}%;top:{100 * y:.2f}%;'
+            f'width:{100 * w:.2f}%;height:{100 * h:.2f}%"></span>'
+            for key, (x, y, w, h) in boxes.items()
+        )
         sections.append(
             f'<h2 id="{html.escape(_slug(group))}">{html.escape(group)}/</h2>'
-            f'<img alt="{html.escape(group)} curves" src="data:image/png;base64,{data}">' + _table(keys, runs)
+            f'<div class="fig"><img alt="{html.escape(group)} curves" src="data:image/png;base64,{data}">'
+            f"{anchors}</div>" + _table(keys, runs)
         )
-    toc = " &middot; ".join(f'<a href="#{html.escape(_slug(g))}">{html.escape(g)}</a>' for g in groups)
+    toc = " &middot; ".join(
+        ['<a href="#findings">findings</a>']
+        + [f'<a href="#{html.escape(_slug(g))}">{html.escape(g)}</a>' for g in groups]
+    )
     run_list = "".join(
         f"<li><b>{html.escape(r.name)}</b>: {html.escape(str(r.path))} "
         f"({len(r.series)} metrics, steps {r.step_range})</li>"
@@ -436,9 +560,10 @@ def write_report(
     page = (
         f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1><ul>{run_list}</ul>"
-        f'<p class="small">{toc}</p><p class="small">best: &uarr; highest, &darr; lowest, '
+        f'<p class="small">{toc}</p>{_findings_section(runs, diagnoses, panels)}'
+        f'<p class="small">best: &uarr; highest, &darr; lowest, '
         f"&ndash; no natural direction; (n) is the step.</p>{''.join(sections)}</body></html>\n"
     )
     html_path = out / "report.html"
     html_path.write_text(page, encoding="utf-8")
-    return ReportResult(html_path=html_path, png_paths=png_paths, runs=runs)
+    return ReportResult(html_path=html_path, png_paths=png_paths, runs=runs, diagnoses=diagnoses)

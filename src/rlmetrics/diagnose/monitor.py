@@ -6,15 +6,18 @@ mode is reported once per run. :class:`rlmetrics.Tracker` runs one when given
 ``monitor=HealthMonitor()``; it turns each new finding into a ``RuntimeWarning`` and a
 ``health/<kind>`` record.
 
-Cost: a step costs one append to a list of pending rows; at a check the pending rows are
-written into a table of every key (one column per key, grown by doubling), several rows with
-the same keys at once, so the per-step cost does not grow with the number of keys or steps.
-The diagnosis reads column views of that table (no copy). No thread is started: the check runs
-inside the ``update`` call that completes ``every`` steps.
+Only the keys the rules can read are kept (the candidates of
+:data:`rlmetrics.diagnose.signals.SIGNALS`, patterns included); other keys cost nothing but the
+step's dict copy. A step costs one append to a list of pending rows; at a check the pending rows
+are written into a table (one column per kept key, grown by doubling), the rows with the same
+keys as one block, so the per-step cost does not grow with the number of keys or steps. The
+diagnosis reads column views of that table. No thread is started: the check runs inside the
+``update`` call that completes ``every`` steps.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -22,11 +25,22 @@ from typing import Any
 import numpy as np
 
 from rlmetrics._core.checks import check_int
-from rlmetrics.diagnose.findings import Diagnosis, Finding
+from rlmetrics.diagnose.findings import Diagnosis, Finding, as_history
+from rlmetrics.diagnose.rules import diagnose
+from rlmetrics.diagnose.signals import SIGNALS
 
 __all__ = ["HealthMonitor"]
 
 _MIN_CAPACITY = 64
+_PATTERN_CHARS = frozenset("*?[")
+_CANDIDATES = [key for keys in SIGNALS.values() for key in keys]
+_EXACT = frozenset(key for key in _CANDIDATES if not _PATTERN_CHARS & set(key))
+_PATTERNS = tuple(key for key in _CANDIDATES if _PATTERN_CHARS & set(key))
+
+
+def _read_by_rules(key: str) -> bool:
+    """Whether a rule can read ``key`` (a candidate key of some signal, or matching a pattern)."""
+    return key in _EXACT or any(fnmatch.fnmatch(key, pattern) for pattern in _PATTERNS)
 
 
 class _TableHistory(Mapping[str, tuple[np.ndarray, np.ndarray]]):
@@ -104,7 +118,8 @@ class HealthMonitor:
         self._pending: list[tuple[int, dict[str, float]]] = []
         self._since_check = 0
         self._columns: dict[str, int] = {}
-        self._index_cache: dict[tuple[str, ...], np.ndarray] = {}
+        self._index_cache: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._kept: dict[str, bool] = {}
         self._steps = np.zeros(0, np.int64)
         self._values = np.zeros((0, 0), np.float64)
         self._present = np.zeros((0, 0), bool)
@@ -174,13 +189,14 @@ class HealthMonitor:
         return fresh
 
     def history(self) -> Mapping[str, tuple[np.ndarray, np.ndarray]]:
-        """The history held so far, key -> ``(steps, values)`` (views; valid until the next update)."""
+        """The history held so far of the keys the rules read, key -> ``(steps, values)``.
+
+        Views of the monitor's table, valid until the next ``update``.
+        """
         self._flush()
         view = _TableHistory(self._columns, self._steps, self._values, self._present, self._n)
         if self._sorted:
             return view
-        from rlmetrics.diagnose.findings import as_history
-
         return as_history({k: view[k] for k in view})
 
     # -- the table -----------------------------------------------------------------------------
@@ -203,26 +219,30 @@ class HealthMonitor:
             block = pending[i:j]
             rows = slice(start + i, start + j)
             self._steps[rows] = [s for s, _ in block]
-            if names:
-                cols = self._index(names)
-                self._values[cols, rows] = _as_matrix(block, names).T
+            picked, cols = self._index(names)
+            if cols.size:
+                self._values[cols, rows] = _as_matrix(block, names)[:, picked].T
                 self._present[cols, rows] = True
             i = j
         self._n = n_rows
 
-    def _index(self, names: tuple[str, ...]) -> np.ndarray:
-        """Column of each key (new keys get a column)."""
-        cols = self._index_cache.get(names)
-        if cols is not None:
-            return cols
-        for name in names:
-            if name not in self._columns:
-                self._columns[name] = len(self._columns)
+    def _index(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Positions in ``names`` of the keys kept, and their columns (new keys get a column)."""
+        found = self._index_cache.get(names)
+        if found is not None:
+            return found
+        kept = self._kept
+        picked = [i for i, name in enumerate(names) if kept.setdefault(name, _read_by_rules(name))]
+        for i in picked:
+            self._columns.setdefault(names[i], len(self._columns))
         self._reserve(cols=len(self._columns))
-        cols = np.fromiter((self._columns[n] for n in names), np.intp, len(names))
+        found = (
+            np.asarray(picked, dtype=np.intp),
+            np.asarray([self._columns[names[i]] for i in picked], dtype=np.intp),
+        )
         if len(self._index_cache) < 256:
-            self._index_cache[names] = cols
-        return cols
+            self._index_cache[names] = found
+        return found
 
     def _reserve(self, *, rows: int = 0, cols: int = 0) -> None:
         """Grow the table (by doubling) to hold ``rows`` steps and ``cols`` keys."""
@@ -262,6 +282,4 @@ def _as_matrix(block: list[tuple[int, dict[str, float]]], names: tuple[str, ...]
 
 
 def _diagnose(history: Any, *, thresholds: Any) -> Diagnosis:
-    from rlmetrics.diagnose.rules import diagnose
-
     return diagnose(history, thresholds=thresholds)
