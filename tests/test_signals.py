@@ -74,5 +74,5 @@ def test_resolve_all_lists_every_present_candidate_in_order():
 
 @pytest.mark.parametrize("fn", [resolve, resolve_all], ids=["resolve", "resolve_all"])
 def test_unknown_signal_is_named(fn):
-    with pytest.raises(ValueError, match="signal must be one of .*got 'entropie'"):
+    with pytest.raises(ValueError, match=r"signal must be one of .*got 'entropie'"):
         fn({}, "entropie")

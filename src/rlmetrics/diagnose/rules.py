@@ -64,13 +64,16 @@ entropy_explosion       length_factor           1.5      ... with responses 1.5x
 length_collapse         fraction                0.25     mean length under a quarter of early
 length_collapse         error_fraction          0.05     a few tokens left
 length_explosion        factor                  3.0      mean length over 3x its early level
-length_*, no_learning   reward_sigmas           1.0      reward gain over the window under one
+length_*                reward_sigmas           1.0      reward gain over the window under one
                                                          noise sigma: the reward does not follow
 critic_failure          level                   0.0      explained variance below 0: the critic
                                                          predicts worse than a constant
 critic_failure          error_level             -0.5     window median far below 0
 critic_failure          skip                    10       points of critic warm-up left out
 no_learning_signal      fraction                0.05     gradient norm under 5% of early level
+no_learning_signal      reward_sigmas           2.0      reward change between the halves of the
+                                                         window under 2 noise sigmas: flat (a
+                                                         median of n/2 points is noisier)
 (baseline rules)        baseline                10       points of the frozen early baseline
 (persistent rules)      k, n                    8, 10    8 of the last 10 logged points
 rollout_mismatch        k, n                    3, 5     a sourced absolute check: 3 of 5
@@ -137,7 +140,7 @@ THRESHOLDS: dict[str, dict[str, float]] = {
     "length_collapse": {"fraction": 0.25, "error_fraction": 0.05, "reward_sigmas": 1.0, **_BASE},
     "length_explosion": {"factor": 3.0, "reward_sigmas": 1.0, **_BASE},
     "critic_failure": {"level": 0.0, "error_level": -0.5, "skip": 10.0, **_PERSIST},
-    "no_learning_signal": {"fraction": 0.05, "reward_sigmas": 1.0, **_BASE},
+    "no_learning_signal": {"fraction": 0.05, "reward_sigmas": 2.0, **_BASE},
 }
 
 #: Every kind, in the order the rules run.
@@ -395,16 +398,20 @@ def reward_hacking(history: History, p: Params) -> Result:
     if hit is None:
         return None
     onset, end = hit
+    # the fall starts after the last validation point within one noise sigma of the best so far
+    within = np.flatnonzero(drop[:onset] <= sigma)  # holds index 0: drop[0] == 0
+    start = max(int(peak[onset]), int(within[-1]))
     severity = ERROR if drop[end] > p["error_sigmas"] * sigma else WARNING
     return _finding(
         "reward_hacking",
         severity,
         steps,
-        peak[onset],
+        start,
         end,
         (val[0], steps, values),
         metric=(val[0], reward[0]),
         val_best=best[end],
+        val_best_step=int(steps[peak[end]]),
         val_now=values[end],
         val_noise_sigma=sigma,
     )
@@ -608,7 +615,7 @@ def no_learning_signal(history: History, p: Params) -> Result:
     _, steps, values = grad
     base = frozen_baseline(values, window=window, log=True)
     assert base is not None  # enough finite points: checked above
-    gain = _reward_gain(reward, steps, n)
+    gain = _reward_gain(reward, steps, max(n // 2, 1))  # the two halves of the window
     flat = np.isfinite(gain) & (np.abs(gain) < p["reward_sigmas"] * noise_sigma(reward[2]))
     hit = _persist((values < p["fraction"] * base.level) & flat, p, start=base.last_index + 1)
     if hit is None:

@@ -1,0 +1,233 @@
+"""rlmetrics.diagnose.rules: every planted failure found near its onset, healthy runs left alone."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planted_runs import KINDS_BY_VOCABULARY, healthy_run, plant, to_history, to_rows
+from rlmetrics import keys as K
+from rlmetrics.diagnose import rules
+from rlmetrics.diagnose.findings import ERROR, WARNING
+from rlmetrics.diagnose.rules import KINDS, THRESHOLDS, diagnose, resolve_thresholds
+
+N_STEPS, ONSET = 300, 180
+#: How far from the planted onset a finding may start: persistence windows (kl_drift compares
+#: two 20-point windows) and sparse validation (every 10 steps) place it a few points off.
+TOLERANCE = 12
+
+PLANTED = [
+    (vocabulary, algo, kind) for (vocabulary, algo), kinds in KINDS_BY_VOCABULARY.items() for kind in kinds
+]
+VOCABULARIES = sorted(KINDS_BY_VOCABULARY)
+
+
+def summary(diagnosis):
+    return [(f.kind, f.severity, f.step) for f in diagnosis.findings]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize(("vocabulary", "algo", "kind"), PLANTED, ids=[f"{v}-{a}-{k}" for v, a, k in PLANTED])
+def test_planted_kind_is_found_near_its_onset(vocabulary, algo, kind, seed):
+    run = plant(healthy_run(N_STEPS, seed=seed, vocabulary=vocabulary, algo=algo), kind, ONSET, seed=seed)
+    found = [f for f in diagnose(to_rows(run)).findings if f.kind == kind]
+    assert found, f"{kind} not found"
+    assert abs(found[0].step - ONSET) <= TOLERANCE, summary(diagnose(to_rows(run)))
+    assert found[0].metric and found[0].advice and found[0].evidence
+
+
+@pytest.mark.parametrize(("vocabulary", "algo"), VOCABULARIES, ids=[f"{v}-{a}" for v, a in VOCABULARIES])
+@pytest.mark.parametrize("onset", [60, 120, 240], ids=lambda o: f"onset{o}")
+def test_onset_follows_the_planted_step(vocabulary, algo, onset):
+    run = healthy_run(N_STEPS, seed=7, vocabulary=vocabulary, algo=algo)
+    for kind in KINDS_BY_VOCABULARY[(vocabulary, algo)]:
+        found = [f for f in diagnose(to_rows(plant(run, kind, onset))).findings if f.kind == kind]
+        assert found and abs(found[0].step - onset) <= TOLERANCE, (kind, summary(diagnose(to_rows(run))))
+
+
+def assert_healthy(diagnosis):
+    assert not diagnosis.has_error, summary(diagnosis)
+    assert len(diagnosis.findings) <= 1, summary(diagnosis)
+
+
+@pytest.mark.parametrize(("vocabulary", "algo"), VOCABULARIES, ids=[f"{v}-{a}" for v, a in VOCABULARIES])
+@pytest.mark.parametrize("n_steps", [25, 80, 300, 1000], ids=lambda n: f"{n}steps")
+def test_healthy_runs_over_seeds_get_no_error_and_at_most_one_warning(vocabulary, algo, n_steps):
+    for seed in range(30 if n_steps < 1000 else 8):
+        assert_healthy(diagnose(to_rows(healthy_run(n_steps, seed=seed, vocabulary=vocabulary, algo=algo))))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(20, 500),
+    st.sampled_from(VOCABULARIES),
+    st.floats(0.0, 0.15),
+)
+def test_extra_noise_raises_no_false_error(seed, n_steps, vocabulary_algo, sigma):
+    """Noise robustness: multiplicative noise on the metrics of a healthy run raises no error.
+
+    The rollout/training ratios (``rollout_corr/*``, TRL's ``sampling/*``) keep their own noise:
+    they sit near 1 (or 0) and are checked against sourced absolute levels.
+    """
+    vocabulary, algo = vocabulary_algo
+    run = healthy_run(n_steps, seed=seed, vocabulary=vocabulary, algo=algo)
+    rng = np.random.default_rng(seed)
+    own_noise = (K.ROLLOUT_CORR_PREFIX, K.group(K.TRL_SAMPLING_IS_RATIO_MEAN))
+    noisy = {
+        key: values
+        if key == K.TRACKING_STEP or key.startswith(own_noise)
+        else [None if v is None else v * float(np.exp(rng.normal(0.0, sigma))) for v in values]
+        for key, values in run.items()
+    }
+    assert_healthy(diagnose(to_rows(noisy)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from([p for p in PLANTED if p[2] != "reward_hacking"]))
+def test_planted_kinds_survive_any_seed(seed, planted):
+    vocabulary, algo, kind = planted
+    run = plant(healthy_run(N_STEPS, seed=seed, vocabulary=vocabulary, algo=algo), kind, ONSET, seed=seed)
+    assert any(f.kind == kind for f in diagnose(to_history(run)).findings)
+
+
+def test_rows_and_history_give_the_same_diagnosis():
+    run = plant(healthy_run(200, seed=3), "entropy_collapse", 120)
+    assert diagnose(to_rows(run)) == diagnose(to_history(run))
+
+
+def test_findings_are_ordered_by_step_and_json_ready():
+    run = plant(plant(healthy_run(N_STEPS, seed=0), "throughput_drop", 200), "entropy_collapse", 100)
+    d = diagnose(to_rows(run))
+    assert [f.kind for f in d.findings] == ["entropy_collapse", "throughput_drop"]
+    assert [f.step for f in d.findings] == sorted(f.step for f in d.findings)
+    json.dumps(d.to_dict(), allow_nan=False)
+
+
+@pytest.mark.parametrize(
+    ("kind", "severity"),
+    [("nonfinite", ERROR), ("throughput_drop", WARNING), ("critic_failure", ERROR), ("grad_spike", ERROR)],
+    ids=["nonfinite", "throughput_drop", "critic_failure", "grad_spike"],
+)
+def test_severity_of_planted_kinds(kind, severity):
+    algo = "ppo" if kind == "critic_failure" else "grpo"
+    run = plant(healthy_run(N_STEPS, seed=0, algo=algo), kind, ONSET)
+    assert [f.severity for f in diagnose(to_rows(run), kinds=[kind]).findings] == [severity]
+
+
+# --- thresholds ---------------------------------------------------------------------------------
+
+
+def test_every_threshold_is_in_the_docstring_table():
+    doc = rules.__doc__ or ""
+    for kind, params in THRESHOLDS.items():
+        assert kind in doc
+        for name in params:
+            assert name in doc or name in ("k", "n", "baseline", "is_mean_low", "is_mean_high"), (kind, name)
+    assert "is_mean_low/high" in doc and "k, n" in doc
+    assert set(KINDS) == set(rules.RULES) == set(rules.ADVICE)
+
+
+def test_overrides_turn_a_rule_on_and_off():
+    run = healthy_run(N_STEPS, seed=0)
+    # a healthy entropy ends at ~35% of its early level: a 50% threshold calls it a collapse
+    strict = diagnose(
+        to_rows(run), thresholds={"entropy_collapse": {"fraction": 0.5}}, kinds=["entropy_collapse"]
+    )
+    assert [f.kind for f in strict.findings] == ["entropy_collapse"]
+    broken = to_rows(plant(run, "throughput_drop", ONSET))  # throughput at 35% of its level
+    lax = diagnose(broken, thresholds={"throughput_drop": {"fraction": 0.2}}, kinds=["throughput_drop"])
+    assert lax.findings == ()
+    assert THRESHOLDS["entropy_collapse"]["fraction"] == 0.1  # the defaults are left as they are
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "match"),
+    [
+        ({"entropy_colapse": {"fraction": 0.2}}, "unknown kind 'entropy_colapse'"),
+        ({"entropy_collapse": {"fractoin": 0.2}}, r"\['entropy_collapse'\]: unknown parameter 'fractoin'"),
+        ({"entropy_collapse": {"fraction": "0.2"}}, "must be a finite number; got '0.2'"),
+        ({"entropy_collapse": {"fraction": math.nan}}, "must be a finite number; got nan"),
+        ({"entropy_collapse": 0.2}, "must be a mapping parameter -> value; got float"),
+    ],
+    ids=["kind", "parameter", "string", "nan", "not-a-mapping"],
+)
+def test_bad_overrides_are_named(thresholds, match):
+    with pytest.raises(ValueError, match=match):
+        resolve_thresholds(thresholds)
+
+
+def test_unknown_kind_to_run_is_named():
+    with pytest.raises(ValueError, match=r"kinds: unknown kind\(s\) \['gibberish'\]"):
+        diagnose({}, kinds=["gibberish"])
+
+
+# --- runs a rule cannot judge -------------------------------------------------------------------
+
+
+def test_missing_signals_skip_with_why():
+    d = diagnose({K.ACTOR_ENTROPY: (np.arange(50), np.linspace(1.0, 0.5, 50))})
+    skipped = {s.kind: s.why for s in d.skipped}
+    assert set(skipped) == set(KINDS) - {"entropy_collapse"}
+    assert "needs kl_ref" in skipped["kl_drift"] and K.TRL_KL in skipped["kl_drift"]
+    lengths = diagnose(
+        {K.RESPONSE_LENGTH_MEAN: (np.arange(50), np.full(50, 300.0))}, kinds=["length_collapse"]
+    )
+    assert "needs reward" in lengths.skipped[0].why and K.TRL_REWARD in lengths.skipped[0].why
+    assert "needs response_length" in skipped["entropy_explosion"]
+    assert "rollout-correction" in skipped["rollout_mismatch"]
+
+
+def test_empty_history_skips_every_rule():
+    d = diagnose([])
+    assert d.findings == () and [s.kind for s in d.skipped] == list(KINDS)
+
+
+@pytest.mark.parametrize("n_steps", [1, 2, 5], ids=lambda n: f"{n}steps")
+def test_short_runs_are_skipped_not_raised(n_steps):
+    d = diagnose(to_rows(healthy_run(n_steps, seed=0, algo="ppo")))
+    assert d.findings == ()
+    short = [s for s in d.skipped if s.why.startswith("run too short")]
+    assert len(short) >= len(KINDS) - 3  # nonfinite, and the two rules with no critic/group signal
+    assert all("needs" in s.why for s in short)
+
+
+def test_one_step_with_a_nan_is_still_found():
+    d = diagnose([{"step": 0, K.TRL_LOSS: math.nan, K.TRL_REWARD: 0.5}])
+    assert summary(d) == [("nonfinite", ERROR, 0)]
+    assert d.findings[0].evidence == {"nonfinite_points": {K.TRL_LOSS: 1}, "first_key": K.TRL_LOSS}
+
+
+# --- NaN handling ---------------------------------------------------------------------------------
+
+
+def test_nonfinite_reports_the_first_bad_step_over_every_watched_key():
+    run = healthy_run(100, seed=0)
+    run[K.ACTOR_GRAD_NORM][60] = math.inf
+    run[K.ACTOR_KL_LOSS][40] = math.nan
+    run[K.ACTOR_ENTROPY][10] = math.nan  # not a watched key
+    (finding,) = diagnose(to_rows(run), kinds=["nonfinite"]).findings
+    assert finding.step == 40
+    assert finding.evidence["first_key"] == K.ACTOR_KL_LOSS
+    assert set(finding.metric) == {K.ACTOR_GRAD_NORM, K.ACTOR_KL_LOSS}
+
+
+@pytest.mark.parametrize("kind", ["entropy_collapse", "grad_spike", "length_explosion", "throughput_drop"])
+def test_scattered_nans_neither_crash_nor_hide_a_rule(kind):
+    run = plant(healthy_run(N_STEPS, seed=1), kind, ONSET)
+    rng = np.random.default_rng(0)
+    for key, values in run.items():
+        if key != K.TRACKING_STEP:
+            for i in rng.choice(N_STEPS, size=15, replace=False):
+                if values[i] is not None and i != ONSET:
+                    values[i] = math.nan
+    found = [f for f in diagnose(to_rows(run)).findings if f.kind == kind]
+    assert found and abs(found[0].step - ONSET) <= TOLERANCE
+    healthy = healthy_run(N_STEPS, seed=1)
+    healthy[K.ACTOR_ENTROPY] = [math.nan if i % 7 == 0 else v for i, v in enumerate(healthy[K.ACTOR_ENTROPY])]
+    assert diagnose(to_rows(healthy), kinds=[kind]).findings == ()
