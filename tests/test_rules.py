@@ -20,6 +20,8 @@ N_STEPS, ONSET = 300, 180
 #: How far from the planted onset a finding may start: persistence windows (kl_drift compares
 #: two 20-point windows) and sparse validation (every 10 steps) place it a few points off.
 TOLERANCE = 12
+#: Validation is logged every 10 steps: reward_hacking's onset is known to a validation interval.
+TOLERANCE_OF = {"reward_hacking": TOLERANCE + 10}
 
 PLANTED = [
     (vocabulary, algo, kind) for (vocabulary, algo), kinds in KINDS_BY_VOCABULARY.items() for kind in kinds
@@ -37,7 +39,7 @@ def test_planted_kind_is_found_near_its_onset(vocabulary, algo, kind, seed):
     run = plant(healthy_run(N_STEPS, seed=seed, vocabulary=vocabulary, algo=algo), kind, ONSET, seed=seed)
     found = [f for f in diagnose(to_rows(run)).findings if f.kind == kind]
     assert found, f"{kind} not found"
-    assert abs(found[0].step - ONSET) <= TOLERANCE, summary(diagnose(to_rows(run)))
+    assert abs(found[0].step - ONSET) <= TOLERANCE_OF.get(kind, TOLERANCE), summary(diagnose(to_rows(run)))
     assert found[0].metric and found[0].advice and found[0].evidence
 
 
@@ -47,7 +49,8 @@ def test_onset_follows_the_planted_step(vocabulary, algo, onset):
     run = healthy_run(N_STEPS, seed=7, vocabulary=vocabulary, algo=algo)
     for kind in KINDS_BY_VOCABULARY[(vocabulary, algo)]:
         found = [f for f in diagnose(to_rows(plant(run, kind, onset))).findings if f.kind == kind]
-        assert found and abs(found[0].step - onset) <= TOLERANCE, (kind, summary(diagnose(to_rows(run))))
+        tolerance = TOLERANCE_OF.get(kind, TOLERANCE)
+        assert found and abs(found[0].step - onset) <= tolerance, (kind, summary(diagnose(to_rows(run))))
 
 
 def assert_healthy(diagnosis):

@@ -377,10 +377,14 @@ def reward_hacking(history: History, p: Params) -> Result:
     if short := _too_short("reward_hacking", val, int(p["min_val_points"])):
         return short
     finite = np.isfinite(val[2])
-    steps, values = val[1][finite], val[2][finite]
+    steps, raw = val[1][finite], val[2][finite]
+    # validation is sparse and noisy: a median of 3 points keeps one lucky evaluation from
+    # setting a best the run never reaches again
+    values = window_median(raw, window=3)
+    values[:2] = [raw[0], np.median(raw[:2])][: values[:2].size]
     best = np.maximum.accumulate(values)
     peak = np.array([int(np.flatnonzero(values[: i + 1] == best[i])[0]) for i in range(values.size)])
-    sigma = max(noise_sigma(values), 1e-9)
+    sigma = max(noise_sigma(raw), 1e-9)
     drop = best - values
     _, rs, rv = reward
     r_sigma = noise_sigma(rv)
@@ -400,7 +404,7 @@ def reward_hacking(history: History, p: Params) -> Result:
     onset, end = hit
     # the fall starts after the last validation point within one noise sigma of the best so far
     within = np.flatnonzero(drop[:onset] <= sigma)  # holds index 0: drop[0] == 0
-    start = max(int(peak[onset]), int(within[-1]))
+    start = max(int(peak[onset]), int(within[-1]) - 1, 0)  # - 1: a median of 3 lags one point
     severity = ERROR if drop[end] > p["error_sigmas"] * sigma else WARNING
     return _finding(
         "reward_hacking",
