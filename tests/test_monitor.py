@@ -54,7 +54,7 @@ def same_history(got, want):
 
 @pytest.mark.parametrize("every", [1, 3, 10], ids=["every-1", "every-3", "every-10"])
 def test_diagnoses_every_n_distinct_steps(stand_in, every):
-    mon = HealthMonitor(every=every)
+    mon = HealthMonitor(every=every, budget=None)
     for step in range(30):
         mon.update({X: float(step)}, step)
         mon.update({Y: 1.0}, step)  # the same step again: not a new step
@@ -69,7 +69,7 @@ def test_each_kind_is_reported_once_and_ordered_by_step(stand_in):
         6: [finding("nonfinite", 5, "error"), finding("kl_drift", 2)],
     }
     stand_in.answer = lambda history: Diagnosis(findings=tuple(script.get(len(history[X][0]), [])))
-    mon = HealthMonitor(every=2)
+    mon = HealthMonitor(every=2, budget=None)
     returned = [[f.kind for f in mon.update({X: 0.0}, step)] for step in range(6)]
     assert returned == [[], ["grad_spike"], [], ["kl_drift", "nonfinite"], [], []]
     assert [f.kind for f in mon.reported] == ["grad_spike", "kl_drift", "nonfinite"]
@@ -78,13 +78,13 @@ def test_each_kind_is_reported_once_and_ordered_by_step(stand_in):
 
 def test_a_kind_named_twice_in_one_diagnosis_is_reported_at_its_first_step(stand_in):
     stand_in.answer = lambda h: Diagnosis(findings=(finding("grad_spike", 7), finding("grad_spike", 3)))
-    mon = HealthMonitor(every=1)
+    mon = HealthMonitor(every=1, budget=None)
     assert [(f.kind, f.step) for f in mon.update({X: 1.0}, 0)] == [("grad_spike", 3)]
 
 
 def test_check_diagnoses_the_pending_steps_and_keeps_the_skipped(stand_in):
     stand_in.answer = lambda h: Diagnosis(findings=(), skipped=(Skipped("kl_drift", "no KL key"),))
-    mon = HealthMonitor(every=100)
+    mon = HealthMonitor(every=100, budget=None)
     for step in range(5):
         mon.update({X: 1.0}, step)
     assert stand_in.calls == []
@@ -93,9 +93,37 @@ def test_check_diagnoses_the_pending_steps_and_keeps_the_skipped(stand_in):
 
 
 def test_thresholds_are_passed_to_every_diagnosis(stand_in):
-    mon = HealthMonitor(thresholds={"grad_spike": {"factor": 20.0}}, every=1)
+    mon = HealthMonitor(thresholds={"grad_spike": {"factor": 20.0}}, every=1, budget=None)
     mon.update({X: 1.0}, 0)
     assert stand_in.calls[-1]["thresholds"] == {"grad_spike": {"factor": 20.0}}
+
+
+@pytest.mark.parametrize(
+    ("cost", "gap", "budget", "checked_at"),
+    [
+        (1.0, 0.5, None, list(range(0, 60))),  # no budget: every due step
+        (0.01, 0.5, 0.1, list(range(0, 60))),  # cheap for the time between steps
+        (1.0, 0.5, 0.1, [0, 20, 40]),  # 1 s per diagnosis needs 10 s since the last: 20 steps
+        (1.0, 0.5, 0.5, [0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56]),
+    ],
+    ids=["no-budget", "within-budget", "dear-checks-thin-out", "half-budget"],
+)
+def test_the_budget_spaces_dear_diagnoses(monkeypatch, cost, gap, budget, checked_at):
+    now = [0.0]
+    monkeypatch.setattr(monitor_module, "_clock", lambda: now[0])
+    calls = []
+
+    def dear(history, *, thresholds=None):
+        calls.append(max((int(s[-1]) for s, _ in history.values()), default=-1))
+        now[0] += cost
+        return Diagnosis(())
+
+    monkeypatch.setattr(monitor_module, "_diagnose", dear)
+    mon = HealthMonitor(every=1, budget=budget)
+    for step in range(60):
+        mon.update({X: 1.0}, step)
+        now[0] += gap
+    assert calls == checked_at
 
 
 rows_strategy = st.lists(
@@ -115,7 +143,7 @@ rows_strategy = st.lists(
 @given(rows_strategy, st.integers(1, 7))
 def test_history_equals_as_history_of_the_rows(rows, every):
     """Repeated, backward and sparse steps, new keys at any time: the same history as the rows'."""
-    mon = HealthMonitor(every=every)
+    mon = HealthMonitor(every=every, budget=None)
     mon_checks = []
     original = monitor_module._diagnose
     monitor_module._diagnose = lambda history, thresholds=None: (
@@ -132,7 +160,7 @@ def test_history_equals_as_history_of_the_rows(rows, every):
 
 
 def test_the_table_grows_past_its_first_capacity(stand_in):
-    mon = HealthMonitor(every=7)
+    mon = HealthMonitor(every=7, budget=None)
     names = [X, Y, Z, VAL, K.PPO_KL, K.PG_CLIPFRAC, K.ADV_MEAN, K.ACTOR_KL_LOSS, K.PERF_THROUGHPUT, FILLER]
     rows = [{names[i]: float(step * i) for i in range(step % 11)} for step in range(300)]
     for step, row in enumerate(rows):
@@ -146,8 +174,11 @@ def test_the_table_grows_past_its_first_capacity(stand_in):
         ({"every": 0}, ValueError, "every"),
         ({"every": 2.5}, TypeError, "every"),
         ({"thresholds": [("grad_spike", 1.0)]}, TypeError, "thresholds must be a mapping"),
+        ({"thresholds": {"nope": {"x": 1.0}}}, ValueError, "nope"),
+        ({"budget": 0.0}, ValueError, r"budget must be in \(0, 1\] or None; got 0.0"),
+        ({"budget": "5%"}, TypeError, "budget must be a number"),
     ],
-    ids=["every-zero", "every-float", "thresholds-list"],
+    ids=["every-zero", "every-float", "thresholds-list", "unknown-kind", "budget-zero", "budget-text"],
 )
 def test_bad_constructor_arguments(kwargs, exc, match):
     with pytest.raises(exc, match=match):
@@ -164,7 +195,7 @@ def test_bad_constructor_arguments(kwargs, exc, match):
     ids=["negative-step", "not-a-mapping", "text-value"],
 )
 def test_bad_update_arguments(stand_in, metrics, step, exc, match):
-    mon = HealthMonitor(every=1)
+    mon = HealthMonitor(every=1, budget=None)
     with pytest.raises(exc, match=match):
         mon.update(metrics, step)
 
@@ -182,7 +213,7 @@ def test_bad_update_arguments(stand_in, metrics, step, exc, match):
     ids=["verl-entropy", "trl-entropy", "val-core-pattern", "chi2", "filler", "timing"],
 )
 def test_only_the_keys_the_rules_read_are_kept(stand_in, key, kept):
-    mon = HealthMonitor(every=1)
+    mon = HealthMonitor(every=1, budget=None)
     mon.update({key: 1.0, FILLER: 2.0}, 0)
     assert list(mon.history()) == ([key] if kept else [])
 
@@ -213,7 +244,7 @@ def test_the_live_findings_are_those_of_the_whole_run():
     from rlmetrics.diagnose.rules import diagnose
 
     rows = run_rows(nan_at=57)
-    mon = HealthMonitor(every=10)
+    mon = HealthMonitor(every=10, budget=None)
     live = [(step, f.kind) for step, row in enumerate(rows) for f in mon.update(row, step)]
     live += [(len(rows), f.kind) for f in mon.check()]
     assert (59, "nonfinite") in live  # found at the first check after the NaN (the 60th step)
@@ -226,7 +257,7 @@ def test_the_live_findings_are_those_of_the_whole_run():
 def test_tracker_with_a_health_monitor(tmp_path):
     from rlmetrics.tracking import Tracker, read_jsonl
 
-    with Tracker("p", "e", log_dir=tmp_path, monitor=HealthMonitor(every=10)) as tr:
+    with Tracker("p", "e", log_dir=tmp_path, monitor=HealthMonitor(every=10, budget=None)) as tr:
         with pytest.warns(RuntimeWarning, match=r"rlmetrics health: nonfinite \(error\) from step 57: "):
             for step, row in enumerate(run_rows(nan_at=57)):
                 tr.log(row, step=step)
@@ -236,7 +267,7 @@ def test_tracker_with_a_health_monitor(tmp_path):
 
 
 def test_a_healthy_run_reports_no_error():
-    mon = HealthMonitor(every=5)
+    mon = HealthMonitor(every=5, budget=None)
     for step, row in enumerate(run_rows(seed=3)):
         mon.update(row, step)
     mon.check()

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Iterator, Mapping
+import operator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,7 @@ from rlmetrics.diagnose.signals import SIGNALS
 __all__ = ["HealthMonitor"]
 
 _MIN_CAPACITY = 64
+_clock = time.perf_counter
 _PATTERN_CHARS = frozenset("*?[")
 _CANDIDATES = [key for keys in SIGNALS.values() for key in keys]
 _EXACT = frozenset(key for key in _CANDIDATES if not _PATTERN_CHARS & set(key))
@@ -71,6 +74,22 @@ class _TableHistory(Mapping[str, tuple[np.ndarray, np.ndarray]]):
         return j is not None and bool(self._present[j].any())
 
 
+class _Layout:
+    """Where the kept values of a step with these keys go: picked positions and table columns."""
+
+    __slots__ = ("cols", "names", "pick")
+
+    def __init__(self, names: tuple[str, ...], picked: list[int], cols: list[int]) -> None:
+        self.names = tuple(names[i] for i in picked)
+        self.cols = np.asarray(cols, dtype=np.intp)
+        # one getter call per step: a tuple of the kept values (a slice for none or one)
+        self.pick: Callable[[list[Any]], Any] = (
+            operator.itemgetter(*picked)
+            if len(picked) > 1
+            else operator.itemgetter(slice(picked[0], picked[0] + 1) if picked else slice(0, 0))
+        )
+
+
 class HealthMonitor:
     """Diagnose a run while it is logged: the findings of kinds not reported before, every few steps.
 
@@ -80,8 +99,14 @@ class HealthMonitor:
         ``kind -> parameter -> value`` overrides of
         :data:`rlmetrics.diagnose.rules.THRESHOLDS`, passed to every diagnosis.
     every : int, keyword-only
-        Diagnose after every ``every`` distinct steps (>= 1). A diagnosis reads the whole
-        history, so its cost grows with the run; 10 keeps it a small share of ``Tracker.log``.
+        Diagnose after every ``every`` distinct steps (>= 1).
+    budget : float or None, keyword-only
+        The largest share of the run's time the diagnoses may take (default 0.02). A due
+        diagnosis waits, one step at a time, while the previous one took longer than
+        ``budget`` times the time since it ended. In training, where a step takes seconds,
+        every due diagnosis runs; steps logged in a tight loop are diagnosed less often (a
+        diagnosis reads the whole history and takes milliseconds). ``None``: every due
+        diagnosis runs, whatever it costs (deterministic, for tests).
 
     Attributes
     ----------
@@ -92,7 +117,7 @@ class HealthMonitor:
 
     Examples
     --------
-    >>> monitor = HealthMonitor(every=5)
+    >>> monitor = HealthMonitor(every=5, budget=None)
     >>> for step in range(20):
     ...     new = monitor.update({"actor/pg_loss": 0.1, "actor/grad_norm": 1.0}, step)
     >>> [f.kind for f in monitor.reported], monitor.n_steps
@@ -102,9 +127,19 @@ class HealthMonitor:
     """
 
     def __init__(
-        self, *, thresholds: Mapping[str, Mapping[str, float]] | None = None, every: int = 10
+        self,
+        *,
+        thresholds: Mapping[str, Mapping[str, float]] | None = None,
+        every: int = 10,
+        budget: float | None = 0.02,
     ) -> None:
         self.every = check_int(every, "every", minimum=1)
+        if budget is not None:
+            if isinstance(budget, bool) or not isinstance(budget, int | float):
+                raise TypeError(f"budget must be a number in (0, 1] or None; got {type(budget).__name__}")
+            if not 0 < budget <= 1:
+                raise ValueError(f"budget must be in (0, 1] or None; got {budget!r}")
+        self.budget = None if budget is None else float(budget)
         if thresholds is not None and not isinstance(thresholds, Mapping):
             raise TypeError(
                 f"thresholds must be a mapping kind -> parameter -> value; got {type(thresholds).__name__}"
@@ -114,11 +149,13 @@ class HealthMonitor:
             _diagnose({}, thresholds=self.thresholds)  # unknown kinds or parameters fail here, not mid-run
         self.reported: list[Finding] = []
         self.last: Diagnosis | None = None
+        self.n_steps = 0  #: distinct steps given so far
         self._kinds: set[str] = set()
-        self._pending: list[tuple[int, dict[str, float]]] = []
+        self._pending: list[tuple[int, _Layout, Any]] = []
         self._since_check = 0
+        self._last_cost, self._last_end = 0.0, 0.0
         self._columns: dict[str, int] = {}
-        self._index_cache: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._layouts: dict[tuple[str, ...], _Layout] = {}
         self._kept: dict[str, bool] = {}
         self._steps = np.zeros(0, np.int64)
         self._values = np.zeros((0, 0), np.float64)
@@ -130,62 +167,57 @@ class HealthMonitor:
     def __repr__(self) -> str:
         return f"HealthMonitor(every={self.every}, steps={self.n_steps}, reported={sorted(self._kinds)})"
 
-    @property
-    def n_steps(self) -> int:
-        """Distinct steps held (written to the table or pending)."""
-        pending = len(self._pending)
-        if pending and self._n and self._pending[0][0] == int(self._steps[self._n - 1]):
-            pending -= 1
-        return self._n + pending
-
     def update(self, metrics: Mapping[str, float], step: int) -> list[Finding]:
-        """Add one step's scalars; every ``every`` steps, diagnose and return the new findings.
+        """Add one step's scalars; when a diagnosis is due, run it and return the new findings.
 
         Parameters
         ----------
         metrics : Mapping[str, float]
-            The step's values (numbers); keys logged again at the same step replace the earlier
-            values, as :func:`~rlmetrics.diagnose.findings.as_history` does.
+            The step's values (numbers; only the keys the rules read are kept). Keys logged
+            again at the same step replace the earlier values, as
+            :func:`~rlmetrics.diagnose.findings.as_history` does.
         step : int
             The training step (>= 0).
 
         Returns
         -------
         list of Finding
-            Findings of kinds not reported before, ordered by step (empty between checks).
+            Findings of kinds not reported before, ordered by step (empty between diagnoses).
         """
         step = check_int(step, "step", minimum=0)
-        if not isinstance(metrics, Mapping):
+        if type(metrics) is not dict and not isinstance(metrics, Mapping):
             raise TypeError(f"metrics must be a mapping of key to number; got {type(metrics).__name__}")
+        names = tuple(metrics)
+        layout = self._layouts.get(names) or self._layout(names)
+        self._pending.append((step, layout, layout.pick(list(metrics.values()))))
         last = self._last_step
-        if last is not None and step == last:
-            if self._pending and self._pending[-1][0] == step:
-                self._pending[-1][1].update(metrics)
-            else:
-                self._pending.append((step, dict(metrics)))
+        if step == last:
             return []
         if last is not None and step < last:
             self._sorted = False
         self._last_step = step
-        self._pending.append((step, dict(metrics)))
+        self.n_steps += 1
         self._since_check += 1
         if self._since_check < self.every:
             return []
+        if self.budget is not None and self._last_cost > self.budget * (_clock() - self._last_end):
+            return []  # the last diagnosis was dear for the time since: wait a step
         return self.check()
 
     def check(self) -> list[Finding]:
         """Diagnose what is held now and return the findings of kinds not reported before."""
+        start = _clock()
         self._since_check = 0
-        self._flush()
         diagnosis = _diagnose(self.history(), thresholds=self.thresholds)
         self.last = diagnosis
-        new = [f for f in diagnosis.findings if f.kind not in self._kinds]
         fresh: list[Finding] = []
-        for finding in sorted(new, key=lambda f: f.step):
+        for finding in sorted(diagnosis.findings, key=lambda f: f.step):
             if finding.kind not in self._kinds:  # a diagnosis can name a kind twice; report its first
                 self._kinds.add(finding.kind)
                 fresh.append(finding)
         self.reported.extend(fresh)
+        self._last_end = _clock()
+        self._last_cost = self._last_end - start
         return fresh
 
     def history(self) -> Mapping[str, tuple[np.ndarray, np.ndarray]]:
@@ -200,61 +232,56 @@ class HealthMonitor:
         return as_history({k: view[k] for k in view})
 
     # -- the table -----------------------------------------------------------------------------
-    def _flush(self) -> None:
-        """Write the pending rows into the table (rows with the same keys as one block)."""
-        pending, self._pending = self._pending, []
-        if not pending:
-            return
-        start = self._n
-        if start and pending[0][0] == int(self._steps[start - 1]):
-            start -= 1  # the first pending row continues the last written step
-        n_rows = start + len(pending)
-        self._reserve(rows=n_rows)
-        i = 0
-        while i < len(pending):
-            names = tuple(pending[i][1])
-            j = i + 1
-            while j < len(pending) and tuple(pending[j][1]) == names:
-                j += 1
-            block = pending[i:j]
-            rows = slice(start + i, start + j)
-            self._steps[rows] = [s for s, _ in block]
-            picked, cols = self._index(names)
-            if cols.size:
-                self._values[cols, rows] = _as_matrix(block, names)[:, picked].T
-                self._present[cols, rows] = True
-            i = j
-        self._n = n_rows
-
-    def _index(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """Positions in ``names`` of the keys kept, and their columns (new keys get a column)."""
-        found = self._index_cache.get(names)
-        if found is not None:
-            return found
+    def _layout(self, names: tuple[str, ...]) -> _Layout:
+        """The layout of a step with these keys (new kept keys get a column)."""
         kept = self._kept
         picked = [i for i, name in enumerate(names) if kept.setdefault(name, _read_by_rules(name))]
         for i in picked:
             self._columns.setdefault(names[i], len(self._columns))
         self._reserve(cols=len(self._columns))
-        found = (
-            np.asarray(picked, dtype=np.intp),
-            np.asarray([self._columns[names[i]] for i in picked], dtype=np.intp),
-        )
-        if len(self._index_cache) < 256:
-            self._index_cache[names] = found
-        return found
+        layout = _Layout(names, picked, [self._columns[names[i]] for i in picked])
+        if len(self._layouts) < 256:
+            self._layouts[names] = layout
+        return layout
+
+    def _flush(self) -> None:
+        """Write the pending steps into the table (runs of steps with the same keys as one block)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        n = self._n
+        prev = int(self._steps[n - 1]) if n else None
+        row, rows, new_steps = n - 1, [], []
+        for step, _, _ in pending:
+            if step != prev:
+                row += 1
+                new_steps.append(step)
+                prev = step
+            rows.append(row)
+        self._reserve(rows=row + 1)
+        self._steps[n : row + 1] = new_steps
+        i = 0
+        while i < len(pending):
+            layout = pending[i][1]
+            j = i + 1
+            while j < len(pending) and pending[j][1] is layout and rows[j] == rows[j - 1] + 1:
+                j += 1
+            if layout.cols.size:
+                block = slice(rows[i], rows[j - 1] + 1)
+                self._values[layout.cols, block] = _as_matrix(pending[i:j], layout).T
+                self._present[layout.cols, block] = True
+            i = j
+        self._n = row + 1
 
     def _reserve(self, *, rows: int = 0, cols: int = 0) -> None:
         """Grow the table (by doubling) to hold ``rows`` steps and ``cols`` keys."""
         have_cols, have_rows = self._values.shape
-        rows, cols = max(rows, have_rows), max(cols, have_cols)
         if rows <= have_rows and cols <= have_cols:
             return
         new_rows = have_rows if rows <= have_rows else max(_MIN_CAPACITY, 2 * have_rows, rows)
         new_cols = have_cols if cols <= have_cols else max(8, 2 * have_cols, cols)
         values = np.full((new_cols, new_rows), math.nan)
         present = np.zeros((new_cols, new_rows), bool)
-        # the whole old table: a flush writes rows past self._n before it counts them
         values[:have_cols, :have_rows] = self._values
         present[:have_cols, :have_rows] = self._present
         steps = np.zeros(new_rows, np.int64)
@@ -262,15 +289,13 @@ class HealthMonitor:
         self._values, self._present, self._steps = values, present, steps
 
 
-def _as_matrix(block: list[tuple[int, dict[str, float]]], names: tuple[str, ...]) -> np.ndarray:
-    """The values of rows with the same keys as a (rows, keys) float64 array; a clear error otherwise."""
+def _as_matrix(block: list[tuple[int, _Layout, Any]], layout: _Layout) -> np.ndarray:
+    """The kept values of steps with one layout as a (steps, keys) float64 array; a clear error otherwise."""
     try:
-        return np.array([list(row.values()) for _, row in block], dtype=np.float64).reshape(
-            len(block), len(names)
-        )
+        return np.array([values for _, _, values in block], dtype=np.float64).reshape(len(block), -1)
     except (TypeError, ValueError):
-        for step, row in block:
-            for key, value in row.items():
+        for step, _, values in block:
+            for key, value in zip(layout.names, values):
                 try:
                     float(value)
                 except (TypeError, ValueError):
