@@ -40,9 +40,9 @@ length_truncation       level                   0.1      over 10% of responses c
                                                          overlong filtering)
 length_truncation       error_level             0.3      nearly a third truncated
 reward_hacking          min_val_points          5        validation points needed
-reward_hacking          val_sigmas              4.0      validation below its best so far by 4
-                                                         noise sigmas (the running max of noisy
-                                                         points sits ~2 sigmas high)
+reward_hacking          val_sigmas              4.0      validation (a median of 3 points) below
+                                                         its best so far by 4 noise sigmas (a
+                                                         running max of noisy points sits high)
 reward_hacking          error_sigmas            8.0      a fall of 8 noise sigmas
 reward_hacking          train_sigmas            1.0      training reward above its level at the
                                                          validation peak by one noise sigma
@@ -103,7 +103,7 @@ from rlmetrics.diagnose.smoothing import (
     window_median,
 )
 
-__all__ = ["KINDS", "THRESHOLDS", "diagnose"]
+__all__ = ["KINDS", "RULES", "THRESHOLDS", "diagnose", "resolve_thresholds"]
 
 _PERSIST = {"k": 8.0, "n": 10.0}
 _BASE = {"baseline": 10.0, **_PERSIST}
