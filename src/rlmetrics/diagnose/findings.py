@@ -139,9 +139,9 @@ def as_history(data: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         for key, value in row.items():
             if key in ("step", "timestamp") or isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            s, v = series.setdefault(str(key), ([], []))
-            s.append(step)
-            v.append(float(value))
+            steps_of, values_of = series.setdefault(str(key), ([], []))
+            steps_of.append(step)
+            values_of.append(float(value))
     return {
         k: _sorted_unique(np.asarray(s, np.int64), np.asarray(v, np.float64)) for k, (s, v) in series.items()
     }
