@@ -188,3 +188,58 @@ def test_help_has_an_example():
     res = runner.invoke(app, ["diagnose", "--help"])
     assert res.exit_code == 0
     assert "rlmetrics diagnose" in res.output and "--threshold" in res.output and "Exit status" in res.output
+
+
+# --- with the real rules and readers ------------------------------------------------------------
+
+
+def real_run(path, *, nan_at=None, steps=80):
+    import math
+
+    import numpy as np
+
+    from rlmetrics import keys as K
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for s in range(steps):
+        loss = math.nan if s == nan_at else float(rng.normal(0, 0.01))
+        rows.append(
+            {
+                "step": s,
+                K.SCORE_MEAN: 0.5 + 0.002 * s + float(rng.normal(0, 0.02)),
+                K.ACTOR_PG_LOSS: loss,
+                K.ACTOR_GRAD_NORM: 1.0 + float(rng.normal(0, 0.05)),
+                K.ACTOR_ENTROPY: 0.6 + float(rng.normal(0, 0.02)),
+            }
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))  # NaN as the NaN token
+    return path
+
+
+@pytest.mark.parametrize(
+    ("nan_at", "code", "shown"),
+    [(None, 0, "no findings"), (40, 1, "nonfinite")],
+    ids=["healthy", "nan-loss"],
+)
+def test_real_rules(tmp_path, nan_at, code, shown):
+    run = real_run(tmp_path / "exp" / "metrics.jsonl", nan_at=nan_at)
+    out = tmp_path / "h.json"
+    res = runner.invoke(app, ["diagnose", str(run.parent), "--json", str(out)], env={"COLUMNS": "250"})
+    assert res.exit_code == code, res.output
+    assert shown in flat(res.stdout)
+    (record,) = json.loads(out.read_text())["runs"]
+    assert record["run"] == "exp" and record["kind_of_source"] == "rlmetrics-jsonl"
+    if nan_at is not None:
+        assert [(f["kind"], f["step"]) for f in record["findings"]][:1] == [("nonfinite", 40)]
+        assert "nonfinite_points={actor/pg_loss: 1}" in flat(res.stdout)
+    assert {s["kind"] for s in record["skipped"]} >= {"critic_failure", "rollout_mismatch"}
+
+
+def test_real_thresholds_are_checked(tmp_path):
+    run = real_run(tmp_path / "r.jsonl")
+    res = runner.invoke(app, ["diagnose", str(run), "-t", "grad_spike.nope=1"])
+    assert res.exit_code == 2 and "grad_spike has no parameter 'nope'" in flat(res.stderr)
+    res = runner.invoke(app, ["diagnose", str(run), "-t", "entropy_collapse.fraction=0.05"])
+    assert res.exit_code == 0, res.output

@@ -402,12 +402,18 @@ def _panel_of(finding: Finding, panels: Mapping[str, str]) -> str | None:
     return next((k for k in finding.metric if k in panels), None)
 
 
+def _evidence_value(value: object) -> str:
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_evidence_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_evidence_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        return _fmt(value)
+    return str(value)
+
+
 def _evidence_text(evidence: Mapping[str, object]) -> str:
-    parts = []
-    for k, v in evidence.items():
-        text = _fmt(float(v)) if isinstance(v, int | float) and not isinstance(v, bool) else str(v)
-        parts.append(f"{k}={text}")
-    return ", ".join(parts)
+    return ", ".join(f"{k}={_evidence_value(v)}" for k, v in evidence.items())
 
 
 def _findings_section(runs: list[RunCurves], diagnoses: list[Diagnosis], panels: Mapping[str, str]) -> str:

@@ -95,11 +95,13 @@ def parse_thresholds(
 
 
 def _fmt_value(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        if isinstance(value, list | tuple):
-            return "[" + ", ".join(_fmt_value(v) for v in value) + "]"
-        return str(value)
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_fmt_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_fmt_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
 
 
 def _evidence(evidence: Mapping[str, Any]) -> str:
