@@ -12,16 +12,17 @@ from typer.testing import CliRunner
 from rlmetrics.cli import app as cli_app
 from rlmetrics.cli.app import app
 from rlmetrics.cli.demo import demo
+from rlmetrics.cli.diagnose import diagnose
 from rlmetrics.cli.report import report
 from rlmetrics.cli.validate import validate
 
-COMMANDS = ["validate", "demo", "report"]
+COMMANDS = ["validate", "demo", "report", "diagnose"]
 runner = CliRunner()
 
 
-def test_registered_commands_are_the_three_functions():
+def test_registered_commands_are_the_four_functions():
     registered = {info.name: info.callback for info in app.registered_commands}
-    assert registered == {"validate": validate, "demo": demo, "report": report}
+    assert registered == {"validate": validate, "demo": demo, "report": report, "diagnose": diagnose}
 
 
 @pytest.mark.parametrize("args", [["--help"], []], ids=["help", "no-args"])
