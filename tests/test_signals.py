@@ -21,6 +21,9 @@ def test_every_candidate_is_a_keys_constant_or_a_pattern_of_one(signal):
     for candidate in SIGNALS[signal]:
         if "*" in candidate:
             assert candidate.startswith(f"{K.VAL_CORE_PREFIX}/")
+        elif candidate.startswith(("train/", "eval/")):  # a TRL key as TensorBoard/W&B hold it
+            bare = candidate.removeprefix("train/")
+            assert bare in KEY_STRINGS or candidate.replace("eval/", K.TRL_EVAL_PREFIX, 1) in KEY_STRINGS
         else:
             assert candidate in KEY_STRINGS, f"{signal}: {candidate!r} is not defined in rlmetrics.keys"
 
@@ -45,6 +48,35 @@ def test_verl_key_first_then_trl(signal, verl, trl):
     assert resolve(both, signal)[0] == verl
     key, steps, values = resolve({trl: series(5.0, start=3)}, signal)
     assert (key, steps.tolist(), values.tolist()) == (trl, [3], [5.0])
+
+
+@pytest.mark.parametrize(
+    ("signal", "logged"),
+    [
+        ("reward", "train/reward"),
+        ("kl_ref", "train/kl"),
+        ("entropy", "train/entropy"),
+        ("grad_norm", "train/grad_norm"),
+        ("length_clip_ratio", "train/completions/clipped_ratio"),
+        ("frac_reward_zero_std", "train/frac_reward_zero_std"),
+        ("val_score", "eval/reward"),
+    ],
+    ids=lambda v: v if v in SIGNALS else None,
+)
+def test_trl_keys_as_tensorboard_and_wandb_hold_them(signal, logged):
+    """transformers' callbacks log ``train/<key>`` and ``eval/<key>`` (``eval_<key>`` in trainer_state)."""
+    assert resolve({logged: series(1.0, 2.0)}, signal)[0] == logged
+
+
+def test_every_trl_candidate_has_its_tensorboard_form():
+    trl = {v for name, v in vars(K).items() if name.startswith("TRL_") and isinstance(v, str)}
+    for signal, candidates in SIGNALS.items():
+        for candidate in trl.intersection(candidates):
+            if candidate.startswith(K.TRL_EVAL_PREFIX):
+                logged = "eval/" + candidate.removeprefix(K.TRL_EVAL_PREFIX)
+            else:
+                logged = "train/" + candidate
+            assert candidates.index(logged) == candidates.index(candidate) + 1, signal
 
 
 def test_validation_pattern_prefers_most_points_then_acc():

@@ -13,6 +13,7 @@ from rlmetrics.diagnose.smoothing import (
     MAD_TO_SIGMA,
     debiased_ema,
     first_persistent,
+    last_persistent,
     frozen_baseline,
     noise_sigma,
     rolling_baseline,
@@ -153,6 +154,44 @@ def test_first_persistent_onset_is_the_first_flagged_point_of_the_window():
 def test_first_persistent_rejects_bad_k_n(k, n):
     with pytest.raises(ValueError, match="1 <= k <= n"):
         first_persistent([True], k=k, n=n)
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        last_persistent([True], k=k, n=n)
+
+
+def brute_last_persistent(flags: list[bool], k: int, n: int) -> tuple[int, int] | None:
+    def window(end: int) -> range:
+        return range(max(end - n + 1, 0), end + 1)
+
+    def qualifies(end: int) -> bool:
+        return sum(bool(flags[i]) for i in window(end)) >= k
+
+    last = len(flags) - 1
+    if last < 0 or not qualifies(last):
+        return None
+    first_end = last
+    while first_end > 0 and qualifies(first_end - 1):
+        first_end -= 1
+    return next(i for i in window(first_end) if flags[i]), last
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.booleans(), max_size=40), st.integers(1, 8), st.integers(0, 4))
+def test_last_persistent_equals_brute_force(flags, k, extra):
+    n = k + extra
+    assert last_persistent(flags, k=k, n=n) == brute_last_persistent(flags, k, n)
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ([1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0], None),  # an early phase that ended
+        ([1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1], (9, 11)),  # a phase that came back
+        ([0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1], (2, 11)),  # one clear point does not break it
+    ],
+    ids=["ended", "came-back", "one-gap"],
+)
+def test_last_persistent_needs_the_condition_at_the_end(flags, expected):
+    assert last_persistent(flags, k=3, n=4) == expected
 
 
 @settings(max_examples=100, deadline=None)

@@ -8,6 +8,10 @@ the history holds. A candidate may be a shell pattern (``*``), as the validation
 (``val-core/<source>/<var>/mean@<n>``): of several keys that match, the one with the most finite
 points is taken (``acc`` before ``reward``, then by name, on a tie).
 
+TRL's metrics read from TensorBoard or W&B carry the prefix transformers' logging callbacks
+give them (``train/reward``, ``train/kl``; evaluation ``eval/reward`` where
+``trainer_state.json`` holds ``eval_reward``): every TRL candidate is listed in both forms.
+
 Keys not listed are ignored; a signal none of whose keys is present makes the rules that need it
 report that they could not run.
 """
@@ -26,8 +30,38 @@ __all__ = ["SIGNALS", "resolve", "resolve_all"]
 #: ``val-core/<source>/<var>/mean@<n>``: verl's validation score of every data source.
 _VAL_CORE_MEAN = K.val_metric(K.VAL_CORE_PREFIX, "*", "*", f"{K.ValName.MEAN}@*")
 
-#: Canonical signal -> candidate keys, rlmetrics/verl 0.9.1 first, then TRL (1.16).
-SIGNALS: dict[str, tuple[str, ...]] = {
+#: The prefixes transformers' TensorBoard and W&B callbacks put on the Trainer's logged keys
+#: (``rewrite_logs``): ``eval_`` becomes ``eval/``, every other key gets ``train/``.
+_HF_TRAIN_PREFIX = "train/"
+_HF_EVAL_PREFIX = "eval/"
+
+_TRL_KEYS = {
+    K.TRL_REWARD,
+    K.TRL_EVAL_REWARD,
+    K.TRL_LOSS,
+    K.TRL_GRAD_NORM,
+    K.TRL_ENTROPY,
+    K.TRL_KL,
+    K.TRL_CLIP_RATIO_REGION_MEAN,
+    K.TRL_FRAC_REWARD_ZERO_STD,
+    K.TRL_COMPLETIONS_MEAN_LENGTH,
+    K.TRL_COMPLETIONS_CLIPPED_RATIO,
+    K.TRL_LEARNING_RATE,
+    K.TRL_SAMPLING_IS_RATIO_MEAN,
+    K.TRL_SAMPLING_LOGP_DIFFERENCE_MEAN,
+}
+
+
+def _logged_forms(key: str) -> tuple[str, ...]:
+    """A TRL key as the Trainer logs it and as TensorBoard/W&B hold it."""
+    if key not in _TRL_KEYS:
+        return (key,)
+    if key.startswith(K.TRL_EVAL_PREFIX):
+        return key, _HF_EVAL_PREFIX + key.removeprefix(K.TRL_EVAL_PREFIX)
+    return key, _HF_TRAIN_PREFIX + key
+
+
+_CANDIDATES: dict[str, tuple[str, ...]] = {
     # reward of the training rollouts (verl: the task score before the KL penalty)
     "reward": (K.SCORE_MEAN, K.TRL_REWARD),
     # validation score: verl's val-core mean@n, TRL's evaluation reward
@@ -56,6 +90,14 @@ SIGNALS: dict[str, tuple[str, ...]] = {
     # training/rollout perplexity ratio (verl); mean |logp_train - logp_rollout| per token (TRL)
     "ppl_ratio": (K.ROLLOUT_CORR_PPL_RATIO,),
     "logp_abs_diff": (K.TRL_SAMPLING_LOGP_DIFFERENCE_MEAN,),
+    # share of groups whose every sample has full marks (rlmetrics; TRL logs none)
+    "frac_all_solved": (K.GRPO_FRAC_ALL_SOLVED,),
+}
+
+#: Canonical signal -> candidate keys, rlmetrics/verl 0.9.1 first, then TRL (1.16) as its
+#: Trainer logs it, then as TensorBoard/W&B hold it (``train/``, ``eval/``).
+SIGNALS: dict[str, tuple[str, ...]] = {
+    signal: tuple(form for key in keys for form in _logged_forms(key)) for signal, keys in _CANDIDATES.items()
 }
 
 _PATTERN_CHARS = frozenset("*?[")

@@ -9,6 +9,8 @@
   about spikes over a running level.
 * :func:`first_persistent`: the first window where a condition holds for ``k`` of ``n``
   consecutive logged points, and its onset (the first flagged point of that window).
+* :func:`last_persistent`: the same, for a condition that still holds over the last ``n``
+  points (a phase the run has not left), with the onset of that unbroken phase.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "debiased_ema",
     "first_persistent",
     "frozen_baseline",
+    "last_persistent",
     "noise_sigma",
     "rolling_baseline",
     "window_median",
@@ -261,3 +264,46 @@ def first_persistent(flags: np.ndarray, *, k: int, n: int, start: int = 0) -> tu
     end = int(hits[0])
     window = np.flatnonzero(f[max(end - n + 1, 0) : end + 1])
     return max(end - n + 1, 0) + int(window[0]), end
+
+
+def last_persistent(flags: np.ndarray, *, k: int, n: int) -> tuple[int, int] | None:
+    """The unbroken stretch of ``k``-of-``n`` windows that reaches the last point, if there is one.
+
+    A condition that held for a while and then stopped (a warm-up phase) gives None; one that
+    still holds over the last ``n`` points gives the onset of the stretch of qualifying windows
+    that ends there.
+
+    Parameters
+    ----------
+    flags : array_like of bool, shape (m,)
+        Whether the condition holds at each logged point.
+    k, n : int
+        ``k`` of the last ``n`` points (``1 <= k <= n``); a series shorter than ``n`` is one
+        window, which still needs ``k`` flagged points.
+
+    Returns
+    -------
+    (onset, end) or None
+        ``onset``: index of the first flagged point of the earliest window of that stretch;
+        ``end``: the last index, ``m - 1``.
+
+    Examples
+    --------
+    >>> last_persistent([1, 1, 1, 0, 0, 0, 0, 1, 1, 1], k=3, n=4)
+    (7, 9)
+    >>> last_persistent([1, 1, 1, 1, 0, 0, 0, 0], k=3, n=4) is None
+    True
+    """
+    if not 1 <= k <= n:
+        raise ValueError(f"persistence needs 1 <= k <= n; got k={k}, n={n}")
+    f = np.array(flags, dtype=bool).reshape(-1)
+    if f.size == 0:
+        return None
+    counts = np.convolve(f.astype(np.int64), np.ones(n, dtype=np.int64))[: f.size]
+    qualifies = counts >= k
+    if not qualifies[-1]:
+        return None
+    broken = np.flatnonzero(~qualifies)
+    first_end = int(broken[-1]) + 1 if broken.size else int(np.flatnonzero(qualifies)[0])
+    lo = max(first_end - n + 1, 0)
+    return lo + int(np.flatnonzero(f[lo : first_end + 1])[0]), int(f.size - 1)
