@@ -119,7 +119,7 @@ def _print_run(console: Console, name: str, source: Path, kind: str, diagnosis: 
     else:
         console.print(head + f"{n_err} error(s), {n_warn} warning(s)", soft_wrap=True)
         table = Table(show_lines=False)
-        for column in ("kind", "severity", "step", "metric", "evidence", "advice"):
+        for column in ("kind", "severity", "step", "metric", "evidence"):
             table.add_column(column, justify="right" if column == "step" else "left", overflow="fold")
         for f in diagnosis.findings:
             style = _SEVERITY_STYLE.get(f.severity, "")
@@ -129,9 +129,11 @@ def _print_run(console: Console, name: str, source: Path, kind: str, diagnosis: 
                 str(f.step),
                 escape(", ".join(f.metric)),
                 escape(_evidence(f.evidence)),
-                escape(f.advice),
             )
         console.print(table)
+        # the advice under the table, one line a finding: a sixth column would be too narrow to read
+        for f in diagnosis.findings:
+            console.print(f"  [bold]{escape(f.kind)}[/bold]: {escape(f.advice)}", soft_wrap=True)
     for s in diagnosis.skipped:
         console.print(f"[dim]  skipped {escape(s.kind)}: {escape(s.why)}[/dim]", soft_wrap=True)
 
