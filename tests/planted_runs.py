@@ -8,7 +8,11 @@ only every ``val_every`` steps). :func:`to_rows` turns it into the rows ``read_j
 The healthy curves follow what real runs show, with noise: the reward rises and saturates, the
 entropy falls by ~65% (Cui et al. 2025 report ~70% in the first couple of hundred steps), the
 KL to the reference grows slowly, response lengths drift up by ~30%, the gradient norm is
-log-normal around a level, and (PPO) the critic's explained variance rises from below 0.
+log-normal around a level, and (PPO) the critic's explained variance rises from below 0. As in
+``rlmetrics demo``, the first ~10 steps truncate half the responses or more (a random policy
+rarely emits EOS) until the policy learns to stop. ``solved=True`` is a run that learns its task
+(the shipped demo): the reward rises to ~0.95, most groups end all solved, and the entropy falls
+to ~1.5% of its start, rightly, since the solved policy is deterministic.
 
 >>> run = healthy_run(50, seed=0)
 >>> len(run["step"]), len(to_rows(run))
@@ -81,6 +85,7 @@ _NAMES = {
         "length": K.RESPONSE_LENGTH_MEAN,
         "clip": K.RESPONSE_LENGTH_CLIP_RATIO,
         "is_mean": K.ROLLOUT_CORR_IS_MEAN,
+        "all_solved": K.GRPO_FRAC_ALL_SOLVED,
     },
     "trl": {
         "reward": K.TRL_REWARD,
@@ -101,7 +106,13 @@ MAX_LENGTH = 4096
 
 
 def healthy_run(
-    n_steps: int, *, seed: int, vocabulary: str = "verl", algo: str = "grpo", val_every: int = 10
+    n_steps: int,
+    *,
+    seed: int,
+    vocabulary: str = "verl",
+    algo: str = "grpo",
+    val_every: int = 10,
+    solved: bool = False,
 ) -> Run:
     """A healthy run of ``n_steps`` logged steps, with realistic noise.
 
@@ -118,6 +129,9 @@ def healthy_run(
         (verl only: TRL's current trainers have no critic).
     val_every : int
         Validation score every that many steps (and at step 0).
+    solved : bool
+        A run that learns its task: reward to ~0.95, most groups all solved, entropy to ~1.5%
+        of its start (rlmetrics/verl GRPO only: the all-solved share is rlmetrics's own key).
 
     Returns
     -------
@@ -128,6 +142,8 @@ def healthy_run(
         raise ValueError(
             f"(vocabulary, algo) must be one of {sorted(KINDS_BY_VOCABULARY)}; got {(vocabulary, algo)!r}"
         )
+    if solved and (vocabulary, algo) != ("verl", "grpo"):
+        raise ValueError(f"solved=True needs vocabulary='verl', algo='grpo'; got {(vocabulary, algo)!r}")
     rng = np.random.default_rng(seed)
     n = int(n_steps)
     t = np.arange(n, dtype=np.float64)
@@ -139,12 +155,18 @@ def healthy_run(
     tau = max(n / 4.0, 20.0)
     rise = 1.0 - np.exp(-t / tau)
     r0, gain = rng.uniform(0.1, 0.3), rng.uniform(0.3, 0.5)
+    floor, entropy_tau = 0.35, 50.0
+    if solved:
+        r0, floor, entropy_tau = rng.uniform(0.02, 0.1), 0.015, tau / 2.0
+        gain = 0.95 - r0
     reward = np.clip(r0 + gain * rise + rng.normal(0.0, 0.03, n), 0.0, 1.0)
-    entropy = rng.uniform(0.3, 1.5) * (0.35 + 0.65 * np.exp(-t / 50.0)) * lognormal(0.05)
+    entropy = rng.uniform(0.3, 1.5) * (floor + (1.0 - floor) * np.exp(-t / entropy_tau)) * lognormal(0.05)
     kl = (0.01 * rise + 0.01 * t / max(n, 1) + 1e-4) * lognormal(0.1)
     grad_norm = rng.uniform(0.2, 1.0) * (1.0 - 0.2 * t / max(n, 1)) * lognormal(0.25)
     length = rng.uniform(200.0, 600.0) * (1.0 + 0.3 * t / max(n, 1)) * lognormal(0.05)
-    clip = np.clip(rng.normal(0.01, 0.005, n), 0.0, 1.0)
+    # the first ~10 steps run to the limit until the policy learns to emit EOS
+    early = rng.uniform(0.4, 0.8) / (1.0 + np.exp((t - rng.uniform(8.0, 14.0)) / 2.0))
+    clip = np.clip(early + rng.normal(0.01, 0.005, n), 0.0, 1.0)
 
     cols: dict[str, np.ndarray] = {
         names["reward"]: reward,
@@ -157,7 +179,13 @@ def healthy_run(
         names["clip"]: clip,
     }
     if algo == "grpo":
-        cols[names["frac_zero_std"]] = np.clip(0.3 + 0.2 * rise + rng.normal(0.0, 0.05, n), 0.0, 1.0)
+        top = 0.9 if solved else 0.5
+        zero_std = np.clip(0.3 + (top - 0.3) * rise + rng.normal(0.0, 0.05, n), 0.0, 1.0)
+        cols[names["frac_zero_std"]] = zero_std
+        if vocabulary == "verl":
+            # all-solved groups are some of the zero-spread ones
+            share = (0.75 if solved else 0.1) * rise**2
+            cols[names["all_solved"]] = np.clip(share + rng.normal(0.0, 0.02, n), 0.0, zero_std)
     if vocabulary == "verl":
         throughput = rng.uniform(1000.0, 4000.0) * lognormal(0.05)
         throughput[:1] *= 0.5  # the first step compiles and warms up
@@ -258,6 +286,8 @@ def plant(run: Run, kind: str, onset: int, *, seed: int = 0) -> Run:
         ramp = np.clip(dt / 5.0, 0.0, 1.0) * after
         frac = col("frac_zero_std")
         put("frac_zero_std", np.clip(frac + ramp * (0.97 - frac) + rng.normal(0, 0.01, n) * after, 0, 1))
+        if "all_solved" in names and names["all_solved"] in out:
+            put("all_solved", col("all_solved") * (1.0 - ramp))  # none solved: every group all wrong
     elif kind == "entropy_collapse":
         put("entropy", col("entropy") * np.maximum(np.exp(-dt / 4.0), 0.01))
     elif kind == "kl_drift":

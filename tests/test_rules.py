@@ -65,6 +65,117 @@ def test_healthy_runs_over_seeds_get_no_error_and_at_most_one_warning(vocabulary
         assert_healthy(diagnose(to_rows(healthy_run(n_steps, seed=seed, vocabulary=vocabulary, algo=algo))))
 
 
+@pytest.mark.parametrize("n_steps", [80, 300, 1000], ids=lambda n: f"{n}steps")
+def test_a_run_that_solves_its_task_is_healthy(n_steps):
+    """Entropy to ~1.5% of its start and most groups zero-spread, because they are all solved."""
+    for seed in range(20 if n_steps < 1000 else 5):
+        run = healthy_run(n_steps, seed=seed, solved=True)
+        assert_healthy(diagnose(to_rows(run)))
+        entropy = run[K.ACTOR_ENTROPY]
+        assert np.median(entropy[-10:]) < 0.05 * np.median(entropy[:3])
+
+
+def test_a_solved_run_without_the_all_solved_share_gets_a_warning_at_most():
+    """Without ``grpo/frac_all_solved`` the reward's rise alone keeps the collapse a warning."""
+    run = healthy_run(300, seed=0, solved=True)
+    del run[K.GRPO_FRAC_ALL_SOLVED]
+    (finding,) = diagnose(to_rows(run), kinds=["entropy_collapse"]).findings
+    assert finding.severity == WARNING and finding.evidence["reward_rise_sigmas"] > 20
+
+
+def test_early_truncation_that_ends_is_not_reported():
+    run = healthy_run(100, seed=0)
+    assert max(run[K.RESPONSE_LENGTH_CLIP_RATIO][:8]) > 0.3  # healthy runs start truncated
+    assert diagnose(to_rows(run), kinds=["length_truncation"]).findings == ()
+    late = plant(run, "length_truncation", 60)
+    (finding,) = diagnose(to_rows(late), kinds=["length_truncation"]).findings
+    assert abs(finding.step - 60) <= TOLERANCE and finding.evidence["window"][1] == 99
+
+
+def test_entropy_collapse_within_the_first_steps_dates_from_them():
+    """A learning rate far too high: entropy 2.19 -> 0.63 at step 2 -> 1e-3 by step 10."""
+    steps = np.arange(1, 41)
+    entropy = np.maximum(2.19 * np.exp(-0.7 * (steps - 1)), 5e-7)
+    reward = np.full(40, 0.09) + 0.01 * np.sin(steps)
+    (finding,) = diagnose(
+        {K.ACTOR_ENTROPY: (steps, entropy), K.SCORE_MEAN: (steps, reward)}, kinds=["entropy_collapse"]
+    ).findings
+    assert finding.severity == ERROR and finding.step <= 6, finding
+
+
+def test_advantage_collapse_leaves_all_solved_groups_out():
+    steps = np.arange(50)
+    zero_std = np.full(50, 0.9)
+    h = {K.GRPO_FRAC_REWARD_ZERO_STD: (steps, zero_std)}
+    assert diagnose(h, kinds=["advantage_collapse"]).has_error is False
+    assert len(diagnose(h, kinds=["advantage_collapse"]).findings) == 1  # TRL: no solved share
+    h[K.GRPO_FRAC_ALL_SOLVED] = (steps, np.full(50, 0.7))
+    assert diagnose(h, kinds=["advantage_collapse"]).findings == ()
+    h[K.GRPO_FRAC_REWARD_ZERO_STD] = (steps, np.ones(50))
+    h[K.GRPO_FRAC_ALL_SOLVED] = (steps, np.zeros(50))  # every group all wrong
+    (finding,) = diagnose(h, kinds=["advantage_collapse"]).findings
+    assert finding.severity == ERROR and set(finding.metric) == {
+        K.GRPO_FRAC_REWARD_ZERO_STD,
+        K.GRPO_FRAC_ALL_SOLVED,
+    }
+
+
+def test_a_gradient_exactly_zero_is_no_learning_signal():
+    """Exact-match reward on a task too hard: reward, advantages and gradient exactly 0."""
+    steps = np.arange(1, 31)
+    zeros = np.zeros(30)
+    h = {
+        K.ACTOR_GRAD_NORM: (steps, zeros),
+        K.SCORE_MEAN: (steps, zeros),
+        K.ACTOR_KL_LOSS: (steps, zeros),
+        K.ACTOR_ENTROPY: (steps, np.full(30, 2.18)),
+        K.GRPO_FRAC_REWARD_ZERO_STD: (steps, np.ones(30)),
+        K.GRPO_FRAC_ALL_SOLVED: (steps, zeros),
+    }
+    d = diagnose(h)
+    assert {(f.kind, f.severity) for f in d.findings} == {
+        ("no_learning_signal", ERROR),
+        ("advantage_collapse", ERROR),
+    }, summary(d)
+
+
+_DEGENERATE = st.one_of(
+    st.builds(
+        lambda c, n: [c] * n,
+        st.sampled_from([0.0, 1.0, -1.0, 1e-30, math.nan, math.inf]),
+        st.integers(0, 60),
+    ),
+    st.lists(
+        st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, math.nan])),
+        max_size=60,
+    ),
+)
+#: One key per signal (the first candidate, a pattern made concrete), and TRL's forms of a few.
+_ANY_KEYS = [
+    (c.replace("*", "x", 1).replace("*", "acc") if "*" in c else c)
+    for cands in rules.SIGNALS.values()
+    for c in cands[:1]
+] + [K.TRL_REWARD, K.TRL_ENTROPY, K.TRL_KL]
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(_ANY_KEYS), _DEGENERATE, max_size=12),
+    st.integers(0, 5),
+    st.sampled_from([0, 30, 80]),
+)
+def test_no_rule_raises_on_degenerate_series(series, start, healthy_steps):
+    """Constant, all-zero, all-NaN, one-point or wild series, alone or in a healthy run: findings
+    or skips, never an exception or a numpy warning."""
+    h = to_history(healthy_run(healthy_steps, seed=start)) if healthy_steps else {}
+    for key, v in series.items():
+        h[key] = (np.arange(start, start + len(v)), np.asarray(v, dtype=np.float64))
+    d = diagnose(h)
+    json.dumps(d.to_dict(), allow_nan=False)
+    assert len(d.findings) + len(d.skipped) <= len(KINDS)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.integers(0, 2**32 - 1),

@@ -20,13 +20,26 @@ kind                    parameter               default  source or reason
 nonfinite               min_points              1        one NaN/inf in a loss, gradient norm,
                                                          reward, advantage or KL poisons Adam's
                                                          moments and every later step
-advantage_collapse      level                   0.8      share of zero-spread groups: above it,
-                                                         under 1 group in 5 carries a gradient
-                                                         (DAPO's dynamic sampling filters them)
+advantage_collapse      level                   0.8      share of zero-spread groups that are
+                                                         not all solved (``frac_all_solved``,
+                                                         where logged: a solved group is a
+                                                         success): above it, under 1 group in
+                                                         5 carries a gradient (DAPO's dynamic
+                                                         sampling filters them)
 advantage_collapse      error_level             0.95     almost no group carries a gradient
 entropy_collapse        fraction                0.1      entropy under 10% of its early level;
                                                          a ~70% fall is normal (Cui et al. 2025)
 entropy_collapse        error_fraction          0.02     under 2%: the policy is deterministic
+entropy_collapse        baseline                3        early level from the first 3 points: a
+                                                         learning rate far too high collapses
+                                                         the entropy within 10 steps
+entropy_collapse        solved_level            0.5      not a failure when over half of the
+                                                         groups are all solved (median of the
+                                                         last n points): a solved task is
+                                                         rightly deterministic
+entropy_collapse        reward_sigmas           20.0     a warning only when the reward (median
+                                                         of the last n points) rose 20 noise
+                                                         sigmas above its first n points
 kl_drift                window                  20       points in each of the two windows
                                                          compared (a trend, not the noise)
 kl_drift                growth                  2.0      KL median doubles from one window to
@@ -35,9 +48,12 @@ kl_drift                min_kl                  0.01     KL to the reference bel
                                                          around the start (nats per token)
 kl_drift                reward_sigmas           1.0      reward gain across the two windows
                                                          under one noise sigma: stalled
-length_truncation       level                   0.1      over 10% of responses cut at the limit:
-                                                         the limit shapes the reward (DAPO's
-                                                         overlong filtering)
+length_truncation       level                   0.1      over 10% of responses cut at the limit
+                                                         up to the end of the run (k of the last
+                                                         n points): the limit shapes the reward
+                                                         (DAPO's overlong filtering); an early
+                                                         phase that ends is normal (a random
+                                                         policy rarely emits EOS)
 length_truncation       error_level             0.3      nearly a third truncated
 reward_hacking          min_val_points          5        validation points needed
 reward_hacking          val_sigmas              4.0      validation (a median of 3 points) below
@@ -71,6 +87,8 @@ critic_failure          level                   0.0      explained variance belo
 critic_failure          error_level             -0.5     window median far below 0
 critic_failure          skip                    10       points of critic warm-up left out
 no_learning_signal      fraction                0.05     gradient norm under 5% of early level
+                                                         (or exactly 0)
+no_learning_signal      error_fraction          0.001    under 0.1% (or 0): no update at all
 no_learning_signal      reward_sigmas           2.0      reward change between the halves of the
                                                          window under 2 noise sigmas: flat (a
                                                          median of n/2 points is noisier)
@@ -98,6 +116,7 @@ from rlmetrics.diagnose.smoothing import (
     debiased_ema,
     first_persistent,
     frozen_baseline,
+    last_persistent,
     noise_sigma,
     rolling_baseline,
     window_median,
@@ -112,7 +131,14 @@ _BASE = {"baseline": 10.0, **_PERSIST}
 THRESHOLDS: dict[str, dict[str, float]] = {
     "nonfinite": {"min_points": 1.0},
     "advantage_collapse": {"level": 0.8, "error_level": 0.95, **_PERSIST},
-    "entropy_collapse": {"fraction": 0.1, "error_fraction": 0.02, **_BASE},
+    "entropy_collapse": {
+        "fraction": 0.1,
+        "error_fraction": 0.02,
+        "solved_level": 0.5,
+        "reward_sigmas": 20.0,
+        **_BASE,
+        "baseline": 3.0,
+    },
     "kl_drift": {"window": 20.0, "growth": 2.0, "min_kl": 0.01, "reward_sigmas": 1.0, **_PERSIST},
     "length_truncation": {"level": 0.1, "error_level": 0.3, **_PERSIST},
     "reward_hacking": {
@@ -140,7 +166,7 @@ THRESHOLDS: dict[str, dict[str, float]] = {
     "length_collapse": {"fraction": 0.25, "error_fraction": 0.05, "reward_sigmas": 1.0, **_BASE},
     "length_explosion": {"factor": 3.0, "reward_sigmas": 1.0, **_BASE},
     "critic_failure": {"level": 0.0, "error_level": -0.5, "skip": 10.0, **_PERSIST},
-    "no_learning_signal": {"fraction": 0.05, "reward_sigmas": 2.0, **_BASE},
+    "no_learning_signal": {"fraction": 0.05, "error_fraction": 1e-3, "reward_sigmas": 2.0, **_BASE},
 }
 
 #: Every kind, in the order the rules run.
@@ -185,9 +211,10 @@ ADVICE = {
 # --- shared pieces ------------------------------------------------------------------------------
 
 
-def _num(x: float | np.floating[Any]) -> float:
-    """A JSON-friendly number: 6 significant digits."""
-    return float(f"{float(x):.6g}")
+def _num(x: float | np.floating[Any]) -> float | str:
+    """A JSON-friendly number: 6 significant digits; ``"nan"``, ``"inf"`` or ``"-inf"`` when not finite."""
+    value = float(x)
+    return float(f"{value:.6g}") if np.isfinite(value) else str(value)
 
 
 def _series(history: History, kind: str, *signals: str) -> list[Series] | Skipped:
@@ -297,41 +324,109 @@ def nonfinite(history: History, p: Params) -> Result:
     return Finding("nonfinite", ERROR, first[0], tuple(bad), evidence, ADVICE["nonfinite"])
 
 
-def _above_level(kind: str, s: Series, p: Params) -> Result:
-    """Shared body: a fraction above ``level`` (error above ``error_level``) for k of n points."""
+def _above_level(kind: str, s: Series, p: Params, *, to_the_end: bool = False, **evidence: Any) -> Result:
+    """Shared body: a fraction above ``level`` (error above ``error_level``) for k of n points.
+
+    ``to_the_end``: only a stretch that still holds over the last ``n`` points counts.
+    """
     if short := _too_short(kind, s, int(p["k"])):
         return short
     _, steps, values = s
-    hit = _persist(values >= p["level"], p)
+    k, n = int(p["k"]), int(p["n"])
+
+    def persist(flags: np.ndarray) -> tuple[int, int] | None:
+        return last_persistent(flags, k=k, n=n) if to_the_end else _persist(flags, p)
+
+    with np.errstate(invalid="ignore"):
+        hit = persist(values >= p["level"])
+        severe = hit is not None and persist(values >= p["error_level"]) is not None
     if hit is None:
         return None
-    severe = _persist(values >= p["error_level"], p)
-    severity = ERROR if severe is not None else WARNING
-    return _finding(kind, severity, steps, *hit, s, level=p["level"], error_level=p["error_level"])
+    severity = ERROR if severe else WARNING
+    return _finding(
+        kind, severity, steps, *hit, s, level=p["level"], error_level=p["error_level"], **evidence
+    )
 
 
 def advantage_collapse(history: History, p: Params) -> Result:
-    """Most prompt groups have zero reward spread: little learning signal in the batch."""
+    """Most prompt groups have zero reward spread, and are not all solved: little learning signal.
+
+    Groups whose every sample has full marks (``grpo/frac_all_solved``) are a success, not a
+    collapse: they are left out where that share is logged (TRL logs none).
+    """
     s = _series(history, "advantage_collapse", "frac_reward_zero_std")
-    return s if isinstance(s, Skipped) else _above_level("advantage_collapse", s[0], p)
+    if isinstance(s, Skipped):
+        return s
+    zero = s[0]
+    solved = resolve(history, "frac_all_solved")
+    if solved is None:
+        return _above_level("advantage_collapse", zero, p)
+    steps, zi, si = np.intersect1d(zero[1], solved[1], return_indices=True)
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, a point left out
+        unsolved = (zero[0], steps, zero[2][zi] - solved[2][si])
+    return _above_level("advantage_collapse", unsolved, p, metric=(zero[0], solved[0]))
 
 
 def length_truncation(history: History, p: Params) -> Result:
-    """A large, sustained share of responses hits the length limit."""
+    """A large share of responses hits the length limit, up to the end of the run.
+
+    A random policy rarely emits EOS, so a healthy run often starts truncated and learns to
+    stop: only truncation that lasts to the last ``n`` points counts.
+    """
     s = _series(history, "length_truncation", "length_clip_ratio")
-    return s if isinstance(s, Skipped) else _above_level("length_truncation", s[0], p)
+    return s if isinstance(s, Skipped) else _above_level("length_truncation", s[0], p, to_the_end=True)
+
+
+def _tail_median(s: Series | None, n: int) -> float | None:
+    """Median of the last ``n`` finite points of ``s`` (None when it has none)."""
+    if s is None:
+        return None
+    x = s[2][np.isfinite(s[2])][-n:]
+    return float(np.median(x)) if x.size else None
+
+
+def _reward_rise(history: History, n: int) -> float | None:
+    """The reward's median over its last ``n`` points minus its first ``n``, in noise sigmas."""
+    reward = resolve(history, "reward")
+    if reward is None:
+        return None
+    x = reward[2][np.isfinite(reward[2])]
+    if x.size < 2 * n:
+        return None
+    gain = float(np.median(x[-n:]) - np.median(x[:n]))
+    sigma = noise_sigma(x)
+    if sigma > 0:
+        return gain / sigma
+    return 0.0 if gain == 0 else float(np.copysign(np.inf, gain))
 
 
 def entropy_collapse(history: History, p: Params) -> Result:
-    """Policy entropy falls to a small fraction of its early level."""
+    """Policy entropy falls to a small fraction of its early level, the task unsolved.
+
+    A policy that solved its task is rightly deterministic: no finding when most groups end
+    all solved (``grpo/frac_all_solved``), and a warning only when the reward rose far above
+    its early level.
+    """
     s = _series(history, "entropy_collapse", "entropy")
     if isinstance(s, Skipped):
         return s
     found = _below_baseline("entropy_collapse", s[0], p, p["fraction"], log=True)
-    severe = _below_baseline("entropy_collapse", s[0], p, p["error_fraction"], log=True)
-    if isinstance(found, Finding) and isinstance(severe, Finding):
-        return Finding(found.kind, ERROR, found.step, found.metric, found.evidence, found.advice)
-    return found
+    if not isinstance(found, Finding):
+        return found
+    n = int(p["n"])
+    solved = _tail_median(resolve(history, "frac_all_solved"), n)
+    if solved is not None and solved >= p["solved_level"]:
+        return None
+    severe = isinstance(_below_baseline("entropy_collapse", s[0], p, p["error_fraction"], log=True), Finding)
+    rise = _reward_rise(history, n)
+    learned = rise is not None and rise >= p["reward_sigmas"]
+    evidence = dict(found.evidence)
+    if rise is not None:
+        evidence["reward_rise_sigmas"] = _num(rise)
+    if solved is not None:
+        evidence["frac_all_solved"] = _num(solved)
+    severity = ERROR if severe and not learned else WARNING
+    return Finding(found.kind, severity, found.step, found.metric, evidence, found.advice)
 
 
 def kl_drift(history: History, p: Params) -> Result:
@@ -553,7 +648,8 @@ def _length_change(
         return short
     _, steps, values = length
     base = frozen_baseline(values, window=window, log=True)
-    assert base is not None  # enough finite points: checked above
+    if base is None:  # in log space, lengths <= 0 cannot set the level
+        return Skipped(kind, f"{length[0]} has fewer than {window} positive points to set its early level")
     flags = flags_of(values, base.level) & _reward_not_rising(reward, steps, int(p["n"]), p["reward_sigmas"])
     hit = _persist(flags, p, start=base.last_index + 1)
     if hit is None:
@@ -617,24 +713,32 @@ def no_learning_signal(history: History, p: Params) -> Result:
     ):
         return short
     _, steps, values = grad
+    # in log space a zero gradient cannot set the level: a run whose gradient is exactly 0 from
+    # the start has level 0, and a zero gradient is no signal at any level
     base = frozen_baseline(values, window=window, log=True)
-    assert base is not None  # enough finite points: checked above
+    level = base.level if base is not None else 0.0
+    start = base.last_index + 1 if base is not None else 0
     gain = _reward_gain(reward, steps, max(n // 2, 1))  # the two halves of the window
-    flat = np.isfinite(gain) & (np.abs(gain) < p["reward_sigmas"] * noise_sigma(reward[2]))
-    hit = _persist((values < p["fraction"] * base.level) & flat, p, start=base.last_index + 1)
+    # <=: a reward that is exactly constant (noise 0) is flat
+    flat = np.isfinite(gain) & (np.abs(gain) <= p["reward_sigmas"] * noise_sigma(reward[2]))
+    with np.errstate(invalid="ignore"):
+        vanished = (values < p["fraction"] * level) | (values == 0.0)
+    hit = _persist(vanished & flat, p, start=start)
     if hit is None:
         return None
     onset, end = hit
+    median = float(np.median(values[onset : end + 1]))
+    ratio = median / level if level > 0 else 0.0
     return _finding(
         "no_learning_signal",
-        WARNING,
+        ERROR if median == 0.0 or ratio < p["error_fraction"] else WARNING,
         steps,
         onset,
         end,
         grad,
         metric=(grad[0], reward[0]),
-        baseline=base.level,
-        ratio=float(np.median(values[onset : end + 1])) / base.level,
+        baseline=level,
+        ratio=ratio,
         reward_gain=gain[end],
     )
 
