@@ -167,8 +167,8 @@ def _healthy_steps(keys: int, steps: int) -> list[dict[str, float]]:
 
 def bench_monitor(keys: int, steps: int, repeats: int = 3) -> None:
     from rlmetrics import Tracker
-    from rlmetrics.diagnose import monitor as monitor_module
-    from rlmetrics.diagnose.monitor import HealthMonitor
+    from rlmetrics.health import monitor as monitor_module
+    from rlmetrics.health.monitor import HealthMonitor
 
     rows = _healthy_steps(keys, steps)
     budgets = {"plain": None, "monitor": 0.02, "monitor, budget=None": None}

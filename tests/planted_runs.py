@@ -3,7 +3,7 @@
 A run is a dict of columns: ``"step"`` (ints ``0 .. n_steps - 1``) and one list per metric key,
 a value per step (``None`` where the metric is not logged at that step, as validation scores are
 only every ``val_every`` steps). :func:`to_rows` turns it into the rows ``read_jsonl`` returns,
-:func:`to_history` into a :data:`rlmetrics.diagnose.findings.History`.
+:func:`to_history` into a :data:`rlmetrics.health.findings.History`.
 
 The healthy curves follow what real runs show, with noise: the reward rises and saturates, the
 entropy falls by ~65% (Cui et al. 2025 report ~70% in the first couple of hundred steps), the
@@ -235,7 +235,7 @@ def plant(run: Run, kind: str, onset: int, *, seed: int = 0) -> Run:
     run : dict
         From :func:`healthy_run`.
     kind : str
-        A kind of :data:`rlmetrics.diagnose.rules.KINDS` listed for the run's vocabulary and
+        A kind of :data:`rlmetrics.health.rules.KINDS` listed for the run's vocabulary and
         algorithm in :data:`KINDS_BY_VOCABULARY`.
     onset : int
         First step of the failure (an index into ``run["step"]``).

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rlmetrics.cli.app import app
 from rlmetrics.cli.diagnose import parse_thresholds, run_name
-from rlmetrics.diagnose.findings import Diagnosis, Finding, Skipped
+from rlmetrics.health.findings import Diagnosis, Finding, Skipped
 
 runner = CliRunner()
 
@@ -43,9 +43,9 @@ class FakeRules:
 @pytest.fixture
 def rules(monkeypatch):
     fake = FakeRules()
-    module = types.ModuleType("rlmetrics.diagnose.rules")
+    module = types.ModuleType("rlmetrics.health.rules")
     module.KINDS, module.THRESHOLDS, module.diagnose = fake.KINDS, fake.THRESHOLDS, fake.diagnose
-    monkeypatch.setitem(sys.modules, "rlmetrics.diagnose.rules", module)
+    monkeypatch.setitem(sys.modules, "rlmetrics.health.rules", module)
     return fake
 
 

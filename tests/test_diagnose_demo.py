@@ -1,4 +1,4 @@
-"""rlmetrics.diagnose on real runs: the shipped demo diagnoses clean, the demo broken on purpose
+"""rlmetrics.health on real runs: the shipped demo diagnoses clean, the demo broken on purpose
 through its own options is diagnosed with the kinds the breakage causes.
 
 The shipped run (150 steps, ~25 s) is read from ``tests/data/demo_shipped.jsonl``, written by
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rlmetrics.demo.run import DemoConfig, run_demo
-from rlmetrics.diagnose import rules
+from rlmetrics.health import rules
 from rlmetrics.tracking import read_jsonl
 
 SHIPPED_RUN = Path(__file__).parent / "data" / "demo_shipped.jsonl"

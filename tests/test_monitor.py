@@ -1,4 +1,4 @@
-"""rlmetrics.diagnose.monitor: the history it keeps, when it diagnoses, each kind reported once."""
+"""rlmetrics.health.monitor: the history it keeps, when it diagnoses, each kind reported once."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmetrics import keys as K
-from rlmetrics.diagnose import monitor as monitor_module
-from rlmetrics.diagnose.findings import Diagnosis, Finding, Skipped, as_history
-from rlmetrics.diagnose.monitor import HealthMonitor
+from rlmetrics.health import monitor as monitor_module
+from rlmetrics.health.findings import Diagnosis, Finding, Skipped, as_history
+from rlmetrics.health.monitor import HealthMonitor
 
 X, Y, Z = K.ACTOR_GRAD_NORM, K.ACTOR_ENTROPY, K.SCORE_MEAN
 VAL = K.val_metric(K.VAL_CORE_PREFIX, "gsm8k", "acc", "mean@4")  # read through a pattern
@@ -241,7 +241,7 @@ def run_rows(steps=120, *, nan_at=None, seed=0):
 
 
 def test_the_live_findings_are_those_of_the_whole_run():
-    from rlmetrics.diagnose.rules import diagnose
+    from rlmetrics.health.rules import diagnose
 
     rows = run_rows(nan_at=57)
     mon = HealthMonitor(every=10, budget=None)

@@ -280,7 +280,7 @@ def test_load_run_round_trip(tmp_path_factory, rows):
 
 
 def _finding(kind, severity, step, *metric):
-    from rlmetrics.diagnose.findings import Finding
+    from rlmetrics.health.findings import Finding
 
     return Finding(kind, severity, step, metric, {"ratio": 12.5}, f"advice on {kind}")
 
@@ -291,7 +291,7 @@ def scripted_diagnose(monkeypatch):
     import matplotlib.axes
 
     from rlmetrics import report
-    from rlmetrics.diagnose.findings import Diagnosis, Skipped
+    from rlmetrics.health.findings import Diagnosis, Skipped
 
     script = {
         "a": Diagnosis(

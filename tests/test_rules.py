@@ -1,4 +1,4 @@
-"""rlmetrics.diagnose.rules: every planted failure found near its onset, healthy runs left alone."""
+"""rlmetrics.health.rules: every planted failure found near its onset, healthy runs left alone."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from planted_runs import KINDS_BY_VOCABULARY, healthy_run, plant, to_history, to_rows
 from rlmetrics import keys as K
-from rlmetrics.diagnose import rules
-from rlmetrics.diagnose.findings import ERROR, WARNING
-from rlmetrics.diagnose.rules import KINDS, THRESHOLDS, diagnose, resolve_thresholds
+from rlmetrics.health import rules
+from rlmetrics.health.findings import ERROR, WARNING
+from rlmetrics.health.rules import KINDS, THRESHOLDS, diagnose, resolve_thresholds
 
 N_STEPS, ONSET = 300, 180
 #: How far from the planted onset a finding may start: persistence windows (kl_drift compares

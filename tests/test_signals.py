@@ -1,4 +1,4 @@
-"""rlmetrics.diagnose.signals: the verl and TRL vocabularies and how a signal's key is picked."""
+"""rlmetrics.health.signals: the verl and TRL vocabularies and how a signal's key is picked."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlmetrics import keys as K
-from rlmetrics.diagnose.signals import SIGNALS, resolve, resolve_all
+from rlmetrics.health.signals import SIGNALS, resolve, resolve_all
 
 #: Every string the keys module defines (full keys and TRL's bare names).
 KEY_STRINGS = {v for name, v in vars(K).items() if name.isupper() and isinstance(v, str)}

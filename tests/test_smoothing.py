@@ -1,4 +1,4 @@
-"""rlmetrics.diagnose.smoothing: TensorBoard's EMA, frozen and rolling baselines, persistence."""
+"""rlmetrics.health.smoothing: TensorBoard's EMA, frozen and rolling baselines, persistence."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.diagnose.smoothing import (
+from rlmetrics.health.smoothing import (
     MAD_TO_SIGMA,
     debiased_ema,
     first_persistent,

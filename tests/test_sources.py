@@ -1,4 +1,4 @@
-"""Tests of rlmetrics.diagnose.sources: each format written by its tool's own writer, read back."""
+"""Tests of rlmetrics.health.sources: each format written by its tool's own writer, read back."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlmetrics.diagnose.sources import RunReadError, load_history
+from rlmetrics.health.sources import RunReadError, load_history
 from rlmetrics.tracking import Tracker
 
 NAN = math.nan

@@ -308,7 +308,7 @@ class ScriptedMonitor:
 
 
 def scripted_finding(kind, severity, step):
-    from rlmetrics.diagnose.findings import Finding
+    from rlmetrics.health.findings import Finding
 
     return Finding(kind=kind, severity=severity, step=step, metric=("a",), advice=f"try less {kind}")
 

@@ -37,6 +37,7 @@ from rlmetrics.aggregation import (
     reduce_metrics,
     reducer_for_key,
 )
+from rlmetrics.health import Diagnosis, Finding, HealthMonitor, RunReadError, diagnose, load_history
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.policy.logits import (
     entropy_and_sum_pi_squared_from_logits,
@@ -102,9 +103,13 @@ __all__ = [
     "BatchView",
     "DemoConfig",
     "DemoResult",
+    "Diagnosis",
     "Estimate",
+    "Finding",
+    "HealthMonitor",
     "Metric",
     "MetricCollector",
+    "RunReadError",
     "Stage",
     "StageTimer",
     "Stats",
@@ -129,10 +134,12 @@ __all__ = [
     "compute_timing_metrics",
     "compute_variance_proxy_metrics",
     "data_statistics",
+    "diagnose",
     "entropy_and_sum_pi_squared_from_logits",
     "entropy_from_logits",
     "flatten_validation_metrics",
     "keys",
+    "load_history",
     "load_run",
     "maj_at_k",
     "pass_at_k",

@@ -7,7 +7,7 @@ path segment (``critic/``, ``actor/``, ``response_length/``, ``timing_s/``, ``pe
 panel per metric and every run drawn on the same axes, and the HTML page (images embedded, no
 external files needed) shows the figures with a table of each metric's last and best values.
 
-The page opens with the findings of each run (:func:`rlmetrics.diagnose.rules.diagnose` on the
+The page opens with the findings of each run (:func:`rlmetrics.health.rules.diagnose` on the
 loaded series): each names its kind, severity, onset step and advice, and links to the panel of
 its metric (every panel has an anchor ``panel-<key>``), where a dashed vertical line in the run's
 colour marks the onset.
@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from rlmetrics import keys as K
-from rlmetrics.diagnose.findings import Diagnosis, Finding
-from rlmetrics.diagnose.rules import diagnose
+from rlmetrics.health.findings import Diagnosis, Finding
+from rlmetrics.health.rules import diagnose
 from rlmetrics.tracking import read_jsonl
 
 __all__ = [

@@ -10,7 +10,7 @@ The role verl's ``Tracking`` plays, with these guarantees:
 * a backend that raises while logging (disk full, network down) gets one ``RuntimeWarning``
   and is switched off; the other backends keep logging and training goes on;
 * a missing optional package is an ``ImportError`` with the ``pip install`` line;
-* an optional health monitor (``monitor=``, e.g. :class:`rlmetrics.diagnose.monitor.HealthMonitor`)
+* an optional health monitor (``monitor=``, e.g. :class:`rlmetrics.health.monitor.HealthMonitor`)
   sees every step; each new finding is one ``RuntimeWarning`` and one ``health/<kind>`` record
   (1.0 warning, 2.0 error) logged with that step; a monitor that raises is switched off with a
   warning and logging goes on.
@@ -454,7 +454,7 @@ class Tracker:
     monitor : object, optional, keyword-only
         A health monitor with ``update(values, step) -> list of findings`` (each finding with
         ``kind``, ``severity``, ``step`` and ``advice``), e.g.
-        :class:`rlmetrics.diagnose.monitor.HealthMonitor`. It receives every step's converted
+        :class:`rlmetrics.health.monitor.HealthMonitor`. It receives every step's converted
         values (before the ``nonfinite`` policy drops any, so a NaN loss is seen). Each finding
         it returns is reported once: a ``RuntimeWarning`` ``"rlmetrics health: <kind>
         (<severity>) from step N: <advice>"`` and a record ``health/<kind>`` logged to every

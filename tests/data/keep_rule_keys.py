@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from rlmetrics.diagnose.signals import SIGNALS, resolve_all
+from rlmetrics.health.signals import SIGNALS, resolve_all
 
 
 def main() -> None:

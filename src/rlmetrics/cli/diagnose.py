@@ -1,7 +1,7 @@
 """``rlmetrics diagnose``: the known failure modes of RL fine-tuning, found in saved runs.
 
-The library functions are :func:`rlmetrics.diagnose.sources.load_history` (any run format) and
-:func:`rlmetrics.diagnose.rules.diagnose`. Exit status: 0 when no run has an ``error`` finding,
+The library functions are :func:`rlmetrics.health.sources.load_history` (any run format) and
+:func:`rlmetrics.health.rules.diagnose`. Exit status: 0 when no run has an ``error`` finding,
 1 when one has (a CI gate on a run), 2 when a run could not be read or an option is wrong.
 """
 
@@ -195,9 +195,9 @@ def diagnose(
     that could not run. Exit status 0 when no run has an error finding, 1 when one has, 2 when a
     run cannot be read.
     """
-    from rlmetrics.diagnose.rules import THRESHOLDS
-    from rlmetrics.diagnose.rules import diagnose as run_diagnose
-    from rlmetrics.diagnose.sources import load_history
+    from rlmetrics.health.rules import THRESHOLDS
+    from rlmetrics.health.rules import diagnose as run_diagnose
+    from rlmetrics.health.sources import load_history
 
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)

@@ -1,4 +1,4 @@
-"""The live form of :func:`rlmetrics.diagnose.rules.diagnose`: a monitor fed one step at a time.
+"""The live form of :func:`rlmetrics.health.rules.diagnose`: a monitor fed one step at a time.
 
 :class:`HealthMonitor` keeps the scalars it is given and, every ``every`` steps, diagnoses the
 history it holds; it returns the findings of kinds it has not reported before, so each failure
@@ -7,7 +7,7 @@ mode is reported once per run. :class:`rlmetrics.Tracker` runs one when given
 ``health/<kind>`` record.
 
 Only the keys the rules can read are kept (the candidates of
-:data:`rlmetrics.diagnose.signals.SIGNALS`, patterns included); other keys cost nothing but the
+:data:`rlmetrics.health.signals.SIGNALS`, patterns included); other keys cost nothing but the
 step's dict copy. A step costs one append to a list of pending rows; at a check the pending rows
 are written into a table (one column per kept key, grown by doubling), the rows with the same
 keys as one block, so the per-step cost does not grow with the number of keys or steps. The
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from rlmetrics._core.checks import check_int
-from rlmetrics.diagnose.findings import Diagnosis, Finding, as_history
-from rlmetrics.diagnose.rules import diagnose
-from rlmetrics.diagnose.signals import SIGNALS
+from rlmetrics.health.findings import Diagnosis, Finding, as_history
+from rlmetrics.health.rules import diagnose
+from rlmetrics.health.signals import SIGNALS
 
 __all__ = ["HealthMonitor"]
 
@@ -97,7 +97,7 @@ class HealthMonitor:
     ----------
     thresholds : dict, optional, keyword-only
         ``kind -> parameter -> value`` overrides of
-        :data:`rlmetrics.diagnose.rules.THRESHOLDS`, passed to every diagnosis.
+        :data:`rlmetrics.health.rules.THRESHOLDS`, passed to every diagnosis.
     every : int, keyword-only
         Diagnose after every ``every`` distinct steps (>= 1).
     budget : float or None, keyword-only
@@ -175,7 +175,7 @@ class HealthMonitor:
         metrics : Mapping[str, float]
             The step's values (numbers; only the keys the rules read are kept). Keys logged
             again at the same step replace the earlier values, as
-            :func:`~rlmetrics.diagnose.findings.as_history` does.
+            :func:`~rlmetrics.health.findings.as_history` does.
         step : int
             The training step (>= 0).
 

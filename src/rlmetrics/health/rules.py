@@ -1,8 +1,8 @@
 """One rule per failure mode of RL fine-tuning, their thresholds, and :func:`diagnose`.
 
-Each rule reads the signals it needs (:mod:`~rlmetrics.diagnose.signals`) and returns a
-:class:`~rlmetrics.diagnose.findings.Finding`, nothing (the run is healthy on that count), or a
-:class:`~rlmetrics.diagnose.findings.Skipped` (a signal is missing, or the run is too short).
+Each rule reads the signals it needs (:mod:`~rlmetrics.health.signals`) and returns a
+:class:`~rlmetrics.health.findings.Finding`, nothing (the run is healthy on that count), or a
+:class:`~rlmetrics.health.findings.Skipped` (a signal is missing, or the run is too short).
 
 Absolute levels of most metrics do not transfer between tasks and models (healthy entropies range
 from ~0.08 to several nats, and a fall of ~70% in the first couple of hundred steps is normal,
@@ -110,9 +110,9 @@ from typing import Any
 
 import numpy as np
 
-from rlmetrics.diagnose.findings import ERROR, WARNING, Diagnosis, Finding, History, Skipped, as_history
-from rlmetrics.diagnose.signals import SIGNALS, resolve, resolve_all
-from rlmetrics.diagnose.smoothing import (
+from rlmetrics.health.findings import ERROR, WARNING, Diagnosis, Finding, History, Skipped, as_history
+from rlmetrics.health.signals import SIGNALS, resolve, resolve_all
+from rlmetrics.health.smoothing import (
     debiased_ema,
     first_persistent,
     frozen_baseline,

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
-from rlmetrics.diagnose.findings import as_history
+from rlmetrics.health.findings import as_history
 from rlmetrics.tracking import read_jsonl
 
 __all__ = [
@@ -96,7 +96,7 @@ def load_history(path: str | os.PathLike[str]) -> tuple[_History, str]:
     -------
     history : dict
         Metric key -> ``(steps, values)``, int64 and float64 arrays of one length, steps
-        increasing (see :mod:`rlmetrics.diagnose.findings`).
+        increasing (see :mod:`rlmetrics.health.findings`).
     source : str
         One of :data:`SOURCES`.
 

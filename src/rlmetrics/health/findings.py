@@ -2,14 +2,14 @@
 
 A *history* is a mapping of metric key -> ``(steps, values)``: two 1-d numpy arrays of the same
 length, steps increasing, values float64 (NaN where the run logged a non-finite value). Every
-reader of :mod:`rlmetrics.diagnose.sources` returns one; :func:`as_history` builds one from the
+reader of :mod:`rlmetrics.health.sources` returns one; :func:`as_history` builds one from the
 rows :func:`rlmetrics.read_jsonl` returns or from a plain mapping.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ class Finding:
     ----------
     kind : str
         The failure mode (``"entropy_collapse"``, ``"kl_drift"`` ...), one of
-        :data:`rlmetrics.diagnose.rules.KINDS`.
+        :data:`rlmetrics.health.rules.KINDS`.
     severity : str
         ``"warning"`` or ``"error"``.
     step : int
@@ -81,6 +81,13 @@ class Diagnosis:
 
     findings: tuple[Finding, ...]
     skipped: tuple[Skipped, ...] = ()
+
+    def __iter__(self) -> Iterator[Finding]:
+        """The findings, in step order (a diagnosis reads as the list of its findings)."""
+        return iter(self.findings)
+
+    def __len__(self) -> int:
+        return len(self.findings)
 
     @property
     def has_error(self) -> bool:

@@ -23,7 +23,7 @@ import fnmatch
 import numpy as np
 
 from rlmetrics import keys as K
-from rlmetrics.diagnose.findings import History
+from rlmetrics.health.findings import History
 
 __all__ = ["SIGNALS", "resolve", "resolve_all"]
 

@@ -1,0 +1,37 @@
+"""Health checks of an RL fine-tuning run: the known failure modes, named, with their onset.
+
+>>> from rlmetrics.health import diagnose
+>>> rows = [{"step": s, "actor/pg_loss": (float("nan") if s == 7 else 0.1)} for s in range(10)]
+>>> [(f.kind, f.severity, f.step) for f in diagnose(rows).findings]
+[('nonfinite', 'error', 7)]
+
+* :mod:`~rlmetrics.health.findings`: :class:`Finding`, :class:`Diagnosis`, the history type.
+* :mod:`~rlmetrics.health.signals`: the metric vocabularies of verl and TRL, mapped to the
+  signals the rules read.
+* :mod:`~rlmetrics.health.smoothing`: TensorBoard's debiased EMA, frozen robust baselines,
+  persistence windows.
+* :mod:`~rlmetrics.health.rules`: one rule per failure mode, their thresholds, :func:`diagnose`.
+* :mod:`~rlmetrics.health.sources`: runs read from rlmetrics/verl JSONL, TensorBoard, TRL's
+  ``trainer_state.json`` and W&B offline directories (:func:`load_history`).
+* :mod:`~rlmetrics.health.monitor`: :class:`HealthMonitor`, the live form for ``Tracker``.
+"""
+
+from __future__ import annotations
+
+from rlmetrics.health.findings import Diagnosis, Finding, Skipped, as_history
+from rlmetrics.health.monitor import HealthMonitor
+from rlmetrics.health.rules import KINDS, THRESHOLDS, diagnose
+from rlmetrics.health.sources import RunReadError, load_history
+
+__all__ = [
+    "KINDS",
+    "THRESHOLDS",
+    "Diagnosis",
+    "Finding",
+    "HealthMonitor",
+    "RunReadError",
+    "Skipped",
+    "as_history",
+    "diagnose",
+    "load_history",
+]
