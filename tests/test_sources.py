@@ -388,3 +388,61 @@ def test_run_read_error_is_a_value_error_and_path_type_checked(tmp_path):
     assert issubclass(RunReadError, ValueError)
     with pytest.raises(TypeError, match=r"path must be a str or os\.PathLike; got int"):
         load_history(3)  # type: ignore[arg-type]
+
+
+# --- planted failures through each format ---------------------------------------------------
+
+
+def _write_tensorboard(run_dir: Path, rows: list[dict], prefix: str = "") -> Path:
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    with torch_tb.SummaryWriter(str(run_dir)) as writer:
+        for row in rows:
+            for key, value in row.items():
+                if key != "step":
+                    writer.add_scalar(prefix + key, value, row["step"])
+    return run_dir
+
+
+def _write_jsonl(log_dir: Path, rows: list[dict]) -> Path:
+    with Tracker("p", "e", backends=("jsonl",), log_dir=log_dir) as tr:
+        for row in rows:
+            tr.log({k: v for k, v in row.items() if k != "step"}, step=row["step"])
+    return tr.run_dir
+
+
+# (vocabulary, format): how the trainer's logger writes it; TRL's TensorBoard keys carry
+# transformers' ``train/`` prefix
+_FORMATS = {
+    ("verl", "jsonl"): lambda d, rows: _write_jsonl(d, rows),
+    ("verl", "tensorboard"): lambda d, rows: _write_tensorboard(d, rows),
+    ("trl", "tensorboard"): lambda d, rows: _write_tensorboard(d, rows, prefix="train/"),
+}
+
+
+@pytest.mark.parametrize(
+    "kind", ["nonfinite", "entropy_collapse", "length_truncation", "advantage_collapse", "grad_spike"]
+)
+@pytest.mark.parametrize(("vocabulary", "fmt"), list(_FORMATS), ids=["verl-jsonl", "verl-tb", "trl-tb"])
+def test_planted_failure_is_found_through_the_format(tmp_path, vocabulary, fmt, kind):
+    pytest.importorskip("tensorboard")
+    from planted_runs import healthy_run, plant, to_rows
+    from rlmetrics.health.rules import diagnose
+
+    onset = 120
+    run = plant(healthy_run(200, seed=3, vocabulary=vocabulary), kind, onset, seed=3)
+    history, _ = load_history(_FORMATS[(vocabulary, fmt)](tmp_path / "run", to_rows(run)))
+    found = {f.kind: f for f in diagnose(history)}
+    assert kind in found, f"{kind} not found; found {sorted(found)}"
+    assert onset - 2 <= found[kind].step <= onset + 12
+
+
+@pytest.mark.parametrize(("vocabulary", "fmt"), list(_FORMATS), ids=["verl-jsonl", "verl-tb", "trl-tb"])
+def test_healthy_run_through_the_format_has_no_error(tmp_path, vocabulary, fmt):
+    pytest.importorskip("tensorboard")
+    from planted_runs import healthy_run, to_rows
+    from rlmetrics.health.rules import diagnose
+
+    rows = to_rows(healthy_run(200, seed=5, vocabulary=vocabulary))
+    history, _ = load_history(_FORMATS[(vocabulary, fmt)](tmp_path / "run", rows))
+    diagnosis = diagnose(history)
+    assert not diagnosis.has_error and len(diagnosis) <= 1, [f.kind for f in diagnosis]
