@@ -108,6 +108,13 @@ class HealthMonitor:
         diagnosis reads the whole history and takes milliseconds). ``None``: every due
         diagnosis runs, whatever it costs (deterministic, for tests).
 
+    Notes
+    -----
+    A live finding describes the run as logged so far, and is reported once: a condition that
+    later clears (responses truncated while a fresh policy has not yet learnt to stop, which
+    the demo shows for its first ~70 steps) stays reported, while the diagnosis of the finished
+    run (``rlmetrics diagnose``, :attr:`last` after :meth:`check`) no longer lists it.
+
     Attributes
     ----------
     reported : list of Finding
