@@ -402,20 +402,6 @@ def _panel_of(finding: Finding, panels: Mapping[str, str]) -> str | None:
     return next((k for k in finding.metric if k in panels), None)
 
 
-def _evidence_value(value: object) -> str:
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}: {_evidence_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_evidence_value(v) for v in value) + "]"
-    if isinstance(value, float):
-        return _fmt(value)
-    return str(value)
-
-
-def _evidence_text(evidence: Mapping[str, object]) -> str:
-    return ", ".join(f"{k}={_evidence_value(v)}" for k, v in evidence.items())
-
-
 def _findings_section(runs: list[RunCurves], diagnoses: list[Diagnosis], panels: Mapping[str, str]) -> str:
     parts = ['<h2 id="findings">findings</h2>']
     for run, diagnosis in zip(runs, diagnoses):
@@ -429,7 +415,7 @@ def _findings_section(runs: list[RunCurves], diagnoses: list[Diagnosis], panels:
                 kind = html.escape(f.kind)
                 name = f'<a href="#{panels[key]}">{kind}</a>' if key is not None else kind
                 metrics = ", ".join(html.escape(m) for m in f.metric)
-                evidence = html.escape(_evidence_text(f.evidence))
+                evidence = html.escape(f.evidence_text())
                 items.append(
                     f'<li class="{html.escape(f.severity)}"><b>{html.escape(f.severity)}</b> {name} '
                     f"from step {f.step} (<code>{metrics}</code>): {html.escape(f.advice)}"

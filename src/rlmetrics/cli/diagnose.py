@@ -94,20 +94,6 @@ def parse_thresholds(
     return out
 
 
-def _fmt_value(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}: {_fmt_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_fmt_value(v) for v in value) + "]"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def _evidence(evidence: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={_fmt_value(v)}" for k, v in evidence.items())
-
-
 def _print_run(console: Console, name: str, source: Path, kind: str, diagnosis: Any) -> None:
     from rich.table import Table
 
@@ -128,7 +114,7 @@ def _print_run(console: Console, name: str, source: Path, kind: str, diagnosis: 
                 f"[{style}]{escape(f.severity)}[/{style}]" if style else escape(f.severity),
                 str(f.step),
                 escape(", ".join(f.metric)),
-                escape(_evidence(f.evidence)),
+                escape(f.evidence_text()),
             )
         console.print(table)
         # the advice under the table, one line a finding: a sixth column would be too narrow to read

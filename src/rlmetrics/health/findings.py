@@ -57,11 +57,32 @@ class Finding:
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity must be one of {SEVERITIES}; got {self.severity!r}")
 
+    def evidence_text(self) -> str:
+        """The evidence on one line, numbers to 4 significant digits.
+
+        Examples
+        --------
+        >>> f = Finding("grad_spike", "warning", 3, ("actor/grad_norm",), {"ratio": 12.3456, "window": [1, 3]})
+        >>> f.evidence_text()
+        'ratio=12.35, window=[1, 3]'
+        """
+        return ", ".join(f"{k}={_evidence_value(v)}" for k, v in self.evidence.items())
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: ``kind, severity, step, metric, evidence, advice``."""
         out = asdict(self)
         out["metric"] = list(self.metric)
         return out
+
+
+def _evidence_value(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_evidence_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_evidence_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
 
 
 @dataclass(frozen=True)
