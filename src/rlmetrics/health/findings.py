@@ -62,9 +62,9 @@ class Finding:
 
         Examples
         --------
-        >>> f = Finding("grad_spike", "warning", 3, ("actor/grad_norm",), {"ratio": 12.3456, "window": [1, 3]})
+        >>> f = Finding("grad_spike", "warning", 3, ("actor/grad_norm",), {"ratio": 12.3456, "at": [1, 3]})
         >>> f.evidence_text()
-        'ratio=12.35, window=[1, 3]'
+        'ratio=12.35, at=[1, 3]'
         """
         return ", ".join(f"{k}={_evidence_value(v)}" for k, v in self.evidence.items())
 
