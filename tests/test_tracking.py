@@ -346,6 +346,41 @@ def test_monitor_findings_are_one_warning_and_one_health_record(tmp_path, policy
     assert math.isnan(mon.seen[-1][1]["critic/score/mean"])
 
 
+def test_finish_runs_the_monitors_last_check_and_logs_it_with_the_last_step(tmp_path):
+    from rlmetrics import keys as K
+
+    class CheckedMonitor(ScriptedMonitor):
+        def check(self):
+            return [scripted_finding("grad_spike", "warning", 4)]
+
+    rec = Recorder()
+    tr = Tracker("p", "e", backends=[rec], log_dir=tmp_path, monitor=CheckedMonitor())
+    log_all(tr)
+    with pytest.warns(
+        RuntimeWarning, match=r"rlmetrics health: grad_spike \(warning\) from step 4"
+    ) as caught:
+        tr.finish()
+    assert rec.rows[-1] == (5, {K.health("grad_spike"): 1.0})
+    assert all(w.filename == __file__ for w in caught)  # attributed to the caller of finish()
+
+
+@pytest.mark.parametrize("logged", [False, True], ids=["nothing-logged", "logged"])
+def test_a_failing_last_check_warns_and_finish_closes(tmp_path, logged):
+    class BadCheck(ScriptedMonitor):
+        def check(self):
+            raise ZeroDivisionError("rule bug")
+
+    rec = Recorder()
+    tr = Tracker("p", "e", backends=[rec], log_dir=tmp_path, monitor=BadCheck())
+    if logged:
+        log_all(tr)
+        with pytest.warns(RuntimeWarning, match=r"failed in check\(\) and is switched off.*rule bug"):
+            tr.finish()
+    else:
+        tr.finish()  # nothing was logged: no last check
+    assert rec.finished == 1
+
+
 def test_failing_monitor_is_switched_off_and_logging_goes_on(tmp_path):
     rec, mon = Recorder(), ScriptedMonitor(fail_at=2)
     tr = Tracker("p", "e", backends=[rec], log_dir=tmp_path, monitor=mon)

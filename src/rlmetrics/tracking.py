@@ -459,8 +459,11 @@ class Tracker:
         it returns is reported once: a ``RuntimeWarning`` ``"rlmetrics health: <kind>
         (<severity>) from step N: <advice>"`` and a record ``health/<kind>`` logged to every
         backend with the current step, valued :data:`rlmetrics.keys.HEALTH_SEVERITY_VALUE`
-        (1.0 warning, 2.0 error). A monitor that raises gets one warning and is switched off
-        (``monitor`` becomes ``None``); the metrics are logged all the same.
+        (1.0 warning, 2.0 error). If the monitor also has ``check() -> list of findings``,
+        :meth:`finish` runs it once more, so that the steps after its last due diagnosis are
+        checked too; those findings are logged with the last step. A monitor that raises gets
+        one warning and is switched off (``monitor`` becomes ``None``); the metrics are logged
+        all the same.
 
     Examples
     --------
@@ -501,6 +504,7 @@ class Tracker:
                 f"got {type(monitor).__name__}"
             )
         self.monitor = monitor
+        self._last_step: int | None = None
         self.project, self.experiment, self.nonfinite = project, experiment, nonfinite
         self.config = _config_to_dict(config)
         self.log_dir = Path(log_dir)
@@ -580,6 +584,10 @@ class Tracker:
         values = _apply_nonfinite(converted, self.nonfinite)
         if self.monitor is not None:
             values = self._check_health(converted, values, step)
+        self._last_step = step
+        self._log_to_backends(values, step)
+
+    def _log_to_backends(self, values: Mapping[str, float], step: int) -> None:
         for name, backend in self.backends.items():
             if name in self.failed:
                 continue
@@ -592,8 +600,19 @@ class Tracker:
         self, converted: dict[str, float], values: dict[str, float], step: int
     ) -> dict[str, float]:
         """Pass the step to the monitor; each new finding: one warning, one ``health/<kind>`` record."""
+        return self._report_health(
+            lambda: self.monitor.update(converted, step), values, "update", stacklevel=4
+        )
+
+    def _report_health(
+        self, run: Any, values: dict[str, float], where: str, *, stacklevel: int
+    ) -> dict[str, float]:
+        """``values`` plus a ``health/<kind>`` record per finding ``run()`` returns, each also warned once.
+
+        ``stacklevel`` points the warnings at the caller of the public method (log or finish).
+        """
         try:
-            findings = self.monitor.update(converted, step)
+            findings = run()
             records = {}
             messages = []
             for finding in findings or ():
@@ -607,14 +626,14 @@ class Tracker:
         except Exception as err:
             self.monitor = None
             warnings.warn(
-                f"the health monitor failed in update() and is switched off; logging goes on: "
+                f"the health monitor failed in {where}() and is switched off; logging goes on: "
                 f"{type(err).__name__}: {err}",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=stacklevel,
             )
             return values
         for message in messages:
-            warnings.warn(message, RuntimeWarning, stacklevel=3)
+            warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
         return {**values, **records} if records else values
 
     def _disable(self, name: str, backend: Any, err: BaseException, where: str) -> None:
@@ -652,6 +671,12 @@ class Tracker:
         if self._finished:
             return
         self._finished = True
+        check = getattr(self.monitor, "check", None)
+        if callable(check) and self._last_step is not None:
+            # steps since the last due diagnosis: their findings, logged with the last step
+            records = self._report_health(check, {}, "check", stacklevel=3)
+            if records:
+                self._log_to_backends(records, self._last_step)
         self._finish_all(exit_code)
 
     def __enter__(self) -> Tracker:
