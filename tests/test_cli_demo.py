@@ -30,15 +30,16 @@ def test_the_options_that_break_a_run_reach_its_config(tmp_path):
     pytest.importorskip("torch")
     args = ["--kl-coef", "0", "--entropy-coef", "0.5", "--max-response-length", "3"]
     args += ["--rollout-temperature", "1.5", "--reward", "acc", "--lr", "0.02", "--max-len", "5"]
+    args += ["--n-letters", "6"]
     result = runner.invoke(app, ["demo", *TINY, *args, "-o", str(tmp_path), "--experiment", "broken"])
     assert result.exit_code == 0, result.output
     run = tmp_path / "rlmetrics-demo" / "broken"
     config = json.loads((run / "config.json").read_text())
     expected = {"kl_coef": 0.0, "entropy_coef": 0.5, "max_response_length": 3, "rollout_temperature": 1.5}
-    expected |= {"reward": "acc", "lr": 0.02, "max_len": 5, "min_len": 2, "critic_lr": None}
+    expected |= {"reward": "acc", "lr": 0.02, "max_len": 5, "min_len": 2, "critic_lr": None, "n_letters": 6}
     assert {k: config[k] for k in expected} == expected
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert "actor/kl_loss" not in rows[-1]  # KL off: no reference policy
+    assert rows[-1]["actor/kl_coef"] == 0.0 and rows[-1]["actor/kl_loss"] > 0  # KL off: measured only
     assert max(r["response_length/max"] for r in rows if "response_length/max" in r) <= 3
 
 

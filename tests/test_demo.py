@@ -276,6 +276,17 @@ def test_the_entropy_bonus_changes_the_update(tmp_path):
     assert _series(bonus, "actor/entropy")[0] == _series(base, "actor/entropy")[0]
 
 
+def test_kl_off_is_measured_not_penalised(tmp_path):
+    off = run_demo(DemoConfig(seed=0, kl_coef=0.0, **TINY), out_dir=tmp_path / "off")
+    on = run_demo(DemoConfig(seed=0, kl_coef=0.5, **TINY), out_dir=tmp_path / "on")
+    assert set(_series(off, "actor/kl_coef")) == {0.0}
+    kl_off, kl_on = _series(off, "actor/kl_loss"), _series(on, "actor/kl_loss")
+    assert len(kl_off) == TINY["steps"] and kl_off[-1] > 0
+    # the same first update (the KL's gradient is 0 at the reference), then the penalty pulls back
+    assert kl_off[0] == kl_on[0]
+    assert kl_off[-1] != kl_on[-1]
+
+
 def test_run_demo_argument_errors(tmp_path):
     with pytest.raises(TypeError, match="config must be a DemoConfig"):
         run_demo({"steps": 1}, out_dir=tmp_path)  # type: ignore[arg-type]

@@ -39,7 +39,7 @@ def demo(
         float | None, typer.Option(help="Learning rate of the PPO critic (default: --lr).")
     ] = DemoConfig.critic_lr,
     kl_coef: Annotated[
-        float, typer.Option(help="Weight of the KL loss to the initial policy; 0 turns KL off.")
+        float, typer.Option(help="Weight of the KL loss to the initial policy; 0: measured, not penalised.")
     ] = DemoConfig.kl_coef,
     entropy_coef: Annotated[
         float, typer.Option(help="Weight of the entropy bonus in the actor loss; 0 is off.")
@@ -65,13 +65,17 @@ def demo(
         int, typer.Option(help="Longest string to reverse (a harder task).")
     ] = DemoConfig.max_len,
     min_len: Annotated[int, typer.Option(help="Shortest string to reverse.")] = DemoConfig.min_len,
+    n_letters: Annotated[
+        int, typer.Option(help="Alphabet size of the strings (a larger one: a harder task).")
+    ] = DemoConfig.n_letters,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
 
     Writes OUT_DIR/rlmetrics-demo/EXPERIMENT/metrics.jsonl; draw it with `rlmetrics report`.
 
-    Break it on purpose to see a failure in the metrics: e.g. --lr 0.05, --kl-coef 0, --max-response-length 3.
+    Break it on purpose to see a failure in the metrics: e.g. --lr 0.05, --max-response-length 3,
+    or --kl-coef 0 --lr 0.003 --n-letters 20 (the policy drifts from the reference, the reward stays flat).
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
@@ -94,6 +98,7 @@ def demo(
             reward=reward,
             min_len=min_len,
             max_len=max_len,
+            n_letters=n_letters,
         )
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None

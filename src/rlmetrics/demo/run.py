@@ -8,7 +8,8 @@ The run is a miniature of a verl training step, on a task whose answers can be c
 2. ``reward``: score the answers (verifiable reward, placed on the last response token);
 3. ``old_log_prob``: recompute log-probabilities in float32 (the "training engine"), with the
    entropy and the sum of squared probabilities from the real logits;
-4. ``ref``: log-probabilities under the frozen initial policy (KL loss);
+4. ``ref``: log-probabilities under the frozen initial policy (the KL loss; with a KL
+   coefficient of 0 the KL is still measured and logged, not added to the loss);
 5. ``values`` / ``update_critic`` (PPO only): a critic with its own value head;
 6. ``adv``: GRPO group-normalised advantages (or GAE for PPO);
 7. ``update_actor``: clipped policy-gradient updates over mini-batches.
@@ -109,7 +110,8 @@ class DemoConfig:
     clip_ratio : float
         PPO clip range ``epsilon``.
     kl_coef : float
-        Weight of the ``low_var_kl`` loss to the frozen initial policy (0 turns ``ref`` off).
+        Weight of the ``low_var_kl`` loss to the frozen initial policy. At 0 the KL is measured
+        but not penalised: ``actor/kl_loss`` still shows the policy drifting from the reference.
     entropy_coef : float
         Weight of verl's entropy bonus (``loss = pg_loss - entropy_coef * entropy``); 0 is off.
     grad_clip : float
@@ -195,6 +197,8 @@ class DemoConfig:
             raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
         if self.max_response_length is not None:
             check_int(self.max_response_length, "max_response_length", minimum=1)
+        # the task's own checks (alphabet size, lengths), before a run starts
+        ReversalTask(n_letters=self.n_letters, min_len=self.min_len, max_len=self.max_len)
         if self.reward not in ("score", "acc"):
             raise ValueError(f"reward must be 'score' or 'acc'; got {self.reward!r}")
         if self.critic_lr is not None and not (
@@ -311,7 +315,7 @@ class _Run:
         )
         init_gen = torch.Generator().manual_seed(config.seed)
         self.actor = init_policy(self.pcfg, generator=init_gen)
-        self.ref = {k: v.detach().clone() for k, v in self.actor.items()} if config.kl_coef > 0 else None
+        self.ref = {k: v.detach().clone() for k, v in self.actor.items()}
         self.critic = (
             init_policy(self.pcfg, generator=init_gen, value_head=True) if config.algo == "ppo" else None
         )
@@ -369,15 +373,10 @@ class _Run:
                 old_log_probs = old_log_probs * mask
                 metrics_lists[K.ACTOR_ENTROPY] = [float(_masked_mean(entropy, mask))]
 
-            ref_log_prob = None
-            if self.ref is not None:
-                with timer(K.STAGE_REF, timing_raw), torch.no_grad():
-                    ref_logits = response_logits(
-                        self.ref, input_ids, attention_mask, self.P, config=self.pcfg
-                    )
-                    ref_log_prob = (
-                        torch.log_softmax(ref_logits, dim=-1).gather(2, responses[..., None]).squeeze(-1)
-                    )
+            with timer(K.STAGE_REF, timing_raw), torch.no_grad():
+                ref_logits = response_logits(self.ref, input_ids, attention_mask, self.P, config=self.pcfg)
+                ref_logp_all = torch.log_softmax(ref_logits, dim=-1)
+                ref_log_prob = ref_logp_all.gather(2, responses[..., None]).squeeze(-1)
 
             values = None
             if self.critic is not None:
@@ -406,13 +405,12 @@ class _Run:
                 "advantages": advantages,
                 "returns": returns,
                 "old_log_probs": old_log_probs,
+                "ref_log_prob": ref_log_prob,
                 "rollout_log_probs": rollout_log_probs,
                 "sum_pi_squared": sum_pi_squared,
                 "uid": uids,
                 "meta_info": {"global_token_num": attention_mask.sum(dim=1).tolist()},
             }
-            if ref_log_prob is not None:
-                batch["ref_log_prob"] = ref_log_prob
             if values is not None:
                 batch["values"] = values
 
@@ -465,11 +463,13 @@ class _Run:
             if cfg.entropy_coef > 0:
                 entropy = -(torch.softmax(logits, dim=-1) * torch.log_softmax(logits, dim=-1)).sum(dim=-1)
                 loss = loss - cfg.entropy_coef * _masked_mean(entropy, mask)
-            if self.ref is not None:
-                kl = _masked_mean(_low_var_kl(torch, logp, batch["ref_log_prob"][sl]), mask)
+            # measured at every coefficient, penalised only above 0 (so the gradient of a run
+            # with the KL off is exactly that of the policy-gradient loss)
+            kl = _masked_mean(_low_var_kl(torch, logp, batch["ref_log_prob"][sl]), mask)
+            if cfg.kl_coef > 0:
                 loss = loss + cfg.kl_coef * kl
-                out.setdefault(K.ACTOR_KL_LOSS, []).append(float(kl.detach()))
-                out.setdefault(K.ACTOR_KL_COEF, []).append(cfg.kl_coef)
+            out.setdefault(K.ACTOR_KL_LOSS, []).append(float(kl.detach()))
+            out.setdefault(K.ACTOR_KL_COEF, []).append(cfg.kl_coef)
             self.actor_opt.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(list(self.actor.values()), cfg.grad_clip)
