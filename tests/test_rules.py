@@ -120,6 +120,16 @@ def test_advantage_collapse_leaves_all_solved_groups_out():
     }
 
 
+def test_kl_drift_under_a_reward_that_does_not_move_at_all():
+    """A reward exactly 0 at every step has no noise: a zero gain is a stalled reward."""
+    steps = np.arange(1, 81)
+    h = {
+        K.ACTOR_KL_LOSS: (steps, 0.01 * np.exp(steps / 20.0)),
+        K.SCORE_MEAN: (steps, np.zeros(80)),
+    }
+    assert "kl_drift" in {f.kind for f in diagnose(h).findings}
+
+
 def test_a_gradient_exactly_zero_is_no_learning_signal():
     """Exact-match reward on a task too hard: reward, advantages and gradient exactly 0."""
     steps = np.arange(1, 31)

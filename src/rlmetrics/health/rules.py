@@ -269,8 +269,11 @@ def _reward_gain(reward: Series, at_steps: np.ndarray, window: int) -> np.ndarra
 
 
 def _reward_not_rising(reward: Series, at_steps: np.ndarray, window: int, sigmas: float) -> np.ndarray:
+    """Where the reward gained less than ``sigmas`` noise levels; a reward that does not move at
+    all (zero noise, zero gain) has stalled too."""
     gain = _reward_gain(reward, at_steps, window)
-    return np.isfinite(gain) & (gain < sigmas * noise_sigma(reward[2]))
+    limit = sigmas * noise_sigma(reward[2])
+    return np.isfinite(gain) & ((gain < limit) | ((gain <= 0) & (limit == 0)))
 
 
 def _below_baseline(kind: str, s: Series, p: Params, fraction: float, *, log: bool = False) -> Result:
