@@ -7,10 +7,7 @@ The library functions are :func:`rlmetrics.health.sources.load_history` (any run
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,6 +15,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+from rlmetrics.cli._files import write_json
 
 __all__ = ["EPILOG", "diagnose", "parse_thresholds", "run_name"]
 
@@ -124,35 +123,6 @@ def _print_run(console: Console, name: str, source: Path, kind: str, diagnosis: 
         console.print(f"[dim]  skipped {escape(s.kind)}: {escape(s.why)}[/dim]", soft_wrap=True)
 
 
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, Mapping):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return _json_safe(obj.item())
-    return obj
-
-
-def _write_json_atomic(target: Path, payload: Any) -> None:
-    """Write JSON to a temporary file next to ``target`` and rename it onto ``target``."""
-    text = json.dumps(_json_safe(payload), indent=2, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a normal file's mode
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def diagnose(
     runs: Annotated[
         list[Path],
@@ -229,7 +199,7 @@ def diagnose(
             code = max(code, _EXIT_ERROR)
     if json_out is not None:
         try:
-            _write_json_atomic(json_out, {"runs": records})
+            write_json(json_out, {"runs": records})
         except OSError as exc:
             fail(f"--json: could not write {json_out}: {exc}")
         err.print(f"wrote {escape(str(json_out))}", soft_wrap=True)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +25,7 @@ import typer
 from rich.markup import escape
 
 from rlmetrics import keys as K
+from rlmetrics.cli._files import atomic_path, write_json
 
 __all__ = ["ValidateInputError", "load_rollouts", "validate"]
 
@@ -233,35 +232,6 @@ def load_rollouts(files: list[Path], *, progress: Any = None) -> tuple[dict[str,
 
 
 # ----------------------------------------------------------------------------- outputs
-@contextmanager
-def _atomic_path(target: Path) -> Iterator[Path]:
-    """A temporary path next to ``target``, renamed onto it only if the block succeeds."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=target.suffix)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a normal file's mode
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, float | np.floating):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
-
 def _plot(summary: dict[str, Any], target: Path) -> None:
     try:
         import matplotlib
@@ -295,7 +265,7 @@ def _plot(summary: dict[str, Any], target: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     fig.tight_layout()
-    with _atomic_path(target) as tmp:
+    with atomic_path(target) as tmp:
         fig.savefig(tmp, format=target.suffix.lstrip(".") or "png", dpi=120)
     plt.close(fig)
 
@@ -486,8 +456,7 @@ def validate(
         payload = {"files": [str(p) for p in files], "n_samples": n_rows, "summary": summary}
         if verl_flat is not None:
             payload["verl"] = verl_flat
-        with _atomic_path(json_out) as tmp:
-            tmp.write_text(json.dumps(_json_safe(payload), indent=2, allow_nan=False) + "\n")
+        write_json(json_out, payload)
         err_console.print(f"wrote {json_out}")
     if plot is not None:
         try:
