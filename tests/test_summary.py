@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from scipy import stats as scipy_stats
 
 from rlmetrics.validation.estimators import best_at_k, maj_at_k, pass_at_k, worst_at_k
 from rlmetrics.validation.summary import default_ks, summarize_validation
@@ -32,17 +34,27 @@ def make_rollouts(seed: int, sizes=(4, 8, 5)):
     return ds, uids, {"acc": acc, "score": score, "pred": pred}, prompts
 
 
-def across(values, z=1.959963984540054):
+def across(values, confidence=0.95):
+    """Mean over prompts, its standard error and Student t interval (scipy)."""
     values = np.asarray(values, dtype=float)
     mean = values.mean()
     se = values.std(ddof=1) / math.sqrt(len(values))
-    return mean, se, mean - z * se, mean + z * se
+    if se == 0:  # scipy gives NaN for a zero scale
+        return mean, se, mean, mean
+    low, high = scipy_stats.t.interval(confidence, len(values) - 1, loc=mean, scale=se)
+    return mean, se, low, high
 
 
 @pytest.mark.parametrize("replace", [False, True], ids=["unbiased", "with-replacement"])
 def test_matches_per_prompt_estimators(replace):
     ds, uids, infos, prompts = make_rollouts(0)
-    out = summarize_validation(ds, uids, infos, replace=replace)
+    if replace:  # with replacement every k is defined: no warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = summarize_validation(ds, uids, infos, replace=replace, ci="t")
+    else:  # k = 8 leaves out the prompts with 4 or 5 samples, and says so
+        with pytest.warns(RuntimeWarning, match=r"even/acc: k=8 > the samples of \d+ prompt"):
+            out = summarize_validation(ds, uids, infos, replace=replace, ci="t")
     for src in ("even", "odd"):
         rows = [p for p in prompts if p[0] == src]
         acc = out[src]["acc"]
@@ -80,32 +92,41 @@ def test_matches_per_prompt_estimators(replace):
 
 def test_uniform_n_names_and_custom_ks():
     ds, uids, infos, _ = make_rollouts(1, sizes=(6,))
-    out = summarize_validation(ds, uids, infos, ks=[3, 6], confidence=0.9)
+    out = summarize_validation(ds, uids, infos, ks=[3, 6], confidence=0.9, ci="t")
     m = out["even"]["acc"]["metrics"]
     assert list(m) == [
         "mean@6",
         "pass@3",
         "best@3",
         "worst@3",
+        "pass^3",
         "maj@3",
         "pass@6",
         "best@6",
         "worst@6",
+        "pass^6",
         "maj@6",
         "all_solved",
         "none_solved",
+        "cover@0.5",
+        "cover@1",
     ]
-    assert m["pass@3"] == m["best@3"]
-    mean, se = m["pass@3"]["value"], m["pass@3"]["se"]
-    assert math.isclose(m["pass@3"]["ci_high"] - mean, 1.6448536269514722 * se, rel_tol=1e-12)
+    assert m["pass@3"] == m["best@3"] and m["pass^6"] == m["worst@6"]
+    mean, se, p = m["pass@3"]["value"], m["pass@3"]["se"], m["pass@3"]["n_prompts"]
+    t90 = scipy_stats.t.ppf(0.95, p - 1)
+    assert math.isclose(m["pass@3"]["ci_high"] - mean, t90 * se, rel_tol=1e-12)
     assert m["maj@3"]["exact"] is True
+    assert out["even"]["acc"]["ci"] == {"method": "t", "confidence": 0.9, "n_clusters": None}
 
 
 def test_missing_values_and_preds_drop_maj_for_that_prompt():
     ds = ["s"] * 6
     uids = ["a", "a", "a", "b", "b", "b"]
     infos = {"acc": [1, None, 0, 1, 1, 0], "pred": ["x", "x", "y", "x", "x", "y"]}
-    with pytest.warns(RuntimeWarning, match="s/acc/maj@1"):
+    with (
+        pytest.warns(RuntimeWarning, match="s/acc/maj@1"),
+        pytest.warns(RuntimeWarning, match=r"s/acc: k=3 > the samples of 1 prompt\(s\) \('a'; fewest 2\)"),
+    ):
         m = summarize_validation(ds, uids, infos)["s"]["acc"]["metrics"]
     assert m["maj@2"]["n_prompts"] == 1  # prompt a lost a value, so its votes do not line up
     assert m["pass@2"]["n_prompts"] == 2
@@ -211,30 +232,104 @@ def test_property_ordering_and_bounds(sizes, seed):
             assert math.isnan(m[f"pass@{k}"]["se"])
 
 
-def test_stats_batch_equals_one_numpy_call_per_vector():
-    """The stacked pass gives np.mean and np.std(ddof=1) / sqrt(p) bit for bit, NaN errors for a
-    single prompt (named in ``lonely``) and NaN everything for none."""
-    from rlmetrics.validation.summary import _stats
+def _brute_rollouts(seed, n_prompts=12, n=6):
+    rng = np.random.default_rng(seed)
+    rates = rng.beta(0.7, 0.7, n_prompts)
+    acc = (rng.random((n_prompts, n)) < rates[:, None]).astype(int)
+    uids = np.repeat(np.arange(n_prompts), n)
+    return acc, uids
 
-    rng = np.random.default_rng(3)
-    named = [
-        (f"v{i}", rng.standard_normal(int(p)) * 10.0 ** int(rng.integers(-3, 4)))
-        for i, p in enumerate([5, 5, 1, 0, 7, 5, 2])
-    ]
-    lonely: list[str] = []
-    out = _stats(named, 1.5, "src/acc", lonely)
-    assert list(out) == [name for name, _ in named]
-    assert lonely == ["src/acc/v2"]
-    for name, arr in named:
-        got = out[name]
-        assert got["n_prompts"] == arr.shape[0]
-        if arr.shape[0] == 0:
-            assert all(math.isnan(got[key]) for key in ("value", "se", "ci_low", "ci_high"))
-            continue
-        assert got["value"] == float(np.mean(arr))
-        if arr.shape[0] == 1:
-            assert math.isnan(got["se"])
-            continue
-        se = float(np.std(arr, ddof=1) / math.sqrt(arr.shape[0]))
-        assert got["se"] == se
-        assert got["ci_low"] == got["value"] - 1.5 * se and got["ci_high"] == got["value"] + 1.5 * se
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=["seed0", "seed1", "seed2"])
+def test_pass_hat_and_cover_against_enumeration(seed):
+    """pass^k: the share of all k-subsets of a prompt's samples that are all right, averaged over
+    prompts; cover@tau: the share of prompts with rate >= tau (a plain loop)."""
+    acc, uids = _brute_rollouts(seed)
+    m = summarize_validation(
+        ["s"] * acc.size, uids, {"acc": acc.ravel()}, ks=[1, 2, 3, 6], taus=[0.5, 2 / 3, 1.0]
+    )["s"]["acc"]["metrics"]
+    for k in (1, 2, 3, 6):
+        per_prompt = [
+            np.mean([all(row[list(sub)]) for sub in itertools.combinations(range(row.size), k)])
+            for row in acc
+        ]
+        assert math.isclose(m[f"pass^{k}"]["value"], float(np.mean(per_prompt)), rel_tol=1e-12, abs_tol=1e-15)
+    rates = acc.mean(axis=1)
+    for tau, name in ((0.5, "cover@0.5"), (2 / 3, "cover@0.666667"), (1.0, "cover@1")):
+        assert m[name]["value"] == float(np.mean([r >= tau - 1e-12 for r in rates]))
+        assert m[name]["method"] == "wilson"
+    assert m["cover@1"]["value"] == m["all_solved"]["value"]
+
+
+@pytest.mark.parametrize(
+    ("acc", "what"),
+    [
+        ([0] * 40, "all-zero"),
+        ([1] * 40, "all-one"),
+        ([1] + [0] * 39, "one-success"),
+        ([1] * 39 + [0], "one-failure"),
+    ],
+    ids=["all-zero", "all-one", "one-success", "one-failure"],
+)
+def test_default_intervals_stay_in_unit_range_and_are_not_zero_width(acc, what):
+    """Every interval of a 0/1 variable lies in [0, 1], and none is a point at 0 or 1 (the
+    normal interval gave 'pass@8 <= 1.004' and '+/- 0.0000' there)."""
+    uids = np.repeat(np.arange(10), 4)
+    m = summarize_validation(["s"] * 40, uids, {"acc": acc})["s"]["acc"]["metrics"]
+    for name, entry in m.items():
+        assert 0.0 <= entry["ci_low"] <= entry["value"] <= entry["ci_high"] <= 1.0, (what, name, entry)
+        assert entry["ci_high"] - entry["ci_low"] > 0.01, (what, name, entry)
+        assert entry["method"] == "wilson"
+
+
+def test_clusters_widen_the_interval_and_are_counted():
+    """Prompts in clusters of 5 that share a difficulty: the clustered SE (Miller 2024, eq. 4)
+    is the SE of the cluster totals, larger than the naive one; a prompt whose samples carry
+    two cluster labels is an error."""
+    rng = np.random.default_rng(5)
+    rates = np.repeat(rng.beta(0.5, 0.5, 8), 5)  # 8 clusters x 5 prompts
+    acc = (rng.random((40, 4)) < rates[:, None]).astype(int)
+    uids = np.repeat(np.arange(40), 4)
+    clusters = np.repeat(np.arange(8), 20)
+    plain = summarize_validation(["s"] * 160, uids, {"acc": acc.ravel()})["s"]["acc"]
+    clustered = summarize_validation(["s"] * 160, uids, {"acc": acc.ravel()}, clusters=clusters)["s"]["acc"]
+    mp, mc = plain["metrics"]["mean@4"], clustered["metrics"]["mean@4"]
+    assert mp["value"] == mc["value"] and mc["n_clusters"] == 8 and clustered["ci"]["n_clusters"] == 8
+    x = acc.mean(axis=1)
+    dev = (x - x.mean()).reshape(8, 5).sum(axis=1)
+    want = math.sqrt((dev**2).sum() / 40**2 * 8 / 7)
+    assert math.isclose(mc["se"], want, rel_tol=1e-12) and mc["se"] > mp["se"]
+    assert mc["ci_high"] - mc["ci_low"] > mp["ci_high"] - mp["ci_low"]
+    bad = clusters.copy()
+    bad[1] = 3
+    with pytest.raises(
+        ValueError, match=r"clusters must be the same for every sample of a prompt; prompt \('s', 0\)"
+    ):
+        summarize_validation(["s"] * 160, uids, {"acc": acc.ravel()}, clusters=bad)
+
+
+def test_bootstrap_interval_is_seeded_and_leaves_the_global_rng_alone():
+    acc, uids = _brute_rollouts(3, n_prompts=30)
+    state = np.random.get_state()[1].copy()
+    one = summarize_validation(["s"] * acc.size, uids, {"acc": acc.ravel()}, ci="bootstrap", seed=1)
+    two = summarize_validation(["s"] * acc.size, uids, {"acc": acc.ravel()}, ci="bootstrap", seed=1)
+    assert np.array_equal(np.random.get_state()[1], state)
+    m1, m2 = one["s"]["acc"]["metrics"], two["s"]["acc"]["metrics"]
+    assert m1 == m2 and m1["mean@6"]["method"] == "bootstrap"
+    assert 0.0 <= m1["mean@6"]["ci_low"] < m1["mean@6"]["value"] < m1["mean@6"]["ci_high"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"ci": "normal"}, ValueError, "ci must be one of wilson, t, bootstrap; got 'normal'"),
+        ({"taus": [1.5]}, ValueError, r"taus\[0\] must be in \[0, 1\]; got 1.5"),
+        ({"taus": ["0.5"]}, TypeError, r"taus\[0\] must be a number in \[0, 1\]; got str"),
+        ({"clusters": [0]}, ValueError, r"clusters must have one label per sample \(4\); got 1"),
+        ({"n_boot": 3, "ci": "bootstrap"}, ValueError, "n_boot must be an integer >= 10; got 3"),
+    ],
+    ids=["unknown-ci", "tau-range", "tau-type", "clusters-length", "n-boot"],
+)
+def test_interval_option_errors(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        summarize_validation(["s"] * 4, ["a", "a", "b", "b"], {"acc": [1, 0, 1, 1]}, **kwargs)

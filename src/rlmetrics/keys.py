@@ -197,11 +197,24 @@ class ValName:
     PASS = "pass"
     ALL_SOLVED = "all_solved"
     NONE_SOLVED = "none_solved"
+    #: pass^k (all k samples right, joined by :func:`pass_hat`) and cover@tau (:func:`cover_at`)
+    PASS_HAT = "pass^"
+    COVER = "cover"
     #: verl's variables: the accuracy (padded by ``expected_acc_counts``), the answers voted on
     #: for maj@k, and the observed accuracies of the padded prompts.
     ACC = "acc"
     PRED = "pred"
     ACC_SUCCESS_ONLY = "acc_success_only"
+
+
+def pass_hat(k: int) -> str:
+    """Name of pass^k, the chance that ``k`` samples are all right, e.g. ``pass^4``."""
+    return f"{ValName.PASS_HAT}{k}"
+
+
+def cover_at(tau: float) -> str:
+    """Name of cover@tau, the share of prompts solved at a rate of at least ``tau``, e.g. ``cover@0.5``."""
+    return f"{ValName.COVER}@{tau:g}"
 
 
 def at_k_range(name: str, k_min: int, k_max: int) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 
 from rlmetrics._core.checks import check_int, warn_undefined
 
-__all__ = ["Estimate", "best_at_k", "maj_at_k", "pass_at_k", "worst_at_k"]
+__all__ = ["Estimate", "best_at_k", "cover_at_tau", "maj_at_k", "pass_at_k", "pass_hat_k", "worst_at_k"]
 
 # Count vectors enumerated at most by maj_at_k before switching to Monte Carlo.
 _MAJ_ENUM_LIMIT = 200_000
@@ -76,6 +76,30 @@ def _int_array(x: Any, name: str) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def _counts(n: Any, c: Any, k: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n``, ``c``, ``k`` as broadcast int64 arrays, checked (``n >= 1``, ``0 <= c <= n``, ``k >= 1``)."""
+    n_a, c_a, k_a = np.broadcast_arrays(_int_array(n, "n"), _int_array(c, "c"), _int_array(k, "k"))
+    if np.any(n_a < 1):
+        raise ValueError(f"n must be >= 1; got {n_a[n_a < 1].ravel()[0]}")
+    if np.any(c_a < 0) or np.any(c_a > n_a):
+        bad = np.flatnonzero(((c_a < 0) | (c_a > n_a)).ravel())[0]
+        raise ValueError(f"c must satisfy 0 <= c <= n; got c={c_a.ravel()[bad]} with n={n_a.ravel()[bad]}")
+    if np.any(k_a < 1):
+        raise ValueError(f"k must be >= 1; got {k_a[k_a < 1].ravel()[0]}")
+    return n_a, c_a, k_a
+
+
+def _undefined_above_n(out: np.ndarray, n_a: np.ndarray, k_a: np.ndarray, what: str) -> np.ndarray:
+    """Set ``out`` to NaN (with a warning) where ``k > n``; the mask of those entries."""
+    undefined = k_a > n_a
+    if undefined.any():
+        out[undefined] = warn_undefined(
+            f"{what} is undefined for k > n (got k={k_a[undefined].ravel()[0]}, "
+            f"n={n_a[undefined].ravel()[0]}); returning NaN there"
+        )
+    return undefined
+
+
 def pass_at_k(n: Any, c: Any, k: Any) -> Any:
     """Unbiased pass@k of Chen et al. (2021): ``1 - C(n - c, k) / C(n, k)``, vectorised.
 
@@ -103,21 +127,9 @@ def pass_at_k(n: Any, c: Any, k: Any) -> Any:
     >>> pass_at_k([10, 10], [0, 3], 2).round(4).tolist()
     [0.0, 0.5333]
     """
-    n_a, c_a, k_a = np.broadcast_arrays(_int_array(n, "n"), _int_array(c, "c"), _int_array(k, "k"))
-    if np.any(n_a < 1):
-        raise ValueError(f"n must be >= 1; got {n_a[n_a < 1].ravel()[0]}")
-    if np.any(c_a < 0) or np.any(c_a > n_a):
-        bad = np.flatnonzero(((c_a < 0) | (c_a > n_a)).ravel())[0]
-        raise ValueError(f"c must satisfy 0 <= c <= n; got c={c_a.ravel()[bad]} with n={n_a.ravel()[bad]}")
-    if np.any(k_a < 1):
-        raise ValueError(f"k must be >= 1; got {k_a[k_a < 1].ravel()[0]}")
+    n_a, c_a, k_a = _counts(n, c, k)
     out = np.ones(n_a.shape, dtype=np.float64)
-    undefined = k_a > n_a
-    if undefined.any():
-        out[undefined] = warn_undefined(
-            f"pass@k is undefined for k > n (got k={k_a[undefined].ravel()[0]}, "
-            f"n={n_a[undefined].ravel()[0]}); returning NaN there"
-        )
+    undefined = _undefined_above_n(out, n_a, k_a, "pass@k")
     compute = ~undefined & (n_a - c_a >= k_a)
     for kv in np.unique(k_a[compute]).tolist():
         sel = compute & (k_a == kv)
@@ -129,6 +141,74 @@ def pass_at_k(n: Any, c: Any, k: Any) -> Any:
         log_ratio = cum[n_a[sel]] - cum[n_a[sel] - c_a[sel]]
         out[sel] = -np.expm1(log_ratio)
     return float(out) if out.ndim == 0 else out
+
+
+def pass_hat_k(n: Any, c: Any, k: Any) -> Any:
+    """Unbiased pass^k: the chance that ``k`` distinct samples are all right, ``C(c, k) / C(n, k)``.
+
+    The reliability counterpart of pass@k (tau-bench's pass^k); the plug-in ``(c / n)**k`` is
+    biased. For 0/1 values it equals :func:`worst_at_k`. Vectorised like :func:`pass_at_k`.
+
+    Parameters
+    ----------
+    n, c, k : int or array of int
+        Samples, correct samples (0 <= c <= n) and draws per prompt, broadcast together. Where
+        ``k > n``: NaN and a ``RuntimeWarning``.
+
+    Returns
+    -------
+    float, or float64 array of the broadcast shape.
+
+    Examples
+    --------
+    >>> round(pass_hat_k(4, 2, 2), 4), pass_hat_k(4, 4, 3), pass_hat_k(4, 2, 3)
+    (0.1667, 1.0, 0.0)
+    >>> pass_hat_k([8, 8], [4, 8], 2).round(4).tolist()
+    [0.2143, 1.0]
+    """
+    n_a, c_a, k_a = _counts(n, c, k)
+    out = np.zeros(n_a.shape, dtype=np.float64)
+    undefined = _undefined_above_n(out, n_a, k_a, "pass^k")
+    compute = ~undefined & (c_a >= k_a)
+    if compute.any():
+        lf = _log_fact(int(n_a[compute].max()))
+        nc, cc, kc = n_a[compute], c_a[compute], k_a[compute]
+        # log C(c, k) - log C(n, k) = [lf(c) - lf(c - k)] - [lf(n) - lf(n - k)]
+        out[compute] = np.exp(lf[cc] - lf[cc - kc] - lf[nc] + lf[nc - kc])
+        out[compute & (c_a == n_a)] = 1.0
+    return float(out) if out.ndim == 0 else out
+
+
+def cover_at_tau(n: Any, c: Any, tau: float) -> float:
+    """cover@tau: the share of prompts whose success rate ``c / n`` is at least ``tau``.
+
+    Dragoi et al. (2025): how many prompts a model solves *reliably*, not once by luck. Exact
+    (no estimator: a statement about the observed rates, meaningful at the ``n`` used).
+
+    Parameters
+    ----------
+    n, c : array of int, shape (P,)
+        Samples and correct samples per prompt.
+    tau : float
+        Threshold in [0, 1].
+
+    Returns
+    -------
+    float
+        NaN (with a warning) for no prompts.
+
+    Examples
+    --------
+    >>> cover_at_tau([4, 4, 4, 4], [4, 3, 1, 0], 0.75), cover_at_tau([4, 4], [4, 0], 0.0)
+    (0.5, 1.0)
+    """
+    n_a, c_a, _ = _counts(n, c, 1)
+    if isinstance(tau, bool) or not isinstance(tau, int | float | np.floating) or not 0.0 <= tau <= 1.0:
+        raise ValueError(f"tau must be a number in [0, 1]; got {tau!r}")
+    if n_a.size == 0:
+        return warn_undefined("cover@tau of no prompts is undefined; returning NaN")
+    # c >= tau * n without rounding the rate (c / n >= tau can fail by one ulp at c / n == tau)
+    return float(np.mean(c_a >= tau * n_a - 1e-9 * n_a))
 
 
 def _values_2d(values: Any, name: str = "values") -> tuple[np.ndarray, bool]:
