@@ -17,6 +17,7 @@ HEAVY = (
     "torch",
     "matplotlib",
     "pyarrow",
+    "scipy",
     "numba",
     "tensorboard",
     "wandb",

@@ -64,8 +64,19 @@ from rlmetrics.validation.bootstrap import (
     flatten_validation_metrics,
     process_validation_metrics,
 )
-from rlmetrics.validation.estimators import Estimate, best_at_k, maj_at_k, pass_at_k, worst_at_k
-from rlmetrics.validation.summary import summarize_validation
+from rlmetrics.validation.compare import compare_curves, paired_difference, pass_at_k_curves
+from rlmetrics.validation.estimators import (
+    Estimate,
+    best_at_k,
+    cover_at_tau,
+    maj_at_k,
+    pass_at_k,
+    pass_hat_k,
+    worst_at_k,
+)
+from rlmetrics.validation.evals import compare_summaries, compare_tables
+from rlmetrics.validation.intervals import mean_interval, wilson_interval
+from rlmetrics.validation.summary import prompt_estimates, summarize_validation
 
 if TYPE_CHECKING:
     from rlmetrics.demo.run import DemoConfig, DemoResult, run_demo
@@ -124,6 +135,9 @@ __all__ = [
     "bootstrap_indices",
     "bootstrap_metric",
     "calc_maj_val",
+    "compare_curves",
+    "compare_summaries",
+    "compare_tables",
     "compute_data_metrics",
     "compute_group_metrics",
     "compute_mfu",
@@ -133,6 +147,7 @@ __all__ = [
     "compute_throughput_metrics",
     "compute_timing_metrics",
     "compute_variance_proxy_metrics",
+    "cover_at_tau",
     "data_statistics",
     "diagnose",
     "entropy_and_sum_pi_squared_from_logits",
@@ -142,9 +157,14 @@ __all__ = [
     "load_history",
     "load_run",
     "maj_at_k",
+    "mean_interval",
+    "paired_difference",
     "pass_at_k",
+    "pass_at_k_curves",
+    "pass_hat_k",
     "ppo_update_statistics",
     "process_validation_metrics",
+    "prompt_estimates",
     "read_jsonl",
     "reduce_metrics",
     "reducer_for_key",
@@ -154,6 +174,7 @@ __all__ = [
     "summarize_validation",
     "timer",
     "variance_proxy_statistics",
+    "wilson_interval",
     "worst_at_k",
     "write_report",
 ]
