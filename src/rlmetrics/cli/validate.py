@@ -13,222 +13,22 @@ nothing is ever left half written.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.markup import escape
 
 from rlmetrics import keys as K
 from rlmetrics.cli._files import atomic_path, write_json
+from rlmetrics.validation.dumps import ValidateInputError, _Coded, _kind_of, load_rollouts
 
 __all__ = ["ValidateInputError", "load_rollouts", "validate"]
 
 _TEXT_KEYS = frozenset({"input", "output", "gts", "step"})
-
-
-class ValidateInputError(ValueError):
-    """A problem with the input files, reported to the user without a traceback."""
-
-
-# ----------------------------------------------------------------------------- reading
-def _describe_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return type(value).__name__
-
-
-def _read_jsonl_lines(path: Path, progress: Any = None) -> dict[str, list[Any]]:
-    """Line-by-line JSONL reader: exact file/line of malformed lines and inconsistent types."""
-    columns: dict[str, list[Any]] = {}
-    kinds: dict[str, tuple[str, int]] = {}
-    n_rows = 0
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if progress is not None:
-                progress(len(raw))
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                raise ValidateInputError(f"{path}:{lineno}: malformed JSON line ({err})") from None
-            if not isinstance(obj, dict):
-                raise ValidateInputError(
-                    f"{path}:{lineno}: each line must be a JSON object; got {_describe_type(obj)}"
-                )
-            for key, value in obj.items():
-                kind = _describe_type(value)
-                if kind in ("number", "bool", "string"):
-                    seen = kinds.get(key)
-                    compatible = seen is None or seen[0] == kind or {seen[0], kind} == {"number", "bool"}
-                    if not compatible:
-                        assert seen is not None
-                        raise ValidateInputError(
-                            f"{path}:{lineno}: key {key!r} is a {kind} ({value!r}) but it is a {seen[0]} "
-                            f"on line {seen[1]}; a key must hold one type (numbers/bools or strings) "
-                            "in all lines"
-                        )
-                    if seen is None:
-                        kinds[key] = (kind, lineno)
-                col = columns.get(key)
-                if col is None:
-                    col = columns[key] = [None] * n_rows
-                col.append(value)
-            n_rows += 1
-            for col in columns.values():
-                if len(col) < n_rows:
-                    col.append(None)
-    return columns
-
-
-def _read_jsonl(path: Path, progress: Any = None) -> dict[str, Any]:
-    try:
-        import pyarrow as pa
-        import pyarrow.json as pa_json
-    except ImportError:
-        return _read_jsonl_lines(path, progress)
-    try:
-        table = pa_json.read_json(path, read_options=pa_json.ReadOptions(block_size=1 << 26))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        # Locate the problem precisely (and read the file when it is only a type mix).
-        return _read_jsonl_lines(path, progress)
-    if progress is not None:
-        progress(path.stat().st_size)
-    return _columns_of_table(table, path)
-
-
-def _read_parquet(path: Path, progress: Any = None) -> dict[str, Any]:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError("reading Parquet needs pyarrow: pip install 'rlmetrics[io]'") from None
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise ValidateInputError(f"{path}: not a readable Parquet file ({err})") from None
-    if progress is not None:
-        progress(path.stat().st_size)
-    return _columns_of_table(table, path)
-
-
-def _columns_of_table(table: Any, path: Path) -> dict[str, Any]:
-    """Arrow table -> numpy arrays (numeric columns without nulls) or Python lists."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    out: dict[str, Any] = {}
-    for name in table.column_names:
-        col = table.column(name)
-        typ = col.type
-        if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ):
-            out[name] = col.to_numpy() if col.null_count == 0 else col.to_pylist()
-        elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
-            if col.null_count == 0:
-                # Strings are only grouped or voted on: integer codes plus the distinct values.
-                uniq = pc.unique(col)
-                codes = pc.index_in(col, value_set=uniq).to_numpy(zero_copy_only=False)
-                out[name] = _Coded(codes, uniq.to_pylist())
-            else:
-                out[name] = col.to_pylist()
-        elif pa.types.is_null(typ):
-            out[name] = [None] * len(col)
-        else:
-            out[name] = col.to_pylist()
-    return out
-
-
-class _Coded:
-    """A string column as integer codes into ``values`` (cheap to concatenate and group)."""
-
-    def __init__(self, codes: np.ndarray, values: list[str]) -> None:
-        self.codes = codes.astype(np.int64)
-        self.values = values
-
-    def __len__(self) -> int:
-        return int(self.codes.shape[0])
-
-    def tolist(self) -> list[str]:
-        return np.asarray(self.values, dtype=object)[self.codes].tolist()
-
-
-def _kind_of(col: Any) -> str:
-    """'number', 'string', 'null' or 'mixed' for a column (numpy, _Coded or list)."""
-    if isinstance(col, _Coded):
-        return "string"
-    if isinstance(col, np.ndarray):
-        return "number" if col.dtype.kind in "biuf" else "mixed"
-    kinds = {_describe_type(v) for v in col} - {"null"}
-    kinds = {"number" if k == "bool" else k for k in kinds}
-    if not kinds:
-        return "null"
-    return kinds.pop() if len(kinds) == 1 else "mixed"
-
-
-def _concat(parts: list[tuple[Path, Any]], key: str) -> Any:
-    kinds = {_kind_of(col) for _, col in parts} - {"null"}
-    if len(kinds) > 1:
-        where = ", ".join(f"{path} has {_kind_of(col)}s" for path, col in parts)
-        raise ValidateInputError(f"key {key!r} holds different types across files: {where}")
-    if all(isinstance(col, np.ndarray) for _, col in parts):
-        return np.concatenate([col for _, col in parts])
-    if all(isinstance(col, _Coded) for _, col in parts):
-        if len(parts) == 1:
-            return parts[0][1]
-        code_of: dict[str, int] = {}
-        codes = []
-        for _, col in parts:
-            remap = np.asarray([code_of.setdefault(v, len(code_of)) for v in col.values], dtype=np.int64)
-            codes.append(remap[col.codes] if col.codes.size else col.codes)
-        return _Coded(np.concatenate(codes), list(code_of))
-    out: list[Any] = []
-    for _, col in parts:
-        out.extend(col.tolist() if hasattr(col, "tolist") else col)
-    return out
-
-
-def load_rollouts(files: list[Path], *, progress: Any = None) -> tuple[dict[str, Any], int]:
-    """Read JSONL/Parquet rollout files into columns (same keys across files, None where absent).
-
-    Returns
-    -------
-    (columns, n_rows)
-    """
-    per_file: list[tuple[Path, dict[str, Any], int]] = []
-    for path in files:
-        if not path.exists():
-            raise ValidateInputError(f"{path}: no such file")
-        suffix = path.suffix.lower()
-        if suffix in (".jsonl", ".json", ".ndjson"):
-            cols = _read_jsonl(path, progress)
-        elif suffix in (".parquet", ".pq"):
-            cols = _read_parquet(path, progress)
-        else:
-            raise ValidateInputError(f"{path}: unknown file type {suffix!r}; expected .jsonl or .parquet")
-        n_rows = len(next(iter(cols.values()))) if cols else 0
-        if n_rows == 0:
-            raise ValidateInputError(f"{path}: no rows")
-        per_file.append((path, cols, n_rows))
-    keys: dict[str, None] = {}
-    for _, cols, _ in per_file:
-        keys.update(dict.fromkeys(cols))
-    merged: dict[str, Any] = {}
-    for key in keys:
-        parts = [(path, cols[key] if key in cols else [None] * n) for path, cols, n in per_file]
-        merged[key] = _concat(parts, key)
-    return merged, sum(n for _, _, n in per_file)
 
 
 # ----------------------------------------------------------------------------- outputs
