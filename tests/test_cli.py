@@ -11,18 +11,25 @@ from typer.testing import CliRunner
 
 from rlmetrics.cli import app as cli_app
 from rlmetrics.cli.app import app
+from rlmetrics.cli.compare import compare
 from rlmetrics.cli.demo import demo
 from rlmetrics.cli.diagnose import diagnose
 from rlmetrics.cli.report import report
 from rlmetrics.cli.validate import validate
 
-COMMANDS = ["validate", "demo", "report", "diagnose"]
+COMMANDS = ["validate", "compare", "demo", "report", "diagnose"]
 runner = CliRunner()
 
 
-def test_registered_commands_are_the_four_functions():
+def test_registered_commands_are_the_five_functions():
     registered = {info.name: info.callback for info in app.registered_commands}
-    assert registered == {"validate": validate, "demo": demo, "report": report, "diagnose": diagnose}
+    assert registered == {
+        "validate": validate,
+        "compare": compare,
+        "demo": demo,
+        "report": report,
+        "diagnose": diagnose,
+    }
 
 
 @pytest.mark.parametrize("args", [["--help"], []], ids=["help", "no-args"])

@@ -310,10 +310,10 @@ def test_clusters_widen_the_interval_and_are_counted():
 
 def test_bootstrap_interval_is_seeded_and_leaves_the_global_rng_alone():
     acc, uids = _brute_rollouts(3, n_prompts=30)
-    state = np.random.get_state()[1].copy()
+    state = np.random.get_state()[1].copy()  # noqa: NPY002 (the global state is what is checked)
     one = summarize_validation(["s"] * acc.size, uids, {"acc": acc.ravel()}, ci="bootstrap", seed=1)
     two = summarize_validation(["s"] * acc.size, uids, {"acc": acc.ravel()}, ci="bootstrap", seed=1)
-    assert np.array_equal(np.random.get_state()[1], state)
+    assert np.array_equal(np.random.get_state()[1], state)  # noqa: NPY002
     m1, m2 = one["s"]["acc"]["metrics"], two["s"]["acc"]["metrics"]
     assert m1 == m2 and m1["mean@6"]["method"] == "bootstrap"
     assert 0.0 <= m1["mean@6"]["ci_low"] < m1["mean@6"]["value"] < m1["mean@6"]["ci_high"] <= 1.0

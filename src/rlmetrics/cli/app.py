@@ -1,4 +1,4 @@
-"""The ``rlmetrics`` command line: ``validate``, ``demo``, ``report`` and ``diagnose``.
+"""The ``rlmetrics`` command line: ``validate``, ``compare``, ``demo``, ``report`` and ``diagnose``.
 
 Each command lives in its own module of :mod:`rlmetrics.cli`; this file only wires them into
 one typer app. Heavy imports (torch, pyarrow, matplotlib) happen inside the commands, so
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import typer
 
+from rlmetrics.cli.compare import EPILOG as COMPARE_EPILOG
+from rlmetrics.cli.compare import compare
 from rlmetrics.cli.demo import demo
 from rlmetrics.cli.diagnose import EPILOG as DIAGNOSE_EPILOG
 from rlmetrics.cli.diagnose import diagnose
@@ -20,8 +22,8 @@ __all__ = ["app", "main"]
 app = typer.Typer(
     name="rlmetrics",
     help=(
-        "Metrics for RL fine-tuning of language models: validate rollout dumps, run the demo, draw reports, "
-        "diagnose runs."
+        "Metrics for RL fine-tuning of language models: validate and compare rollout dumps, run the demo, "
+        "draw reports, diagnose runs."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -31,6 +33,7 @@ app.command("validate")(validate)
 app.command("demo")(demo)
 app.command("report")(report)
 app.command("diagnose", epilog=DIAGNOSE_EPILOG)(diagnose)
+app.command("compare", epilog=COMPARE_EPILOG)(compare)
 
 
 def main() -> None:

@@ -1,0 +1,364 @@
+"""``rlmetrics compare``: is checkpoint B better than A, by how much, with what certainty?
+
+Each argument is a rollout dump (JSONL/Parquet), a folder of them (verl's per-step
+``val_generations/<step>.jsonl``: the last step, or ``--step``), or a ``rlmetrics validate
+--json`` summary. Every run after the first is compared with the first on the prompts they
+share: per data source and variable, the difference of each metric (mean@N, pass@k, pass^k,
+maj@k, cover@tau ...) with a paired t interval, p-value and the minimum detectable difference
+at 80% power (:func:`rlmetrics.validation.evals.compare_tables`), and the pass@k curves for
+every k with a simultaneous band and where they cross. A summary has no per-prompt data: its
+comparison is unpaired (Welch) and has no curve.
+
+Exit status: 0 on success, 2 on unreadable input or a wrong option.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from rlmetrics.cli._files import atomic_path, write_json
+from rlmetrics.cli._rollouts import KeyOptions, Run, load_run
+
+__all__ = ["compare"]
+
+_EXIT_BAD_INPUT = 2
+
+EPILOG = """\
+Examples:
+
+  rlmetrics compare base/val.jsonl rl/val.jsonl
+
+  rlmetrics compare ckpt/val_generations --step 100 ckpt/val_generations --json cmp.json --plot passk.png
+
+Exit status: 0 compared, 2 unreadable input or a wrong option.
+"""
+
+
+def _shown_metric(name: str, binary: bool) -> bool:
+    """Metrics in the table, without repeats (all stay in --json): for 0/1 variables best@k and
+    worst@k are pass@k and pass^k; every @1 but pass@1 is the mean; cover@1 is all_solved."""
+    if name in ("pass^1", "maj@1", "best@1", "worst@1") or (binary and name == "cover@1"):
+        return False
+    return not (binary and name.startswith(("best@", "worst@")))
+
+
+def _fmt(x: float, digits: int = 4) -> str:
+    return "nan" if not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _fmt_p(p: float) -> str:
+    if not math.isfinite(p):
+        return "nan"
+    return "<1e-4" if p < 1e-4 else f"{p:.4f}"
+
+
+def _describe(run: Run) -> str:
+    if run.summary is not None:
+        return f"{run.path} (a validate summary: unpaired comparison)"
+    assert run.inputs is not None
+    where = f", step {run.step} of {run.n_steps}" if run.step is not None and run.n_steps > 1 else ""
+    return f"{run.path}{where}: {run.inputs.n_rows} samples"
+
+
+def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confidence: float) -> None:
+    from rich.table import Table
+
+    level = f"{confidence:.0%}"
+    if cmp.n_matched is None:
+        head = f"{cmp.source} / {cmp.variable}: unpaired (Welch), from summaries"
+    else:
+        head = (
+            f"{cmp.source} / {cmp.variable}: {cmp.n_matched} prompts in both "
+            f"({cmp.n_only_a} only in {a.name}, {cmp.n_only_b} only in {b.name})"
+        )
+    table = Table(title=escape(head), title_justify="left", highlight=False)
+    for col, justify in (
+        ("metric", "left"),
+        (a.name, "right"),
+        (b.name, "right"),
+        ("B - A", "right"),
+        (f"{level} interval", "right"),
+        ("p", "right"),
+        ("MDE", "right"),
+        ("corr", "right"),
+    ):
+        table.add_column(escape(col), justify=justify)  # type: ignore[arg-type]
+    for name, d in cmp.metrics.items():
+        if not _shown_metric(name, binary):
+            continue
+        style = None
+        if math.isfinite(d.ci_low) and (d.ci_low > 0 or d.ci_high < 0):
+            style = "green" if d.diff > 0 else "red"
+        table.add_row(
+            name,
+            _fmt(d.mean_a),
+            _fmt(d.mean_b),
+            f"{d.diff:+.4f}" if math.isfinite(d.diff) else "nan",
+            f"[{_fmt(d.ci_low)}, {_fmt(d.ci_high)}]",
+            _fmt_p(d.p_value),
+            _fmt(d.mde),
+            _fmt(d.correlation, 2),
+            style=style,
+        )
+    console.print()
+    console.print(table)
+    if cmp.curve is not None:
+        console.print(
+            f"pass@k for k = 1..{int(cmp.curve.ks[-1])}: {escape(cmp.curve.statement)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    first = next(iter(cmp.metrics.values()), None)
+    if first is not None:
+        console.print(f"[dim]{escape(first.method)}; MDE: smallest difference detected with 80% power[/dim]")
+
+
+def _plot(runs: list[Run], results: list[tuple[Run, list[Any]]], target: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        raise ImportError("--plot needs matplotlib: pip install 'rlmetrics[plot]'") from None
+    panels = [(b, c) for b, cmps in results for c in cmps if c.curve is not None]
+    if not panels:
+        raise ValueError(
+            "--plot: no pass@k curve to draw (needs 0/1 values and 2+ samples per prompt in both runs)"
+        )
+    keys = list(dict.fromkeys((c.source, c.variable) for _, c in panels))
+    fig, axes = plt.subplots(len(keys), 2, figsize=(11, 3.8 * len(keys)), squeeze=False)
+    a = runs[0]
+    for row, key in zip(axes, keys):
+        left, right = row
+        drawn_a = False
+        for b, c in panels:
+            if (c.source, c.variable) != key:
+                continue
+            cv = c.curve
+            ks = cv.ks
+            if not drawn_a:
+                left.plot(ks, cv.mean_a, marker=".", label=a.name)
+                drawn_a = True
+            left.plot(ks, cv.mean_b, marker=".", label=b.name)
+            (line,) = right.plot(ks, cv.diff, marker=".", label=f"{b.name} - {a.name}")
+            right.fill_between(ks, cv.band_low, cv.band_high, color=line.get_color(), alpha=0.2, linewidth=0)
+            if cv.crossover_interval is not None:
+                lo, hi = cv.crossover_interval
+                right.axvspan(lo, hi, color=line.get_color(), alpha=0.08)
+            if cv.crossover is not None:
+                right.axvline(cv.crossover, color=line.get_color(), linestyle="--", linewidth=1)
+        right.axhline(0.0, color="black", linewidth=0.8)
+        left.set_title(f"{key[0]} / {key[1]}: pass@k")
+        right.set_title(
+            f"difference with {panels[0][1].curve.confidence:.0%} simultaneous band; crossover shaded"
+        )
+        for ax in row:
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            ax.set_xlabel("k")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize="small")
+        left.set_ylabel("pass@k")
+        right.set_ylabel("B - A")
+    fig.tight_layout()
+    with atomic_path(target) as tmp:
+        fig.savefig(tmp, format=target.suffix.lstrip(".") or "png", dpi=110)
+    plt.close(fig)
+
+
+def compare(
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Two or more evaluations: dumps (.jsonl/.parquet), folders of dumps, validate --json files.",
+            show_default=False,
+        ),
+    ],
+    uid_key: Annotated[
+        str, typer.Option("--uid-key", help="Key of the prompt id (default: 'uid', else the 'input' text).")
+    ] = "uid",
+    source_key: Annotated[
+        str, typer.Option("--source-key", help="Key of the data source; if absent, one source named 'all'.")
+    ] = "data_source",
+    value_keys: Annotated[
+        list[str] | None,
+        typer.Option("--value-key", help="A value to compare (repeatable); default: every numeric key."),
+    ] = None,
+    pred_key: Annotated[
+        str, typer.Option("--pred-key", help="Key of the answer voted on for maj@k.")
+    ] = "pred",
+    cluster_key: Annotated[
+        str | None,
+        typer.Option("--cluster-key", help="Key of a cluster of prompts: clustered standard errors."),
+    ] = None,
+    k: Annotated[
+        list[int] | None,
+        typer.Option("--k", "-k", help="A k of the @k metrics (repeatable); default 1, 2, 4, ... N."),
+    ] = None,
+    step: Annotated[
+        int | None,
+        typer.Option("--step", help="For folders of per-step dumps: the step to read (default: the last)."),
+    ] = None,
+    confidence: Annotated[float, typer.Option("--confidence", help="Level of the intervals.")] = 0.95,
+    n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap replicates of the pass@k band.")] = 2000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+    curves: Annotated[
+        bool, typer.Option("--curves/--no-curves", help="Compare pass@k curves for every k.")
+    ] = True,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the comparison as JSON here.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Draw pass@k against k and B - A with its band (PNG).")
+    ] = None,
+) -> None:
+    """Compare evaluations on the same prompts: paired differences, intervals, p-values, pass@k curves."""
+    from rlmetrics.validation.dumps import DumpError
+    from rlmetrics.validation.evals import compare_summaries, compare_tables
+    from rlmetrics.validation.summary import prompt_estimates, summarize_validation
+
+    out = Console()
+    if not out.is_terminal:  # logs and pipes: a table as wide as it needs, not 80 columns
+        out = Console(width=120)
+    err = Console(stderr=True)
+
+    def fail(message: str) -> None:
+        err.print(f"[bold red]error:[/bold red] {escape(str(message))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=_EXIT_BAD_INPUT)
+
+    if len(runs) < 2:
+        fail(f"compare needs at least two runs (A, then B ...); got {len(runs)}")
+    if not 0.0 < confidence < 1.0:
+        fail(f"--confidence must be in (0, 1); got {confidence}")
+    if n_boot < 100:
+        fail(f"--n-boot must be at least 100; got {n_boot}")
+    if k is not None and any(v < 1 for v in k):
+        fail(f"--k values must be >= 1; got {k}")
+    for target, opt in ((json_out, "--json"), (plot, "--plot")):
+        if target is not None and not target.parent.exists():
+            fail(f"{opt}: the directory {target.parent} does not exist")
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            fail("--plot needs matplotlib: pip install 'rlmetrics[plot]'")
+    opts = KeyOptions(uid_key, source_key, value_keys, pred_key, cluster_key)
+    loaded: list[Run] = []
+    names: dict[str, int] = {}
+    for path in runs:
+        try:
+            run = load_run(path, opts, step=step)
+        except (DumpError, ValueError, TypeError, ImportError) as e:
+            fail(str(e))
+        if run.name in names:  # the same folder twice (e.g. two steps): tell them apart
+            names[run.name] += 1
+            run.name = f"{run.name}#{names[run.name]}" if run.step is None else f"{run.name}@{run.step}"
+        else:
+            names[run.name] = 1
+        loaded.append(run)
+    for i, r in enumerate(loaded):
+        out.print(
+            f"{chr(65 + i)} = {escape(r.name)}: {escape(_describe(r))}", highlight=False, soft_wrap=True
+        )
+    base = loaded[0]
+    results: list[tuple[Run, list[Any]]] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            tables = {}
+            for run in loaded:
+                if run.inputs is not None:
+                    data = run.inputs
+                    tables[id(run)] = prompt_estimates(
+                        data.sources,
+                        data.uids,
+                        data.infos,
+                        ks=k,
+                        pred_key=pred_key,
+                        clusters=data.clusters,
+                        seed=seed,
+                    )
+            for other in loaded[1:]:
+                if base.inputs is not None and other.inputs is not None:
+                    cmps = compare_tables(
+                        tables[id(base)],
+                        tables[id(other)],
+                        confidence=confidence,
+                        curves=curves,
+                        n_boot=n_boot,
+                        seed=seed,
+                    )
+                else:
+                    cmps = compare_summaries(
+                        _summary(base, k, pred_key, summarize_validation),
+                        _summary(other, k, pred_key, summarize_validation),
+                        confidence=confidence,
+                    )
+                results.append((other, cmps))
+    except (ValueError, TypeError) as e:
+        fail(str(e))
+    for w in caught:
+        err.print(f"[yellow]warning:[/yellow] {escape(str(w.message))}", highlight=False, soft_wrap=True)
+    for other, cmps in results:
+        if not cmps:
+            err.print(
+                f"[yellow]warning:[/yellow] {escape(base.name)} and {escape(other.name)} share no "
+                "data source and variable",
+                highlight=False,
+            )
+        for cmp in cmps:
+            binary = _is_binary(tables.get(id(base)), cmp)
+            _print_table(out, base, other, cmp, binary, confidence)
+    if json_out is not None:
+        payload = {
+            "runs": [
+                {
+                    "name": r.name,
+                    "path": str(r.path),
+                    "step": r.step,
+                    "n_steps": r.n_steps,
+                    "files": [str(f) for f in r.files],
+                    "kind": "summary" if r.summary is not None else "rollouts",
+                    "n_samples": None if r.inputs is None else r.inputs.n_rows,
+                }
+                for r in loaded
+            ],
+            "confidence": confidence,
+            "comparisons": [
+                {"a": base.name, "b": other.name, "tables": [c.as_dict() for c in cmps]}
+                for other, cmps in results
+            ],
+        }
+        write_json(json_out, payload)
+        err.print(f"wrote {json_out}")
+    if plot is not None:
+        try:
+            _plot(loaded, results, plot)
+        except (ImportError, ValueError) as e:
+            fail(str(e))
+        err.print(f"wrote {plot}")
+
+
+def _summary(run: Run, k: list[int] | None, pred_key: str, summarize: Any) -> dict[str, Any]:
+    if run.summary is not None:
+        return run.summary
+    assert run.inputs is not None
+    i = run.inputs
+    return summarize(i.sources, i.uids, i.infos, ks=k, pred_key=pred_key, clusters=i.clusters)
+
+
+def _is_binary(tables: Any, cmp: Any) -> bool:
+    if tables is not None:
+        t = tables.get(cmp.source, {}).get(cmp.variable)
+        if t is not None:
+            return bool(t.binary)
+    return any(name.startswith("pass@") for name in cmp.metrics)

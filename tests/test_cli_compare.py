@@ -1,0 +1,132 @@
+"""``rlmetrics compare`` through typer's CliRunner: tables, --json, --plot, folders, summaries, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from rlmetrics.cli.app import app
+
+runner = CliRunner()
+
+
+def _dump(path, rates, n, seed, *, source_of=lambda i: "math", uid_prefix="q"):
+    rng = np.random.default_rng(seed)
+    with path.open("w") as fh:
+        for i, rate in enumerate(rates):
+            for _ in range(n):
+                ok = int(rng.random() < rate)
+                row = {
+                    "input": f"{uid_prefix}{i}",
+                    "output": "...",
+                    "data_source": source_of(i),
+                    "acc": ok,
+                    "score": ok * 2.0,
+                }
+                fh.write(json.dumps(row) + "\n")
+    return path
+
+
+@pytest.fixture
+def pair(tmp_path):
+    rng = np.random.default_rng(0)
+    base = rng.beta(0.6, 1.2, 120)
+    rl = np.where(rng.random(120) < 0.3, 0.0, rng.beta(6, 2, 120))
+    return _dump(tmp_path / "base.jsonl", base, 16, 1), _dump(tmp_path / "rl.jsonl", rl, 16, 2)
+
+
+def test_table_json_and_plot(pair, tmp_path):
+    a, b = pair
+    out_json, out_png = tmp_path / "cmp.json", tmp_path / "passk.png"
+    result = runner.invoke(
+        app,
+        [
+            "compare",
+            str(a),
+            str(b),
+            "--value-key",
+            "acc",
+            "--json",
+            str(out_json),
+            "--plot",
+            str(out_png),
+            "--n-boot",
+            "300",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "A = base" in result.output and "B = rl" in result.output
+    assert "math / acc: 120 prompts in both (0 only in base, 0 only in rl)" in result.output
+    assert "pass@k for k = 1..16: B better on k in [1," in result.output
+    payload = json.loads(out_json.read_text())
+    assert [r["name"] for r in payload["runs"]] == ["base", "rl"]
+    (table,) = payload["comparisons"][0]["tables"]
+    d = table["metrics"]["mean@16"]
+    assert d["ci_low"] < d["diff"] < d["ci_high"] and 0 <= d["p_value"] <= 1 and d["n"] == 120
+    assert table["curve"]["ks"] == list(range(1, 17)) and table["curve"]["crossover"] is not None
+    assert out_png.stat().st_size > 10_000
+
+
+def test_folder_of_steps_takes_the_last_or_the_one_asked(tmp_path):
+    folder = tmp_path / "val_generations"
+    folder.mkdir()
+    rates = np.linspace(0.1, 0.9, 30)
+    for step, shift in ((10, 0.0), (20, 0.05), (30, 0.1)):
+        _dump(folder / f"{step}.jsonl", np.clip(rates + shift, 0, 1), 4, step)
+    result = runner.invoke(
+        app, ["compare", str(folder), str(folder), "--step", "10", "--value-key", "acc", "--no-curves"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "step 10 of 3" in result.output
+    result = runner.invoke(
+        app, ["compare", str(folder / "10.jsonl"), str(folder), "--value-key", "acc", "--no-curves"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "step 30 of 3" in result.output
+
+
+def test_validate_summaries_are_compared_unpaired(pair, tmp_path):
+    a, b = pair
+    summary = tmp_path / "a_summary.json"
+    assert (
+        runner.invoke(app, ["validate", str(a), "--value-key", "acc", "--json", str(summary)]).exit_code == 0
+    )
+    result = runner.invoke(app, ["compare", str(summary), str(b), "--value-key", "acc"])
+    assert result.exit_code == 0, result.output
+    assert "a validate summary: unpaired comparison" in result.output
+    assert "unpaired (Welch), from summaries" in result.output
+
+
+def test_unmatched_prompts_are_counted(tmp_path):
+    a = _dump(tmp_path / "a.jsonl", [0.5] * 20, 4, 0)
+    b = _dump(tmp_path / "b.jsonl", [0.5] * 25, 4, 1)
+    result = runner.invoke(app, ["compare", str(a), str(b), "--value-key", "acc", "--no-curves"])
+    assert result.exit_code == 0, result.output
+    assert "20 prompts in both (0 only in a, 5 only in b)" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["{a}"], "compare needs at least two runs"),
+        (["{a}", "{missing}"], "no such file"),
+        (["{a}", "{b}", "--confidence", "1.5"], r"--confidence must be in \(0, 1\)"),
+        (["{a}", "{b}", "--value-key", "nope"], "value key 'nope' is not in the files"),
+        (["{a}", "{b}", "--step", "7"], "no dump of step 7"),
+        (["{a}", "{b}", "--json", "{nodir}"], "--json: the directory"),
+        (["{a}", "{b}", "--n-boot", "5"], "--n-boot must be at least 100"),
+    ],
+    ids=["one-run", "missing", "confidence", "value-key", "step", "json-dir", "n-boot"],
+)
+def test_bad_input_exits_2_with_a_message(pair, tmp_path, args, message):
+    import re
+
+    a, b = pair
+    names = {"a": a, "b": b, "missing": tmp_path / "missing.jsonl", "nodir": tmp_path / "no" / "x.json"}
+    result = runner.invoke(app, ["compare", *[x.format(**names) for x in args]])
+    assert result.exit_code == 2, result.output
+    assert re.search(message, result.output), result.output
+    assert "Traceback" not in result.output
