@@ -219,3 +219,82 @@ def test_outputs_get_a_normal_file_mode(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~umask
+
+
+def _step_folder(tmp_path, steps=(0, 10, 20), n_prompts=20):
+    folder = tmp_path / "val_generations"
+    folder.mkdir()
+    for i, step in enumerate(steps):
+        rows = rollouts(seed=i, n_prompts=n_prompts)
+        for r in rows:
+            r["step"] = step
+        write_jsonl(folder / f"{step}.jsonl", rows)
+    return folder
+
+
+def test_a_folder_of_steps_gives_curves_against_the_step(tmp_path):
+    folder = _step_folder(tmp_path)
+    out, png = tmp_path / "steps.json", tmp_path / "steps.png"
+    res = run(folder, "--value-key", "acc", "--json", out, "--plot", png)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "240 samples in 3 steps" in text and "gsm8k / acc by step" in text and "step 20 in full" in text
+    payload = json.loads(out.read_text())
+    assert [s["step"] for s in payload["steps"]] == [0, 10, 20]
+    assert payload["n_samples"] == 240 and all(s["n_samples"] == 80 for s in payload["steps"])
+    # each step's summary is the library's on that step's file alone
+    rows = [json.loads(line) for line in (folder / "10.jsonl").read_text().splitlines()]
+    want = summarize_validation(
+        [r["data_source"] for r in rows], [r["input"] for r in rows], {"acc": [r["acc"] for r in rows]}
+    )
+    got = payload["steps"][1]["summary"]["gsm8k"]["acc"]["metrics"]["mean@4"]
+    assert got["value"] == pytest.approx(want["gsm8k"]["acc"]["metrics"]["mean@4"]["value"], abs=1e-12)
+    assert png.stat().st_size > 5_000
+
+
+def test_steps_mixed_with_unnumbered_dumps_are_refused(tmp_path):
+    folder = _step_folder(tmp_path, steps=(0, 10))
+    write_jsonl(folder / "extra.jsonl", rollouts(9))
+    res = run(folder)
+    assert res.exit_code == 1
+    assert "1 dump(s) without a step in their name" in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize("ci", ["wilson", "t", "bootstrap"], ids=["wilson", "t", "bootstrap"])
+def test_ci_option_names_the_method(tmp_path, ci):
+    src = write_jsonl(tmp_path / "0.jsonl", rollouts())
+    out = tmp_path / "s.json"
+    res = run(src, "--value-key", "acc", "--ci", ci, "--json", out)
+    assert res.exit_code == 0, res.output
+    body = json.loads(out.read_text())["summary"]["gsm8k"]["acc"]
+    assert body["ci"]["method"] == ci
+    assert {m["method"] for m in body["metrics"].values()} == {ci}
+
+
+def test_cluster_key_and_k_above_samples_warning(tmp_path):
+    rows = rollouts(n_prompts=12)
+    for r in rows:
+        r["passage"] = int(r["input"].split()[-1]) // 3
+    src = write_jsonl(tmp_path / "0.jsonl", rows)
+    out = tmp_path / "s.json"
+    res = run(src, "--value-key", "acc", "--cluster-key", "passage", "-k", "8", "--json", out)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "warning: a requested k is above the samples of some prompts" in text and "k=8" in text
+    assert "clusters of prompts" in text
+    body = json.loads(out.read_text())["summary"]["gsm8k"]["acc"]
+    assert body["ci"]["n_clusters"] == 4 and "pass@8" not in body["metrics"]  # gsm8k: prompts 1, 2, 4 ... 11
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (("--ci", "normal"), "--ci must be one of wilson, t, bootstrap"),
+        (("--confidence", "0"), "--confidence must be"),
+    ],
+    ids=["ci", "confidence"],
+)
+def test_interval_option_errors(tmp_path, args, match):
+    src = write_jsonl(tmp_path / "0.jsonl", rollouts())
+    res = run(src, *args)
+    assert res.exit_code == 1 and match in " ".join(res.output.split())

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from rlmetrics.validation.dumps import DumpError, _Coded, find_dumps, load_rollouts, schema_keys
 
-__all__ = ["KeyOptions", "RolloutInputs", "Run", "inputs_of", "keys_to_read", "load_run"]
+__all__ = ["KeyOptions", "RolloutInputs", "Run", "inputs_of", "keys_to_read", "load_run", "read_keys"]
 
 _TEXT_KEYS = frozenset({"input", "output", "gts", "step"})
 
@@ -85,10 +85,27 @@ def _value_keys(kinds: dict[str, str], opts: KeyOptions, present: str) -> list[s
                 raise DumpError(f"value key {key!r} must hold numbers or bools; it holds {kinds[key]} values")
         return list(opts.value_keys)
     exclude = {opts.uid_key, opts.source_key, opts.pred_key, opts.cluster_key} | _TEXT_KEYS
-    chosen = [key for key, kind in kinds.items() if key not in exclude and kind == "number"]
+    # a key mixing numbers with other values is read too, so the reader names the line at fault
+    chosen = [key for key, kind in kinds.items() if key not in exclude and kind in ("number", "mixed")]
     if not chosen:
         raise DumpError(f"no numeric value key found (e.g. 'score', 'acc'); keys present: {present}")
     return chosen
+
+
+def read_keys(files: Sequence[Path], opts: KeyOptions) -> list[str]:
+    """:func:`keys_to_read` of ``files`` from their schemas; a file without rows is named."""
+    kinds: dict[str, str] = {}
+    for path in files:
+        one = schema_keys([path])
+        if not one:
+            raise DumpError(f"{path}: no rows")
+        for key, kind in one.items():
+            kinds[key] = (
+                kind
+                if kinds.get(key) in (None, "null", kind)
+                else ("mixed" if kind != "null" else kinds[key])
+            )
+    return keys_to_read(kinds, opts)
 
 
 def _values(col: Any) -> Any:
@@ -127,7 +144,7 @@ class Run:
 
 
 def _summary_json(path: Path) -> dict[str, Any] | None:
-    """The ``summary`` of a ``rlmetrics validate --json`` file, or None for a dump file.
+    """A ``rlmetrics validate --json`` file (one ``summary``, or per-step ``steps``), or None for a dump.
 
     A dump's first line is a whole JSON object; the summary is one indented object over many
     lines, so the first line alone does not parse.
@@ -145,8 +162,8 @@ def _summary_json(path: Path) -> dict[str, Any] | None:
         payload = json.loads(path.read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
-    if isinstance(payload, dict) and isinstance(payload.get("summary"), dict) and "n_samples" in payload:
-        return payload["summary"]
+    if isinstance(payload, dict) and "n_samples" in payload and ("summary" in payload or "steps" in payload):
+        return payload
     return None
 
 
@@ -158,9 +175,17 @@ def load_run(path: Path, opts: KeyOptions, *, step: int | None = None, name: str
     """
     label = name or (path.stem if path.is_file() else path.resolve().name)
     if path.is_file():
-        summary = _summary_json(path)
-        if summary is not None:
-            return Run(label, path, None, 1, [path], summary=summary)
+        payload = _summary_json(path)
+        if payload is not None and "steps" in payload:
+            steps_of = {entry["step"]: entry["summary"] for entry in payload["steps"]}
+            chosen = step if step is not None else max(steps_of)
+            if chosen not in steps_of:
+                raise DumpError(
+                    f"{path}: no summary of step {step}; steps present: {', '.join(map(str, steps_of))}"
+                )
+            return Run(label, path, chosen, len(steps_of), [path], summary=steps_of[chosen])
+        if payload is not None:
+            return Run(label, path, None, 1, [path], summary=payload["summary"])
     dumps = find_dumps(path)
     steps = sorted({d.step for d in dumps if d.step is not None})
     chosen = step if step is not None else (steps[-1] if steps else None)
@@ -168,6 +193,5 @@ def load_run(path: Path, opts: KeyOptions, *, step: int | None = None, name: str
         shown = ", ".join(map(str, steps[-10:])) or "none"
         raise DumpError(f"{path}: no dump of step {step}; steps present: {shown}")
     files = [d.path for d in dumps if d.step == chosen] if chosen is not None else [d.path for d in dumps]
-    kinds = schema_keys(files)
-    columns, n_rows = load_rollouts(files, keys=keys_to_read(kinds, opts))
+    columns, n_rows = load_rollouts(files, keys=read_keys(files, opts))
     return Run(label, path, chosen, max(len(steps), 1), files, inputs=inputs_of(columns, n_rows, opts))

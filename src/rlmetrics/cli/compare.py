@@ -60,10 +60,10 @@ def _fmt_p(p: float) -> str:
 
 
 def _describe(run: Run) -> str:
-    if run.summary is not None:
-        return f"{run.path} (a validate summary: unpaired comparison)"
-    assert run.inputs is not None
     where = f", step {run.step} of {run.n_steps}" if run.step is not None and run.n_steps > 1 else ""
+    if run.summary is not None:
+        return f"{run.path}{where} (a validate summary: unpaired comparison)"
+    assert run.inputs is not None
     return f"{run.path}{where}: {run.inputs.n_rows} samples"
 
 

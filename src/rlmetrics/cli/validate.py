@@ -1,10 +1,15 @@
-"""``rlmetrics validate``: validation statistics of rollout dumps (JSONL or Parquet).
+"""``rlmetrics validate``: validation statistics of rollout dumps (JSONL or Parquet), one or many steps.
 
 Reads verl's validation dumps (one JSON object per line with ``input``, ``output``, ``gts``,
-``score``, ``step`` and the extra reward keys such as ``acc`` and ``pred``) or Parquet files,
-groups the samples into prompts by ``--uid-key`` (else by ``input``) and data sources by
-``--source-key`` (else one source), and prints :func:`rlmetrics.summarize_validation`: mean,
-pass@k, best@k, worst@k and maj@k with 95% intervals across prompts.
+``score``, ``step`` and the extra reward keys such as ``acc`` and ``pred``) or Parquet files, or
+folders of them, groups the samples into prompts by ``--uid-key`` (else by ``input``) and data
+sources by ``--source-key`` (else one source), and prints :func:`rlmetrics.summarize_validation`:
+mean, pass@k, pass^k, best@k, worst@k, maj@k and cover@tau with intervals across prompts
+(Wilson on the effective number of prompts unless ``--ci`` says otherwise).
+
+Dumps of several steps (verl's ``val_generations/<step>.jsonl``) give metric-vs-step curves: each
+step is read and summarised in turn (only the columns used; memory holds one step), then a table
+and ``--plot`` of the headline metrics against the step, and the last step in full.
 
 Bad input stops the command with exit code 1 and a message naming the file, the line and the
 key; outputs (``--json``, ``--plot``) are written to a temporary file and renamed into place, so
@@ -14,6 +19,7 @@ nothing is ever left half written.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,15 +30,14 @@ from rich.markup import escape
 
 from rlmetrics import keys as K
 from rlmetrics.cli._files import atomic_path, write_json
-from rlmetrics.validation.dumps import ValidateInputError, _Coded, _kind_of, load_rollouts
+from rlmetrics.cli._rollouts import KeyOptions, inputs_of, read_keys
+from rlmetrics.validation.dumps import Dump, ValidateInputError, find_dumps, load_rollouts
 
 __all__ = ["ValidateInputError", "load_rollouts", "validate"]
 
-_TEXT_KEYS = frozenset({"input", "output", "gts", "step"})
-
 
 # ----------------------------------------------------------------------------- outputs
-def _plot(summary: dict[str, Any], target: Path) -> None:
+def _import_pyplot() -> Any:
     try:
         import matplotlib
 
@@ -40,6 +45,18 @@ def _plot(summary: dict[str, Any], target: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise ImportError("--plot needs matplotlib: pip install 'rlmetrics[plot]'") from None
+    return plt
+
+
+def _errors(ms: list[dict[str, Any]]) -> list[list[float]]:
+    """Asymmetric error bars (value - low, high - value) of summary entries; 0 where undefined."""
+    low = [m["value"] - m["ci_low"] if math.isfinite(m["ci_low"]) else 0.0 for m in ms]
+    high = [m["ci_high"] - m["value"] if math.isfinite(m["ci_high"]) else 0.0 for m in ms]
+    return [low, high]
+
+
+def _plot(summary: dict[str, Any], target: Path) -> None:
+    plt = _import_pyplot()
     sources = list(summary)
     fig, axes = plt.subplots(1, len(sources), figsize=(5 * len(sources), 4), squeeze=False)
     for ax, src in zip(axes[0], sources):
@@ -54,9 +71,15 @@ def _plot(summary: dict[str, Any], target: Path) -> None:
                     continue
                 ks = [k for k, _ in pts]
                 all_ks.update(ks)
-                vals = [m["value"] for _, m in pts]
-                err = [0.0 if not math.isfinite(m["se"]) else m["value"] - m["ci_low"] for _, m in pts]
-                ax.errorbar(ks, vals, yerr=err, marker="o", capsize=3, label=f"{var} {kind}@k")
+                ms = [m for _, m in pts]
+                ax.errorbar(
+                    ks,
+                    [m["value"] for m in ms],
+                    yerr=_errors(ms),
+                    marker="o",
+                    capsize=3,
+                    label=f"{var} {kind}@k",
+                )
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(all_ks), [str(k) for k in sorted(all_ks)])
         ax.minorticks_off()
@@ -70,21 +93,71 @@ def _plot(summary: dict[str, Any], target: Path) -> None:
     plt.close(fig)
 
 
+def _headline(body: dict[str, Any]) -> list[str]:
+    """The metrics followed across steps: mean@N, then pass@k, pass^k, maj@k at the largest k."""
+    metrics = body["metrics"]
+    names = [next(name for name in metrics if name.startswith("mean@"))]
+    ks = [int(name.split("@")[1]) for name in metrics if name.startswith(("best@", "pass@"))]
+    if ks:
+        k = max(ks)
+        kinds = (f"pass@{k}", f"pass^{k}", f"maj@{k}") if body["binary"] else (f"best@{k}", f"maj@{k}")
+        names += [name for name in kinds if name in metrics]
+    return names
+
+
+def _plot_steps(steps: list[tuple[int, dict[str, Any]]], target: Path) -> None:
+    plt = _import_pyplot()
+    pairs = list(dict.fromkeys((src, var) for _, summary in steps for src in summary for var in summary[src]))
+    fig, axes = plt.subplots(1, len(pairs), figsize=(5.5 * len(pairs), 4), squeeze=False)
+    for ax, (src, var) in zip(axes[0], pairs):
+        bodies = [(step, s[src][var]) for step, s in steps if var in s.get(src, {})]
+        for name in _headline(bodies[-1][1]):
+            pts = [(step, b["metrics"][name]) for step, b in bodies if name in b["metrics"]]
+            xs = [step for step, _ in pts]
+            ys = [m["value"] for _, m in pts]
+            (line,) = ax.plot(xs, ys, marker=".", label=name)
+            lows = [m["ci_low"] if math.isfinite(m["ci_low"]) else m["value"] for _, m in pts]
+            highs = [m["ci_high"] if math.isfinite(m["ci_high"]) else m["value"] for _, m in pts]
+            ax.fill_between(xs, lows, highs, color=line.get_color(), alpha=0.2, linewidth=0)
+        ax.set_xlabel("step")
+        ax.set_title(f"{src} / {var}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    with atomic_path(target) as tmp:
+        fig.savefig(tmp, format=target.suffix.lstrip(".") or "png", dpi=120)
+    plt.close(fig)
+
+
 def _fmt(m: dict[str, Any] | None) -> str:
+    """``value [low, high]`` (the interval need not be symmetric), or the value alone."""
     if m is None:
         return ""
     value = m["value"]
     if not math.isfinite(value):
         return "nan"
-    if math.isfinite(m["se"]):
-        return f"{value:.4f}±{m['value'] - m['ci_low']:.4f}"
-    return f"{value:.4f}"
+    if math.isfinite(m["ci_low"]) and math.isfinite(m["ci_high"]):
+        return f"{value:.3f} [{m['ci_low']:.3f}, {m['ci_high']:.3f}]"
+    return f"{value:.3f}"
+
+
+def _interval_note(summary: dict[str, Any]) -> str:
+    """'95% Wilson intervals across prompts' from the summary's own ``ci`` entries."""
+    cis = [body["ci"] for var2body in summary.values() for body in var2body.values()]
+    if not cis:
+        return "intervals across prompts"
+    ci = cis[0]
+    unit = "clusters of prompts" if ci.get("n_clusters") else "prompts"
+    names = {"wilson": "Wilson (t where values leave [0, 1])", "t": "Student t", "bootstrap": "bootstrap"}
+    return f"{ci['confidence']:.0%} {names.get(ci['method'], ci['method'])} intervals across {unit}"
 
 
 def _print_tables(console: Any, summary: dict[str, Any], n_rows: int, n_files: int) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]{n_rows}[/bold] samples from {n_files} file(s); intervals are 95% across prompts")
+    console.print(
+        f"[bold]{n_rows}[/bold] samples from {n_files} file(s); {_interval_note(summary)}", highlight=False
+    )
     for src, var2body in summary.items():
         for var, body in var2body.items():
             metrics = body["metrics"]
@@ -100,53 +173,63 @@ def _print_tables(console: Any, summary: dict[str, Any], n_rows: int, n_files: i
                 f"{mean_name} = {_fmt(metrics[mean_name])}"
             )
             if body["binary"]:
+                covers = [name for name in metrics if name.startswith("cover@") and name != "cover@1"]
                 title += (
                     f"\nsolved by all samples {_fmt(metrics['all_solved'])}, "
                     f"by none {_fmt(metrics['none_solved'])}"
                 )
+                title += "".join(f"\n{name} {_fmt(metrics[name])}" for name in covers)
             ks = sorted({int(name.split("@")[1]) for name in metrics if name.startswith(("best@", "maj@"))})
             console.print()
-            console.print(title, highlight=False)
+            console.print(escape(title), highlight=False)
             table = Table()
             table.add_column("k", justify="right")
-            kinds = ["pass" if body["binary"] else "best", "worst"]
+            kinds = ["pass@", "pass^"] if body["binary"] else ["best@", "worst@"]
             if any(name.startswith("maj@") for name in metrics):
-                kinds.append("maj")
+                kinds.append("maj@")
             for kind in kinds:
-                table.add_column(f"{kind}@k", justify="right")
+                table.add_column(f"{kind}k", justify="right", no_wrap=True)
             table.add_column("prompts", justify="right")
             for k in ks:
-                row = [str(k)] + [_fmt(metrics.get(f"{kind}@{k}")) for kind in kinds]
+                row = [str(k)] + [_fmt(metrics.get(f"{kind}{k}")) for kind in kinds]
                 row.append(str(metrics.get(f"best@{k}", {}).get("n_prompts", "")))
                 table.add_row(*row)
             console.print(table)
 
 
+def _print_steps(console: Any, steps: list[tuple[int, dict[str, Any]]], n_rows: int) -> None:
+    from rich.table import Table
+
+    console.print(
+        f"[bold]{n_rows}[/bold] samples in {len(steps)} steps; {_interval_note(steps[-1][1])}",
+        highlight=False,
+    )
+    pairs = list(dict.fromkeys((src, var) for _, summary in steps for src in summary for var in summary[src]))
+    for src, var in pairs:
+        bodies = [(step, s[src][var]) for step, s in steps if var in s.get(src, {})]
+        names = _headline(bodies[-1][1])
+        table = Table(title=escape(f"{src} / {var} by step"), title_justify="left")
+        table.add_column("step", justify="right")
+        table.add_column("prompts", justify="right")
+        for name in names:
+            table.add_column(name, justify="right", no_wrap=True)
+        for step, body in bodies:
+            table.add_row(
+                str(step), str(body["n_prompts"]), *[_fmt(body["metrics"].get(name)) for name in names]
+            )
+        console.print()
+        console.print(table)
+
+
 # ----------------------------------------------------------------------------- the command
-def _choose_values(columns: dict[str, Any], value_keys: list[str] | None, exclude: set[str]) -> list[str]:
-    present = ", ".join(sorted(columns))
-    if value_keys:
-        for key in value_keys:
-            if key not in columns:
-                raise ValidateInputError(f"value key {key!r} is not in the files; keys present: {present}")
-            if _kind_of(columns[key]) not in ("number", "null"):
-                raise ValidateInputError(
-                    f"value key {key!r} must hold numbers or bools; it holds {_kind_of(columns[key])} values"
-                )
-        return list(value_keys)
-    chosen = [
-        key
-        for key, col in columns.items()
-        if key not in exclude and key not in _TEXT_KEYS and _kind_of(col) == "number"
-    ]
-    if not chosen:
-        raise ValidateInputError(f"no numeric value key found (e.g. 'score', 'acc'); keys present: {present}")
-    return chosen
-
-
 def validate(
-    files: Annotated[
-        list[Path], typer.Argument(help="Rollout dumps: .jsonl (verl's validation dump) or .parquet.")
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Rollout dumps (.jsonl, verl's validation dump, or .parquet), or folders of them "
+            "(per-step dumps give curves against the step).",
+            show_default=False,
+        ),
     ],
     uid_key: Annotated[
         str,
@@ -167,29 +250,48 @@ def validate(
     pred_key: Annotated[
         str, typer.Option("--pred-key", help="Key of the predicted answer voted on for maj@k.")
     ] = "pred",
+    cluster_key: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster-key", help="Key of a cluster of prompts (e.g. a shared passage): clustered errors."
+        ),
+    ] = None,
     k: Annotated[
-        list[int] | None, typer.Option("--k", "-k", help="A k for the @k metrics (repeatable).")
+        list[int] | None,
+        typer.Option("--k", "-k", help="A k for the @k metrics (repeatable); default 1, 2, 4, ... N."),
     ] = None,
     replace: Annotated[
         bool, typer.Option("--replace", help="Draw with replacement (the expectation of verl's bootstrap).")
     ] = False,
+    ci: Annotated[
+        str,
+        typer.Option(
+            "--ci",
+            help="Interval: wilson (stays in [0, 1]; t for other values), t, or bootstrap (over prompts).",
+        ),
+    ] = "wilson",
+    confidence: Annotated[float, typer.Option("--confidence", help="Level of the intervals.")] = 0.95,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="Write the summary as JSON to this file.")
+        Path | None, typer.Option("--json", help="Write the summary (per step for several steps) as JSON.")
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Draw pass@k and maj@k against k (PNG).")
+        Path | None,
+        typer.Option(
+            "--plot", help="Draw pass@k and maj@k against k, or the headline metrics against the step (PNG)."
+        ),
     ] = None,
     verl_keys: Annotated[
         bool, typer.Option("--verl", help="Also compute verl's bootstrap metrics (val-core/val-aux keys).")
     ] = False,
 ) -> None:
-    """Summarise validation rollouts: mean, pass@k, best@k, worst@k, maj@k with 95% intervals."""
+    """Summarise validation rollouts: mean, pass@k, pass^k, best@k, worst@k, maj@k, cover@tau, intervals."""
     from rich.console import Console
 
-    from rlmetrics.validation.bootstrap import flatten_validation_metrics, process_validation_metrics
-    from rlmetrics.validation.summary import summarize_validation
+    from rlmetrics.validation.intervals import CI_METHODS
 
     out_console = Console()
+    if not out_console.is_terminal:  # logs and pipes: tables as wide as they need, not 80 columns
+        out_console = Console(width=120)
     err_console = Console(stderr=True)
 
     def fail(message: str) -> None:
@@ -202,86 +304,148 @@ def validate(
             fail(f"{opt}: the directory {target.parent} does not exist")
     if k is not None and any(v < 1 for v in k):
         fail(f"--k values must be >= 1; got {k}")
-    try:
-        total = sum(p.stat().st_size for p in files if p.exists())
-        columns, n_rows = _load_with_progress(files, total, err_console)
-        present = ", ".join(sorted(columns))
-        if uid_key in columns:
-            uid_col = columns[uid_key]
-        elif uid_key == "uid" and "input" in columns:
-            uid_col = columns["input"]
-        else:
-            fail(f"the prompt id key {uid_key!r} is not in the files (nor 'input'); keys present: {present}")
-        if source_key in columns:
-            src_col = columns[source_key]
-        elif source_key == "data_source":
-            src_col = ["all"] * n_rows
-        else:
-            fail(f"the data source key {source_key!r} is not in the files; keys present: {present}")
-        exclude = {uid_key, source_key, pred_key}
-        chosen = _choose_values(columns, value_keys, exclude)
-        infos: dict[str, Any] = {key: _as_values(columns[key]) for key in chosen}
-        pred_col = columns.get(pred_key)
-        if pred_col is not None:
-            infos[pred_key] = pred_col.codes if isinstance(pred_col, _Coded) else pred_col
-        uids = uid_col.codes if isinstance(uid_col, _Coded) else uid_col
-        sources = src_col.tolist() if isinstance(src_col, _Coded) else src_col
-        with (
-            err_console.status("computing statistics", spinner="dots") if err_console.is_terminal else _null()
-        ):
-            summary = summarize_validation(sources, uids, infos, ks=k, pred_key=pred_key, replace=replace)
-            verl_flat = None
-            if verl_keys:
-                verl_infos = dict(infos)
-                if pred_col is not None:
-                    verl_infos[pred_key] = _as_values(pred_col)
-                verl_flat = flatten_validation_metrics(process_validation_metrics(sources, uids, verl_infos))
-    except (ValidateInputError, ValueError, TypeError) as err:
-        fail(str(err))
-    except ImportError as err:
-        fail(str(err))
+    if ci not in CI_METHODS:
+        fail(f"--ci must be one of {', '.join(CI_METHODS)}; got {ci!r}")
+    if not 0.0 < confidence < 1.0:
+        fail(f"--confidence must be in (0, 1); got {confidence}")
+    opts = KeyOptions(uid_key, source_key, value_keys, pred_key, cluster_key)
+    options = {"ks": k, "pred_key": pred_key, "replace": replace, "ci": ci, "confidence": confidence}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        try:
+            dumps = [d for path in paths for d in find_dumps(path)]
+            steps = sorted({d.step for d in dumps if d.step is not None})
+            if len(steps) > 1:
+                if verl_keys:
+                    fail("--verl summarises one evaluation; give the dump of one step")
+                per_step = _summarize_steps(dumps, steps, opts, options, err_console)
+            else:
+                columns, n_rows = _load(dumps, opts, err_console)
+                summary, verl_flat = _summarize(columns, n_rows, opts, options, verl_keys)
+        except (ValidateInputError, ValueError, TypeError, ImportError) as err:
+            fail(str(err))
+    for w in caught:
+        err_console.print(
+            f"[yellow]warning:[/yellow] {escape(str(w.message))}", highlight=False, soft_wrap=True
+        )
 
-    _print_tables(out_console, summary, n_rows, len(files))
-    if verl_flat is not None:
-        from rich.table import Table
-
-        table = Table(title="verl validation metrics (bootstrap, seed 42)", title_justify="left")
-        table.add_column("key")
-        table.add_column("value", justify="right")
-        for key, value in verl_flat.items():
-            if key.startswith(f"{K.VAL_CORE_PREFIX}/"):
-                table.add_row(key, f"{value:.4f}")
-        out_console.print(table)
-    if json_out is not None:
-        payload = {"files": [str(p) for p in files], "n_samples": n_rows, "summary": summary}
+    if len(steps) > 1:
+        total = sum(n for _, _, n, _ in per_step)
+        curves = [(step, summary) for step, _, _, summary in per_step]
+        _print_steps(out_console, curves, total)
+        last_step, last_files, last_rows, last = per_step[-1]
+        out_console.print()
+        out_console.print(f"[bold]step {last_step}[/bold] in full:", highlight=False)
+        _print_tables(out_console, last, last_rows, len(last_files))
+        payload: dict[str, Any] = {
+            "files": [str(d.path) for d in dumps],
+            "n_samples": total,
+            "steps": [
+                {"step": step, "files": [str(f) for f in files], "n_samples": n, "summary": summary}
+                for step, files, n, summary in per_step
+            ],
+        }
+        draw = lambda target: _plot_steps(curves, target)  # noqa: E731
+    else:
+        _print_tables(out_console, summary, n_rows, len(dumps))
+        if verl_flat is not None:
+            _print_verl(out_console, verl_flat)
+        payload = {"files": [str(d.path) for d in dumps], "n_samples": n_rows, "summary": summary}
         if verl_flat is not None:
             payload["verl"] = verl_flat
+        draw = lambda target: _plot(summary, target)  # noqa: E731
+    if json_out is not None:
         write_json(json_out, payload)
         err_console.print(f"wrote {json_out}")
     if plot is not None:
         try:
-            _plot(summary, plot)
+            draw(plot)
         except ImportError as err:
             fail(str(err))
         err_console.print(f"wrote {plot}")
 
 
+def _print_verl(console: Any, verl_flat: dict[str, float]) -> None:
+    from rich.table import Table
+
+    table = Table(title="verl validation metrics (bootstrap, seed 42)", title_justify="left")
+    table.add_column("key")
+    table.add_column("value", justify="right")
+    for key, value in verl_flat.items():
+        if key.startswith(f"{K.VAL_CORE_PREFIX}/"):
+            table.add_row(key, f"{value:.4f}")
+    console.print(table)
+
+
+def _summarize(
+    columns: dict[str, Any], n_rows: int, opts: KeyOptions, options: dict[str, Any], verl_keys: bool = False
+) -> tuple[dict[str, Any], dict[str, float] | None]:
+    """The summary of one evaluation's columns (and verl's bootstrap metrics, with ``verl_keys``)."""
+    from rlmetrics.validation.bootstrap import flatten_validation_metrics, process_validation_metrics
+    from rlmetrics.validation.summary import summarize_validation
+
+    data = inputs_of(columns, n_rows, opts)
+    summary = summarize_validation(data.sources, data.uids, data.infos, clusters=data.clusters, **options)
+    verl_flat = None
+    if verl_keys:
+        verl_infos = dict(data.infos)
+        pred = columns.get(opts.pred_key)
+        if pred is not None:
+            verl_infos[opts.pred_key] = (
+                pred.tolist() if hasattr(pred, "values") and hasattr(pred, "codes") else pred
+            )
+        verl_flat = flatten_validation_metrics(
+            process_validation_metrics(data.sources, data.uids, verl_infos)
+        )
+    return summary, verl_flat
+
+
+def _load(dumps: list[Dump], opts: KeyOptions, console: Any) -> tuple[dict[str, Any], int]:
+    """The columns of ``dumps`` read together (those the summary uses), with a progress bar."""
+    files = [d.path for d in dumps]
+    wanted = read_keys(files, opts)
+    total = sum(p.stat().st_size for p in files)
+    with _progress(console, total, "reading") as advance:
+        return load_rollouts(files, keys=wanted, progress=advance)
+
+
+def _summarize_steps(
+    dumps: list[Dump], steps: list[int], opts: KeyOptions, options: dict[str, Any], console: Any
+) -> list[tuple[int, list[Path], int, dict[str, Any]]]:
+    """Each step's summary in turn (one step's columns in memory at a time)."""
+    by_step: dict[int, list[Path]] = {}
+    for d in dumps:
+        if d.step is not None:
+            by_step.setdefault(d.step, []).append(d.path)
+    unnumbered = [d.path for d in dumps if d.step is None]
+    if unnumbered:
+        raise ValidateInputError(
+            f"{len(unnumbered)} dump(s) without a step in their name (e.g. {unnumbered[0]}) among per-step "
+            "dumps named <step>.jsonl; give them on their own"
+        )
+    wanted = read_keys([d.path for d in dumps], opts)
+    total = sum(p.stat().st_size for files in by_step.values() for p in files)
+    out = []
+    with _progress(console, total, f"{len(steps)} steps") as advance:
+        for step in steps:
+            files = by_step[step]
+            columns, n_rows = load_rollouts(files, keys=wanted, progress=advance)
+            summary, _ = _summarize(columns, n_rows, opts, options)
+            del columns
+            out.append((step, files, n_rows, summary))
+    return out
+
+
 @contextmanager
-def _null() -> Iterator[None]:
-    yield None
-
-
-def _as_values(col: Any) -> Any:
-    return col.tolist() if isinstance(col, _Coded) else col
-
-
-def _load_with_progress(files: list[Path], total: int, console: Any) -> tuple[dict[str, Any], int]:
+def _progress(console: Any, total: int, what: str) -> Iterator[Any]:
+    """A byte progress bar on a terminal for inputs over 32 MB; else a no-op callback."""
     if not console.is_terminal or total < (32 << 20):
-        return load_rollouts(files)
+        yield None
+        return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
     with Progress(
-        TextColumn("reading"),
+        TextColumn(f"reading {what}"),
         BarColumn(),
         DownloadColumn(),
         TimeRemainingColumn(),
@@ -289,4 +453,4 @@ def _load_with_progress(files: list[Path], total: int, console: Any) -> tuple[di
         transient=True,
     ) as bar:
         task = bar.add_task("read", total=total)
-        return load_rollouts(files, progress=lambda nbytes: bar.advance(task, nbytes))
+        yield lambda nbytes: bar.advance(task, nbytes)
