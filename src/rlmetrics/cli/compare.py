@@ -145,10 +145,16 @@ def _plot(runs: list[Run], results: list[tuple[Run, list[Any]]], target: Path) -
                 continue
             cv = c.curve
             ks = cv.ks
+            runs_drawn = [(c.curve_b, b.name, cv.mean_b)]
             if not drawn_a:
-                left.plot(ks, cv.mean_a, marker=".", label=a.name)
+                runs_drawn.insert(0, (c.curve_a, a.name, cv.mean_a))
                 drawn_a = True
-            left.plot(ks, cv.mean_b, marker=".", label=b.name)
+            for band, label, mean in runs_drawn:
+                (own,) = left.plot(ks, mean, marker=".", label=label)
+                if band is not None:
+                    left.fill_between(
+                        ks, band.ci_low, band.ci_high, color=own.get_color(), alpha=0.2, linewidth=0
+                    )
             (line,) = right.plot(ks, cv.diff, marker=".", label=f"{b.name} - {a.name}")
             right.fill_between(ks, cv.band_low, cv.band_high, color=line.get_color(), alpha=0.2, linewidth=0)
             if cv.crossover_interval is not None:
@@ -157,13 +163,13 @@ def _plot(runs: list[Run], results: list[tuple[Run, list[Any]]], target: Path) -
             if cv.crossover is not None:
                 right.axvline(cv.crossover, color=line.get_color(), linestyle="--", linewidth=1)
         right.axhline(0.0, color="black", linewidth=0.8)
-        left.set_title(f"{key[0]} / {key[1]}: pass@k")
+        left.set_title(f"{key[0]} / {key[1]}: pass@k, pointwise intervals")
         right.set_title(
             f"difference with {panels[0][1].curve.confidence:.0%} simultaneous band; crossover shaded"
         )
         for ax in row:
             ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
             ax.set_xlabel("k")
             ax.grid(alpha=0.3)
             ax.legend(fontsize="small")

@@ -26,6 +26,7 @@ from rlmetrics.validation.compare import (
     pass_at_k_curves,
     unpaired_difference,
 )
+from rlmetrics.validation.intervals import IntervalTable, column_intervals
 from rlmetrics.validation.summary import PromptTable
 
 __all__ = ["TableComparison", "compare_summaries", "compare_tables"]
@@ -45,6 +46,9 @@ class TableComparison:
     metrics: dict[str, PairedDifference]
     #: pass@k of both runs for k = 1 .. the fewest samples of a matched prompt (0/1 variables)
     curve: CurveComparison | None
+    #: each run's own pass@k curve over the matched prompts, with pointwise (Wilson) intervals
+    curve_a: IntervalTable | None = None
+    curve_b: IntervalTable | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (numbers, lists, strings) for JSON."""
@@ -56,6 +60,8 @@ class TableComparison:
             "n_only_b": self.n_only_b,
             "metrics": {name: _plain(vars(d)) for name, d in self.metrics.items()},
             "curve": None if self.curve is None else _plain(vars(self.curve)),
+            "curve_a": None if self.curve_a is None else _plain(self.curve_a._asdict()),
+            "curve_b": None if self.curve_b is None else _plain(self.curve_b._asdict()),
         }
         return out
 
@@ -153,7 +159,7 @@ def _compare_pair(
             power=power,
             clusters=None if clusters is None else clusters[both],
         )
-    curve = None
+    curve = band_a = band_b = None
     if curves and ta.binary and tb.binary and ia.size >= 2:
         n_a, n_b = ta.counts[ia], tb.counts[ib]
         k_max = int(min(n_a.min(), n_b.min()))
@@ -161,16 +167,17 @@ def _compare_pair(
             ks = np.arange(1, k_max + 1)
             c_a = np.rint(ta.values[ia, 0] * n_a).astype(np.int64)
             c_b = np.rint(tb.values[ib, 0] * n_b).astype(np.int64)
+            curves_a, curves_b = pass_at_k_curves(n_a, c_a, ks=ks), pass_at_k_curves(n_b, c_b, ks=ks)
             curve = compare_curves(
-                pass_at_k_curves(n_a, c_a, ks=ks),
-                pass_at_k_curves(n_b, c_b, ks=ks),
-                ks,
-                confidence=confidence,
-                n_boot=n_boot,
-                seed=seed,
-                clusters=clusters,
+                curves_a, curves_b, ks, confidence=confidence, n_boot=n_boot, seed=seed, clusters=clusters
             )
-    return TableComparison(src, var, int(ia.size), matched.n_only_a, matched.n_only_b, metrics, curve)
+            band_a, band_b = (
+                column_intervals(c, confidence=confidence, clusters=clusters, max_n_eff=n.sum())
+                for c, n in ((curves_a, n_a), (curves_b, n_b))
+            )
+    return TableComparison(
+        src, var, int(ia.size), matched.n_only_a, matched.n_only_b, metrics, curve, band_a, band_b
+    )
 
 
 def compare_summaries(
