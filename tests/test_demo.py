@@ -200,7 +200,11 @@ def test_ppo_with_critic(tmp_path):
         ({"steps": 0}, ValueError, "steps must be an integer >= 1; got 0"),
         ({"steps": 2.5}, TypeError, "steps must be an integer >= 1; got float 2.5"),
         ({"mini_batches": 3}, ValueError, r"mini_batches \(3\) must divide n_prompts \* group_size \(256\)"),
-        ({"rollout_dtype": "float16"}, ValueError, "rollout_dtype must be 'bfloat16' or 'float32'"),
+        (
+            {"rollout_dtype": "float16"},
+            ValueError,
+            "rollout_dtype must be 'auto' or one of bfloat16, float32, bfloat16-weights; got 'float16'",
+        ),
         ({"lr": float("nan")}, ValueError, "lr must be a finite number > 0; got nan"),
         ({"kl_coef": -1.0}, ValueError, "kl_coef must be a finite number >= 0"),
         ({"d_model": 30}, ValueError, r"n_heads \(4\) must divide d_model \(30\)"),

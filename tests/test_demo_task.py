@@ -19,7 +19,9 @@ from rlmetrics.demo.task import (
     ReversalTask,
     generate,
     init_policy,
+    native_bf16,
     policy_forward,
+    resolve_rollout_dtype,
     response_logits,
 )
 
@@ -193,10 +195,45 @@ def test_generate_is_reproducible_and_bf16_differs_slightly(policy):
 
     a, b = run("float32"), run("float32")
     assert all(torch.equal(x, y) for x, y in zip(a, b))
-    c = run("bfloat16")
-    both = (a[1] == 1) & (c[1] == 1) & (a[0] == c[0])
-    diff = (a[2] - c[2])[both].abs()
-    assert 0 < float(diff.max()) < 0.1
+    for dtype in ("bfloat16", "bfloat16-weights"):
+        c = run(dtype)
+        both = (a[1] == 1) & (c[1] == 1) & (a[0] == c[0])
+        diff = (a[2] - c[2])[both].abs()
+        assert 0 < float(diff.max()) < 0.1, dtype
+    # bfloat16-weights: float32 arithmetic on the rounded parameters, nothing else
+    rounded = {name: p.to(torch.bfloat16).float() for name, p in params.items()}
+    want = generate(
+        rounded,
+        ids,
+        mask,
+        config=cfg,
+        max_response_len=task.response_width,
+        generator=torch.Generator().manual_seed(5),
+    )
+    assert all(torch.equal(x, y) for x, y in zip(want, run("bfloat16-weights")))
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "native"),
+    [
+        ("processor : 0\nflags : fpu sse avx2 avx512f avx512_bf16 amx_tile\n", True),
+        ("flags : fpu sse avx2 amx_bf16\n", True),
+        ("flags : fpu sse avx2 avx512f\n", False),
+        ("Features : fp asimd evtstrm aes bf16 i8mm\n", True),
+        ("Features : fp asimd evtstrm aes\n", False),
+        ("", False),
+    ],
+    ids=["x86-avx512-bf16", "x86-amx", "x86-no-bf16", "arm-bf16", "arm-no-bf16", "unknown"],
+)
+def test_native_bf16_from_cpuinfo(cpuinfo, native, monkeypatch):
+    assert native_bf16(cpuinfo) is native
+    monkeypatch.setattr("rlmetrics.demo.task.native_bf16", lambda cpuinfo=None: native)
+    assert resolve_rollout_dtype("auto") == ("bfloat16" if native else "bfloat16-weights")
+
+
+def test_unknown_rollout_dtype_is_named():
+    with pytest.raises(ValueError, match="rollout_dtype must be 'auto' or one of bfloat16, float32"):
+        resolve_rollout_dtype("float16")
 
 
 def test_without_torch_the_error_gives_the_cpu_install_line(monkeypatch):

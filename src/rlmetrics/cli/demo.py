@@ -68,6 +68,13 @@ def demo(
     n_letters: Annotated[
         int, typer.Option(help="Alphabet size of the strings (a larger one: a harder task).")
     ] = DemoConfig.n_letters,
+    rollout_dtype: Annotated[
+        str,
+        typer.Option(
+            help="Precision of generation: auto (bfloat16 where the CPU has it natively, else "
+            "bfloat16-weights: float32 arithmetic on bfloat16-rounded weights), bfloat16, float32."
+        ),
+    ] = DemoConfig.rollout_dtype,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
@@ -99,6 +106,7 @@ def demo(
             min_len=min_len,
             max_len=max_len,
             n_letters=n_letters,
+            rollout_dtype=rollout_dtype,
         )
     except ValueError as err:
         raise typer.BadParameter(str(err)) from None
@@ -128,7 +136,9 @@ def demo(
 
     console.print(
         f"rlmetrics demo: {cfg.algo.upper()} on string reversal, {cfg.steps} steps of "
-        f"{cfg.n_prompts} prompts x {cfg.group_size} samples, seed {cfg.seed}"
+        f"{cfg.n_prompts} prompts x {cfg.group_size} samples, seed {cfg.seed}, "
+        f"rollout in {cfg.rollout_precision}",
+        soft_wrap=True,
     )
     try:
         with progress:

@@ -44,11 +44,13 @@ from rlmetrics._core.checks import check_int
 from rlmetrics.aggregation import reduce_metrics
 from rlmetrics.demo.task import (
     EOS,
+    ROLLOUT_DTYPES,
     PolicyConfig,
     ReversalTask,
     _torch,
     generate,
     init_policy,
+    resolve_rollout_dtype,
     response_logits,
 )
 from rlmetrics.policy.groups import compute_group_metrics
@@ -129,8 +131,12 @@ class DemoConfig:
     val_every, val_prompts, val_samples : int
         Validation period (in steps; also before training and at the end), held-out prompts
         and samples per prompt (the ``N`` of mean@N).
-    rollout_dtype : {"bfloat16", "float32"}
-        Precision of generation; bfloat16 gives a real rollout/training mismatch.
+    rollout_dtype : {"auto", "bfloat16", "float32", "bfloat16-weights"}
+        Precision of generation. bfloat16 gives a real rollout/training mismatch, but CPUs
+        without native bfloat16 emulate it ~28x slower; ``"auto"`` takes bfloat16 where it is
+        native and else ``"bfloat16-weights"`` (float32 arithmetic on bfloat16-rounded
+        parameters: a mismatch of the same kind at float32 speed). :attr:`rollout_precision`
+        is the one used.
     n_letters, min_len, max_len : int
         The task: alphabet size and string lengths.
     d_model, n_layers, n_heads : int
@@ -157,7 +163,7 @@ class DemoConfig:
     val_every: int = 10
     val_prompts: int = 64
     val_samples: int = 8
-    rollout_dtype: str = "bfloat16"
+    rollout_dtype: str = "auto"
     n_letters: int = 5
     min_len: int = 2
     max_len: int = 4
@@ -165,6 +171,11 @@ class DemoConfig:
     n_layers: int = 2
     n_heads: int = 4
     peak_flops: float = CPU_PEAK_FLOPS
+
+    @property
+    def rollout_precision(self) -> str:
+        """The rollout dtype used: :attr:`rollout_dtype`, with ``"auto"`` resolved for this CPU."""
+        return resolve_rollout_dtype(self.rollout_dtype)
 
     def __post_init__(self) -> None:
         positive = (
@@ -191,8 +202,9 @@ class DemoConfig:
                 f"mini_batches ({self.mini_batches}) must divide n_prompts * group_size "
                 f"({self.n_prompts * self.group_size})"
             )
-        if self.rollout_dtype not in ("bfloat16", "float32"):
-            raise ValueError(f"rollout_dtype must be 'bfloat16' or 'float32'; got {self.rollout_dtype!r}")
+        if self.rollout_dtype != "auto" and self.rollout_dtype not in ROLLOUT_DTYPES:
+            choices = ", ".join(ROLLOUT_DTYPES)
+            raise ValueError(f"rollout_dtype must be 'auto' or one of {choices}; got {self.rollout_dtype!r}")
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
         if self.max_response_length is not None:
@@ -304,6 +316,7 @@ class _Run:
         self.task = ReversalTask(n_letters=config.n_letters, min_len=config.min_len, max_len=config.max_len)
         self.P = self.task.prompt_width
         self.R = config.max_response_length or self.task.response_width
+        self.rollout_precision = config.rollout_precision
         self.pcfg = PolicyConfig(
             vocab_size=self.task.vocab_size,
             # position embeddings for the default width at least, so that a shorter limit
@@ -350,7 +363,7 @@ class _Run:
                     max_response_len=self.R,
                     generator=self.sample_gen,
                     temperature=cfg.rollout_temperature,
-                    dtype=cfg.rollout_dtype,
+                    dtype=self.rollout_precision,
                 )
             input_ids = torch.cat([prompts, responses], dim=1)
             attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
@@ -528,7 +541,7 @@ class _Run:
             max_response_len=self.R,
             generator=gen,
             temperature=cfg.rollout_temperature,
-            dtype=cfg.rollout_dtype,
+            dtype=self.rollout_precision,
         )
         score, acc, pred = self.task.score(strings, responses.numpy())
         uids = [str(i) for i in range(len(self.val_strings)) for _ in range(cfg.val_samples)]
@@ -660,6 +673,7 @@ def _run_demo(
     run = _Run(cfg)
     result = DemoResult(jsonl_path=stale, run_dir=run_dir)
     config_dict = dataclasses.asdict(cfg) | {
+        "rollout_precision": run.rollout_precision,
         "task": "reverse a string",
         "num_params": run.pcfg.num_params,
         "flops_per_token": run.pcfg.flops_per_token,
