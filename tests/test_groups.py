@@ -179,3 +179,205 @@ def test_process_group_needs_initialised_torch_distributed() -> None:
         pytest.skip("torch.distributed is initialised in this process")
     with pytest.raises(RuntimeError, match=r"torch\.distributed is not initialised"):
         compute_group_metrics(np.array(["a", "a"]), np.array([1.0, 0.0]), process_group=object())
+
+
+# --- definition="trl": parity with TRL 1.16's GRPOTrainer ---------------------------------------
+
+
+def trl_reference(rewards_per_func: torch.Tensor, weights: torch.Tensor, num_generations: int) -> dict:
+    """TRL's logged group statistics of one generation batch, from its own source.
+
+    The lines of ``trl/trainer/grpo_trainer.py`` (trl 1.16.0), ``GRPOTrainer.
+    _generate_and_score_completions``, default ``multi_objective_aggregation="sum_then_normalize"``
+    and ``scale_rewards="group"``: 2759 (unscorable rows), 2763-2764 (weighted sum), 2769-2773
+    (the group std, repeated per completion), 2788 (``is_std_zero``), 2826-2830 (the logged
+    values); ``nanstd`` is TRL's own (``trl/trainer/utils.py:1021``), imported.
+    """
+    from trl.trainer.utils import nanstd
+
+    unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)
+    rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+    rewards[unscorable_mask] = torch.nan
+    if num_generations > 1:
+        std_rewards = nanstd(rewards.view(-1, num_generations), dim=1)
+        std_rewards = std_rewards.repeat_interleave(num_generations, dim=0)
+    else:
+        std_rewards = torch.zeros_like(rewards)
+    is_std_zero = torch.isclose(std_rewards, torch.zeros_like(std_rewards))
+    rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+    rewards[unscorable_mask] = torch.nan
+    return {
+        "reward": torch.nanmean(rewards).item(),
+        "reward_std": nanstd(rewards).item(),
+        "frac_reward_zero_std": is_std_zero.float().mean().item(),
+    }
+
+
+def combined_rewards(rewards_per_func: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The weighted sum of the reward functions in float64, NaN where every function returned None."""
+    out = np.nansum(rewards_per_func * weights, axis=1)
+    out[np.isnan(rewards_per_func).all(axis=1)] = np.nan
+    return out
+
+
+def random_trl_batch(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """Rewards of 1-8 groups of G completions, 1-2 reward functions: mixed kinds, constant groups, None."""
+    g = int(rng.choice([1, 2, 3, 4, 8, 16]))
+    n_groups = int(rng.integers(1, 9))
+    n_funcs = int(rng.integers(1, 3))
+    kind = rng.integers(0, 4, size=(n_groups, 1, n_funcs))
+    r = np.where(
+        kind == 0,
+        rng.integers(0, 2, size=(n_groups, g, n_funcs)),  # pass/fail
+        np.where(
+            kind == 1,
+            rng.choice([0.0, 0.25, 0.5], size=(n_groups, g, n_funcs)),  # dyadic partial credit
+            np.where(kind == 2, rng.normal(size=(n_groups, g, n_funcs)), 0.75),  # continuous; constant
+        ),
+    ).astype(np.float64)
+    r[rng.random(r.shape) < 0.15] = np.nan  # a reward function returned None
+    weights = rng.choice([1.0, 0.5, 2.0], size=n_funcs)
+    return r.reshape(n_groups * g, n_funcs), weights, g
+
+
+def ours_trl(rewards_per_func: np.ndarray, weights: np.ndarray, g: int) -> dict:
+    uids = np.arange(rewards_per_func.shape[0]) // g
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN batches: reward / reward_std undefined
+        return compute_group_metrics(uids, combined_rewards(rewards_per_func, weights), definition="trl")
+
+
+def test_trl_definition_equals_trls_formulas_in_float64_on_random_batches() -> None:
+    """TRL's own lines run in float64 give our numbers, NaN where TRL's are NaN.
+
+    ``reward`` and the zero-std count agree exactly; ``reward_std`` to 1e-7: TRL's ``nanstd``
+    takes Bessel's factor ``count / (count - 1)`` of two integer tensors, which torch divides
+    in its default float32 even when the rewards are float64 (and ``is_std_zero.float().mean()``
+    is a float32 mean).
+    """
+    pytest.importorskip("trl")
+    rng = np.random.default_rng(15)
+    for _ in range(200):
+        rpf, w, g = random_trl_batch(rng)
+        ref = trl_reference(torch.tensor(rpf), torch.tensor(w), g)
+        got = ours_trl(rpf, w, g)
+        assert set(got) == set(ref)
+        assert got["reward"] == pytest.approx(ref["reward"], rel=1e-12, abs=1e-12, nan_ok=True), (rpf, g)
+        assert got["reward_std"] == pytest.approx(ref["reward_std"], rel=1e-7, nan_ok=True), (rpf, g)
+        n = rpf.shape[0]
+        assert round(got["frac_reward_zero_std"] * n) == round(ref["frac_reward_zero_std"] * n), (rpf, g)
+
+
+def test_trl_definition_equals_trl_in_float32_where_float32_is_exact() -> None:
+    """TRL computes in float32: reward and reward_std agree to its rounding, and the zero-std
+    fraction exactly, on batches whose constant groups hold rewards float32 represents exactly."""
+    pytest.importorskip("trl")
+    rng = np.random.default_rng(16)
+    for _ in range(200):
+        rpf, w, g = random_trl_batch(rng)
+        ref = trl_reference(torch.tensor(rpf, dtype=torch.float32), torch.tensor(w, dtype=torch.float32), g)
+        got = ours_trl(rpf.astype(np.float32).astype(np.float64), w, g)
+        n = rpf.shape[0]  # TRL's fraction is a float32 mean: compare the counts
+        assert round(got["frac_reward_zero_std"] * n) == round(ref["frac_reward_zero_std"] * n), (rpf, g)
+        for key in ("reward", "reward_std"):
+            assert got[key] == pytest.approx(ref[key], rel=2e-6, abs=2e-6, nan_ok=True), key
+
+
+@pytest.mark.parametrize("value", [0.7, 1 / 3], ids=["0.7", "1/3"])
+@pytest.mark.parametrize("g", [2, 8, 16], ids=lambda g: f"G{g}")
+def test_constant_groups_of_non_dyadic_rewards(value: float, g: int) -> None:
+    """A group of G equal rewards of 0.7 (or 1/3) has zero spread: in float64, as here and as
+    TRL's formula gives in float64; TRL's float32 arithmetic gives some of these groups a std
+    above its 1e-8 tolerance (G=8: 6.4e-8), so TRL alone counts them as having spread."""
+    pytest.importorskip("trl")
+    from trl.trainer.utils import nanstd
+
+    rpf = np.concatenate([np.full(g, value), np.tile([0.0, 1.0], g // 2)])[:, None]
+    w = np.ones(1)
+    got = ours_trl(rpf, w, g)
+    assert got["frac_reward_zero_std"] == 0.5
+    assert trl_reference(torch.tensor(rpf), torch.tensor(w), g)["frac_reward_zero_std"] == 0.5
+    std32 = nanstd(torch.full((1, g), value, dtype=torch.float32), dim=1).item()
+    ref32 = trl_reference(torch.tensor(rpf, dtype=torch.float32), torch.ones(1), g)
+    # TRL (float32) counts the constant group as zero-std exactly when its float32 std is <= 1e-8
+    assert ref32["frac_reward_zero_std"] == (0.5 if std32 <= 1e-8 else 0.0)
+    if (value, g) == (0.7, 8):
+        assert std32 > 1e-8 and ref32["frac_reward_zero_std"] == 0.0  # the disagreement does occur
+    assert got["reward"] == pytest.approx(ref32["reward"], rel=1e-6)
+    assert got["reward_std"] == pytest.approx(ref32["reward_std"], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("uids", "rewards", "want"),
+    [
+        pytest.param(
+            [0, 0, 1, 1], [1.0, math.nan, 0.0, 1.0], (2 / 3, math.sqrt(1 / 3), 0.0), id="one-scorable-group"
+        ),
+        pytest.param([0, 1, 2], [0.5, math.nan, 1.0], (0.75, math.sqrt(0.125), 1.0), id="singletons-std-0"),
+        pytest.param(
+            ["b", "a", "b", "a"], [0.2, 0.3, 0.2, 0.9], (0.4, math.sqrt(0.34 / 3), 0.5), id="uneven-order"
+        ),
+        pytest.param(
+            [0, 0, 0, 1, 1], [1.0, 1.0, 1.0 + 1e-9, 0.0, 1.0], (0.8, math.sqrt(0.2), 0.6), id="within-atol"
+        ),
+    ],
+)
+def test_trl_definition_by_hand(uids: list, rewards: list, want: tuple) -> None:
+    m = compute_group_metrics(np.array(uids), np.array(rewards), definition="trl")
+    assert list(m) == ["reward", "reward_std", "frac_reward_zero_std"]
+    assert [m["reward"], m["reward_std"], m["frac_reward_zero_std"]] == pytest.approx(list(want), rel=1e-7)
+
+
+def test_trl_definition_undefined_values_warn() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = compute_group_metrics(np.array([0, 0]), np.array([math.nan, math.nan]), definition="trl")
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 2 and messages[0].startswith("no completion is scorable (every reward is NaN)")
+    assert messages[1].startswith("0 scorable completion(s): TRL reward_std needs two")
+    assert all(w.filename == __file__ for w in caught)  # attributed to the caller
+    assert math.isnan(m["reward"]) and math.isnan(m["reward_std"]) and m["frac_reward_zero_std"] == 0.0
+    with pytest.warns(RuntimeWarning, match="1 scorable completion"):
+        m = compute_group_metrics(np.array([0, 0]), np.array([0.5, math.nan]), definition="trl")
+    assert m["reward"] == 0.5 and math.isnan(m["reward_std"])
+
+
+def test_trl_definition_prefix_and_torch_input() -> None:
+    r = torch.tensor([1.0, 0.0, 0.5, 0.5], dtype=torch.bfloat16)
+    m = compute_group_metrics(torch.tensor([0, 0, 1, 1]), r, definition="trl", prefix="grpo-trl/")
+    assert m == {
+        "grpo-trl/reward": 0.5,
+        "grpo-trl/reward_std": pytest.approx(math.sqrt(1 / 6)),
+        "grpo-trl/frac_reward_zero_std": 0.5,
+    }
+
+
+def test_trl_definition_gathers_across_ranks(monkeypatch) -> None:
+    """process_group=: every rank's (uid, reward) pairs, NaN rewards included, then one computation."""
+    shards = [(np.array([0, 0, 1]), np.array([1.0, math.nan, 0.5])), (np.array([1, 2]), np.array([0.5, 0.0]))]
+
+    def fake_gather(payload, group):
+        assert payload[0] == "ok" and group == "world"
+        return [("ok", *s) for s in shards]
+
+    monkeypatch.setattr("rlmetrics.policy.groups.all_gather_objects", fake_gather)
+    got = compute_group_metrics(shards[0][0], shards[0][1], definition="trl", process_group="world")
+    uids, r = (np.concatenate(x) for x in zip(*shards))
+    assert got == compute_group_metrics(uids, r, definition="trl")
+    assert got["frac_reward_zero_std"] == pytest.approx(3 / 5)  # group 1 (std 0) and the singleton 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "rewards", "exc", "match"),
+    [
+        pytest.param({"definition": "openrlhf"}, [1.0], ValueError, "definition must be one of", id="name"),
+        pytest.param({"definition": "trl", "ddof": 0}, [1.0], ValueError, "ddof must be 1", id="ddof"),
+        pytest.param(
+            {"definition": "trl"}, [math.inf], ValueError, r"finite or NaN \(unscorable\)", id="inf"
+        ),
+        pytest.param({}, [math.nan], ValueError, "rewards must be finite; sample 0", id="nan-verl"),
+    ],
+)
+def test_definition_errors(kwargs: dict, rewards: list, exc: type[Exception], match: str) -> None:
+    with pytest.raises(exc, match=match):
+        compute_group_metrics(np.array(["a"] * len(rewards)), np.array(rewards), **kwargs)

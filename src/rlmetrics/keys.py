@@ -310,3 +310,10 @@ GROUP_ORDER = tuple(
         GLOBAL_STEP,
     )
 )
+
+# --- TRL integration (integrations.trl) ---------------------------------------------------------
+#: Prefix of TRL's own group statistics (``reward``, ``reward_std``, ``frac_reward_zero_std``,
+#: ``policy.groups`` with ``definition="trl"``) that ``RLMetricsCallback`` computes exactly over
+#: the completions of a logging window; TRL logs the mean of its per-generation values under the
+#: bare names. The window's verl-definition statistics go under :data:`GRPO_PREFIX`.
+GRPO_TRL_PREFIX = "grpo-trl/"

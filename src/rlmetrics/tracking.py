@@ -46,7 +46,7 @@ from rlmetrics._core.checks import check_int
 __all__ = ["BACKENDS", "DEFAULT_CONSOLE_KEYS", "Tracker", "TrackingBackend", "read_jsonl"]
 
 #: The built-in backend names.
-BACKENDS = ("console", "jsonl", "mlflow", "tensorboard", "wandb")
+BACKENDS = ("console", "jsonl", "mlflow", "tensorboard", "trackio", "wandb")
 
 #: Keys (``fnmatch`` patterns) the console backend shows by default, in this order.
 DEFAULT_CONSOLE_KEYS = (
@@ -411,6 +411,38 @@ class _MlflowBackend:
         self.client.set_terminated(self.run_id, status="FINISHED" if exit_code == 0 else "FAILED")
 
 
+class _TrackioBackend:
+    """A trackio run: its local SQLite store (``$TRACKIO_DIR``, default ``$HF_HOME/trackio``).
+
+    trackio keeps one current run per process: ``trackio.init`` finishes the one before, so this
+    backend and TRL's ``report_to="trackio"`` should not run side by side.
+    """
+
+    name = "trackio"
+
+    def __init__(self, project: str, experiment: str, config: Mapping[str, Any], **kwargs: Any) -> None:
+        try:
+            import trackio
+        except ImportError:
+            raise ImportError("the trackio backend needs trackio: pip install 'rlmetrics[trackio]'") from None
+        options: dict[str, Any] = {"project": project, "name": experiment}
+        if config:
+            options["config"] = dict(config)
+        options.update(kwargs)
+        self._trackio = trackio
+        self.run = trackio.init(**options)
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        self.run.log(metrics, step=step)
+
+    def finish(self) -> None:
+        self.run.finish()
+        # no longer trackio's current run (else its exit hook finishes it a second time)
+        current = getattr(getattr(self._trackio, "context_vars", None), "current_run", None)
+        if current is not None and current.get() is self.run:
+            current.set(None)
+
+
 # ---------------------------------------------------------------------------------------------
 # Tracker
 # ---------------------------------------------------------------------------------------------
@@ -425,8 +457,8 @@ class Tracker:
         Project (W&B project, MLflow experiment) and run name.
     backends : str or sequence of (str or backend object)
         Names from :data:`BACKENDS` (``"jsonl"``, ``"console"``, ``"tensorboard"``, ``"wandb"``,
-        ``"mlflow"``; a comma-separated string works too) and/or objects with ``log(metrics,
-        step)`` and ``finish()``.
+        ``"mlflow"``, ``"trackio"``; a comma-separated string works too) and/or objects with
+        ``log(metrics, step)`` and ``finish()``.
     config : dict, dataclass, OmegaConf config or namespace, optional
         Logged once: ``config.json`` (jsonl), a text summary (TensorBoard), the run config
         (W&B), flattened params (MLflow).
@@ -451,6 +483,10 @@ class Tracker:
         Extra ``wandb.init`` arguments (``entity``, ``tags``, ...).
     mlflow_tracking_uri : str, optional, keyword-only
         Default: a local sqlite store in ``log_dir``.
+    trackio_kwargs : dict, optional, keyword-only
+        Extra ``trackio.init`` arguments (``space_id``, ``group``, ``auto_log_gpu``, ...). trackio
+        writes to its own local SQLite store (``$TRACKIO_DIR``, default ``$HF_HOME/trackio``),
+        not to ``log_dir``; the project and run are ``project`` and ``experiment``.
     monitor : object, optional, keyword-only
         A health monitor with ``update(values, step) -> list of findings`` (each finding with
         ``kind``, ``severity``, ``step`` and ``advice``), e.g.
@@ -492,6 +528,7 @@ class Tracker:
         wandb_kwargs: Mapping[str, Any] | None = None,
         mlflow_tracking_uri: str | None = None,
         monitor: Any = None,
+        trackio_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         for arg, value in (("project", project), ("experiment", experiment)):
             if not isinstance(value, str) or not value:
@@ -523,6 +560,7 @@ class Tracker:
                     wandb_mode=wandb_mode,
                     wandb_kwargs=wandb_kwargs,
                     mlflow_tracking_uri=mlflow_tracking_uri,
+                    trackio_kwargs=trackio_kwargs,
                 )
                 self.backends[name] = backend
         except BaseException:
@@ -556,6 +594,10 @@ class Tracker:
                 self.config,
                 mode=opts["wandb_mode"],
                 **dict(opts["wandb_kwargs"] or {}),
+            )
+        if spec == "trackio":
+            return spec, _TrackioBackend(
+                self.project, self.experiment, self.config, **dict(opts["trackio_kwargs"] or {})
             )
         return spec, _MlflowBackend(
             self.project, self.experiment, self.log_dir, self.config, tracking_uri=opts["mlflow_tracking_uri"]

@@ -7,6 +7,11 @@ are all solved / none solved, the mean within-group reward spread and the group 
 one sample and uneven group sizes are handled; with ``process_group=`` the groups are formed
 over every rank's samples.
 
+Two definitions: ``definition="verl"`` (the default, the statistics above under ``grpo/``) and
+``definition="trl"``, TRL 1.16's ``GRPOTrainer`` numbers under TRL's own names (``reward``,
+``reward_std``, ``frac_reward_zero_std``), with its NaN-aware handling of unscorable
+completions.
+
 Unlike the other batch families these metrics are not functions of fixed sums over samples:
 a group's spread and its solved-all/none flags need all of its rewards, and a group's samples
 may sit on several ranks. So there is no ``group_statistics``: ``process_group=`` gathers the
@@ -27,7 +32,10 @@ from rlmetrics._core.checks import check_int, warn_undefined
 from rlmetrics._core.comm import all_gather_objects
 from rlmetrics._core.stats import check_prefix, with_prefix
 
-__all__ = ["compute_group_metrics"]
+__all__ = ["DEFINITIONS", "compute_group_metrics"]
+
+#: The group-statistics definitions ``compute_group_metrics(definition=)`` accepts.
+DEFINITIONS = ("verl", "trl")
 
 
 def _looks_like_batch(x: Any) -> bool:
@@ -45,7 +53,7 @@ def _host_1d(x: Any, name: str) -> np.ndarray:
 
 
 def _uids_and_rewards(
-    uids_or_batch: Any, rewards: Any, reward_key: str, *, allow_empty: bool = False
+    uids_or_batch: Any, rewards: Any, reward_key: str, *, allow_empty: bool = False, allow_nan: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     if _looks_like_batch(uids_or_batch):
         view = as_batch(uids_or_batch)
@@ -76,14 +84,18 @@ def _uids_and_rewards(
     if uid_arr.shape[0] == 0 and not allow_empty:
         raise ValueError("the batch is empty: group metrics need at least one sample")
     reward_arr = reward_arr.astype(np.float64)
-    if not np.all(np.isfinite(reward_arr)):
-        bad = int(np.flatnonzero(~np.isfinite(reward_arr))[0])
-        raise ValueError(f"rewards must be finite; sample {bad} has reward {reward_arr[bad]}")
+    finite = np.isfinite(reward_arr)
+    if allow_nan:
+        finite |= np.isnan(reward_arr)
+    if not np.all(finite):
+        bad = int(np.flatnonzero(~finite)[0])
+        allowed = "finite or NaN (unscorable)" if allow_nan else "finite"
+        raise ValueError(f"rewards must be {allowed}; sample {bad} has reward {reward_arr[bad]}")
     return uid_arr, reward_arr
 
 
 def _gather_groups(
-    uids_or_batch: Any, rewards: Any, reward_key: str, process_group: Any
+    uids_or_batch: Any, rewards: Any, reward_key: str, process_group: Any, *, allow_nan: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every rank's (uids, rewards), concatenated in rank order, on every rank.
 
@@ -95,7 +107,7 @@ def _gather_groups(
     try:
         payload: tuple[Any, ...] = (
             "ok",
-            *_uids_and_rewards(uids_or_batch, rewards, reward_key, allow_empty=True),
+            *_uids_and_rewards(uids_or_batch, rewards, reward_key, allow_empty=True, allow_nan=allow_nan),
         )
     except (TypeError, ValueError) as err:
         payload = ("error", type(err).__name__, str(err))
@@ -111,15 +123,27 @@ def _gather_groups(
     return uids, r
 
 
+def _group_index(uids: np.ndarray) -> np.ndarray:
+    """The group number (0..G-1) of every sample."""
+    try:
+        _, inverse = np.unique(uids, return_inverse=True)
+    except TypeError:
+        raise TypeError(
+            f"uids must be sortable group ids (all strings or all numbers); got {describe(uids)}"
+        ) from None
+    return inverse.reshape(-1)
+
+
 def compute_group_metrics(
     uids_or_batch: Any,
     rewards: Any = None,
     *,
+    definition: str = "verl",
     reward_key: str = "token_level_rewards",
     solved_threshold: float = 1.0,
     zero_std_atol: float = 1e-8,
     ddof: int = 1,
-    prefix: str = K.GRPO_PREFIX,
+    prefix: str | None = None,
     process_group: Any = None,
 ) -> dict[str, float]:
     """Per-group reward statistics of a GRPO batch.
@@ -131,20 +155,28 @@ def compute_group_metrics(
         TensorDict / dict whose non-tensor ``uid`` holds them.
     rewards : array of shape ``(B,)``, optional
         Sequence rewards. Required with group ids; with a batch, defaults to the sum of
-        ``batch[reward_key]`` over the response (verl's GRPO outcome reward).
+        ``batch[reward_key]`` over the response (verl's GRPO outcome reward). With
+        ``definition="trl"`` a NaN marks an unscorable completion (every reward function
+        returned ``None``), as in TRL.
+    definition : {"verl", "trl"}, keyword-only
+        ``"verl"`` (default): the group statistics below under ``grpo/``. ``"trl"``: TRL 1.16's
+        ``GRPOTrainer`` definitions under its names (see Notes).
     reward_key : str, keyword-only
         Token-level reward tensor of the batch (default ``token_level_rewards``).
     solved_threshold : float, keyword-only
-        A sample is solved when its reward is ``>=`` this (default 1.0, full marks).
+        ``"verl"`` only: a sample is solved when its reward is ``>=`` this (default 1.0, full
+        marks).
     zero_std_atol : float, keyword-only
-        A group has zero reward std when its population std is ``<=`` this (TRL's
-        ``frac_reward_zero_std`` uses ``isclose(std, 0)``, i.e. 1e-8).
+        A group has zero reward std when its std is ``<=`` this (default 1e-8, the ``atol`` of
+        TRL's ``torch.isclose(std, 0)``). ``"verl"`` compares the population std, ``"trl"`` the
+        Bessel-corrected one, as TRL does.
     ddof : int, keyword-only
-        Delta degrees of freedom of the reported within-group std (1: unbiased, as
+        ``"verl"``: delta degrees of freedom of the reported within-group std (1: unbiased, as
         ``torch.std`` in verl's and TRL's GRPO); groups with ``size <= ddof`` are left out of
-        ``reward_std/mean``.
-    prefix : str, keyword-only
-        Prepended to every key (default ``"grpo/"``).
+        ``reward_std/mean``. ``"trl"`` is Bessel-corrected by definition: only 1 is accepted.
+    prefix : str, optional, keyword-only
+        Prepended to every key instead of the definition's own (``"grpo/"`` for ``"verl"``,
+        none for ``"trl"``: TRL logs ``reward``, ``reward_std``, ``frac_reward_zero_std``).
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
         When given, every rank gets the metrics of the union of all ranks' samples (a group
         split across ranks is one group); ranks with no samples still take part.
@@ -152,12 +184,38 @@ def compute_group_metrics(
     Returns
     -------
     dict[str, float]
-        ``num_groups``, ``num_samples``, ``group_size/{mean,max,min}``, ``num_singleton_groups``,
-        ``frac_reward_zero_std`` (fraction of *groups*; a group of one sample counts as zero
-        std, it has no learning signal), ``frac_samples_reward_zero_std`` (fraction of
-        *samples* in such groups; equal to the former with equal group sizes, which is TRL's
-        per-sample average), ``frac_all_solved``, ``frac_none_solved``, ``reward_std/mean``
-        (NaN with a ``RuntimeWarning`` when no group has more than ``ddof`` samples).
+        ``"verl"``: ``num_groups``, ``num_samples``, ``group_size/{mean,max,min}``,
+        ``num_singleton_groups``, ``frac_reward_zero_std`` (fraction of *groups*; a group of
+        one sample counts as zero std, it has no learning signal),
+        ``frac_samples_reward_zero_std`` (fraction of *samples* in such groups; equal to the
+        former with equal group sizes), ``frac_all_solved``, ``frac_none_solved``,
+        ``reward_std/mean`` (NaN with a ``RuntimeWarning`` when no group has more than
+        ``ddof`` samples).
+
+        ``"trl"``: ``reward``, ``reward_std``, ``frac_reward_zero_std`` (see Notes).
+
+    Notes
+    -----
+    ``definition="trl"`` follows ``GRPOTrainer._generate_and_score_completions`` of TRL 1.16.0
+    (``trl/trainer/grpo_trainer.py``, the default ``scale_rewards="group"`` or ``"none"`` and
+    ``multi_objective_aggregation="sum_then_normalize"``), over the completions of the batch
+    (TRL's batch is the generation batch gathered from every process):
+
+    * ``reward``: the mean over the scorable completions (NaN rewards left out);
+    * ``reward_std``: the Bessel-corrected std over all scorable completions of the batch,
+      *not* per group (``trl.trainer.utils.nanstd``); NaN with fewer than two;
+    * ``frac_reward_zero_std``: the fraction of *completions* whose group's Bessel-corrected
+      std (over the group's scorable completions) is ``<= zero_std_atol``; a group with at
+      most one scorable completion has a NaN std and its completions do not count as zero
+      std (they stay in the denominator); a group of one sample has std 0, TRL's
+      ``num_generations == 1`` case.
+
+    TRL groups the batch in consecutive blocks of ``num_generations``; here the groups are the
+    ``uids``, so uneven groups work too. The arithmetic is float64. TRL's is float32, where a
+    group of equal rewards that float32 cannot hold exactly may come out with a std above
+    1e-8 (eight rewards of 0.7: std 6.4e-8), and TRL counts that group as having spread;
+    here it has none. ``reward`` and ``reward_std`` agree with TRL's to float32 rounding.
+    TRL's logged value is the mean of these per-batch numbers over the logging window.
 
     Examples
     --------
@@ -169,24 +227,36 @@ def compute_group_metrics(
     (3.0, 0.6666666666666666, 0.5)
     >>> m["grpo/frac_all_solved"], m["grpo/frac_none_solved"], m["grpo/group_size/max"]
     (0.3333333333333333, 0.3333333333333333, 3.0)
+    >>> t = compute_group_metrics(np.repeat([0, 1], 2), np.array([0.7, 0.7, 0.0, 1.0]), definition="trl")
+    >>> t["reward"], round(t["reward_std"], 4), t["frac_reward_zero_std"]
+    (0.6, 0.4243, 0.5)
     """
+    if definition not in DEFINITIONS:
+        raise ValueError(f"definition must be one of {DEFINITIONS}; got {definition!r}")
+    trl = definition == "trl"
     threshold = check_finite_scalar(solved_threshold, "solved_threshold")
     atol = check_finite_scalar(zero_std_atol, "zero_std_atol")
     if atol < 0:
         raise ValueError(f"zero_std_atol must be >= 0; got {atol}")
     ddof = check_int(ddof, "ddof", minimum=0)
-    check_prefix(prefix)
+    if trl and ddof != 1:
+        raise ValueError(f"ddof must be 1 with definition='trl' (TRL's std is Bessel-corrected); got {ddof}")
+    if prefix is not None:
+        check_prefix(prefix)
     if process_group is not None:
-        uids, r = _gather_groups(uids_or_batch, rewards, reward_key, process_group)
+        uids, r = _gather_groups(uids_or_batch, rewards, reward_key, process_group, allow_nan=trl)
     else:
-        uids, r = _uids_and_rewards(uids_or_batch, rewards, reward_key)
-    try:
-        _, inverse = np.unique(uids, return_inverse=True)
-    except TypeError:
-        raise TypeError(
-            f"uids must be sortable group ids (all strings or all numbers); got {describe(uids)}"
-        ) from None
-    inverse = inverse.reshape(-1)
+        uids, r = _uids_and_rewards(uids_or_batch, rewards, reward_key, allow_nan=trl)
+    inverse = _group_index(uids)
+    if trl:
+        return _trl_metrics(inverse, r, atol, "" if prefix is None else prefix)
+    out = _verl_metrics(inverse, r, threshold, atol, ddof)
+    return with_prefix(out, K.GRPO_PREFIX, K.GRPO_PREFIX if prefix is None else prefix)
+
+
+def _verl_metrics(
+    inverse: np.ndarray, r: np.ndarray, threshold: float, atol: float, ddof: int
+) -> dict[str, float]:
     counts = np.bincount(inverse).astype(np.float64)
     n_groups = counts.shape[0]
     means = np.bincount(inverse, weights=r) / counts
@@ -217,4 +287,46 @@ def compute_group_metrics(
         out[K.GRPO_REWARD_STD_MEAN] = warn_undefined(
             f"no group has more than ddof={ddof} samples: grpo reward_std/mean is NaN", stacklevel=None
         )
-    return with_prefix(out, K.GRPO_PREFIX, prefix)
+    return out
+
+
+def _bessel_std(total_sq: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``sqrt(total_sq / (n - 1))``, NaN where ``n <= 1`` (``trl.trainer.utils.nanstd``)."""
+    out = np.full(n.shape, np.nan)
+    ok = n > 1
+    out[ok] = np.sqrt(total_sq[ok] / (n[ok] - 1))
+    return out
+
+
+def _trl_metrics(inverse: np.ndarray, r: np.ndarray, atol: float, prefix: str) -> dict[str, float]:
+    scorable = ~np.isnan(r)
+    n_scorable = int(np.count_nonzero(scorable))
+    rs = r[scorable]
+    if n_scorable:
+        reward = float(np.mean(rs))
+    else:
+        reward = warn_undefined(
+            "no completion is scorable (every reward is NaN): TRL reward is NaN", stacklevel=None
+        )
+    if n_scorable > 1:
+        reward_std = float(np.sqrt(np.sum((rs - reward) ** 2) / (n_scorable - 1)))
+    else:
+        reward_std = warn_undefined(
+            f"{n_scorable} scorable completion(s): TRL reward_std needs two, it is NaN", stacklevel=None
+        )
+    # each group's Bessel std over its scorable completions; a group of one sample: 0
+    size = np.bincount(inverse).astype(np.float64)
+    g_idx = inverse[scorable]
+    n_g = np.bincount(g_idx, minlength=size.shape[0]).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_g = np.bincount(g_idx, weights=rs, minlength=size.shape[0]) / n_g
+    dev = rs - mean_g[g_idx]
+    std_g = _bessel_std(np.bincount(g_idx, weights=dev * dev, minlength=size.shape[0]), n_g)
+    std_g[size == 1] = 0.0
+    zero = std_g <= atol  # NaN compares False: such a group has no zero std
+    out = {
+        K.TRL_REWARD: reward,
+        K.TRL_REWARD_STD: reward_std,
+        K.TRL_FRAC_REWARD_ZERO_STD: float(size[zero].sum()) / r.shape[0],
+    }
+    return {prefix + key: value for key, value in out.items()}

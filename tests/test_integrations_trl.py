@@ -1,0 +1,429 @@
+"""rlmetrics.integrations.trl: a real GRPOTrainer on CPU with the callback; its logic on a stand-in."""
+
+from __future__ import annotations
+
+import json
+import math
+import types
+import warnings
+from collections import defaultdict, deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl")
+torch = pytest.importorskip("torch")
+
+from rlmetrics import keys as K  # noqa: E402
+from rlmetrics.health.monitor import HealthMonitor  # noqa: E402
+from rlmetrics.health.sources import TRL_TRAINER_STATE, load_history  # noqa: E402
+from rlmetrics.integrations.trl import RLMetricsCallback  # noqa: E402
+from rlmetrics.tracking import read_jsonl  # noqa: E402
+
+WORDS = ["<pad>", "<eos>", "<unk>", "a", "b", "c", "d", "e", "f", "g"]
+
+
+# --- a real GRPOTrainer -------------------------------------------------------------------------
+
+
+def tiny_trainer(output_dir: Path, reward_funcs: list, **config):
+    """GRPOTrainer with a 1-layer Llama (hidden 16) and a word-level tokenizer, both built here."""
+    from datasets import Dataset
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from trl import GRPOConfig, GRPOTrainer
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
+    )
+    torch.manual_seed(0)
+    model_config = LlamaConfig(
+        vocab_size=len(WORDS),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
+    args = GRPOConfig(
+        **{
+            "output_dir": str(output_dir),
+            "use_cpu": True,
+            "bf16": False,
+            "max_steps": 4,
+            "per_device_train_batch_size": 4,
+            "num_generations": 2,
+            "max_completion_length": 4,
+            "temperature": 1.5,
+            "logging_steps": 2,
+            "report_to": "none",
+            "save_strategy": "no",
+            "disable_tqdm": True,
+            "seed": 0,
+            **config,
+        }
+    )
+    dataset = Dataset.from_dict({"prompt": ["a b", "c d", "e f", "g a"] * 4})
+    return GRPOTrainer(
+        model=LlamaForCausalLM(model_config),
+        processing_class=tokenizer,
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=dataset,
+    )
+
+
+class RecordedRewards:
+    """Two toy reward functions that keep what they return (each call: one generation batch)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, list[list[float | None]]] = defaultdict(list)
+
+    def has_a(self, completions, **kwargs):
+        out: list[float | None] = [1.0 if "a" in c.split() else 0.0 for c in completions]
+        self.calls["has_a"].append(out)
+        return out
+
+    def short(self, completions, **kwargs):
+        # None (unscorable by this function) for the longest completions
+        out = [None if len(c.split()) > 2 else 0.5 for c in completions]
+        self.calls["short"].append(out)
+        return out
+
+
+def brute_window(calls: dict, gens: range, weights: tuple[float, float], g: int) -> dict[str, float]:
+    """The window's statistics from the recorded rewards, by plain Python."""
+    rewards, groups = [], []
+    for j in gens:
+        for i, (a, s) in enumerate(zip(calls["has_a"][j], calls["short"][j])):
+            parts = [w * v for w, v in zip(weights, (a, s)) if v is not None]
+            rewards.append(sum(parts) if parts else math.nan)
+            groups.append((j, i // g))
+    scored = [r for r in rewards if not math.isnan(r)]
+    by_group: dict = defaultdict(list)
+    for r, key in zip(rewards, groups):
+        if not math.isnan(r):
+            by_group[key].append(r)
+    return {
+        "grpo-trl/reward": float(np.mean(scored)),
+        "grpo-trl/reward_std": float(np.std(scored, ddof=1)),
+        "grpo/num_groups": float(len(by_group)),
+        "grpo/num_samples": float(len(scored)),
+        "grpo/frac_all_solved": float(np.mean([min(v) >= 1.0 for v in by_group.values()])),
+    }
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Four steps of GRPO (two logged windows of two generation batches), the callback attached."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HF_HUB_OFFLINE", "1")
+    mp.setenv("TRANSFORMERS_OFFLINE", "1")
+    mp.setenv("HF_DATASETS_OFFLINE", "1")
+    # huggingface_hub read the variable when it was imported: any request to the Hub now raises
+    mp.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    out = tmp_path_factory.mktemp("grpo")
+    recorded = RecordedRewards()
+    try:
+        trainer = tiny_trainer(out / "run", [recorded.has_a, recorded.short], reward_weights=[1.0, 0.5])
+        mirrored: list = []
+
+        class Spy(RLMetricsCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                mirrored.append((state.global_step, dict(logs)))
+                super().on_log(args, state, control, logs=logs, **kwargs)
+
+        callback = Spy(experiment="tiny").attach(trainer)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer.train()
+        trainer.save_state()
+    finally:
+        mp.undo()
+    return types.SimpleNamespace(
+        trainer=trainer, callback=callback, recorded=recorded, mirrored=mirrored, out=out / "run"
+    )
+
+
+def test_every_logged_record_is_in_the_run(trained):
+    cb = trained.callback
+    assert cb.run_dir == trained.out / "rlmetrics" / "trl" / "tiny"
+    assert cb.tracker._finished and isinstance(cb.tracker.monitor, HealthMonitor)
+    rows = read_jsonl(cb.run_dir / "metrics.jsonl")
+    # the two training logs and the summary (train_runtime ...) at the last step
+    assert [r["step"] for r in rows] == [s for s, _ in trained.mirrored] == [2, 4, 4]
+    for row, (_, logs) in zip(rows, trained.mirrored):
+        for key, value in logs.items():
+            want = math.nan if value is None else float(value)
+            assert row[key] == pytest.approx(want, nan_ok=True, rel=1e-12), key
+    assert {K.TRL_REWARD, K.TRL_REWARD_STD, K.TRL_FRAC_REWARD_ZERO_STD, K.TRL_LOSS, K.TRL_ENTROPY} <= set(
+        rows[0]
+    )
+    config = json.loads((cb.run_dir / "config.json").read_text())
+    assert config["num_generations"] == 2 and config["max_steps"] == 4
+
+
+def test_exact_window_group_statistics(trained):
+    """Each logged window (two generation batches) holds the statistics of all its completions."""
+    rows = read_jsonl(trained.callback.run_dir / "metrics.jsonl")
+    calls = trained.recorded.calls
+    assert len(calls["has_a"]) == 4  # one generation batch per step
+    for row, gens in zip(rows[:2], (range(0, 2), range(2, 4))):
+        want = brute_window(calls, gens, (1.0, 0.5), g=2)
+        for key, value in want.items():
+            assert row[key] == pytest.approx(value, rel=1e-12), key
+        assert row["grpo/group_size/min"] == row["grpo/group_size/max"] == 2.0
+        # every completion is scorable (has_a always answers): TRL's mean of the two batch means
+        # is the window's mean, to TRL's float32
+        assert row[K.TRL_REWARD] == pytest.approx(row["grpo-trl/reward"], rel=1e-6)
+        assert set(row) >= {
+            "grpo-trl/frac_reward_zero_std",
+            "grpo/frac_reward_zero_std",
+            "grpo/reward_std/mean",
+        }
+    assert "grpo/num_groups" not in rows[2]  # the summary record has no completions
+
+
+def test_the_run_reads_back_and_diagnoses(trained):
+    from typer.testing import CliRunner
+
+    from rlmetrics.cli.app import app
+
+    run_dir = trained.callback.run_dir
+    history, _ = load_history(run_dir)
+    assert list(history[K.TRL_REWARD][0]) == [2, 4]
+    assert list(history["grpo-trl/reward_std"][0]) == [2, 4]
+    result = CliRunner().invoke(app, ["diagnose", str(run_dir)])
+    assert result.exit_code in (0, 1), result.output
+
+
+def test_trainer_state_json_reads_as_a_run(trained):
+    history, kind = load_history(trained.out)
+    assert kind == TRL_TRAINER_STATE
+    rows = read_jsonl(trained.callback.run_dir / "metrics.jsonl")
+    steps, values = history[K.TRL_REWARD]
+    assert list(steps) == [2, 4]
+    np.testing.assert_allclose(values, [r[K.TRL_REWARD] for r in rows[:2]], rtol=1e-12)
+
+
+# --- the callback's logic on a stand-in trainer ------------------------------------------------
+
+
+class FakeTrainer:
+    """The parts of a GRPOTrainer the callback reads, and a way to 'generate' a batch."""
+
+    def __init__(self, names=("acc",), weights=(1.0,), g=2, batch=4) -> None:
+        self.args = types.SimpleNamespace(generation_batch_size=batch)
+        self.reward_func_names = list(names)
+        self.reward_weights = torch.tensor(weights)
+        self.num_generations = g
+        self.model = types.SimpleNamespace(training=True)
+        self._metrics: dict[str, defaultdict] = {"train": defaultdict(list), "eval": defaultdict(list)}
+        # TRL's completion log keeps one generation batch (maxlen=generation_batch_size); a longer
+        # one here checks that only the newest batch is read
+        self._logs: dict[str, Any] = {
+            "prompt": deque(maxlen=2 * batch),
+            "rewards": defaultdict(lambda: deque(maxlen=2 * batch)),
+        }
+        self.callbacks: list = []
+
+    def add_callback(self, callback) -> None:
+        self.callbacks.append(callback)
+
+    def generate(self, per_func: dict, prompts=None) -> None:
+        first = next(iter(per_func.values()))
+        n = len(first)
+        self._metrics["train"]["reward"].append(0.0)
+        self._logs["prompt"].extend(prompts or [f"p{i // self.num_generations}" for i in range(n)])
+        for name, values in per_func.items():
+            self._logs["rewards"][name].extend(values)
+
+
+def jsonl_rows(cb: RLMetricsCallback) -> list[dict]:
+    assert cb.tracker is not None
+    return read_jsonl(cb.tracker.jsonl_path)
+
+
+def run_dir(cb: RLMetricsCallback) -> Path:
+    assert cb.run_dir is not None
+    return cb.run_dir
+
+
+def state(step=1, main=True):
+    return types.SimpleNamespace(global_step=step, is_world_process_zero=main)
+
+
+def args(tmp_path):
+    return types.SimpleNamespace(
+        output_dir=str(tmp_path / "out"), run_name=None, to_dict=lambda: {"lr": 1e-6}
+    )
+
+
+def test_group_statistics_span_the_window_and_restart_after_a_log(tmp_path):
+    trainer = FakeTrainer(names=("acc", "fmt"), weights=(1.0, 0.5))
+    cb = RLMetricsCallback(monitor=False).attach(trainer)
+    a = args(tmp_path)
+    cb.on_train_begin(a, state(0), None)
+    trainer.generate({"acc": [1.0, 1.0, math.nan, 1.0], "fmt": [0.0, 0.0, math.nan, 1.0]})
+    cb.on_substep_end(a, state(0), None)
+    cb.on_step_end(a, state(1), None)  # the same batch is taken once
+    trainer.generate({"acc": [0.0, 0.0, 1.0, 0.0], "fmt": [math.nan, math.nan, 0.0, 0.0]})
+    cb.on_step_end(a, state(2), None)
+    cb.on_log(a, state(2), None, logs={"reward": 0.5, "loss": None})
+    trainer._metrics["train"].clear()  # as TRL does after the log
+    trainer.generate({"acc": [1.0, 0.0, 1.0, 1.0], "fmt": [0.0, 0.0, 0.0, 0.0]})
+    cb.on_step_end(a, state(3), None)
+    cb.on_log(a, state(3), None, logs={"reward": 0.75})
+    cb.on_train_end(a, state(3), None)
+    rows = jsonl_rows(cb)
+    assert run_dir(cb) == tmp_path / "out" / "rlmetrics" / "trl" / "out"
+    first, second = rows
+    # window 1: rewards [1, 1 | NaN (unscorable), 1.5 || 0, 0 | 1, 0]
+    assert first["grpo/num_groups"] == 4 and first["grpo/num_samples"] == 7
+    assert first["grpo/frac_all_solved"] == pytest.approx(2 / 4)  # (1, 1) and the scorable 1.5
+    assert first["grpo/num_singleton_groups"] == 1
+    assert first["grpo-trl/reward"] == pytest.approx(4.5 / 7)
+    assert first["grpo-trl/reward_std"] == pytest.approx(np.std([1, 1, 1.5, 0, 0, 1, 0], ddof=1))
+    # (1, 1) and (0, 0); the group with one scorable completion has no std, it does not count
+    assert first["grpo-trl/frac_reward_zero_std"] == pytest.approx(4 / 8)
+    assert math.isnan(first["loss"]) and first["reward"] == 0.5
+    assert second["grpo/num_groups"] == 2 and second["grpo-trl/reward"] == pytest.approx(0.75)
+
+
+def test_eval_records_are_mirrored_without_group_statistics(tmp_path):
+    trainer = FakeTrainer(batch=2)
+    cb = RLMetricsCallback(monitor=False).attach(trainer)
+    a = args(tmp_path)
+    cb.on_train_begin(a, state(0), None)
+    trainer.generate({"acc": [1.0, 0.0]})
+    cb.on_step_end(a, state(1), None)
+    trainer.model.training = False
+    cb.on_log(a, state(1), None, logs={"eval_reward": 0.25})
+    trainer.model.training = True
+    cb.on_log(a, state(1), None, logs={"reward": 0.5})
+    rows = jsonl_rows(cb)
+    assert "grpo/num_groups" not in rows[0] and rows[1]["grpo/num_groups"] == 1
+
+
+@pytest.mark.parametrize(
+    ("setup", "match"),
+    [
+        pytest.param(
+            lambda t: t.generate({"acc": [1.0, 0.0, 1.0, 1.0]}, prompts=["x", "y", "z", "z"]),
+            "not in consecutive groups of 2",
+            id="layout",
+        ),
+        pytest.param(
+            lambda t: (t.generate({"acc": [1.0, 0.0, 1.0, 1.0]}), t.generate({"acc": [0.0] * 4})),
+            "2 generation batches were scored between two micro-steps",
+            id="missed-batch",
+        ),
+        pytest.param(
+            lambda t: t.generate({"acc": [1.0, 0.0, 1.0]}), "batch of 4 in groups of 2", id="ragged"
+        ),
+        pytest.param(
+            lambda t: (t.generate({"acc": [1.0] * 4}), t.__dict__.pop("_logs")),
+            "AttributeError",
+            id="no-logs",
+        ),
+        pytest.param(lambda t: delattr(t, "_metrics"), "no TRL metrics store", id="no-metrics"),
+    ],
+)
+def test_an_unexpected_trainer_switches_group_statistics_off_not_the_mirror(tmp_path, setup, match):
+    trainer = FakeTrainer()
+    cb = RLMetricsCallback(monitor=False).attach(trainer)
+    a = args(tmp_path)
+    cb.on_train_begin(a, state(0), None)
+    setup(trainer)
+    with pytest.warns(RuntimeWarning, match=f"group statistics are switched off.*{match}"):
+        cb.on_step_end(a, state(1), None)
+    cb.on_log(a, state(1), None, logs={"reward": 0.5})
+    (row,) = jsonl_rows(cb)
+    assert row["reward"] == 0.5 and not any(k.startswith("grpo") for k in row)
+    assert cb.group_metrics is False
+
+
+def test_values_that_are_not_numbers_are_left_out_once(tmp_path):
+    cb = RLMetricsCallback(monitor=False, group_metrics=False)
+    a = args(tmp_path)
+    logs = {"reward": 1, "note": "hi", "step": None, 3: 1.0, "t": torch.tensor(2.0), "ok": True}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in (1, 2):
+            cb.on_log(a, state(step), None, logs=logs)
+    assert [str(w.message) for w in caught] == [
+        f"RLMetricsCallback: {why}; it is left out of the rlmetrics run"
+        for why in (
+            "logged value 'note' is not a number (str)",
+            "logged key 'step' is reserved by the tracker",
+            "logged key is not a string",
+        )
+    ]
+    rows = jsonl_rows(cb)
+    assert [(r["step"], r["reward"], r["t"], r["ok"]) for r in rows] == [
+        (1, 1.0, 2.0, 1.0),
+        (2, 1.0, 2.0, 1.0),
+    ]
+
+
+def test_other_processes_write_nothing_and_options_pass_through(tmp_path):
+    trainer = FakeTrainer()
+    cb = RLMetricsCallback("proj", "exp", log_dir=tmp_path / "logs", fsync=True, nonfinite="drop").attach(
+        trainer
+    )
+    a = args(tmp_path)
+    cb.on_train_begin(a, state(0, main=False), None)
+    cb.on_log(a, state(1, main=False), None, logs={"reward": 1.0})
+    assert cb.tracker is None and not (tmp_path / "logs").exists()
+    cb.on_train_begin(a, state(0), None)
+    cb.on_log(a, state(1), None, logs={"reward": math.inf, "loss": 0.5})
+    assert run_dir(cb) == tmp_path / "logs" / "proj" / "exp"
+    assert cb.tracker is not None and cb.tracker.backends["jsonl"].fsync is True
+    assert [{k: v for k, v in r.items() if k != "timestamp"} for r in jsonl_rows(cb)] == [
+        {"step": 1, "loss": 0.5}
+    ]
+    assert json.loads((run_dir(cb) / "config.json").read_text()) == {"lr": 1e-6}
+    assert trainer.callbacks == [cb]
+
+
+def test_callbacks_argument_without_attach_warns_and_mirrors(tmp_path):
+    cb = RLMetricsCallback(monitor=False)
+    with pytest.warns(RuntimeWarning, match=r"need the trainer: .*\.attach\(trainer\)"):
+        cb.on_train_begin(args(tmp_path), state(0), None)
+    cb.on_log(args(tmp_path), state(1), None, logs={"reward": 1.0})
+    assert jsonl_rows(cb)[0]["reward"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        pytest.param(
+            {"fsyncc": True}, TypeError, r"unknown option\(s\) 'fsyncc'; Tracker options are", id="option"
+        ),
+        pytest.param({"project": ""}, TypeError, "project must be a non-empty str", id="project"),
+        pytest.param(
+            {"experiment": 3}, TypeError, "experiment must be a non-empty str or None", id="experiment"
+        ),
+        pytest.param({"group_metrics": 1}, TypeError, "group_metrics must be a bool", id="group-metrics"),
+        pytest.param(
+            {"solved_threshold": "1"}, TypeError, "solved_threshold must be a number", id="threshold"
+        ),
+        pytest.param({"solved_threshold": math.nan}, ValueError, "solved_threshold must be finite", id="nan"),
+    ],
+)
+def test_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        RLMetricsCallback(**kwargs)
+
+
+def test_attach_needs_a_trainer():
+    with pytest.raises(TypeError, match="trainer must be a transformers/TRL Trainer; got object"):
+        RLMetricsCallback().attach(object())
