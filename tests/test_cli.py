@@ -105,3 +105,18 @@ def test_the_cli_imports_no_heavy_library():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == ""
+
+
+def test_version_flag():
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.startswith("rlmetrics ") and any(c.isdigit() for c in res.output)
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [(["--algo", "rloo"], "--algo"), (["--group-size", "1"], "--group-size"), (["--lr", "-1"], "--lr")],
+    ids=["algo", "group-size", "lr"],
+)
+def test_demo_config_errors_name_the_option(args, option):
+    res = runner.invoke(app, ["demo", "--steps", "1", *args])
+    assert res.exit_code == 2 and f"Invalid value for {option}" in res.output, res.output

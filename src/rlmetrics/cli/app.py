@@ -7,6 +7,8 @@ one typer app. Heavy imports (torch, pyarrow, matplotlib) happen inside the comm
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from rlmetrics.cli.compare import EPILOG as COMPARE_EPILOG
@@ -29,6 +31,34 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"rlmetrics {version('rlmetrics')}")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            from rlmetrics import __version__
+
+            print(f"rlmetrics {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit.", metavar=""
+        ),
+    ] = False,
+) -> None:
+    """Metrics for RL fine-tuning of language models: validate and compare rollout dumps, run the demo,
+    draw reports, diagnose runs."""
+
+
 app.command("validate")(validate)
 app.command("demo")(demo)
 app.command("report")(report)

@@ -208,7 +208,7 @@ def compare(
     ] = None,
     k: Annotated[
         list[int] | None,
-        typer.Option("--k", "-k", help="A k of the @k metrics (repeatable); default 1, 2, 4, ... N."),
+        typer.Option("--k", "-k", help="A k of the @k metrics (repeatable).", show_default="1, 2, 4, ... N"),
     ] = None,
     step: Annotated[
         int | None,
@@ -218,7 +218,7 @@ def compare(
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap replicates of the pass@k band.")] = 2000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
     curves: Annotated[
-        bool, typer.Option("--curves/--no-curves", help="Compare pass@k curves for every k.")
+        bool, typer.Option("--curves/--no-curves", help="Compare pass@k curves for every k.", metavar="")
     ] = True,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the comparison as JSON here.")

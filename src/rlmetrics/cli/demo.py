@@ -75,7 +75,7 @@ def demo(
             "bfloat16-weights: float32 arithmetic on bfloat16-rounded weights), bfloat16, float32."
         ),
     ] = DemoConfig.rollout_dtype,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.", metavar="")] = False,
 ) -> None:
     """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
 
@@ -108,8 +108,10 @@ def demo(
             n_letters=n_letters,
             rollout_dtype=rollout_dtype,
         )
-    except ValueError as err:
-        raise typer.BadParameter(str(err)) from None
+    except ValueError as err:  # DemoConfig names the field first: "algo must be ..."
+        field = str(err).split(" ", 1)[0]
+        hint = f"--{field.replace('_', '-')}" if field in DemoConfig.__dataclass_fields__ else None
+        raise typer.BadParameter(str(err), param_hint=hint) from None
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -135,7 +137,7 @@ def demo(
         progress.update(task_id, completed=step, info=f"score {score:.3f}  val acc {state['val']:.3f}")
 
     console.print(
-        f"rlmetrics demo: {cfg.algo.upper()} on string reversal, {cfg.steps} steps of "
+        f"rlmetrics demo: {cfg.algo.upper()} on string reversal, {cfg.steps} step{'s' * (cfg.steps != 1)} of "
         f"{cfg.n_prompts} prompts x {cfg.group_size} samples, seed {cfg.seed}, "
         f"rollout in {cfg.rollout_precision}",
         soft_wrap=True,

@@ -243,9 +243,7 @@ def validate(
     ] = "data_source",
     value_keys: Annotated[
         list[str] | None,
-        typer.Option(
-            "--value-key", "-v", help="A value to summarise (repeatable); default: every numeric key."
-        ),
+        typer.Option("--value-key", help="A value to summarise (repeatable); default: every numeric key."),
     ] = None,
     pred_key: Annotated[
         str, typer.Option("--pred-key", help="Key of the predicted answer voted on for maj@k.")
@@ -258,10 +256,13 @@ def validate(
     ] = None,
     k: Annotated[
         list[int] | None,
-        typer.Option("--k", "-k", help="A k for the @k metrics (repeatable); default 1, 2, 4, ... N."),
+        typer.Option("--k", "-k", help="A k for the @k metrics (repeatable).", show_default="1, 2, 4, ... N"),
     ] = None,
     replace: Annotated[
-        bool, typer.Option("--replace", help="Draw with replacement (the expectation of verl's bootstrap).")
+        bool,
+        typer.Option(
+            "--replace", help="Draw with replacement (the expectation of verl's bootstrap).", metavar=""
+        ),
     ] = False,
     ci: Annotated[
         str,
@@ -281,7 +282,10 @@ def validate(
         ),
     ] = None,
     verl_keys: Annotated[
-        bool, typer.Option("--verl", help="Also compute verl's bootstrap metrics (val-core/val-aux keys).")
+        bool,
+        typer.Option(
+            "--verl", help="Also compute verl's bootstrap metrics (val-core/val-aux keys).", metavar=""
+        ),
     ] = False,
 ) -> None:
     """Summarise validation rollouts: mean, pass@k, pass^k, best@k, worst@k, maj@k, cover@tau, intervals."""
