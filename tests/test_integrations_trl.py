@@ -192,7 +192,8 @@ def test_exact_window_group_statistics(trained):
     assert "grpo/num_groups" not in rows[2]  # the summary record has no completions
 
 
-def test_the_run_reads_back_and_diagnoses(trained):
+def test_the_run_reads_back_diagnoses_and_reports(trained, tmp_path):
+    pytest.importorskip("matplotlib")
     from typer.testing import CliRunner
 
     from rlmetrics.cli.app import app
@@ -203,6 +204,9 @@ def test_the_run_reads_back_and_diagnoses(trained):
     assert list(history["grpo-trl/reward_std"][0]) == [2, 4]
     result = CliRunner().invoke(app, ["diagnose", str(run_dir)])
     assert result.exit_code in (0, 1), result.output
+    result = CliRunner().invoke(app, ["report", str(run_dir / "metrics.jsonl"), "-o", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "grpo-trl/reward_std" in (tmp_path / "report.html").read_text(encoding="utf-8")
 
 
 def test_trainer_state_json_reads_as_a_run(trained):
@@ -354,7 +358,14 @@ def test_an_unexpected_trainer_switches_group_statistics_off_not_the_mirror(tmp_
 def test_values_that_are_not_numbers_are_left_out_once(tmp_path):
     cb = RLMetricsCallback(monitor=False, group_metrics=False)
     a = args(tmp_path)
-    logs = {"reward": 1, "note": "hi", "step": None, 3: 1.0, "t": torch.tensor(2.0), "ok": True}
+    logs: dict[Any, Any] = {
+        "reward": 1,
+        "note": "hi",
+        "step": None,
+        3: 1.0,
+        "t": torch.tensor(2.0),
+        "ok": True,
+    }
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for step in (1, 2):
