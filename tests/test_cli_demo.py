@@ -74,3 +74,19 @@ def test_without_torch_it_prints_the_cpu_install_line(tmp_path, monkeypatch):
     assert "the demo needs torch" in out
     assert "--index-url https://download.pytorch.org/whl/cpu" in out
     assert not (tmp_path / "rlmetrics-demo").exists()
+
+
+def test_a_missing_backend_package_fails_before_training(tmp_path, monkeypatch):
+    """--backends tensorboard without tensorboard: the install line at once, nothing trained or written."""
+    import importlib.util
+
+    pytest.importorskip("torch")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a)
+    )
+    monkeypatch.setattr("rlmetrics.demo.run._Run", None)  # building the model would fail loudly
+    result = runner.invoke(app, ["demo", "--backends", "tensorboard", "-q", "-o", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert "pip install 'rlmetrics[tensorboard]'" in " ".join(result.output.split())
+    assert list(tmp_path.iterdir()) == []

@@ -664,3 +664,19 @@ def test_trackio_failure_is_isolated(tmp_path, monkeypatch):
     (run,) = runs
     assert run.logged == [(1, STEPS[1])] and run.finished == 1 and isinstance(tr.failed["trackio"], OSError)
     assert [r["step"] for r in read_jsonl(tr.jsonl_path)] == [1, 2, 5]
+
+
+def test_check_backends_names_every_missing_package(monkeypatch):
+    import importlib.util
+
+    from rlmetrics.tracking import check_backends
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in ("wandb", "mlflow") else real(name, *a)
+    )
+    check_backends(["jsonl", "console", "tensorboard"])
+    with pytest.raises(
+        ImportError, match=r"the wandb backend needs wandb: pip install 'rlmetrics\[wandb\]'; the mlflow"
+    ):
+        check_backends(["jsonl", "wandb", "mlflow"])

@@ -43,7 +43,7 @@ from rlmetrics import keys as K
 from rlmetrics._core.array import is_torch_array
 from rlmetrics._core.checks import check_int
 
-__all__ = ["BACKENDS", "DEFAULT_CONSOLE_KEYS", "Tracker", "TrackingBackend", "read_jsonl"]
+__all__ = ["BACKENDS", "DEFAULT_CONSOLE_KEYS", "Tracker", "TrackingBackend", "check_backends", "read_jsonl"]
 
 #: The built-in backend names.
 BACKENDS = ("console", "jsonl", "mlflow", "tensorboard", "trackio", "wandb")
@@ -726,6 +726,39 @@ class Tracker:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.finish(exit_code=0 if exc_type is None else 1)
+
+
+#: The package each optional backend imports, and its install line.
+_BACKEND_PACKAGES = {
+    "tensorboard": ("tensorboard", "pip install 'rlmetrics[tensorboard]'"),
+    "wandb": ("wandb", "pip install 'rlmetrics[wandb]'"),
+    "mlflow": ("mlflow", "pip install 'rlmetrics[mlflow]'"),
+    "trackio": ("trackio", "pip install 'rlmetrics[trackio]'"),
+}
+
+
+def check_backends(names: Iterable[str]) -> None:
+    """Fail before any work when a named backend's package is missing (without importing it).
+
+    Raises
+    ------
+    ImportError
+        Naming every missing backend and its install line.
+
+    Examples
+    --------
+    >>> check_backends(["jsonl", "console"])
+    """
+    import importlib.util
+
+    missing = []
+    for name in names:
+        if name in _BACKEND_PACKAGES:
+            package, line = _BACKEND_PACKAGES[name]
+            if importlib.util.find_spec(package) is None:
+                missing.append(f"the {name} backend needs {package}: {line}")
+    if missing:
+        raise ImportError("; ".join(missing))
 
 
 def _parse_backends(backends: Any) -> list[Any]:

@@ -58,7 +58,7 @@ from rlmetrics.policy.logits import entropy_and_sum_pi_squared_from_logits
 from rlmetrics.policy.mismatch import compute_rollout_mismatch_metrics
 from rlmetrics.policy.ppo import compute_ppo_update_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
-from rlmetrics.tracking import BACKENDS, Tracker
+from rlmetrics.tracking import BACKENDS, Tracker, check_backends
 from rlmetrics.training.data import compute_data_metrics
 from rlmetrics.training.timers import timer
 from rlmetrics.training.timing import compute_throughput_metrics, compute_timing_metrics
@@ -637,9 +637,10 @@ def run_demo(
     names = [b for b in names if b]
     for b in names:
         if b not in BACKENDS:
-            raise ValueError(f"backends: unknown backend {b!r}; known: {', '.join(BACKENDS)}")
+            raise ValueError(f"unknown backend {b!r}; known: {', '.join(BACKENDS)}")
     if "jsonl" not in names:
         names.insert(0, "jsonl")
+    check_backends(names)  # a missing package fails here, before the model is built
     experiment = experiment or _default_experiment(cfg)
     run_dir = Path(out_dir) / project / experiment
     stale = run_dir / "metrics.jsonl"
