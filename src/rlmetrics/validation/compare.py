@@ -24,13 +24,21 @@ scipy is imported inside the functions that need it.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from rlmetrics._core.checks import check_int, warn_undefined
+from rlmetrics.validation._args import (
+    check_cluster_codes,
+    check_counts,
+    check_ks,
+    check_level,
+    check_scalar,
+    check_vector,
+)
 
 __all__ = [
     "CurveComparison",
@@ -55,105 +63,6 @@ _SMALL_PRODUCT = 10_000_000
 _SE_FLOOR = 0.25
 # Differences b_i - a_i that agree within this many ulps of the inputs count as equal.
 _ROUNDING = 4 * np.finfo(np.float64).eps
-
-
-# --------------------------------------------------------------------------------------------
-# argument checks
-
-
-def _level(value: Any, name: str) -> float:
-    """A probability strictly between 0 and 1, or an error naming ``name``."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{name} must be a number in (0, 1); got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"{name} must be in (0, 1); got {value!r}")
-    return value
-
-
-def _scalar(value: Any, name: str, *, minimum: float | None = None) -> float:
-    """A finite real number (>= ``minimum``), or an error naming ``name``."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{name} must be a number; got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite; got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum:g}; got {value!r}")
-    return value
-
-
-def _vector(values: Any, name: str) -> np.ndarray:
-    """A 1-D float64 array of finite numbers (bools as 0/1), or an error naming ``name``."""
-    arr = np.asarray(values)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold numbers; got dtype {arr.dtype}")
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one value per prompt); got shape {arr.shape}")
-    arr = arr.astype(np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite; found {float(arr[~np.isfinite(arr)][0])!r}")
-    return arr
-
-
-def _counts(values: Any, name: str) -> np.ndarray:
-    """A 1-D int64 array of whole numbers, or an error naming ``name``."""
-    arr = np.asarray(values)
-    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must hold integers; got dtype {arr.dtype}")
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one count per prompt); got shape {arr.shape}")
-    if arr.dtype.kind == "f" and not (np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
-        bad = float(arr[~(np.isfinite(arr) & (arr == np.round(arr)))][0])
-        raise ValueError(f"{name} must hold whole numbers; got {bad!r}")
-    return arr.astype(np.int64)
-
-
-def _ks(ks: Any, name: str = "ks") -> np.ndarray:
-    """A 1-D, non-empty, strictly increasing int64 array of k >= 1."""
-    arr = np.asarray(ks)
-    if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must hold integers; got dtype {arr.dtype}")
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D sequence of k; got shape {arr.shape}")
-    if arr.dtype.kind == "f" and not (np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
-        raise ValueError(f"{name} must hold whole numbers; got {arr[:5].tolist()}")
-    out = arr.astype(np.int64)
-    if np.any(out < 1):
-        raise ValueError(f"{name} must be >= 1; got {int(out[out < 1][0])}")
-    if np.any(np.diff(out) <= 0):
-        raise ValueError(f"{name} must be strictly increasing; got {out[:8].tolist()}")
-    return out
-
-
-def _cluster_codes(clusters: Any, p: int) -> tuple[np.ndarray, int]:
-    """Cluster labels (any hashables) as codes 0..G-1 in order of first appearance, and G."""
-    if isinstance(clusters, np.ndarray) and clusters.ndim == 1 and clusters.dtype.kind in "biufUS":
-        if clusters.dtype.kind == "f" and np.any(np.isnan(clusters)):
-            raise ValueError("clusters must not hold NaN labels")
-        labels: Sequence[Any] = clusters.tolist()
-    elif isinstance(clusters, np.ndarray) and clusters.ndim != 1 and clusters.dtype.kind != "O":
-        raise ValueError(f"clusters must be 1-D (one label per prompt); got shape {clusters.shape}")
-    elif isinstance(clusters, str | bytes) or not isinstance(clusters, Iterable):
-        raise TypeError(
-            f"clusters must be a sequence of labels, one per prompt; got {type(clusters).__name__}"
-        )
-    else:
-        labels = list(clusters)
-    if len(labels) != p:
-        raise ValueError(f"clusters must have one label per prompt ({p}); got {len(labels)}")
-    codes = np.empty(p, dtype=np.int64)
-    seen: dict[Any, int] = {}
-    for i, label in enumerate(labels):
-        try:
-            codes[i] = seen.setdefault(label, len(seen))
-        except TypeError:
-            raise TypeError(
-                f"clusters must hold hashable labels; got {type(label).__name__} at position {i}"
-            ) from None
-        if isinstance(label, float) and math.isnan(label):
-            raise ValueError("clusters must not hold NaN labels")
-    return codes, len(seen)
 
 
 def _fmt_level(confidence: float) -> str:
@@ -385,14 +294,14 @@ def paired_difference(
     >>> paired_difference([0.5, 1.0], [0.75, 1.25]).p_value
     0.0
     """
-    confidence = _level(confidence, "confidence")
-    power = _level(power, "power")
-    a = _vector(a, "a")
-    b = _vector(b, "b")
+    confidence = check_level(confidence, "confidence")
+    power = check_level(power, "power")
+    a = check_vector(a, "a")
+    b = check_vector(b, "b")
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same length (matched prompts); got {a.size} and {b.size}")
     p = int(a.size)
-    codes, g = (None, None) if clusters is None else _cluster_codes(clusters, p)
+    codes, g = (None, None) if clusters is None else check_cluster_codes(clusters, p)
     method = "paired t" if g is None else f"paired t, clustered ({g} clusters)"
     nan = math.nan
     if p == 0:
@@ -490,12 +399,12 @@ def unpaired_difference(
     >>> round(r.diff, 3), round(r.se, 4), round(r.df, 1), round(r.p_value, 4), r.method
     (0.06, 0.0283, 998.0, 0.0341, 'unpaired (Welch)')
     """
-    confidence = _level(confidence, "confidence")
-    power = _level(power, "power")
-    mean_a = _scalar(mean_a, "mean_a")
-    mean_b = _scalar(mean_b, "mean_b")
-    se_a = _scalar(se_a, "se_a", minimum=0.0)
-    se_b = _scalar(se_b, "se_b", minimum=0.0)
+    confidence = check_level(confidence, "confidence")
+    power = check_level(power, "power")
+    mean_a = check_scalar(mean_a, "mean_a")
+    mean_b = check_scalar(mean_b, "mean_b")
+    se_a = check_scalar(se_a, "se_a", minimum=0.0)
+    se_b = check_scalar(se_b, "se_b", minimum=0.0)
     n_a = check_int(n_a, "n_a", minimum=1)
     n_b = check_int(n_b, "n_b", minimum=1)
     diff = mean_b - mean_a
@@ -536,8 +445,8 @@ def unpaired_difference(
 
 
 def _curve_inputs(n: Any, c: Any, ks: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    n_a = _counts(n, "n")
-    c_a = _counts(c, "c")
+    n_a = check_counts(n, "n")
+    c_a = check_counts(c, "c")
     if n_a.shape != c_a.shape:
         raise ValueError(f"n and c must have the same length (one per prompt); got {n_a.size} and {c_a.size}")
     if np.any(n_a < 1):
@@ -553,7 +462,7 @@ def _curve_inputs(n: Any, c: Any, ks: Any) -> tuple[np.ndarray, np.ndarray, np.n
             raise ValueError("ks must be given when there are no prompts")
         k_a = np.arange(1, int(n_a.min()) + 1, dtype=np.int64)
     else:
-        k_a = _ks(ks)
+        k_a = check_ks(ks)
     return n_a, c_a, k_a
 
 
@@ -835,19 +744,19 @@ def compare_curves(
     B better on k in [1, 4], A better on k in [16, 64] at 95% (simultaneous);
     crossover between k = 4 and k = 16 (first sign change at k = 8)
     """
-    confidence = _level(confidence, "confidence")
+    confidence = check_level(confidence, "confidence")
     n_boot = check_int(n_boot, "n_boot", minimum=1)
     xa = _curves(curves_a, "curves_a")
     xb = _curves(curves_b, "curves_b")
     if xa.shape != xb.shape:
         raise ValueError(f"curves_a and curves_b must have the same shape; got {xa.shape} and {xb.shape}")
-    k_a = _ks(ks)
+    k_a = check_ks(ks)
     p, kk = xa.shape
     if k_a.size != kk:
         raise ValueError(f"ks must have one k per column ({kk}); got {k_a.size}")
     if p == 0:
         raise ValueError("compare_curves needs at least one prompt; got curves of shape (0, K)")
-    codes, g = (None, None) if clusters is None else _cluster_codes(clusters, p)
+    codes, g = (None, None) if clusters is None else check_cluster_codes(clusters, p)
     rng = np.random.default_rng(seed)
 
     mask = ~(np.isnan(xa) | np.isnan(xb))

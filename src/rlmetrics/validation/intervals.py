@@ -48,6 +48,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rlmetrics._core.checks import check_int
+from rlmetrics.validation._args import check_cluster_codes, check_level
 
 __all__ = ["CI_METHODS", "Interval", "IntervalTable", "column_intervals", "mean_interval", "wilson_interval"]
 
@@ -101,14 +102,6 @@ def _z(confidence: float) -> float:
     return statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
-def _check_confidence(confidence: Any) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float | np.floating):
-        raise TypeError(f"confidence must be a number in (0, 1); got {type(confidence).__name__}")
-    if not 0.0 < float(confidence) < 1.0:
-        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
-    return float(confidence)
-
-
 def wilson_interval(
     p: Any, n: Any, *, confidence: float = 0.95
 ) -> tuple[np.ndarray, np.ndarray] | tuple[float, float]:
@@ -136,7 +129,7 @@ def wilson_interval(
     >>> [round(v, 4) for v in wilson_interval(0.5, 100)]
     [0.4038, 0.5962]
     """
-    confidence = _check_confidence(confidence)
+    confidence = check_level(confidence, "confidence")
     p_arr, n_arr = np.asarray(p, dtype=np.float64), np.asarray(n, dtype=np.float64)
     if np.any((p_arr < 0) | (p_arr > 1)) or np.any(np.isnan(p_arr)):
         raise ValueError(f"p must be proportions in [0, 1]; got {p!r}")
@@ -236,7 +229,7 @@ def column_intervals(
     """
     if method not in CI_METHODS:
         raise ValueError(f"method must be one of {', '.join(CI_METHODS)}; got {method!r}")
-    confidence = _check_confidence(confidence)
+    confidence = check_level(confidence, "confidence")
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 2:
         raise ValueError(f"values must be a (prompts, metrics) table; got shape {arr.shape}")
@@ -374,13 +367,7 @@ def mean_interval(
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 1:
         raise ValueError(f"values must be one estimate per prompt (1-D); got shape {arr.shape}")
-    codes = None
-    if clusters is not None:
-        labels = list(clusters)
-        if len(labels) != arr.shape[0]:
-            raise ValueError(f"clusters must have one label per prompt ({arr.shape[0]}); got {len(labels)}")
-        index: dict[Any, int] = {}
-        codes = np.fromiter((index.setdefault(c, len(index)) for c in labels), np.intp, len(labels))
+    codes = None if clusters is None else check_cluster_codes(clusters, arr.shape[0])[0]
     table = column_intervals(
         arr[:, None],
         method=method,

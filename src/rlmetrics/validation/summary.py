@@ -25,6 +25,7 @@ import numpy as np
 from rlmetrics import keys
 from rlmetrics._core.checks import check_int, warn_undefined
 from rlmetrics.keys import ValName
+from rlmetrics.validation._args import check_level
 from rlmetrics.validation.estimators import _maj_win_weights, _order_stat_weights
 from rlmetrics.validation.inputs import (
     Predictions,
@@ -36,7 +37,7 @@ from rlmetrics.validation.inputs import (
     predictions,
     read_column,
 )
-from rlmetrics.validation.intervals import CI_METHODS, _check_confidence, column_intervals
+from rlmetrics.validation.intervals import CI_METHODS, column_intervals
 
 __all__ = [
     "DEFAULT_TAUS",
@@ -388,7 +389,7 @@ def summarize_validation(
     >>> round(m["maj@3"]["value"], 4), m["maj@3"]["n_prompts"], m["pass^3"]["method"]
     (0.6667, 2, 'wilson')
     """
-    confidence = _check_confidence(confidence)
+    confidence = check_level(confidence, "confidence")
     if ci not in CI_METHODS:
         raise ValueError(f"ci must be one of {', '.join(CI_METHODS)}; got {ci!r}")
     n_boot = check_int(n_boot, "n_boot", minimum=10)
