@@ -1,9 +1,14 @@
 """Exact aggregation across gloo ranks: rlmetrics._core.comm, Stats.all_reduce, the families'
-``process_group=``, and the collectors of rlmetrics.aggregation.
+``process_group=``, and the collectors of rlmetrics.aggregation; and the agreement step.
 
-Each world size (2 and 4) is spawned once (module-scoped fixture); every rank runs all the
-checks on its uneven shard (world 4 has an empty shard) and pickles its results, which the
+Each world size (2 and 3) is spawned once (module-scoped fixture); every rank runs all the
+checks on its uneven shard (world 3 has an empty shard) and pickles its results, which the
 tests compare with the single-process computation on the concatenated batch.
+
+World 3 then runs the fault cases (:data:`FAULTS`): in each, one rank's input is bad (or
+differs from the others'), and every rank must raise the same error at once -- well within the
+group's 20-second timeout, which bounds a hang -- or return the same result. A watchdog in the
+parent kills the ranks if the whole run overruns.
 """
 
 from __future__ import annotations
@@ -11,8 +16,11 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import re
 import sys
+import time
 import warnings
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -37,9 +45,13 @@ from rlmetrics import (  # noqa: E402
     data_statistics,
     ppo_update_statistics,
 )
-from rlmetrics._core.comm import all_gather_objects, all_reduce_stats  # noqa: E402
+from rlmetrics._core.comm import agree, all_gather_objects, all_reduce_stats  # noqa: E402
 
-SHARDS = {2: [5, 12], 4: [3, 0, 9, 1]}  # uneven, one empty shard with 4 ranks
+SHARDS = {2: [5, 12], 3: [5, 0, 12]}  # uneven, one empty shard (rank 1) with 3 ranks
+#: The process-group timeout: a collective that some rank never joins fails after this long.
+GROUP_TIMEOUT_S = 20
+#: Every fault case must end (raise or return) on every rank well within the group timeout.
+FAULT_CASE_MAX_S = 5.0
 R, P = 6, 4
 
 
@@ -117,7 +129,11 @@ def rank_values(rank: int, n: int) -> list[float]:
 
 def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
     dist.init_process_group(
-        "gloo", init_method=f"file://{store_path}", rank=rank, world_size=world, timeout=timedelta(seconds=60)
+        "gloo",
+        init_method=f"file://{store_path}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=GROUP_TIMEOUT_S),
     )
     try:
         sizes = SHARDS[world]
@@ -193,20 +209,30 @@ def _worker(rank: int, world: int, store_path: str, out_dir: str) -> None:
             res["clash"] = None
         except ValueError as err:
             res["clash"] = str(err)
+        if world == 3:
+            res["faults"] = {name: _run_fault(case.run, rank) for name, case in FAULTS.items()}
+            # The group is still in step after every case: a last reduction is exact.
+            res["after_faults"] = all_reduce_stats(np.array([1.0]))[0].tolist()
         with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
             pickle.dump(res, fh)
     finally:
         dist.destroy_process_group()
 
 
-def _spawn(world: int, tmp_path: Path) -> list[dict]:
+def _spawn(world: int, tmp_path: Path, deadline_s: float = 150.0) -> list[dict]:
     # The spawned children import this module by name: make the tests directory importable.
     here = str(Path(__file__).parent)
     if here not in sys.path:
         sys.path.insert(0, here)
     from test_distributed import _worker as worker  # the same function, under an importable name
 
-    tmp.spawn(worker, args=(world, str(tmp_path / "store"), str(tmp_path)), nprocs=world, join=True)
+    ctx = tmp.spawn(worker, args=(world, str(tmp_path / "store"), str(tmp_path)), nprocs=world, join=False)
+    deadline = time.monotonic() + deadline_s
+    while not ctx.join(timeout=1.0):
+        if time.monotonic() > deadline:  # a hang that the group timeout did not end
+            for proc in ctx.processes:
+                proc.kill()
+            pytest.fail(f"the {world} ranks did not finish within {deadline_s:.0f} s (hang)")
     out = []
     for r in range(world):
         with open(tmp_path / f"rank{r}.pkl", "rb") as fh:
@@ -214,10 +240,20 @@ def _spawn(world: int, tmp_path: Path) -> list[dict]:
     return out
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["world2", "world4-empty-shard"])
+_RESULTS: dict[int, list[dict]] = {}
+
+
+def _results(world: int, tmp_path_factory) -> list[dict]:
+    """Every rank's results for ``world``, spawned once per test session (the fault cases too)."""
+    if world not in _RESULTS:
+        _RESULTS[world] = _spawn(world, tmp_path_factory.mktemp(f"world{world}"))
+    return _RESULTS[world]
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=["world2", "world3-empty-shard"])
 def spawned(request, tmp_path_factory):
     world = request.param
-    return world, _spawn(world, tmp_path_factory.mktemp(f"world{world}"))
+    return world, _results(world, tmp_path_factory)
 
 
 def assert_metrics_close(got: dict, want: dict) -> None:
@@ -414,3 +450,298 @@ def test_metric_all_reduce_world1_matches_aggregate(world1):
         assert m.all_reduce(world1) == m.aggregate()
     with pytest.warns(RuntimeWarning, match="no values"):
         assert math.isnan(Metric("mean").all_reduce(world1))
+
+
+# --- the agreement step: one bad rank, every rank raises the same error at once -----------------
+
+
+class Fault:
+    """A fault case: ``run(rank)`` on every rank of world 3, and what every rank must see.
+
+    ``error`` is ``(exception type name, regex the message must match)``, or ``None`` when every
+    rank must return the same value (``want``, if given, computes it from the whole batch).
+    """
+
+    def __init__(
+        self,
+        run: Callable[[int], object],
+        error: tuple[str, str] | None,
+        want: Callable[[], dict] | None = None,
+    ) -> None:
+        self.run, self.error, self.want = run, error, want
+
+
+WORLD = 3
+BAD = 2  # the bad rank of most cases (rank 1 holds the empty shard)
+
+
+def _data_shard(rank: int, *, turns: bool = True) -> dict:
+    return shard(make_batch(sum(SHARDS[WORLD]), seed=WORLD, turns=turns), SHARDS[WORLD], rank)
+
+
+def _policy_shard(rank: int) -> dict:
+    return shard(policy_arrays(sum(SHARDS[WORLD]), seed=WORLD), SHARDS[WORLD], rank)
+
+
+def _data(rank: int, batch: dict | None = None, **options) -> dict:
+    b = _data_shard(rank) if batch is None else batch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return compute_data_metrics(b, process_group=dist.group.WORLD, **options)
+
+
+def _as_torch(batch: dict) -> dict:
+    return {k: torch.from_numpy(v) for k, v in batch.items() if k != "__num_turns__"}
+
+
+def _on_device_path(run: Callable[[], object]) -> object:
+    """``run()`` with CPU tensors taking the path of CUDA tensors (masks checked after the reduction)."""
+    from rlmetrics._core import array as _array
+
+    _array._CPU_TENSORS_AS_NUMPY = False
+    try:
+        return run()
+    finally:
+        _array._CPU_TENSORS_AS_NUMPY = True
+
+
+def _without(batch: dict, key: str) -> dict:
+    return {k: v for k, v in batch.items() if k != key}
+
+
+def _bad_mask(batch: dict, key: str = "response_mask") -> dict:
+    out = dict(batch)
+    out[key] = batch[key].copy()
+    out[key][0, 0] = 2
+    return out
+
+
+def _ppo(rank: int, pol: dict, **options) -> dict:
+    return compute_ppo_update_metrics(
+        pol["log_probs"],
+        pol["old_log_probs"],
+        pol["advantages"],
+        pol["response_mask"],
+        process_group=dist.group.WORLD,
+        **options,
+    )
+
+
+def _mismatch(rank: int, pol: dict, **options) -> dict:
+    return compute_rollout_mismatch_metrics(
+        pol["old_log_probs"],
+        pol["rollout_log_probs"],
+        pol["response_mask"],
+        process_group=dist.group.WORLD,
+        **options,
+    )
+
+
+def _metrics(rank: int, metrics: object) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return all_reduce_metrics(metrics, dist.group.WORLD)  # type: ignore[arg-type]
+
+
+def _rank_values(rank: int) -> list[float]:
+    return rank_values(rank, SHARDS[WORLD][rank])
+
+
+def _whole_data(turns: bool) -> dict:
+    return compute_data_metrics(make_batch(sum(SHARDS[WORLD]), seed=WORLD, turns=turns))
+
+
+FAULTS: dict[str, Fault] = {
+    "data-values-missing-with-use_critic": Fault(
+        lambda r: _data(r, _without(_data_shard(r), "values") if r == BAD else None),
+        ("ValueError", r"^rank 2: batch is missing the tensor 'values' \(use_critic=True\)"),
+    ),
+    "data-use_critic-differs": Fault(
+        lambda r: _data(r, use_critic=r != 1),
+        (
+            "ValueError",
+            r"disagree on the options of compute_data_metrics: use_critic: ranks 0, 2: True; rank 1: False$",
+        ),
+    ),
+    "data-invalid-numpy-mask": Fault(
+        lambda r: _data(r, _bad_mask(_data_shard(r)) if r == BAD else None),
+        ("ValueError", r"^rank 2: batch\['response_mask'\] must hold only 0 and 1; found 2"),
+    ),
+    "data-invalid-attention-mask": Fault(
+        lambda r: _data(r, _bad_mask(_data_shard(r), "attention_mask") if r == 0 else None),
+        ("ValueError", r"^rank 0: batch\['attention_mask'\] must hold only 0 and 1"),
+    ),
+    "data-invalid-torch-mask-checked-after-the-reduction": Fault(
+        lambda r: _on_device_path(
+            lambda: _data(r, _as_torch(_bad_mask(_data_shard(r)) if r == BAD else _data_shard(r)))
+        ),
+        (
+            "ValueError",
+            r"^batch\['response_mask'\] must hold only 0 and 1; found 1 other entries .*another rank",
+        ),
+    ),
+    "data-num_turns-on-one-rank-only": Fault(
+        lambda r: _data(r, _data_shard(r, turns=r == 0)),
+        (
+            "ValueError",
+            r"optional non-tensor keys: rank 0: \('__num_turns__',\); rank 1: '<any>'; rank 2: \(\)",
+        ),
+    ),
+    "data-num_turns-missing-on-the-empty-shard-only": Fault(
+        lambda r: _data(r, _data_shard(r, turns=r != 1)),
+        None,
+        lambda: _whole_data(turns=True),
+    ),
+    "data-num_turns-wrong-length": Fault(
+        lambda r: _data(r, {**_data_shard(r), "__num_turns__": np.arange(3)} if r == BAD else None),
+        ("ValueError", r"^rank 2: .*'__num_turns__'\] must hold one entry per sample \(12\); got 3"),
+    ),
+    "data-max_response_length-differs": Fault(
+        lambda r: _data(r, max_response_length=4 if r == BAD else 6),
+        ("ValueError", r"max_response_length: ranks 0, 1: 6; rank 2: 4"),
+    ),
+    "data-max_response_length-invalid": Fault(
+        lambda r: _data(r, max_response_length=0 if r == BAD else 6),
+        ("ValueError", r"^rank 2: max_response_length must be an integer >= 1; got 0"),
+    ),
+    "data-two-bad-ranks": Fault(
+        lambda r: _data(r, _without(_data_shard(r), "returns") if r != 1 else None),
+        ("ValueError", r"^rank 0: batch is missing the tensor 'returns'.*; rank 2: batch is missing"),
+    ),
+    "data-not-a-batch": Fault(
+        lambda r: _data(r, [1, 2, 3] if r == 1 else None),  # type: ignore[arg-type]
+        ("TypeError", r"^rank 1: batch must be a verl DataProto"),
+    ),
+    "stats-all_reduce-options-differ": Fault(
+        lambda r: data_statistics(_data_shard(r), use_critic=r != BAD).all_reduce(dist.group.WORLD),
+        ("ValueError", r"disagree on the 'data' statistics: use_critic: ranks 0, 1: True; rank 2: False"),
+    ),
+    "variance-sum_pi_squared-missing": Fault(
+        lambda r: compute_variance_proxy_metrics(
+            _without(_policy_shard(r), "sum_pi_squared") if r == BAD else _policy_shard(r),
+            process_group=dist.group.WORLD,
+        ),
+        (
+            "ValueError",
+            r"^rank 2: batch is missing 'sum_pi_squared', needed by the variance proxies; the other ranks",
+        ),
+    ),
+    "variance-missing-on-every-rank": Fault(
+        lambda r: compute_variance_proxy_metrics(
+            _without(_policy_shard(r), "sum_pi_squared"), process_group=dist.group.WORLD
+        ),
+        None,
+        lambda: {},
+    ),
+    "variance-bad-gradient-norm": Fault(
+        lambda r: compute_variance_proxy_metrics(
+            _policy_shard(r), "big" if r == 0 else 0.5, process_group=dist.group.WORLD
+        ),
+        ("TypeError", r"^rank 0: gradient_norm must be a real number or None"),
+    ),
+    "ppo-invalid-mask": Fault(
+        lambda r: _ppo(r, _bad_mask(_policy_shard(r)) if r == BAD else _policy_shard(r)),
+        ("ValueError", r"^rank 2: response_mask must hold only 0 and 1"),
+    ),
+    "ppo-clip-ratio-differs": Fault(
+        lambda r: _ppo(r, _policy_shard(r), clip_ratio=0.3 if r == BAD else 0.2),
+        ("ValueError", r"clip_ratio_low: ranks 0, 1: 0.2; rank 2: 0.3 \| clip_ratio_high"),
+    ),
+    "ppo-complex-log-probs": Fault(
+        lambda r: _ppo(
+            r,
+            {**_policy_shard(r), "log_probs": _policy_shard(r)["log_probs"].astype(complex)}
+            if r == 0
+            else _policy_shard(r),
+        ),
+        ("TypeError", r"^rank 0: log_probs must hold real numbers"),
+    ),
+    "mismatch-shape": Fault(
+        lambda r: _mismatch(
+            r,
+            {**_policy_shard(r), "rollout_log_probs": _policy_shard(r)["rollout_log_probs"][:, :2]}
+            if r == BAD
+            else _policy_shard(r),
+        ),
+        ("ValueError", r"^rank 2: rollout_log_probs and old_log_probs must have the same shape"),
+    ),
+    "mismatch-rollout_is-differs": Fault(
+        lambda r: _mismatch(r, _policy_shard(r), rollout_is="sequence" if r == 1 else "token"),
+        ("ValueError", r"rollout_is: ranks 0, 2: 'token'; rank 1: 'sequence'"),
+    ),
+    "all_reduce_metrics-nan": Fault(
+        lambda r: _metrics(r, {"loss": [*_rank_values(r), math.nan] if r == BAD else _rank_values(r)}),
+        ("ValueError", r"^rank 2: metrics\['loss'\] holds 1 NaN or infinite value"),
+    ),
+    "all_reduce_metrics-not-a-mapping": Fault(
+        lambda r: _metrics(r, [1.0] if r == 1 else {"loss": _rank_values(r)}),
+        ("TypeError", r"^rank 1: metrics must be a mapping"),
+    ),
+    "all_reduce_metrics-key-on-one-rank-only": Fault(
+        lambda r: _metrics(r, {"loss": _rank_values(r), **({"extra/max": [7.0]} if r == BAD else {})}),
+        None,
+        lambda: {
+            "extra/max": 7.0,
+            "loss": float(np.mean(np.concatenate([_rank_values(r) for r in range(WORLD)]))),
+        },
+    ),
+    "metric-aggregation-differs": Fault(
+        lambda r: Metric("max" if r == 1 else "mean", _rank_values(r)).all_reduce(dist.group.WORLD),
+        ("ValueError", r"aggregation: ranks 0, 2: 'mean'; rank 1: 'max'"),
+    ),
+    "metric-not-a-metric": Fault(
+        lambda r: all_reduce_metric([1.0] if r == BAD else Metric("mean", [1.0]), dist.group.WORLD),  # type: ignore[arg-type]
+        ("TypeError", r"^rank 2: metric must be a Metric"),
+    ),
+    "collector-keys-differ": Fault(
+        lambda r: MetricCollector().all_reduce(dist.group.WORLD, keys=["a", "b"] if r == BAD else ["a"]),
+        ("ValueError", r"keys= must be the same on every rank; rank 2 has \['b'\] more than rank 0$"),
+    ),
+    "agree-other-exception": Fault(
+        lambda r: agree({"x": 1}, KeyError("k") if r == BAD else None, process_group=dist.group.WORLD),
+        ("RuntimeError", r"^rank 2: KeyError: 'k'$"),
+    ),
+}
+
+
+def _run_fault(run: Callable[[int], object], rank: int) -> tuple[str, object, float]:
+    """(outcome, value or message, seconds): ``"ok"`` and the result, or the exception's type and text."""
+    start = time.perf_counter()
+    try:
+        out: tuple[str, object] = ("ok", run(rank))
+    except Exception as err:
+        out = (type(err).__name__, str(err))
+    return (*out, time.perf_counter() - start)
+
+
+@pytest.fixture(scope="module")
+def faults(tmp_path_factory):
+    """The fault cases' outcomes per rank (from the world-3 spawn, which runs them)."""
+    return _results(WORLD, tmp_path_factory)
+
+
+@pytest.mark.parametrize("name", list(FAULTS), ids=list(FAULTS))
+def test_one_bad_rank_makes_every_rank_raise_the_same_error_at_once(faults, name):
+    case = FAULTS[name]
+    outcomes = [res["faults"][name] for res in faults]
+    for rank, (_, _, seconds) in enumerate(outcomes):
+        assert seconds < FAULT_CASE_MAX_S, f"rank {rank} took {seconds:.1f} s (waited for a collective)"
+    kinds = {kind for kind, _, _ in outcomes}
+    if case.error is None:
+        assert kinds == {"ok"}, outcomes
+        values = [value for _, value, _ in outcomes]
+        assert all(v == values[0] for v in values[1:]), values
+        if case.want is not None:
+            want = case.want()
+            assert sorted(values[0]) == sorted(want)
+            assert values[0] == pytest.approx(want, rel=1e-6, nan_ok=True)
+        return
+    kind, pattern = case.error
+    messages = {message for _, message, _ in outcomes}
+    assert kinds == {kind}, outcomes
+    assert len(messages) == 1, messages  # the same message on every rank
+    assert re.search(pattern, messages.pop()), outcomes[0][1]
+
+
+def test_the_group_stays_in_step_after_the_fault_cases(faults):
+    assert [res["after_faults"] for res in faults] == [[float(WORLD)]] * WORLD

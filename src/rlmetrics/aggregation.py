@@ -9,7 +9,9 @@ min-reduced there; here it is averaged.
 Across data-parallel ranks, averaging per-rank means is wrong as soon as shards differ in size.
 :class:`MetricCollector` keeps count, sum, sum of squares, max and min per key, which merge
 exactly, and :func:`all_reduce_metrics` / :meth:`Metric.all_reduce` reduce them over the ranks
-with two collectives for all keys together (:mod:`rlmetrics._core.comm`).
+with two collectives for all keys together (:mod:`rlmetrics._core.comm`), after one tiny
+agreement collective: a rank whose values are bad (NaN, not numbers) makes every rank raise the
+same error naming it, instead of leaving the others waiting.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics._core.array import is_torch_array
-from rlmetrics._core.comm import all_gather_objects, all_reduce_stats
+from rlmetrics._core.comm import agree, all_reduce_stats
 
 __all__ = [
     "AggregationType",
@@ -229,16 +231,61 @@ def reduce_metrics(metrics: Mapping[str, Metric | Iterable[Any]]) -> dict[str, f
     return out
 
 
-def _gather_layout(local: list[tuple[str, str]], process_group: Any) -> list[tuple[str, str]]:
-    """Sorted union of every rank's ``(key, aggregation)`` pairs; same result on every rank."""
+def _agreed_layout(
+    local: list[tuple[str, str]], error: BaseException | None, process_group: Any
+) -> list[tuple[str, str]]:
+    """Sorted union of every rank's ``(key, aggregation)`` pairs; the same on every rank.
+
+    One tiny agreement collective (:func:`~rlmetrics._core.comm.agree`): when every rank holds
+    the same keys that is all; otherwise the key lists are gathered (one object all-gather). A
+    rank's ``error`` (its values were bad) is raised on every rank, naming it.
+    """
+    signatures = agree(
+        {"keys": tuple(local)},
+        error,
+        process_group=process_group,
+        what="the metric keys",
+        on_mismatch="gather",
+    )
+    if signatures is None:
+        return sorted(local)
     kinds: dict[str, set[str]] = {}
-    for items in all_gather_objects(sorted(local), process_group):
-        for key, agg in items:
+    for sig in signatures:
+        for key, agg in sig["keys"]:
             kinds.setdefault(key, set()).add(agg)
     clash = {k: sorted(v) for k, v in kinds.items() if len(v) > 1}
     if clash:
         raise ValueError(f"ranks disagree on the aggregation of some keys: {clash}")
     return [(k, next(iter(v))) for k, v in sorted(kinds.items())]
+
+
+def _agreed_keys(keys: Any, process_group: Any) -> list[str]:
+    """``keys`` (sorted, unique), checked to be the same on every rank (one tiny collective)."""
+    layout: list[str] = []
+    error: BaseException | None = None
+    try:
+        if isinstance(keys, str):
+            raise TypeError(f"keys must be an iterable of metric keys, not one string; got {keys!r}")
+        layout = sorted(set(keys))
+        bad = [k for k in layout if not isinstance(k, str)]
+        if bad:
+            raise TypeError(f"keys must be strings; got {type(bad[0]).__name__} {bad[0]!r}")
+    except Exception as err:  # reported on every rank by agree()
+        error = err
+    signatures = agree(
+        {"keys": tuple(layout)}, error, process_group=process_group, what="keys=", on_mismatch="gather"
+    )
+    if signatures is not None:
+        first = set(signatures[0]["keys"])
+        diffs = []
+        for rank, sig in enumerate(signatures[1:], start=1):
+            mine = set(sig["keys"])
+            if mine != first:
+                lacks, extra = sorted(first - mine)[:5], sorted(mine - first)[:5]
+                parts = ([f"lacks {lacks}"] if lacks else []) + ([f"has {extra} more"] if extra else [])
+                diffs.append(f"rank {rank} " + " and ".join(parts) + " than rank 0")
+        raise ValueError("keys= must be the same on every rank; " + "; ".join(diffs))
+    return layout
 
 
 def _values_to_host(metrics: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -422,9 +469,11 @@ class MetricCollector:
         process_group : torch.distributed.ProcessGroup, optional
             ``None`` is the default group.
         keys : iterable of str, optional, keyword-only
-            The keys to reduce, identical on every rank. By default the ranks first exchange
-            their key lists (one small ``all_gather_object``) and reduce the union, so a rank
-            that saw no value of a key (an empty shard) still takes part.
+            The keys to reduce, identical on every rank (checked: otherwise every rank raises
+            the same ``ValueError``). By default the ranks reduce the union of their keys, so
+            a rank that saw no value of a key (an empty shard) still takes part: one tiny
+            agreement collective, plus one object all-gather of the key lists when they
+            differ.
 
         Returns
         -------
@@ -433,9 +482,13 @@ class MetricCollector:
         """
         if keys is None:
             local = [(k, self.aggregation(k).value) for k in self._stats]
-            layout = [k for k, _ in _gather_layout(local, process_group)]
+            layout = [k for k, _ in _agreed_layout(local, None, process_group)]
         else:
-            layout = sorted(set(keys))
+            layout = _agreed_keys(keys, process_group)
+        return self._reduced(layout, process_group)
+
+    def _reduced(self, layout: list[str], process_group: Any) -> MetricCollector:
+        """The all-reduce of the statistics of ``layout``, the agreement having been made."""
         empty = np.array([0.0, 0.0, 0.0, -math.inf, math.inf])
         rows = np.stack([self._stats.get(k, empty) for k in layout]) if layout else np.zeros((0, 5))
         sums, maxes, mins = all_reduce_stats(
@@ -504,9 +557,12 @@ def all_reduce_metrics(
 
     A mean is the mean of every value of every rank (not the mean of per-rank means), a sum the
     sum over all ranks, a max/min the extreme over all ranks. :class:`~rlmetrics.Metric` values
-    use their aggregation, plain lists :func:`~rlmetrics.reducer_for_key`. The ranks exchange
-    their key lists (one small ``all_gather_object``), then all keys travel in one ``SUM`` and
-    one ``MAX`` all-reduce. A key with no value on any rank gives NaN with a ``RuntimeWarning``.
+    use their aggregation, plain lists :func:`~rlmetrics.reducer_for_key`. The ranks first agree
+    (one tiny collective; the key lists are gathered only when they differ, and the union is
+    reduced), then all keys travel in one ``SUM`` and one ``MAX`` all-reduce. A key with no
+    value on any rank gives NaN with a ``RuntimeWarning``. A rank whose values are bad (NaN or
+    infinite values, not numbers) makes every rank raise the same ``ValueError`` /
+    ``TypeError``, naming that rank and key.
 
     Parameters
     ----------
@@ -520,17 +576,24 @@ def all_reduce_metrics(
     dict[str, float]
         Sorted by key; the same on every rank.
     """
-    if not isinstance(metrics, Mapping):
-        raise TypeError(f"metrics must be a mapping of key to values; got {type(metrics).__name__}")
-    aggregations = {
-        key: (val.aggregation if isinstance(val, Metric) else reducer_for_key(key))
-        for key, val in metrics.items()
-    }
-    collector = MetricCollector(aggregations=aggregations)
-    collector.update(metrics)
-    local = [(k, a.value) for k, a in aggregations.items()]
-    layout = _gather_layout(local, process_group)
-    reduced = collector.all_reduce(process_group, keys=[k for k, _ in layout])
+    collector = MetricCollector()
+    local: list[tuple[str, str]] = []
+    error: BaseException | None = None
+    try:  # checked here, reported on every rank by the agreement (a rank raising alone would hang)
+        if not isinstance(metrics, Mapping):
+            raise TypeError(f"metrics must be a mapping of key to values; got {type(metrics).__name__}")
+        aggregations = {
+            key: (val.aggregation if isinstance(val, Metric) else reducer_for_key(key))
+            for key, val in metrics.items()
+            if isinstance(key, str)
+        }
+        collector = MetricCollector(aggregations=aggregations)
+        collector.update(metrics)
+        local = sorted((k, a.value) for k, a in aggregations.items())
+    except Exception as err:
+        error = err
+    layout = _agreed_layout(local, error, process_group)
+    reduced = collector._reduced([k for k, _ in layout], process_group)
     reduced._aggregations.update({k: AggregationType(a) for k, a in layout})
     return reduced.compute()
 
@@ -538,13 +601,21 @@ def all_reduce_metrics(
 def all_reduce_metric(metric: Metric, process_group: Any = None) -> float:
     """Aggregate of one :class:`~rlmetrics.Metric` over the union of all ranks' values.
 
-    Every rank must call it (collective); two ``all_reduce`` calls, no object exchange. NaN
-    with a ``RuntimeWarning`` when no rank holds a value.
+    Every rank must call it (collective): one tiny agreement collective (a rank whose values
+    are bad, or whose Metric has another aggregation, makes every rank raise the same error),
+    then two ``all_reduce`` calls. NaN with a ``RuntimeWarning`` when no rank holds a value.
     """
-    if not isinstance(metric, Metric):
-        raise TypeError(f"metric must be a Metric; got {type(metric).__name__}")
     key = "metric"
-    collector = MetricCollector(aggregations={key: metric.aggregation})
-    collector.update({key: metric.values})
-    reduced = collector.all_reduce(process_group, keys=[key])
-    return reduced.compute()[key]
+    collector = MetricCollector()
+    aggregation = ""
+    error: BaseException | None = None
+    try:  # checked here, reported on every rank by the agreement
+        if not isinstance(metric, Metric):
+            raise TypeError(f"metric must be a Metric; got {type(metric).__name__}")
+        aggregation = metric.aggregation.value
+        collector = MetricCollector(aggregations={key: metric.aggregation})
+        collector.update({key: metric.values})
+    except Exception as err:
+        error = err
+    agree({"aggregation": aggregation}, error, process_group=process_group, what="the Metric's aggregation")
+    return collector._reduced([key], process_group).compute()[key]

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_int", "row_mean", "warn_undefined"]
+__all__ = ["check_int", "check_real_dtype", "row_mean", "warn_undefined"]
 
 
 def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
@@ -93,3 +93,35 @@ def row_mean(xp: Any, total: Any, count: Any) -> Any:
     """
     safe = xp.where(count > 0, count, xp.ones_like(count))
     return xp.where(count > 0, total / safe, xp.zeros_like(total))
+
+
+def check_real_dtype(x: Any, name: str) -> Any:
+    """``x`` if its dtype is real (bool, integer or floating); else a ``TypeError`` naming ``name``.
+
+    Casting a complex array to float drops its imaginary part (numpy warns, torch does not), so
+    a complex input would give silently wrong statistics; object and string arrays are refused
+    the same way. numpy arrays and torch tensors.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_real_dtype(np.zeros(2, dtype=np.int8), "mask").dtype
+    dtype('int8')
+    >>> check_real_dtype(np.zeros(2, dtype=np.complex64), "batch['advantages']")
+    Traceback (most recent call last):
+    ...
+    TypeError: batch['advantages'] must hold real numbers (bool, integer or floating); got dtype complex64
+    """
+    dtype = getattr(x, "dtype", None)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(dtype, torch.dtype):
+        ok = not dtype.is_complex
+    else:
+        try:
+            ok = np.dtype(dtype).kind in "biuf" if dtype is not None else False
+        except TypeError:
+            ok = False
+    if not ok:
+        got = f"dtype {dtype}" if dtype is not None else type(x).__name__
+        raise TypeError(f"{name} must hold real numbers (bool, integer or floating); got {got}")
+    return x

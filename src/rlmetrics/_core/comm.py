@@ -1,9 +1,17 @@
-"""Transport over ``torch.distributed``: packed statistics in two collectives, and object gathers.
+"""Transport over ``torch.distributed``: the agreement step, packed statistics, object gathers.
 
 Exact aggregation across data-parallel ranks needs only three kinds of statistics: sums
 (counts, totals; reduced by ``SUM``), maxima and minima. Packed into vectors, any number of
 them costs two ``all_reduce`` calls -- one ``SUM``, one ``MAX`` -- because the minima travel
 negated in the ``MAX`` call (``min(x) = -max(-x)``).
+
+Before those, every distributed entry point calls :func:`agree`: one ``all_gather`` of two
+int64 per rank (an "my input is bad" flag and a digest of the layout and options the rank is
+about to reduce with). A rank whose input is invalid does not raise on its own -- the others
+would wait in the next collective until the process group's timeout -- but joins this one,
+and then every rank raises the same error, naming that rank and its reason; ranks that would
+reduce different layouts or options raise the same error too, naming what differs. Only then
+(both cases are rare) do the ranks exchange their messages, in a second collective.
 
 This module knows nothing of the metrics: it moves vectors and objects. It imports nothing
 from rlmetrics, and torch only when a collective runs. numpy vectors travel as torch CPU
@@ -13,12 +21,23 @@ array type and device.
 
 from __future__ import annotations
 
+import hashlib
+import math
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["all_gather_objects", "all_reduce_stats", "comm_device", "require_dist"]
+__all__ = [
+    "agree",
+    "all_gather_objects",
+    "all_reduce_stats",
+    "comm_device",
+    "describe_disagreement",
+    "require_dist",
+    "signature_digest",
+]
 
 
 def _is_tensor(x: Any) -> bool:
@@ -154,3 +173,169 @@ def all_gather_objects(obj: Any, process_group: Any = None) -> list[Any]:
     gathered: list[Any] = [None] * dist.get_world_size(process_group)
     dist.all_gather_object(gathered, obj, group=process_group)
     return gathered
+
+
+def _canonical(x: Any) -> Any:
+    """``x`` with mappings as sorted item tuples, sequences as tuples and numpy scalars as Python ones."""
+    if isinstance(x, Mapping):
+        return tuple(sorted((str(k), _canonical(v)) for k, v in x.items()))
+    if isinstance(x, list | tuple):
+        return tuple(_canonical(v) for v in x)
+    if isinstance(x, set | frozenset):
+        return tuple(sorted(repr(_canonical(v)) for v in x))
+    if isinstance(x, np.generic):
+        return _canonical(x.item())
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"  # NaN != NaN, but two ranks passing NaN agree
+    return x
+
+
+def signature_digest(signature: Any) -> int:
+    """A signed 64-bit digest of ``signature``, the same in every process.
+
+    Python's ``hash`` of a string is salted per process, so it cannot be compared across
+    ranks; this is BLAKE2b of the canonical ``repr`` (mappings sorted, numpy scalars as Python
+    numbers).
+
+    >>> signature_digest({"a": 1, "b": (2.0, "x")}) == signature_digest({"b": [2.0, "x"], "a": 1})
+    True
+    >>> signature_digest({"a": 1}) == signature_digest({"a": 2})
+    False
+    """
+    text = repr(_canonical(signature)).encode("utf-8", "backslashreplace")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(r) for r in ranks)
+
+
+def describe_disagreement(what: str, signatures: Sequence[Mapping[str, Any]]) -> str:
+    """The message for ranks whose signatures differ: each differing field, the ranks per value.
+
+    >>> ranks = [{"use_critic": True}, {"use_critic": False}, {"use_critic": True}]
+    >>> describe_disagreement("the options", ranks)
+    'ranks disagree on the options: use_critic: ranks 0, 2: True; rank 1: False'
+    """
+    fields: list[str] = []
+    for sig in signatures:
+        fields.extend(k for k in sig if k not in fields)
+    parts = []
+    for name in fields:
+        groups: dict[str, list[int]] = {}
+        for rank, sig in enumerate(signatures):
+            value = _short(_canonical(sig[name])) if name in sig else "absent"
+            groups.setdefault(value, []).append(rank)
+        if len(groups) > 1:
+            parts.append(f"{name}: " + "; ".join(f"{_ranks(r)}: {v}" for v, r in groups.items()))
+    return f"ranks disagree on {what}: " + (" | ".join(parts) or "(their signatures differ)")
+
+
+def _error_payload(error: BaseException) -> tuple[str, str]:
+    """(exception type to raise on every rank, message) for a rank's local error."""
+    for kind in (TypeError, ValueError):
+        if isinstance(error, kind):
+            return kind.__name__, str(error)
+    return "RuntimeError", f"{type(error).__name__}: {error}"
+
+
+_KINDS: dict[str, type[Exception]] = {"TypeError": TypeError, "ValueError": ValueError}
+
+
+def agree(
+    signature: Mapping[str, Any],
+    error: BaseException | None = None,
+    *,
+    process_group: Any = None,
+    device: Any = None,
+    what: str = "the layout and options",
+    on_mismatch: str = "raise",
+) -> list[Mapping[str, Any]] | None:
+    """The agreement step before a reduction: is every rank's input valid, with the same signature?
+
+    Collective: every rank of the group calls it, a rank whose input is bad included (it
+    passes the exception it caught instead of raising it). One ``all_gather`` of two int64 per
+    rank -- the error flag and :func:`signature_digest` of ``signature`` -- and, only when a
+    rank failed or the digests differ, one ``all_gather_object`` of the messages and
+    signatures.
+
+    Parameters
+    ----------
+    signature : Mapping[str, Any]
+        What must be the same on every rank for the reduction to be defined: the layout of the
+        vectors about to be reduced, the options, the optional inputs present. Picklable,
+        built from Python and numpy scalars, strings, tuples and mappings.
+    error : BaseException, optional
+        This rank's validation error, if its input is bad.
+    process_group : torch.distributed.ProcessGroup, optional, keyword-only
+        ``None`` is the default group.
+    device : torch.device, optional, keyword-only
+        Where this rank's data lives (for nccl the flags travel on a CUDA device).
+    what : str, keyword-only
+        Names the signature in the message of a disagreement.
+    on_mismatch : {"raise", "gather"}, keyword-only
+        On differing signatures, raise a ``ValueError`` describing the difference on every rank
+        (``"raise"``), or return every rank's signature (``"gather"``) for the caller to merge.
+
+    Returns
+    -------
+    list of Mapping or None
+        ``None`` when every rank is valid and the signatures agree; every rank's signature, in
+        rank order, when they differ and ``on_mismatch="gather"``.
+
+    Raises
+    ------
+    TypeError, ValueError, RuntimeError
+        On every rank, when a rank's input is bad: ``"rank 2: <its message>"`` (several bad
+        ranks are joined by ``"; "``), of the first bad rank's type (``TypeError`` and
+        ``ValueError`` are kept, any other exception becomes a ``RuntimeError`` naming its
+        type). On the bad rank it is chained to the original exception.
+    ValueError
+        On every rank, when the signatures differ and ``on_mismatch="raise"``.
+
+    Examples
+    --------
+    >>> import torch.distributed as dist
+    >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    >>> agree({"use_critic": True}) is None
+    True
+    >>> agree({"use_critic": True}, ValueError("batch is missing 'values'"))
+    Traceback (most recent call last):
+    ...
+    ValueError: rank 0: batch is missing 'values'
+    >>> dist.destroy_process_group()
+    """
+    import torch
+
+    if on_mismatch not in ("raise", "gather"):
+        raise ValueError(f"on_mismatch must be 'raise' or 'gather'; got {on_mismatch!r}")
+    dist = require_dist()
+    mine = torch.tensor(
+        [0 if error is None else 1, signature_digest(signature)],
+        dtype=torch.int64,
+        device=comm_device(process_group, device),
+    )
+    parts = [torch.empty_like(mine) for _ in range(dist.get_world_size(process_group))]
+    dist.all_gather(parts, mine, group=process_group)
+    table = torch.stack(parts).cpu().tolist()
+    failed = any(flag for flag, _ in table)
+    if not failed and all(digest == table[0][1] for _, digest in table):
+        return None
+    # Every rank saw the same table, so every rank makes this second call (or none does).
+    payload = (None if error is None else _error_payload(error), None if failed else dict(signature))
+    gathered = all_gather_objects(payload, process_group)
+    if failed:
+        bad = [(rank, info) for rank, (info, _) in enumerate(gathered) if info is not None]
+        exc = _KINDS.get(bad[0][1][0], RuntimeError)("; ".join(f"rank {r}: {msg}" for r, (_, msg) in bad))
+        if error is not None:
+            raise exc from error
+        raise exc
+    signatures = [sig for _, sig in gathered]
+    if on_mismatch == "gather":
+        return signatures
+    raise ValueError(describe_disagreement(what, signatures))

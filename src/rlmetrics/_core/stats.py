@@ -4,7 +4,8 @@ A family (data metrics, variance proxies, PPO update, rollout mismatch) first re
 inputs to named **sums**, **maxima** and **minima**, kept on the inputs' device as three
 float64 vectors. Such statistics merge exactly -- add the sums, take the max of the maxima and
 the min of the minima -- so micro-batches (:meth:`Stats.merge`) and data-parallel ranks
-(:meth:`Stats.all_reduce`, two collectives) combine without error from averaging averages. The
+(:meth:`Stats.all_reduce`, two collectives after the agreement step of
+:func:`~rlmetrics._core.comm.agree`) combine without error from averaging averages. The
 family's finaliser then turns the host values into the metric dictionary
 (:meth:`Stats.finalize`, one device-to-host copy).
 
@@ -22,12 +23,14 @@ from typing import Any
 import numpy as np
 
 from rlmetrics._core.array import array_namespace, is_torch_array, vectors_to_host
-from rlmetrics._core.comm import all_reduce_stats
+from rlmetrics._core.comm import agree, all_reduce_stats, describe_disagreement
 
 __all__ = [
+    "ANY",
     "INVALID_MASK",
     "Finaliser",
     "Stats",
+    "all_reduce_checked",
     "check_prefix",
     "invalid_mask_field",
     "stand_in_statistics",
@@ -210,12 +213,36 @@ class Stats:
     def __add__(self, other: Stats) -> Stats:
         return self.merge(other)
 
+    def signature(self) -> dict[str, Any]:
+        """What ranks must share for their statistics to all-reduce: kind, layout and options."""
+        return {
+            "kind": self.kind,
+            "layout": (self.sum_names, self.max_names, self.min_names),
+            **{str(k): v for k, v in self.options.items()},
+        }
+
     def all_reduce(self, process_group: Any = None) -> Stats:
         """Statistics of the union of every rank's batch: one ``SUM`` and one ``MAX`` collective.
 
-        Collective: every rank calls it with statistics of the same layout (a rank without data
-        passes statistics of an empty batch). ``None`` is the default group.
+        Collective: every rank calls it with statistics of the same kind, layout and options (a
+        rank without data passes statistics of an empty batch). A tiny agreement collective
+        goes first (:func:`~rlmetrics._core.comm.agree`): ranks whose statistics differ raise
+        the same ``ValueError`` on every rank, naming what differs, instead of reducing vectors
+        of different layouts. ``None`` is the default group.
         """
+        agree(
+            self.signature(),
+            process_group=process_group,
+            device=self._device(),
+            what=f"the {self.kind!r} statistics",
+        )
+        return self._reduced(process_group)
+
+    def _device(self) -> Any:
+        return self.sums.device if is_torch_array(self.sums) else None
+
+    def _reduced(self, process_group: Any) -> Stats:
+        """The all-reduce itself, the agreement having been made."""
         sums, maxes, mins = all_reduce_stats(self.sums, self.maxes, self.mins, process_group=process_group)
         return self._like(sums, maxes, mins)
 
@@ -236,6 +263,98 @@ class Stats:
                     "(in this batch or, with process_group=, on another rank)"
                 )
         return self.finaliser(sums, maxes, mins, self.options, **late)
+
+
+#: Signature field of a rank whose family made no statistics (the inputs it needs are absent).
+MISSING = "missing inputs"
+
+#: A signature value that matches any other (an empty shard has no say on optional inputs).
+ANY = "<any>"
+
+
+def _conflicts(signatures: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The signatures reduced to their conflicting fields (empty dicts when they are compatible).
+
+    A field conflicts when two ranks hold different values other than :data:`ANY`.
+    """
+    fields = {name for sig in signatures for name in sig}
+    keep = {
+        name
+        for name in fields
+        if len({repr(sig.get(name, MISSING)) for sig in signatures if sig.get(name, MISSING) != ANY}) > 1
+    }
+    return [{k: v for k, v in sig.items() if k in keep} for sig in signatures]
+
+
+def all_reduce_checked(
+    make: Callable[[], Stats | None],
+    process_group: Any,
+    *,
+    what: str,
+    device: Any = None,
+    missing: Callable[[], str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Stats | None:
+    """``make()`` on this rank, agreed over every rank in one collective, then all-reduced.
+
+    The distributed path of every ``compute_X(..., process_group=)``: a rank whose ``make()``
+    raises (bad input) does not leave the others waiting in a collective; it joins the
+    agreement (:func:`~rlmetrics._core.comm.agree`) and every rank raises the same error,
+    ``"rank 2: <reason>"``. Ranks that made statistics of different kinds, layouts or options
+    raise the same ``ValueError`` on every rank, naming what differs.
+
+    Parameters
+    ----------
+    make : callable
+        Computes this rank's statistics; any exception it raises is caught. It may return
+        ``None`` when the family's optional inputs are absent (the variance proxies without
+        ``sum_pi_squared``): ``None`` on every rank gives ``None``; on some ranks only, every
+        rank raises a ``ValueError`` naming those ranks and ``missing()``'s reason.
+    process_group : torch.distributed.ProcessGroup or None
+        The group (``None``: the default group).
+    what : str, keyword-only
+        The entry point, for the messages (``"compute_data_metrics"``).
+    device : torch.device, optional, keyword-only
+        The inputs' device, used by a rank whose ``make()`` failed (nccl needs a CUDA device).
+    missing : callable, optional, keyword-only
+        Why ``make()`` returned ``None`` on this rank (e.g. ``"batch has no 'sum_pi_squared'"``).
+    extra : Mapping, optional, keyword-only
+        More fields every rank must agree on beyond the statistics' own signature, read after
+        ``make()`` (which may fill it in); a value :data:`ANY` matches any other.
+
+    Returns
+    -------
+    Stats or None
+        The statistics of the union of the ranks' batches (``None`` where ``make()`` gave
+        ``None`` on every rank).
+    """
+    stats: Stats | None = None
+    error: BaseException | None = None
+    reason = ""
+    try:
+        stats = make()
+        if stats is None and missing is not None:
+            reason = missing()
+    except Exception as err:  # any failure on one rank must reach the others, not strand them
+        error = err
+    signature: dict[str, Any] = {MISSING: reason} if stats is None else stats.signature()
+    if stats is not None and extra:
+        signature.update(extra)
+    where = device if stats is None else stats._device()
+    signatures = agree(
+        signature, error, process_group=process_group, device=where, what=what, on_mismatch="gather"
+    )
+    if signatures is not None:
+        absent = [(rank, sig[MISSING]) for rank, sig in enumerate(signatures) if MISSING in sig]
+        if absent and len(absent) < len(signatures):
+            raise ValueError(
+                "; ".join(f"rank {rank}: {why or 'inputs missing'}" for rank, why in absent)
+                + f"; the other ranks have the inputs of {what} (every rank must pass the same tensors)"
+            )
+        conflicts = _conflicts(signatures)
+        if not absent and any(conflicts):
+            raise ValueError(describe_disagreement(f"the options of {what}", conflicts))
+    return None if stats is None else stats._reduced(process_group)
 
 
 def stand_in_statistics(

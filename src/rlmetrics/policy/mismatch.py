@@ -26,8 +26,15 @@ from rlmetrics._core.array import (
     mask_and_invalid_count,
     prepare_arrays,
 )
-from rlmetrics._core.checks import row_mean, warn_undefined
-from rlmetrics._core.stats import Stats, check_prefix, invalid_mask_field, stand_in_statistics, with_prefix
+from rlmetrics._core.checks import check_real_dtype, row_mean, warn_undefined
+from rlmetrics._core.stats import (
+    Stats,
+    all_reduce_checked,
+    check_prefix,
+    invalid_mask_field,
+    stand_in_statistics,
+    with_prefix,
+)
 
 __all__ = ["compute_rollout_mismatch_metrics", "parse_is_threshold", "rollout_mismatch_statistics"]
 
@@ -189,6 +196,8 @@ def rollout_mismatch_statistics(
     xp, (old, roll, mask_raw), device, on_cpu = prepare_arrays(
         [old_log_probs, rollout_log_probs, response_mask], names
     )
+    check_real_dtype(old, "old_log_probs")
+    check_real_dtype(roll, "rollout_log_probs")
     if old.ndim != 2:
         raise ValueError(f"old_log_probs must have shape (B, R); got {describe(old_log_probs)}")
     check_same_shape(roll, old, "rollout_log_probs", "old_log_probs")
@@ -339,8 +348,10 @@ def compute_rollout_mismatch_metrics(
     prefix : str, keyword-only
         Prepended to every key (default ``"rollout_corr/"``).
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
-        When given, every rank gets the metrics of the union of all ranks' batches (two packed
-        all-reduces; a rank with an empty shard still takes part).
+        When given, every rank gets the metrics of the union of all ranks' batches: one tiny
+        agreement collective, then two packed all-reduces (a rank with an empty shard still
+        takes part). A rank whose input is bad makes every rank raise the same error, naming
+        that rank; ranks with different options raise the same ``ValueError``, naming them.
 
     Returns
     -------
@@ -368,14 +379,24 @@ def compute_rollout_mismatch_metrics(
     >>> round(m["rollout_corr/kl"], 6), round(m["rollout_corr/k3_kl"], 6)
     (-0.074381, 0.133952)
     """
-    stats = rollout_mismatch_statistics(
-        old_log_probs,
-        rollout_log_probs,
-        response_mask,
-        rollout_is=rollout_is,
-        rollout_is_threshold=rollout_is_threshold,
-        prefix=prefix,
+
+    def make() -> Stats:
+        return rollout_mismatch_statistics(
+            old_log_probs,
+            rollout_log_probs,
+            response_mask,
+            rollout_is=rollout_is,
+            rollout_is_threshold=rollout_is_threshold,
+            prefix=prefix,
+        )
+
+    if process_group is None:
+        return make().finalize()
+    stats = all_reduce_checked(
+        make,
+        process_group,
+        what="compute_rollout_mismatch_metrics",
+        device=getattr(old_log_probs, "device", None),
     )
-    if process_group is not None:
-        stats = stats.all_reduce(process_group)
+    assert stats is not None  # make() returns statistics or raises
     return stats.finalize()

@@ -31,8 +31,15 @@ from rlmetrics._core.array import (
     mask_and_invalid_count,
     prepare_arrays,
 )
-from rlmetrics._core.checks import warn_undefined
-from rlmetrics._core.stats import Stats, check_prefix, invalid_mask_field, stand_in_statistics, with_prefix
+from rlmetrics._core.checks import check_real_dtype, warn_undefined
+from rlmetrics._core.stats import (
+    Stats,
+    all_reduce_checked,
+    check_prefix,
+    invalid_mask_field,
+    stand_in_statistics,
+    with_prefix,
+)
 
 __all__ = ["compute_ppo_update_metrics", "ppo_update_statistics"]
 
@@ -113,6 +120,8 @@ def ppo_update_statistics(
     xp, (lp, olp, adv, mask_raw), device, on_cpu = prepare_arrays(
         [log_probs, old_log_probs, advantages, response_mask], names
     )
+    for name, x in zip(names[:3], (lp, olp, adv)):
+        check_real_dtype(x, name)
     if lp.ndim != 2:
         raise ValueError(f"log_probs must have shape (B, R); got {describe(log_probs)}")
     for name, x in zip(names[1:], (olp, adv, mask_raw)):
@@ -247,8 +256,10 @@ def compute_ppo_update_metrics(
     prefix : str, keyword-only
         Replaces the keys' ``"actor/"`` (e.g. ``"critic_actor/"`` for a second model).
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
-        When given, every rank gets the metrics of the union of all ranks' batches (two packed
-        all-reduces; a rank with an empty shard still takes part).
+        When given, every rank gets the metrics of the union of all ranks' batches: one tiny
+        agreement collective, then two packed all-reduces (a rank with an empty shard still
+        takes part). A rank whose input is bad makes every rank raise the same error, naming
+        that rank; ranks with different options raise the same ``ValueError``, naming them.
 
     Returns
     -------
@@ -270,18 +281,25 @@ def compute_ppo_update_metrics(
     >>> m["actor/ppo_ratio_max"], m["actor/ppo_ratio_min"]
     (1.5, 0.5)
     """
-    stats = ppo_update_statistics(
-        log_probs,
-        old_log_probs,
-        advantages,
-        response_mask,
-        clip_ratio=clip_ratio,
-        clip_ratio_low=clip_ratio_low,
-        clip_ratio_high=clip_ratio_high,
-        clip_ratio_c=clip_ratio_c,
-        aggregation=aggregation,
-        prefix=prefix,
+
+    def make() -> Stats:
+        return ppo_update_statistics(
+            log_probs,
+            old_log_probs,
+            advantages,
+            response_mask,
+            clip_ratio=clip_ratio,
+            clip_ratio_low=clip_ratio_low,
+            clip_ratio_high=clip_ratio_high,
+            clip_ratio_c=clip_ratio_c,
+            aggregation=aggregation,
+            prefix=prefix,
+        )
+
+    if process_group is None:
+        return make().finalize()
+    stats = all_reduce_checked(
+        make, process_group, what="compute_ppo_update_metrics", device=getattr(log_probs, "device", None)
     )
-    if process_group is not None:
-        stats = stats.all_reduce(process_group)
+    assert stats is not None  # make() returns statistics or raises
     return stats.finalize()

@@ -30,9 +30,16 @@ from rlmetrics._core.array import (
     raise_invalid_mask,
 )
 from rlmetrics._core.batch import as_batch
-from rlmetrics._core.checks import row_mean
+from rlmetrics._core.checks import check_real_dtype, row_mean
 from rlmetrics._core.kernels import FUSED_MIN_ELEMENTS, variance_rows_kernel
-from rlmetrics._core.stats import Stats, check_prefix, invalid_mask_field, stand_in_statistics, with_prefix
+from rlmetrics._core.stats import (
+    Stats,
+    all_reduce_checked,
+    check_prefix,
+    invalid_mask_field,
+    stand_in_statistics,
+    with_prefix,
+)
 
 __all__ = ["compute_variance_proxy_metrics", "variance_proxy_statistics"]
 
@@ -81,7 +88,14 @@ def variance_proxy_statistics(
     5.0
     """
     view = as_batch(batch)
-    missing = [k for k in _REQUIRED if not view.has(k)]
+    for key in (*_REQUIRED, "response_mask", "rollout_is_weights"):
+        value = view.non_tensors.get(key)
+        if key == "rollout_is_weights" and value is None:
+            continue  # optional: None is "no weights"
+        if not view.has(key) and key in view.non_tensors:  # present, but not an array: refused
+            got = describe(value) if hasattr(value, "dtype") else type(value).__name__
+            raise TypeError(f"batch[{key!r}] must be a numpy array or a torch tensor of numbers; got {got}")
+    missing = _missing(view)
     if missing:
         if strict:
             view.tensor(missing[0], why="needed by the variance proxies; strict=True")
@@ -92,6 +106,9 @@ def variance_proxy_statistics(
         [*raw, view.get("rollout_is_weights")], [f"batch[{n!r}]" for n in names]
     )
     spi, old, adv, mask_raw, weights = arrays
+    for name, x in zip(names, arrays):
+        if x is not None and name != "response_mask":
+            check_real_dtype(x, f"batch[{name!r}]")
     if adv.ndim != 2:
         raise ValueError(f"batch['advantages'] must have shape (B, R); got {describe(adv)}")
     for name, x in (("sum_pi_squared", spi), ("old_log_probs", old), ("response_mask", mask_raw)):
@@ -141,6 +158,11 @@ def variance_proxy_statistics(
         xp=xp,
         device=device,
     )
+
+
+def _missing(view: Any) -> list[str]:
+    """The tensors the proxies need that the batch lacks."""
+    return [k for k in _REQUIRED if not view.has(k)]
 
 
 def _float_dtype(x: Any) -> Any:
@@ -410,8 +432,11 @@ def compute_variance_proxy_metrics(
     prefix : str, keyword-only
         Replaces the keys' ``"variance_proxy/"``.
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
-        When given, every rank gets the metrics of the union of all ranks' batches (two packed
-        all-reduces; a rank with an empty shard still takes part).
+        When given, every rank gets the metrics of the union of all ranks' batches: one tiny
+        agreement collective, then two packed all-reduces (a rank with an empty shard still
+        takes part). A rank whose input is bad, or that lacks the tensors the others have,
+        makes every rank raise the same error, naming that rank; when every rank lacks them,
+        every rank returns ``{}``.
 
     Returns
     -------
@@ -441,10 +466,19 @@ def compute_variance_proxy_metrics(
         ...
     ValueError: batch is missing the tensor 'sum_pi_squared' (needed by the variance proxies; strict=True)...
     """
-    stats = variance_proxy_statistics(batch, strict=strict, prefix=prefix)
-    if stats is None:
-        # verl's {}: without these tensors there are no proxies (and no rank enters a collective)
-        return {}
-    if process_group is not None:
-        stats = stats.all_reduce(process_group)
-    return stats.finalize(gradient_norm=gradient_norm)
+    if process_group is None:
+        stats = variance_proxy_statistics(batch, strict=strict, prefix=prefix)
+        # verl's {}: without these tensors there are no proxies
+        return {} if stats is None else stats.finalize(gradient_norm=gradient_norm)
+
+    def make() -> Stats | None:
+        _gradient_norm_squared(gradient_norm)  # checked before the collectives, like the batch
+        return variance_proxy_statistics(batch, strict=strict, prefix=prefix)
+
+    def why() -> str:
+        absent = ", ".join(repr(k) for k in _missing(as_batch(batch)))
+        return f"batch is missing {absent}, needed by the variance proxies"
+
+    stats = all_reduce_checked(make, process_group, what="compute_variance_proxy_metrics", missing=why)
+    # {} on every rank when every rank lacks the tensors (verl's {}); mixed ranks raised above
+    return {} if stats is None else stats.finalize(gradient_norm=gradient_norm)

@@ -41,7 +41,7 @@ from rlmetrics._core.array import (
     raise_invalid_mask,
 )
 from rlmetrics._core.batch import BatchView, as_batch
-from rlmetrics._core.checks import warn_undefined
+from rlmetrics._core.checks import check_int, check_real_dtype, warn_undefined
 from rlmetrics._core.kernels import (
     FUSED_MIN_ELEMENTS,
     ROW_SUM_FIELDS,
@@ -49,7 +49,7 @@ from rlmetrics._core.kernels import (
     token_rows_kernel,
 )
 from rlmetrics._core.lengths import attention_split, prompt_response_lengths, response_width
-from rlmetrics._core.stats import Stats, invalid_mask_field
+from rlmetrics._core.stats import ANY, Stats, all_reduce_checked, invalid_mask_field
 
 __all__ = ["compute_data_metrics", "data_statistics"]
 
@@ -96,6 +96,9 @@ EXTREME_FIELDS = (
     "turns",
     "tool_calls",
 )
+
+# Per-sample non-tensor inputs that add metrics when present (verl's non_tensor_batch).
+_OPTIONAL_KEYS = ("__num_turns__", "tool_call_counts")
 
 # Tensors the metrics read; CPU tensors among them are viewed as numpy arrays.
 _DATA_KEYS = (
@@ -240,27 +243,61 @@ def _seq_stats(xp: Any, x: Any, keep: Any) -> tuple[Any, Any, Any]:
     return total, hi, lo
 
 
-def _host_count_stats(values: Any, name: str) -> tuple[float, float, float, float]:
-    """(n, sum, max, min) of a host array such as ``__num_turns__`` (zeros and infinities if absent)."""
+def _host_count_stats(values: Any, name: str, n_rows: int) -> tuple[float, float, float, float]:
+    """(n, sum, max, min) of a per-sample host array such as ``__num_turns__`` (zeros and
+    infinities if absent); it must be 1-d, numeric and hold one entry per row."""
     if values is None:
         return 0.0, 0.0, -math.inf, math.inf
-    arr = np.asarray(values)
+    where = f"batch.non_tensor_batch[{name!r}]"
+    if is_torch_array(values):
+        values = values.detach().cpu().numpy()
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError):  # ragged nesting
+        raise TypeError(
+            f"{where} must be a 1-d array of numbers, one per sample; got a ragged sequence"
+        ) from None
+    if arr.ndim != 1:
+        raise ValueError(
+            f"{where} must be a 1-d array of numbers, one per sample; got shape {arr.shape}"
+            + (" (nested)" if arr.ndim > 1 else "")
+        )
     if arr.dtype.kind not in "biuf":
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError):
-            raise TypeError(
-                f"batch.non_tensor_batch[{name!r}] must hold numbers; got dtype {arr.dtype}"
-            ) from None
+            raise TypeError(f"{where} must hold numbers; got dtype {arr.dtype}") from None
+    if arr.shape[0] != n_rows:
+        raise ValueError(f"{where} must hold one entry per sample ({n_rows}); got {arr.shape[0]} entries")
     if arr.size == 0:
         return 0.0, 0.0, -math.inf, math.inf
     return float(arr.size), float(arr.sum(dtype=np.float64)), float(arr.max()), float(arr.min())
 
 
 def _host_views(view: BatchView) -> BatchView:
-    """The batch with CPU torch tensors seen as numpy arrays (see ``host_view``)."""
+    """The batch with CPU torch tensors seen as numpy arrays (see ``host_view``).
+
+    A key the metrics read that holds something other than an array (a string, ``None``, a
+    list, an object array) is refused here, never skipped: a skipped ``response_mask`` would
+    silently be derived from ``attention_mask`` instead.
+    """
+    for key in _DATA_KEYS:
+        if not view.has(key) and key in view.non_tensors:
+            value = view.non_tensors[key]
+            got = describe(value) if hasattr(value, "dtype") else f"{type(value).__name__} {_short(value)}"
+            raise TypeError(f"batch[{key!r}] must be a numpy array or a torch tensor of numbers; got {got}")
     tensors = {key: host_view(view.tensor(key)) for key in _DATA_KEYS if view.has(key)}
     return BatchView(tensors=tensors, non_tensors=view.non_tensors, meta_info=view.meta_info, arg=view.arg)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _limit(value: Any, name: str) -> int | None:
+    """A clip limit: ``None`` or an integer >= 1."""
+    return None if value is None else check_int(value, name, minimum=1)
 
 
 def data_statistics(
@@ -291,6 +328,10 @@ def data_statistics(
     >>> m["critic/score/mean"], m["critic/score/max"]
     (3.0, 6.0)
     """
+    if not isinstance(use_critic, bool | np.bool_):
+        raise TypeError(f"use_critic must be a bool; got {type(use_critic).__name__} {use_critic!r}")
+    max_response_length = _limit(max_response_length, "max_response_length")
+    max_prompt_length = _limit(max_prompt_length, "max_prompt_length")
     view = _host_views(as_batch(batch))
     options = {
         "use_critic": bool(use_critic),
@@ -298,6 +339,7 @@ def data_statistics(
         "max_prompt_length": max_prompt_length,
     }
     inputs = _read_inputs(view, use_critic)
+    counts = [_host_count_stats(view.non_tensor(k), k, inputs.n_rows) for k in _OPTIONAL_KEYS]
     if inputs.n_rows == 0:
         return _empty(inputs.xp, inputs.device, options)
     rows = _row_pass(view, inputs, use_critic)
@@ -305,7 +347,9 @@ def data_statistics(
         raise ValueError(
             f"prompt/response lengths have {rows.prompt_len.shape[0]} rows, the token tensors {inputs.n_rows}"
         )
-    sums, maxes, mins = _batch_sums(view, inputs, rows, use_critic, max_response_length, max_prompt_length)
+    sums, maxes, mins = _batch_sums(
+        view, inputs, rows, use_critic, max_response_length, max_prompt_length, counts
+    )
     return Stats.pack(
         "data",
         dict(zip(SUM_FIELDS, sums)),
@@ -339,6 +383,13 @@ def _read_inputs(view: BatchView, use_critic: bool) -> _Inputs:
     advantages = view.tensor("advantages")
     returns = view.tensor("returns")
     xp = array_namespace(scores, rewards, advantages, returns)
+    for name, x in (
+        ("token_level_scores", scores),
+        ("token_level_rewards", rewards),
+        ("advantages", advantages),
+        ("returns", returns),
+    ):
+        check_real_dtype(x, f"batch[{name!r}]")
     if advantages.ndim != 2:
         raise ValueError(f"batch['advantages'] must have shape (B, R); got {describe(advantages)}")
     n_rows = advantages.shape[0]
@@ -350,7 +401,9 @@ def _read_inputs(view: BatchView, use_critic: bool) -> _Inputs:
     token_tensors = [advantages, returns]
     names = ["advantages", "returns"]
     if use_critic:
-        token_tensors.append(view.tensor("values", why="use_critic=True"))
+        values = view.tensor("values", why="use_critic=True")
+        check_real_dtype(values, "batch['values']")
+        token_tensors.append(values)
         names.append("values")
     for name, x in zip(names, token_tensors):
         check_same_shape(x, response_mask, f"batch[{name!r}]", _RESPONSE_MASK)
@@ -432,8 +485,11 @@ def _batch_sums(
     use_critic: bool,
     max_response_length: int | None,
     max_prompt_length: int | None,
+    counts: list[tuple[float, float, float, float]],
 ) -> tuple[list[Any], list[Any], list[Any]]:
-    """The batch's sums (:data:`SUM_FIELDS` order), maxima and minima (:data:`EXTREME_FIELDS`)."""
+    """The batch's sums (:data:`SUM_FIELDS` order), maxima and minima (:data:`EXTREME_FIELDS`).
+
+    ``counts``: (n, sum, max, min) of ``__num_turns__`` and ``tool_call_counts``."""
     xp, table = inputs.xp, rows.table
     f64 = xp.float64
     ret_m2, ret_sq_n = _combine_rows(xp, table["n"], table["ret_sum"], table["ret_m2"])
@@ -462,8 +518,7 @@ def _batch_sums(
     resp_s, resp_hi, resp_lo = _seq_stats(xp, response_len, everyone)
     na_s, na_hi, na_lo = _seq_stats(xp, response_len, non_aborted)
     prompt_s, prompt_hi, prompt_lo = _seq_stats(xp, prompt_len, everyone)
-    turns = _host_count_stats(view.non_tensor("__num_turns__"), "__num_turns__")
-    tools = _host_count_stats(view.non_tensor("tool_call_counts"), "tool_call_counts")
+    turns, tools = counts
     sums = [
         float(inputs.n_rows),
         count(non_aborted),
@@ -574,7 +629,14 @@ def _finalize(
     m[K.PROMPT_LENGTH_MEAN] = mean(s["prompt_len_sum"], n)
     m[K.PROMPT_LENGTH_MAX], m[K.PROMPT_LENGTH_MIN] = ext("prompt_len", n)
     m[K.PROMPT_LENGTH_CLIP_RATIO] = mean(s["prompt_len_clipped"], n)
-    # verl reports them when the batch carries them: here, when some sample (on some rank) does.
+    # verl reports them when the batch carries them, for every sample: statistics of batches with
+    # and without them (micro-batches merged, or ranks) would describe only part of the samples.
+    for key, count in (("__num_turns__", s["n_turns"]), ("tool_call_counts", s["n_tool_calls"])):
+        if 0 < count < n:
+            raise ValueError(
+                f"batch.non_tensor_batch[{key!r}] is given for {count:g} of {n:g} samples: some merged "
+                "batches (or, with process_group=, some ranks) lack it; pass it with every batch or none"
+            )
     if s["n_turns"] > 0:
         m[K.NUM_TURNS_MIN], m[K.NUM_TURNS_MAX] = lo["turns"], hi["turns"]
         m[K.NUM_TURNS_MEAN] = mean(s["turns_sum"], s["n_turns"])
@@ -618,17 +680,23 @@ def compute_data_metrics(
         the last ``R`` columns of ``attention_mask``); ``prompts`` ``(B, P)``, ``responses``
         ``(B, R)`` and ``attention_mask`` ``(B, P + R)``, or ``prompt_length`` and
         ``response_length`` ``(B,)``. Optional non-tensor ``__num_turns__`` and
-        ``tool_call_counts``. numpy or torch (CPU or CUDA), any float dtype (statistics are
-        computed in at least float32, sums in float64); masks bool or 0/1 integers.
+        ``tool_call_counts`` (1-d, one number per sample). numpy or torch (CPU or CUDA), any
+        real dtype (statistics are computed in at least float32, sums in float64; complex
+        tensors are refused); masks bool or 0/1 integers.
     use_critic : bool
         Also report ``critic/values/*`` and ``critic/vf_explained_var``.
     max_response_length, max_prompt_length : int, optional, keyword-only
-        Count a response (prompt) as clipped when its length reaches this configured limit.
+        Count a response (prompt) as clipped when its length reaches this configured limit
+        (an integer >= 1).
         Default: equal to the padded width, as verl does (with dynamic padding verl's clip
         ratio can then never read 0).
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
-        When given, every rank gets the metrics of the union of all ranks' batches (two
-        packed all-reduces; a rank with an empty shard still takes part).
+        When given, every rank gets the metrics of the union of all ranks' batches: one tiny
+        agreement collective, then two packed all-reduces (a rank with an empty shard still
+        takes part). A rank whose input is bad makes every rank raise the same error, naming
+        that rank (``"rank 2: batch is missing the tensor 'values' (use_critic=True) ..."``);
+        ranks with different ``use_critic``, limits, or optional keys raise the same
+        ``ValueError`` naming what differs.
 
     Returns
     -------
@@ -640,9 +708,23 @@ def compute_data_metrics(
         ``tool_call_counts/*`` when present. A statistic over an empty set (every response
         aborted, an all-zero mask) is NaN with a ``RuntimeWarning``.
     """
-    stats = data_statistics(
-        batch, use_critic, max_response_length=max_response_length, max_prompt_length=max_prompt_length
-    )
-    if process_group is not None:
-        stats = stats.all_reduce(process_group)
+    if process_group is None:
+        return data_statistics(
+            batch, use_critic, max_response_length=max_response_length, max_prompt_length=max_prompt_length
+        ).finalize()
+    present: dict[str, Any] = {}
+
+    def make() -> Stats:
+        stats = data_statistics(
+            batch, use_critic, max_response_length=max_response_length, max_prompt_length=max_prompt_length
+        )
+        view = as_batch(batch)
+        # An empty shard matches any set of optional keys; the others must carry the same set.
+        empty = view.tensor("advantages").shape[0] == 0
+        keys = tuple(k for k in _OPTIONAL_KEYS if k in view.non_tensors)
+        present["optional non-tensor keys"] = ANY if empty else keys
+        return stats
+
+    stats = all_reduce_checked(make, process_group, what="compute_data_metrics", extra=present)
+    assert stats is not None  # make() returns statistics or raises
     return stats.finalize()
