@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -72,6 +73,16 @@ def summand_scale(tensors: dict) -> dict[str, float]:
         scale[f"critic/{key}/mean"] = float(tensors[name].float()[mask].abs().mean()) if mask.any() else 0.0
     scale["critic/vf_explained_var"] = 1.0
     return scale
+
+
+def assert_matches_verl(ours: dict, ref: dict, scale: dict[str, float] | None = None) -> None:
+    """:func:`assert_close_to_reference`, with infinite reference values matched exactly."""
+    assert set(ours) == set(ref), set(ours) ^ set(ref)
+    infinite = {k for k, v in ref.items() if np.isinf(float(v))}
+    for key in infinite:
+        assert ours[key] == float(ref[key]), f"{key}: ours {ours[key]!r} vs verl {float(ref[key])!r}"
+    rest = set(ref) - infinite
+    assert_close_to_reference({k: ours[k] for k in rest}, {k: ref[k] for k in rest}, scale=scale)
 
 
 LAYOUTS = [
@@ -312,6 +323,214 @@ def test_bad_input_errors_name_the_argument(engine, mutate, error, match):
         rlmetrics.compute_data_metrics(batch)
 
 
+_NOT_AN_ARRAY = r"batch\['response_mask'\] must be a numpy array or a torch tensor of numbers; got "
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        pytest.param("1111", _NOT_AN_ARRAY + "str", id="string"),
+        pytest.param(None, _NOT_AN_ARRAY + "NoneType", id="none"),
+        pytest.param([[1, 1, 0, 0, 0]] * 4, _NOT_AN_ARRAY + r"list \[\[1, 1", id="list-of-lists"),
+        pytest.param(
+            np.ones((4, 5), dtype=object), _NOT_AN_ARRAY + "ndarray .* dtype object", id="object-array"
+        ),
+        pytest.param(np.array([["1"] * 5] * 4), _NOT_AN_ARRAY + "ndarray .* dtype <U1", id="string-array"),
+    ],
+)
+def test_a_response_mask_that_is_not_an_array_is_refused_not_rederived(engine, value, match):
+    """Before: a mask of the wrong type was skipped and the mask silently re-derived from attention_mask."""
+    batch = _batch()
+    batch["response_mask"] = value
+    with pytest.raises(TypeError, match=match):
+        rlmetrics.compute_data_metrics(batch)
+
+
+def _object_array(items: list) -> np.ndarray:
+    """A 1-d object array holding ``items`` (lists stay elements, as in verl's non_tensor_batch)."""
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
+
+
+_TURNS = r"batch.non_tensor_batch\['__num_turns__'\] must "
+_TOOLS = r"batch.non_tensor_batch\['tool_call_counts'\] must "
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "error", "match"),
+    [
+        pytest.param(
+            "__num_turns__",
+            np.array([1, 2, 3]),
+            ValueError,
+            _TURNS + r"hold one entry per sample \(4\); got 3",
+            id="turns-too-short",
+        ),
+        pytest.param(
+            "__num_turns__",
+            np.array([], dtype=np.int64),
+            ValueError,
+            _TURNS + r".*\(4\); got 0 entries",
+            id="turns-empty",
+        ),
+        pytest.param(
+            "__num_turns__",
+            np.arange(8).reshape(4, 2),
+            ValueError,
+            _TURNS + r"be a 1-d .*shape \(4, 2\) \(nested\)",
+            id="turns-2d",
+        ),
+        pytest.param(
+            "__num_turns__",
+            np.array(["a", "b", "c", "d"]),
+            TypeError,
+            _TURNS + "hold numbers",
+            id="turns-strings",
+        ),
+        pytest.param(
+            "tool_call_counts",
+            [[1, 2], [3], [], [4]],
+            TypeError,
+            _TOOLS + "be a 1-d .*ragged",
+            id="tools-ragged",
+        ),
+        pytest.param(
+            "tool_call_counts",
+            np.array([[1], [2], [3], [4]]),
+            ValueError,
+            _TOOLS + r"be a 1-d .*\(nested\)",
+            id="tools-nested",
+        ),
+        pytest.param(
+            "tool_call_counts",
+            _object_array([[1], [2, 3], [], [4]]),
+            TypeError,
+            _TOOLS + "hold numbers",
+            id="tools-object-of-lists",
+        ),
+    ],
+)
+def test_optional_per_sample_inputs_are_checked(key, value, error, match):
+    batch = _batch()
+    batch[key] = value
+    with pytest.raises(error, match=match):
+        rlmetrics.compute_data_metrics(batch)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        pytest.param(
+            {"max_response_length": 0},
+            ValueError,
+            r"max_response_length must be an integer >= 1; got 0",
+            id="resp-0",
+        ),
+        pytest.param(
+            {"max_response_length": -5}, ValueError, r"max_response_length .*; got -5", id="resp-negative"
+        ),
+        pytest.param(
+            {"max_response_length": float("nan")},
+            TypeError,
+            r"max_response_length .*; got float nan",
+            id="resp-nan",
+        ),
+        pytest.param(
+            {"max_response_length": 2.5}, TypeError, r"max_response_length .*; got float 2.5", id="resp-float"
+        ),
+        pytest.param(
+            {"max_response_length": "4"}, TypeError, r"max_response_length .*; got str '4'", id="resp-string"
+        ),
+        pytest.param(
+            {"max_prompt_length": 0},
+            ValueError,
+            r"max_prompt_length must be an integer >= 1; got 0",
+            id="prompt-0",
+        ),
+        pytest.param(
+            {"max_prompt_length": True}, TypeError, r"max_prompt_length .*; got bool True", id="prompt-bool"
+        ),
+        pytest.param(
+            {"use_critic": "no"},
+            TypeError,
+            r"use_critic must be a bool; got str 'no'",
+            id="use-critic-string",
+        ),
+    ],
+)
+def test_options_are_checked(options, error, match):
+    with pytest.raises(error, match=match):
+        rlmetrics.compute_data_metrics(_batch(), **options)
+
+
+def test_integer_limits_of_numpy_types_are_accepted():
+    a = rlmetrics.compute_data_metrics(
+        _batch(), max_response_length=np.int64(3), max_prompt_length=np.int32(2)
+    )
+    b = rlmetrics.compute_data_metrics(_batch(), max_response_length=3, max_prompt_length=2)
+    assert a == b
+
+
+@pytest.mark.parametrize(
+    "key", ["advantages", "returns", "values", "token_level_scores", "token_level_rewards"]
+)
+@pytest.mark.parametrize("as_numpy", [False, True], ids=["torch", "numpy"])
+def test_complex_tensors_are_refused(engine, key, as_numpy):
+    """Casting to float would drop the imaginary part silently (torch does not even warn)."""
+    batch = to_numpy(_batch()) if as_numpy else _batch()
+    batch[key] = batch[key].astype(np.complex64) if as_numpy else batch[key].to(torch.complex64)
+    with pytest.raises(
+        TypeError, match=rf"batch\['{key}'\] must hold real numbers .*got dtype (torch\.)?complex64"
+    ):
+        rlmetrics.compute_data_metrics(batch)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # inf - inf in the sums
+@pytest.mark.parametrize(
+    "cells",
+    [
+        pytest.param({(0, 0): np.inf}, id="plus-inf"),
+        pytest.param({(1, 2): -np.inf}, id="minus-inf"),
+        pytest.param({(0, 0): np.inf, (3, 4): -np.inf}, id="both"),
+        pytest.param({(r, c): np.inf for r in range(4) for c in range(5)}, id="all-plus-inf"),
+        pytest.param({(r, c): -np.inf for r in range(4) for c in range(5)}, id="all-minus-inf"),
+    ],
+)
+@pytest.mark.parametrize("key", ["advantages", "returns", "values"])
+def test_infinite_token_values_match_verl(verl_metric_utils, data_proto, engine, cells, key):
+    """+inf/-inf among the valid tokens: max = inf / min = -inf (and NaN means), as verl gives."""
+    tensors, _ = make_batch(4, 3, 5, seed=12, aborted=0.0)
+    tensors["response_mask"][:] = 1
+    for cell, value in cells.items():
+        tensors[key][cell] = value
+    ref = verl_metrics(verl_metric_utils, data_proto, tensors, {}, True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ours = rlmetrics.compute_data_metrics(tensors)
+        ours_np = rlmetrics.compute_data_metrics(to_numpy(tensors))
+    if any(v > 0 for v in cells.values()):
+        assert ours[f"critic/{key}/max"] == np.inf
+    if any(v < 0 for v in cells.values()):
+        assert ours[f"critic/{key}/min"] == -np.inf
+    assert_matches_verl(ours, ref, scale=summand_scale(tensors))
+    assert_matches_verl(ours_np, ref, scale=summand_scale(tensors))
+
+
+def test_optional_keys_on_part_of_the_merged_batches_are_refused():
+    """Merging statistics with and without __num_turns__ would report turns of part of the samples."""
+    tensors, extra = make_batch(6, 3, 5, seed=2, non_tensors=True)
+    with_turns = data_statistics(_rows(tensors, {"__num_turns__": extra["__num_turns__"]}, slice(0, 3)))
+    without = data_statistics(_rows(tensors, {}, slice(3, 6)))
+    with pytest.raises(
+        ValueError, match=r"'__num_turns__'\] is given for 3 of 6 samples: some merged batches"
+    ):
+        with_turns.merge(without).finalize()
+    empty = data_statistics(_rows(tensors, {}, slice(0, 0)))  # an empty part has no say
+    assert "num_turns/mean" in with_turns.merge(empty).finalize()
+
+
 def test_empty_batch_is_rejected():
     tensors, _ = make_batch(4, 3, 5)
     empty = {k: v[:0] for k, v in tensors.items()}
@@ -540,3 +759,98 @@ def test_array_api_path_reads_the_host_once(monkeypatch, dtype, use_critic):
     assert sorted(calls) == ["cpu", "numpy"], calls
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-6, nan_ok=True), key
+
+
+# --- property: any batch gives verl's numbers or a named error, never a crash -------------------
+
+_SPECIALS = [math.inf, -math.inf, math.nan]
+_TOKEN_KEYS = ["advantages", "returns", "values", "token_level_scores", "token_level_rewards"]
+
+
+@st.composite
+def data_batches(draw: st.DrawFn) -> dict[str, Any]:
+    """A random batch (shapes from 0 rows, dtypes, mask dtypes, NaN/inf, aborted rows, bad masks).
+
+    Values are multiples of 1/4 in [-8, 8]: exact in every float dtype and in float32 sums, so
+    verl's float32 arithmetic and ours agree to rounding of the variances only.
+    """
+    b, r, p = draw(st.integers(0, 6)), draw(st.integers(1, 7)), draw(st.integers(1, 4))
+    dtype = draw(st.sampled_from(["float32", "float64", "float16", "bfloat16"]))
+    container = "torch" if dtype == "bfloat16" else draw(st.sampled_from(["numpy", "torch"]))
+    mask_dtype = draw(st.sampled_from(["bool", "int64", "int32", "float32"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    resp_att = rng.random((b, r)) < 0.7
+    resp_att[rng.random(b) < 0.2] = False  # aborted rows
+    prompt_att = rng.random((b, p)) < 0.8
+    response_mask = resp_att & (rng.random((b, r)) < 0.85)
+    values = {k: rng.integers(-32, 33, size=(b, r)) / 4.0 for k in _TOKEN_KEYS}
+    for key, row, col, special in draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(_TOKEN_KEYS),
+                st.integers(0, 99),
+                st.integers(0, 99),
+                st.sampled_from(_SPECIALS),
+            ),
+            max_size=3,
+        )
+    ):
+        if b:
+            values[key][row % b, col % r] = special
+    invalid = bool(b) and mask_dtype != "bool" and draw(st.integers(0, 9)) == 0
+    return {
+        "values": values,
+        "response_mask": response_mask,
+        "attention_mask": np.concatenate([prompt_att, resp_att], axis=1),
+        "invalid_mask": invalid,
+        "dtype": dtype,
+        "container": container,
+        "mask_dtype": mask_dtype,
+        "turns": rng.integers(1, 5, size=b) if draw(st.booleans()) else None,
+        "shape": (b, p, r),
+    }
+
+
+def _build(spec: dict[str, Any], *, reference: bool) -> dict[str, Any]:
+    """The batch as rlmetrics sees it, or (``reference``) as torch tensors for verl (float32/64)."""
+    b, p, r = spec["shape"]
+    as_torch = reference or spec["container"] == "torch"
+    dtype = spec["dtype"]
+    if reference:
+        dtype = "float64" if dtype == "float64" else "float32"
+    mask = spec["response_mask"].astype(spec["mask_dtype"])
+    if spec["invalid_mask"]:
+        mask[0, 0] = 2
+    out: dict[str, Any] = {}
+    for key, v in spec["values"].items():
+        out[key] = torch.tensor(v).to(getattr(torch, dtype)) if as_torch else v.astype(dtype)
+    for key, v in (("response_mask", mask), ("attention_mask", spec["attention_mask"].astype(np.int64))):
+        out[key] = torch.from_numpy(np.ascontiguousarray(v)) if as_torch else v
+    zeros_p, zeros_r = np.zeros((b, p), dtype=np.int64), np.zeros((b, r), dtype=np.int64)
+    out["prompts"] = torch.from_numpy(zeros_p) if as_torch else zeros_p
+    out["responses"] = torch.from_numpy(zeros_r) if as_torch else zeros_r
+    return out
+
+
+@settings(max_examples=120, deadline=None)
+@given(spec=data_batches(), use_critic=st.booleans(), engine_name=st.sampled_from(ENGINES))
+def test_property_any_batch_gives_verls_numbers_or_a_named_error(
+    verl_metric_utils, data_proto, spec, use_critic, engine_name
+):
+    ours_batch = _build(spec, reference=False)
+    extra = {} if spec["turns"] is None else {"__num_turns__": spec["turns"]}
+    b = spec["shape"][0]
+    with use_engine(engine_name), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if spec["invalid_mask"]:
+            with pytest.raises(ValueError, match=r"batch\['response_mask'\] must hold only 0 and 1"):
+                rlmetrics.compute_data_metrics({**ours_batch, **extra}, use_critic=use_critic)
+            return
+        if b == 0:
+            with pytest.raises(ValueError, match="batch is empty: advantages has 0 rows"):
+                rlmetrics.compute_data_metrics({**ours_batch, **extra}, use_critic=use_critic)
+            return
+        ours = rlmetrics.compute_data_metrics({**ours_batch, **extra}, use_critic=use_critic)
+    ref_tensors = _build(spec, reference=True)
+    ref = verl_metrics(verl_metric_utils, data_proto, ref_tensors, extra, use_critic)
+    assert_matches_verl(ours, ref, scale=summand_scale(ref_tensors))

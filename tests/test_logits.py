@@ -60,7 +60,7 @@ def test_matches_float64_softmax(dtype: object, chunk: dict) -> None:
         x = z.to(dtype)
         exact = x
     else:
-        x = z.numpy().astype(dtype)
+        x = z.numpy().astype(dtype)  # type: ignore[call-overload]
         exact = torch.from_numpy(x)
     ref_h, ref_s = reference(exact)
     h, s = entropy_and_sum_pi_squared_from_logits(x, **chunk)
@@ -181,11 +181,28 @@ def test_extra_memory_is_bounded_by_the_chunk_budget() -> None:
             "temperature must be a finite number > 0; got inf",
             id="temperature-inf",
         ),
+        pytest.param(
+            np.zeros((2, 3), dtype=np.float32),
+            {"temperature": "1.0"},
+            TypeError,
+            "temperature must be a finite number > 0; got str '1.0'",
+            id="temperature-str",
+        ),
     ],
 )
 def test_errors(logits: object, kwargs: dict, exc: type[Exception], match: str) -> None:
     with pytest.raises(exc, match=match):
         sum_pi_squared_from_logits(logits, **kwargs)
+
+
+@pytest.mark.parametrize("temperature", [np.float32(2.0), np.float64(2.0), np.int64(2), 2], ids=repr)
+def test_numpy_scalar_temperatures_are_accepted(temperature: object) -> None:
+    z = np.random.default_rng(3).standard_normal((3, 7)).astype(np.float32)
+    np.testing.assert_allclose(
+        sum_pi_squared_from_logits(z, temperature=temperature),  # type: ignore[arg-type]
+        sum_pi_squared_from_logits(z, temperature=2.0),
+        rtol=1e-6,
+    )
 
 
 @settings(max_examples=40, deadline=None)

@@ -169,6 +169,26 @@ OLD, ROLL, MASK = make(3, 4, seed=9)
         ),
         pytest.param((OLD, ROLL, MASK), {"rollout_is_threshold": True}, TypeError, "got bool", id="bool"),
         pytest.param((torch.full_like(OLD, math.nan), ROLL, MASK), {}, ValueError, "hold NaN", id="nan"),
+        pytest.param(
+            (OLD, ROLL, None), {}, TypeError, "response_mask must be a numpy .*got NoneType", id="mask-none"
+        ),
+        pytest.param(
+            (OLD.to(torch.complex64), ROLL, MASK), {}, TypeError, "old_log_probs must hold real", id="complex"
+        ),
+        pytest.param(
+            (OLD, ROLL, MASK),
+            {"rollout_is_threshold": ("a", 2.0)},
+            TypeError,
+            r"as a pair must hold two numbers; got \('a', 2.0\)",
+            id="pair-of-text",
+        ),
+        pytest.param(
+            (OLD[:, :0], ROLL[:, :0], MASK[:, :0]),
+            {},
+            ValueError,
+            "select at least one token",
+            id="zero-width",
+        ),
     ],
 )
 def test_errors(args: tuple, kwargs: dict, exc: type[Exception], match: str) -> None:
@@ -185,6 +205,9 @@ def test_errors(args: tuple, kwargs: dict, exc: type[Exception], match: str) -> 
         pytest.param("1.5", (1.5, None), id="str"),
         pytest.param("0.5_2", (2.0, 0.5), id="icepop-str"),
         pytest.param((0.1, 3.0), (3.0, 0.1), id="pair"),
+        pytest.param(np.int64(2), (2.0, None), id="numpy-int"),
+        pytest.param(np.float32(1.5), (1.5, None), id="numpy-float"),
+        pytest.param((np.float64(0.5), np.int32(4)), (4.0, 0.5), id="numpy-pair"),
     ],
 )
 def test_parse_threshold(spec: object, expected: tuple) -> None:

@@ -130,6 +130,37 @@ NEW, OLD, ADV, MASK = make(3, 4, seed=14)
         pytest.param((NEW, OLD, ADV, MASK), {"clip_ratio_c": 1.0}, ValueError, "clip_ratio_c", id="dual"),
         pytest.param((NEW, OLD, ADV, MASK), {"clip_ratio": math.nan}, ValueError, "must be finite", id="nan"),
         pytest.param((NEW, OLD, ADV, MASK * 3), {}, ValueError, "only 0 and 1", id="mask"),
+        pytest.param(
+            (NEW, OLD, ADV, None),
+            {},
+            TypeError,
+            "response_mask must be a numpy .*got NoneType",
+            id="mask-none",
+        ),
+        pytest.param(
+            (NEW, OLD, ADV, "1111"), {}, TypeError, "response_mask must be a numpy .*got str", id="mask-str"
+        ),
+        pytest.param(
+            (NEW, OLD, ADV.to(torch.complex64), MASK),
+            {},
+            TypeError,
+            "advantages must hold real numbers .*complex64",
+            id="complex-advantages",
+        ),
+        pytest.param(
+            (NEW.numpy().astype(complex), OLD.numpy(), ADV.numpy(), MASK.numpy()),
+            {},
+            TypeError,
+            "log_probs must hold real numbers .*complex128",
+            id="complex-log-probs-numpy",
+        ),
+        pytest.param(
+            (NEW, OLD, ADV, MASK),
+            {"clip_ratio": "0.2"},
+            TypeError,
+            "must be a real number; got str",
+            id="clip-str",
+        ),
     ],
 )
 def test_errors(args: tuple, kwargs: dict, exc: type[Exception], match: str) -> None:
@@ -176,6 +207,17 @@ def test_prefix_and_aggregation_option() -> None:
         stats.finalize(aggregation="token-sum")
     with pytest.raises(TypeError, match="prefix must be a string"):
         compute_ppo_update_metrics(new, old, adv, mask, prefix=None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("as_numpy", [False, True], ids=["torch", "numpy"])
+def test_zero_width_responses_select_no_token(as_numpy: bool) -> None:
+    """(B, 0) inputs: no token, so NaN with the warning (before: numpy's 'zero-size array' error)."""
+    arrays = [x[:, :0] for x in (NEW, OLD, ADV, MASK)]
+    if as_numpy:
+        arrays = [x.numpy() for x in arrays]
+    with pytest.warns(RuntimeWarning, match="selects no token"):
+        m = compute_ppo_update_metrics(*arrays)
+    assert math.isnan(m["actor/pg_clipfrac"]) and math.isnan(m["actor/ppo_ratio_max"])
 
 
 def test_empty_batch_statistics_have_the_layout_of_a_full_one() -> None:

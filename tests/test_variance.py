@@ -218,6 +218,11 @@ def test_missing_key_empty_like_verl_or_strict_error(missing: str) -> None:
         compute_variance_proxy_metrics(batch, strict=True)
 
 
+def test_strict_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match="strict must be a bool; got str 'yes'"):
+        compute_variance_proxy_metrics({}, strict="yes")  # type: ignore[arg-type]
+
+
 def bad(batch: dict, **changes: object) -> dict:
     out = dict(batch)
     out.update(changes)
@@ -269,6 +274,30 @@ BASE = make_batch(3, 5, seed=4, with_is=False)
         pytest.param(BASE, "big", TypeError, "gradient_norm must be a real number", id="gradnorm-str"),
         pytest.param(BASE, torch.ones(2), ValueError, "gradient_norm must be a scalar", id="gradnorm-vector"),
         pytest.param(BASE, True, TypeError, "got bool", id="gradnorm-bool"),
+        pytest.param(
+            BASE, -0.5, ValueError, r"gradient_norm must be >= 0 \(a norm\); got -0.5", id="gradnorm-negative"
+        ),
+        pytest.param(
+            bad(BASE, response_mask=None),
+            None,
+            TypeError,
+            r"batch\['response_mask'\] must be a numpy array or a torch tensor of numbers; got NoneType",
+            id="mask-none",
+        ),
+        pytest.param(
+            bad(BASE, sum_pi_squared=[[0.5] * 5] * 3),
+            None,
+            TypeError,
+            r"batch\['sum_pi_squared'\] must be a numpy array .*got list",
+            id="sum-pi-squared-list",
+        ),
+        pytest.param(
+            bad(BASE, advantages=BASE["advantages"].to(torch.complex64)),
+            None,
+            TypeError,
+            r"batch\['advantages'\] must hold real numbers",
+            id="complex-advantages",
+        ),
     ],
 )
 def test_errors(batch: dict, gnorm: object, exc: type[Exception], match: str) -> None:

@@ -53,11 +53,13 @@ def _check_logits(logits: Any, temperature: float) -> tuple[bool, int, int]:
             )
     elif np.asarray(logits).dtype.kind != "f":
         raise TypeError(f"logits must be a floating array (fp16, fp32 or fp64); got {describe(logits)}")
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, int | float)
-        or not (math.isfinite(temperature) and temperature > 0)
+    if isinstance(temperature, bool | np.bool_) or not isinstance(
+        temperature, int | float | np.integer | np.floating
     ):
+        raise TypeError(
+            f"temperature must be a finite number > 0; got {type(temperature).__name__} {temperature!r}"
+        )
+    if not (math.isfinite(temperature) and temperature > 0):
         raise ValueError(f"temperature must be a finite number > 0; got {temperature!r}")
     vocab = int(logits.shape[-1])
     n_rows = int(math.prod(logits.shape[:-1]))
@@ -152,6 +154,7 @@ def _run(
     logits: Any, want_h: bool, want_s: bool, chunk_size: int | None, max_chunk_bytes: int, temperature: float
 ) -> tuple[Any, Any]:
     torch_in, n_rows, vocab = _check_logits(logits, temperature)
+    temperature = float(temperature)  # numpy scalars: one Python float for every chunk
     rows = _chunk_rows(n_rows, vocab, 2 if want_h else 1, chunk_size, max_chunk_bytes)
     if torch_in:
         return _torch_chunks(logits, want_h, want_s, rows, temperature)

@@ -17,6 +17,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from rlmetrics import keys as K
 from rlmetrics._core.array import (
     as_float,
@@ -50,6 +52,13 @@ def parse_is_threshold(threshold: Any) -> tuple[float, float | None]:
     if isinstance(threshold, tuple | list):
         if len(threshold) != 2:
             raise ValueError(f"rollout_is_threshold as a pair must be (lower, upper); got {threshold!r}")
+        bad = [
+            v
+            for v in threshold
+            if isinstance(v, bool | str | bytes) or not isinstance(v, int | float | np.number)
+        ]
+        if bad:
+            raise TypeError(f"rollout_is_threshold as a pair must hold two numbers; got {threshold!r}")
         lower, upper = float(threshold[0]), float(threshold[1])
     elif isinstance(threshold, str):
         spec = threshold.strip()
@@ -63,7 +72,9 @@ def parse_is_threshold(threshold: Any) -> tuple[float, float | None]:
             raise ValueError(
                 f"rollout_is_threshold must look like '2.0' or '0.5_2.0'; got {threshold!r}"
             ) from None
-    elif isinstance(threshold, int | float):
+    elif isinstance(threshold, int | float | np.integer | np.floating) and not isinstance(
+        threshold, np.bool_
+    ):
         lower, upper = None, float(threshold)
     else:
         raise TypeError(
@@ -151,8 +162,7 @@ def _block_stats(
     if mode == "token":
         sums["high_tok"] = tsum(xp.astype(raw > upper, o.dtype))
         sums["low_tok"] = tsum(xp.astype(raw < lower, o.dtype))
-        maxes["w"] = xp.astype(xp.max(xp.where(m, w, -math.inf)), f64)
-        mins["w"] = xp.astype(xp.min(xp.where(m, w, math.inf)), f64)
+        maxes["w"], mins["w"] = _masked_extremes(xp, w, m)
     seq_w = xp.astype(row_mean(xp, xp.sum(w, axis=-1), cnt), f64)
     seq_raw = row_mean(xp, xp.sum(raw, axis=-1), cnt)
     sums["seq_w"] = xp.sum(seq_w)
@@ -162,6 +172,16 @@ def _block_stats(
     sums["seq_low"] = xp.sum(xp.astype(seq_raw < lower, f64))
     maxes["seq_w"], mins["seq_w"] = xp.max(seq_w), xp.min(seq_w)
     return sums, maxes, mins
+
+
+def _masked_extremes(xp: Any, x: Any, m: Any) -> tuple[Any, Any]:
+    """(max, min) of ``x`` where ``m`` as float64 0-d arrays; -inf / inf when nothing is selected."""
+    f64 = xp.float64
+    if x.shape[-1] == 0:  # zero-width responses: max over an empty array has no identity
+        device = getattr(x, "device", None)
+        return xp.asarray(-math.inf, dtype=f64, device=device), xp.asarray(math.inf, dtype=f64, device=device)
+    hi = xp.astype(xp.max(xp.where(m, x, -math.inf)), f64)
+    return hi, xp.astype(xp.min(xp.where(m, x, math.inf)), f64)
 
 
 def rollout_mismatch_statistics(
@@ -193,6 +213,9 @@ def rollout_mismatch_statistics(
         "prefix": check_prefix(prefix),
     }
     names = ["old_log_probs", "rollout_log_probs", "response_mask"]
+    for name, x in zip(names, (old_log_probs, rollout_log_probs, response_mask)):
+        if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+            raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
     xp, (old, roll, mask_raw), device, on_cpu = prepare_arrays(
         [old_log_probs, rollout_log_probs, response_mask], names
     )

@@ -117,6 +117,9 @@ def ppo_update_statistics(
         "prefix": check_prefix(prefix),
     }
     names = ["log_probs", "old_log_probs", "advantages", "response_mask"]
+    for name, x in zip(names, (log_probs, old_log_probs, advantages, response_mask)):
+        if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+            raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
     xp, (lp, olp, adv, mask_raw), device, on_cpu = prepare_arrays(
         [log_probs, old_log_probs, advantages, response_mask], names
     )
@@ -173,8 +176,9 @@ def ppo_update_statistics(
             row = xp.astype(xp.sum(xp.where(m, xp.astype(v, work), zero), axis=-1), f64)
             tok[k] = tok[k] + xp.sum(row)
             seq[k] = seq[k] + xp.sum(xp.where(has, row / safe, xp.zeros_like(row)))
-        r_max = xp.maximum(r_max, xp.astype(xp.max(xp.where(m, ratio, -math.inf)), f64))
-        r_min = xp.minimum(r_min, xp.astype(xp.min(xp.where(m, ratio, math.inf)), f64))
+        if width:  # zero-width responses: no token, no extreme
+            r_max = xp.maximum(r_max, xp.astype(xp.max(xp.where(m, ratio, -math.inf)), f64))
+            r_min = xp.minimum(r_min, xp.astype(xp.min(xp.where(m, ratio, math.inf)), f64))
     sums = {
         "n_tok": n_tok,
         "n_seq": n_seq,

@@ -87,6 +87,8 @@ def variance_proxy_statistics(
     >>> s.finalize(gradient_norm=1.0)["variance_proxy/expected_a_squared"]
     5.0
     """
+    if not isinstance(strict, bool | np.bool_):
+        raise TypeError(f"strict must be a bool; got {type(strict).__name__} {strict!r}")
     view = as_batch(batch)
     for key in (*_REQUIRED, "response_mask", "rollout_is_weights"):
         value = view.non_tensors.get(key)
@@ -401,6 +403,8 @@ def _gradient_norm_squared(gradient_norm: Any) -> float | None:
             "gradient_norm must be a real number or None; "
             f"got {type(gradient_norm).__name__} {gradient_norm!r}"
         ) from None
+    if value < 0:
+        raise ValueError(f"gradient_norm must be >= 0 (a norm); got {value!r}")
     return value * value
 
 

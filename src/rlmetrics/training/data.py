@@ -171,7 +171,7 @@ def _tokens_array_api(
         totals = [xp.sum(x, axis=-1, dtype=f64) for x in selected]
         below = xp.where(m, zero, inf)  # x - below: x inside the mask, -inf outside
         above = xp.where(m, minus_zero, inf)  # x + above: x inside the mask, +inf outside
-        for c in range(n_values):
+        for c in range(n_values if width else 0):  # zero-width responses: no token, no extreme
             maxes[c] = xp.maximum(maxes[c], xp.astype(xp.max(selected[c] - below), f64))
             mins[c] = xp.minimum(mins[c], xp.astype(xp.min(selected[c] + above), f64))
         ret64 = xp.astype(selected[1], f64)
