@@ -1,4 +1,4 @@
-"""rlmetrics.cli.report: the ``rlmetrics report`` command (outputs, names, errors)."""
+"""rlmetrics.cli.report: the ``rlmetrics report`` command (outputs, names, --png, errors)."""
 
 from __future__ import annotations
 
@@ -16,60 +16,103 @@ runner = CliRunner()
 def _run(path, steps=4):
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [
-        {"step": s, "critic/score/mean": s / steps, "actor/pg_loss": 1.0 / s} for s in range(1, steps + 1)
+        {
+            "step": s,
+            "timestamp": 10.0 * s,
+            "critic/score/mean": s / steps,
+            "actor/pg_loss": 1.0 / s,
+            "actor/lr": 1e-6,
+        }
+        for s in range(1, steps + 1)
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
+def _lines(result):
+    return [" ".join(line.split()) for line in result.output.splitlines()]
+
+
 def test_two_named_runs(tmp_path):
-    pytest.importorskip("matplotlib")
     a, b = _run(tmp_path / "a" / "metrics.jsonl"), _run(tmp_path / "b" / "metrics.jsonl", steps=3)
     out = tmp_path / "rep"
     result = runner.invoke(app, ["report", str(a), str(b), "-o", str(out), "-n", "A", "-n", "B"])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
-    assert "run A: 2 metrics, steps 1-4" in lines and "run B: 2 metrics, steps 1-3" in lines
-    assert f"2 figures in {out}" in lines and f"report: {out / 'report.html'}" in lines
-    assert sorted(p.name for p in out.iterdir()) == ["actor.png", "critic.png", "report.html"]
+    lines = _lines(result)
+    assert (
+        "run A: 3 metrics, steps 1-4, 0 findings" in lines
+        and "run B: 3 metrics, steps 1-3, 0 findings" in lines
+    )
+    assert any(line.startswith("2 panels, 1 constant series listed (") for line in lines)
+    assert f"report: {out / 'report.html'}" in lines
+    assert sorted(p.name for p in out.iterdir()) == ["report.html"]
+    page = (out / "report.html").read_text()
+    assert "<b>A</b>" in page and "<b>B</b>" in page
 
 
-def test_default_output_folder_is_next_to_the_first_run(tmp_path):
-    pytest.importorskip("matplotlib")
+def test_png_and_a_run_folder(tmp_path):
     a = _run(tmp_path / "a" / "metrics.jsonl")
-    result = runner.invoke(app, ["report", str(a)])
+    out = tmp_path / "rep"
+    result = runner.invoke(app, ["report", str(a.parent), "-o", str(out), "--png"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["actor.png", "key.png", "report.html"]
+    assert f"2 PNG figures in {out}" in _lines(result)
+
+
+@pytest.mark.parametrize("as_folder", [False, True], ids=["file", "folder"])
+def test_default_output_folder_is_next_to_the_first_run(tmp_path, as_folder):
+    a = _run(tmp_path / "a" / "metrics.jsonl")
+    result = runner.invoke(app, ["report", str(a.parent if as_folder else a)])
     assert result.exit_code == 0, result.output
     assert (a.parent / "report" / "report.html").is_file()
+
+
+def _dump(path):
+    lines = [{"input": f"q{i}", "output": "x", "score": 1.0, "step": 5} for i in range(3)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in lines))
 
 
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["missing.jsonl"], 2, "no such file: "),
+        (["missing.jsonl"], 2, "no such file or folder: missing.jsonl"),
         (["a.jsonl", "-n", "x", "-n", "y"], 1, "names: expected 1 names (one per run); got 2"),
+        (["5.jsonl"], 1, "is a validation rollout dump (one line per generated sample, with input, output)"),
+        (["5.jsonl"], 1, "rlmetrics validate 5.jsonl"),
     ],
-    ids=["missing-file", "too-many-names"],
+    ids=["missing-file", "too-many-names", "validation-dump", "validation-dump-hint"],
 )
 def test_errors(tmp_path, monkeypatch, args, code, message):
     monkeypatch.chdir(tmp_path)
     _run(tmp_path / "a.jsonl")
+    _dump(tmp_path / "5.jsonl")
     result = runner.invoke(app, ["report", *args])
     assert result.exit_code == code
     assert message in " ".join(result.output.split())
     assert "Traceback" not in result.output
 
 
-def test_without_matplotlib_it_gives_the_pip_line(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("module", "args", "message"),
+    [
+        ("plotly", [], "the interactive report needs plotly"),
+        ("matplotlib", ["--png"], "PNG figures need matplotlib"),
+    ],
+    ids=["plotly", "matplotlib"],
+)
+def test_a_missing_package_gives_the_pip_line(tmp_path, monkeypatch, module, args, message):
     run = _run(tmp_path / "metrics.jsonl")
     real_import = builtins.__import__
 
-    def no_matplotlib(name, *args, **kwargs):
-        if name == "matplotlib" or name.startswith("matplotlib."):
-            raise ImportError("No module named 'matplotlib'")
-        return real_import(name, *args, **kwargs)
+    def without(name, *a, **kw):
+        if name == module or name.startswith(module + "."):
+            raise ImportError(f"No module named {module!r}")
+        return real_import(name, *a, **kw)
 
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    result = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / "out")])
+    monkeypatch.setattr(builtins, "__import__", without)
+    result = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / "out"), *args])
     assert result.exit_code == 1
-    assert "pip install 'rlmetrics[plot]'" in result.output
+    text = " ".join(result.output.split())
+    assert message in text and "pip install 'rlmetrics[plot]'" in text
     assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()  # nothing written before the check

@@ -1,5 +1,5 @@
-"""``rlmetrics report``: draw the curves of JSONL runs (the library function is
-:func:`rlmetrics.report.write_report`)."""
+"""``rlmetrics report``: draw runs into one interactive, self-contained HTML page (the library
+function is :func:`rlmetrics.report.write_report`)."""
 
 from __future__ import annotations
 
@@ -17,29 +17,50 @@ __all__ = ["report"]
 
 def report(
     runs: Annotated[
-        list[Path], typer.Argument(help="One or more metrics.jsonl files (compared on shared axes).")
+        list[Path],
+        typer.Argument(
+            help="Runs: metrics.jsonl files or their folders (also verl .jsonl, TensorBoard log dirs, "
+            "trainer_state.json, W&B offline runs); several are overlaid.",
+            show_default=False,
+        ),
     ],
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="Output folder (default: report/ next to the first run)."),
     ] = None,
     name: Annotated[
-        list[str] | None, typer.Option("--name", "-n", help="Label of a run; repeat once per run.")
+        list[str] | None,
+        typer.Option("--name", "-n", help="Label of a run; repeat once per run.", show_default=False),
     ] = None,
-    title: Annotated[str, typer.Option(help="Title of the HTML page.")] = "rlmetrics report",
+    title: Annotated[str, typer.Option(help="Title of the page.")] = "rlmetrics report",
+    png: Annotated[
+        bool, typer.Option("--png", help="Also write a PNG per section, for papers (matplotlib).")
+    ] = False,
 ) -> None:
-    """Draw the curves of JSONL runs: one PNG per metric group and a self-contained report.html."""
+    """Draw runs into report.html: findings, key panels, every metric by group; hover, zoom, smoothing."""
     console = Console()
-    missing = [str(p) for p in runs if not p.is_file()]
+    missing = [str(p) for p in runs if not p.exists()]
     if missing:
-        raise typer.BadParameter(f"no such file: {', '.join(missing)}", param_hint="RUNS")
-    out_dir = out if out is not None else runs[0].parent / "report"
+        raise typer.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="RUNS")
+    first = runs[0]
+    out_dir = out if out is not None else (first if first.is_dir() else first.parent) / "report"
     try:
-        result = write_report(runs, out_dir, names=name or None, title=title)
+        result = write_report(runs, out_dir, names=name or None, title=title, png=png)
     except (ValueError, ImportError) as err:
-        console.print(f"[red]error:[/] {escape(str(err))}")
+        console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
         raise typer.Exit(code=1) from None
-    for run in result.runs:
-        console.print(f"run [bold]{escape(run.name)}[/]: {len(run.series)} metrics, steps {run.step_range}")
-    console.print(f"{len(result.png_paths)} figures in {escape(str(out_dir))}", soft_wrap=True)
+    for run, diagnosis in zip(result.runs, result.diagnoses):
+        found = len(diagnosis.findings)
+        console.print(
+            f"run [bold]{escape(run.name)}[/]: {len(run.series)} metrics, steps {run.step_range}, "
+            f"{found} finding{'' if found == 1 else 's'}",
+            soft_wrap=True,
+        )
+    folded = len(result.plan.folded)
+    console.print(
+        f"{len(result.plan.panels)} panels, {folded} constant series listed ({result.seconds:.1f} s)",
+        soft_wrap=True,
+    )
+    if result.png_paths:
+        console.print(f"{len(result.png_paths)} PNG figures in {escape(str(out_dir))}", soft_wrap=True)
     console.print(f"report: {escape(str(result.html_path))}", soft_wrap=True)

@@ -1,0 +1,295 @@
+"""The page's stylesheet and script (plain strings: they are written into every report).
+
+The script reads the JSON payload (``<script id="rlm-data">``, see :mod:`rlmetrics.report.page`)
+and draws each panel with plotly.js when it first scrolls into view, so a page of hundreds of
+panels opens at once. Its smoothing is TensorBoard's debiased EMA
+(:func:`rlmetrics.health.smoothing.debiased_ema`, line for line) over the raw points of a
+series, and over the bucket means of a thinned one (:mod:`rlmetrics.report.downsample`).
+``window.rlmReport`` tells a test or a benchmark when the first screen is drawn (``ready``,
+``loadMs`` since navigation) and exposes the smoothing functions.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CSS", "SCRIPT"]
+
+CSS = """
+*{box-sizing:border-box}
+[hidden]{display:none!important}
+[id]{scroll-margin-top:64px}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#222;background:#fff;
+font-size:14px}
+main{max-width:1240px;margin:0 auto;padding:0 16px 48px}
+h1{font-size:1.45em;margin:.8em 0 .3em} h2{font-size:1.15em;margin:1.4em 0 .5em;border-bottom:1px solid #ddd}
+h3{font-size:1em;margin:.8em 0 .3em}
+code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.92em}
+.bar{position:sticky;top:0;z-index:20;background:#fafafa;border-bottom:1px solid #ddd}
+.bar-in{max-width:1240px;margin:0 auto;padding:6px 16px;display:flex;flex-wrap:wrap;gap:6px 18px;
+align-items:center;font-size:13px}
+.bar input[type=search]{width:240px;padding:3px 6px}
+.bar input[type=range]{width:120px;vertical-align:middle}
+.runs{display:flex;flex-wrap:wrap;gap:4px 12px}
+.chip{display:inline-flex;align-items:center;gap:4px;cursor:pointer;white-space:nowrap}
+.sw{display:inline-block;width:14px;height:4px;border-radius:2px;vertical-align:middle}
+.small{color:#666;font-size:.86em}
+nav.toc{font-size:.9em;margin:.4em 0;overflow-wrap:anywhere}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(370px,1fr));gap:10px}
+.panel{border:1px solid #e2e2e2;border-radius:4px;padding:4px 4px 0;min-width:0;background:#fff}
+.panel:target{outline:3px solid #d62728}
+.ptitle{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;padding:0 4px;
+overflow-wrap:anywhere;min-height:1.3em}
+.plot{height:230px;width:100%}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0;width:100%;table-layout:fixed}
+th,td{border:1px solid #ddd;padding:2px 6px;text-align:right;overflow-wrap:anywhere;vertical-align:top}
+th{background:#f4f4f4} td.k{text-align:left;font-family:ui-monospace,SFMono-Regular,Menlo,monospace}
+col.k{width:34%}
+table.meta td,table.meta th{text-align:left}
+details>summary{cursor:pointer}
+details.group>summary{list-style:none} details.group>summary::-webkit-details-marker{display:none}
+details.group>summary h2::before{content:"\\25B8 ";color:#888}
+details.group[open]>summary h2::before{content:"\\25BE "}
+li.error b{color:#c00} li.warning b{color:#b36b00}
+ul.findings{padding-left:1.2em} ul.findings li{margin:.2em 0}
+"""
+
+# Kept in a Python string (not a package data file) so that every install has it.
+SCRIPT = r"""
+(function () {
+"use strict";
+const D = JSON.parse(document.getElementById("rlm-data").textContent);
+const R = window.rlmReport = {ready: false, loadMs: null};
+const st = {smooth: D.smoothing, log: false, x: "step", hidden: new Set(), filter: []};
+const CONFIG = {displaylogo: false, responsive: true,
+  modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"],
+  toImageButtonOptions: {format: "png", scale: 2}};
+
+function decode(s, T) {
+  if (!s) return null;
+  const bin = atob(s), u = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) u[i] = bin.charCodeAt(i);
+  return new T(u.buffer);
+}
+const axes = new Map(), series = new Map();
+function axis(a) {
+  if (!axes.has(a)) {
+    const A = D.axes[a];
+    axes.set(a, {s: decode(A.s, Float64Array), t: decode(A.t, Float64Array)});
+  }
+  return axes.get(a);
+}
+function ser(id) {
+  if (!series.has(id)) {
+    const S = D.series[id];
+    const T = {a: S.a, v: decode(S.v, Float64Array), i: decode(S.i, Int32Array),
+      m: decode(S.m, Float32Array), c: decode(S.c, Int32Array), e: null,
+      lo: decode(S.lo, Float64Array), hi: decode(S.hi, Float64Array)};
+    if (T.m) {
+      // bucket k holds points floor(k n / B) .. floor((k + 1) n / B) - 1 (downsample.thin)
+      const B = T.m.length, e = new Int32Array(B);
+      for (let k = 0; k < B; k++) e[k] = Math.floor((k + 1) * S.n / B) - 1;
+      T.e = e;
+      if (!T.c) { T.c = new Int32Array(B); for (let k = 0; k < B; k++) T.c[k] = e[k] - (k ? e[k - 1] : -1); }
+    }
+    series.set(id, T);
+  }
+  return series.get(id);
+}
+
+// TensorBoard's debiased EMA, as rlmetrics.health.smoothing.debiased_ema.
+function ema(v, w) {
+  const out = Array.from(v);
+  if (v.length === 0 || v.every(x => x === v[0])) return out;
+  let last = 0, n = 0;
+  for (let i = 0; i < v.length; i++) {
+    const x = v[i];
+    if (!Number.isFinite(x)) continue;
+    last = last * w + (1 - w) * x;
+    n += 1;
+    out[i] = last / (1 - Math.pow(w, n));
+  }
+  return out;
+}
+// The same EMA over bucket means m with c finite points each: exact when a bucket is flat.
+function emaBuckets(m, c, w) {
+  const out = new Array(m.length);
+  let last = 0, n = 0;
+  for (let j = 0; j < m.length; j++) {
+    if (c[j] === 0) { out[j] = NaN; continue; }
+    const wc = Math.pow(w, c[j]);
+    last = last * wc + (1 - wc) * m[j];
+    n += c[j];
+    out[j] = last / (1 - Math.pow(w, n));
+  }
+  return out;
+}
+const finite = x => (Number.isFinite(x) ? x : null);
+function xsOf(ax, idx, n) {
+  const src = st.x === "time" ? ax.t : ax.s;
+  if (!src) return null;
+  const div = st.x === "time" ? D.time.div : 1, out = new Array(n);
+  for (let k = 0; k < n; k++) out[k] = finite(src[idx ? idx[k] : k] / div);
+  return out;
+}
+function esc(s) { return String(s).replace(/[&<>]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;"}[c])); }
+
+function traces(p) {
+  const out = [];
+  for (const [r, sid] of p.tr) {
+    if (st.hidden.has(r)) continue;
+    const run = D.runs[r], S = ser(sid), ax = axis(S.a);
+    // an estimate drawn with its interval is not smoothed (the band is about the raw value)
+    const smooth = st.smooth > 0 && !S.lo && (S.m || S.v.length > D.sparse);
+    const n = S.i ? S.i.length : S.v.length, x = xsOf(ax, S.i, n);
+    if (!x) continue;
+    const y = Array.from(S.v, finite), name = esc(run.name);
+    const at = st.x === "time" ? "%{x:.4~g} " + D.time.unit : "step %{x}";
+    if (S.lo) {
+      const lo = Array.from(S.lo, finite), hi = Array.from(S.hi, finite);
+      out.push({type: "scatter", mode: "lines", x: x.concat(x.slice().reverse()),
+        y: lo.concat(hi.slice().reverse()), fill: "toself", fillcolor: run.color, opacity: 0.18,
+        line: {width: 0}, hoverinfo: "skip", name: run.name + " interval"});
+    }
+    out.push({type: "scatter", mode: n <= D.sparse ? "lines+markers" : "lines", x: x, y: y, name: run.name,
+      line: {color: run.color, width: smooth ? 1 : 1.7}, marker: {size: 4, color: run.color},
+      opacity: smooth ? 0.3 : 1, meta: "raw",
+      hovertemplate: at + ": %{y:.6~g}<extra>" + name + "</extra>"});
+    if (smooth) {
+      let sx = x, sy;
+      if (S.m) { sy = emaBuckets(S.m, S.c, st.smooth); sx = xsOf(ax, S.e, S.e.length); }
+      else sy = ema(S.v, st.smooth);
+      out.push({type: "scatter", mode: "lines", x: sx, y: Array.from(sy, finite),
+        name: run.name + " (smoothed)", line: {color: run.color, width: 2}, meta: "smoothed",
+        hovertemplate: at + ": %{y:.6~g}<extra>" + name + " smoothed</extra>"});
+    }
+  }
+  return out;
+}
+function niceStep(raw) {
+  const p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+}
+function intTicks(lo, hi) {
+  if (!(hi > lo)) return 1;
+  return Math.max(1, niceStep((hi - lo) / 6));
+}
+function xRange(tr) {
+  let lo = Infinity, hi = -Infinity;
+  for (const t of tr) for (const v of t.x) if (v !== null) { if (v < lo) lo = v; if (v > hi) hi = v; }
+  return [lo, hi];
+}
+function layout(p, tr) {
+  const time = st.x === "time";
+  const lay = {height: 230, margin: {l: 62, r: 12, t: 8, b: 38}, showlegend: false, hovermode: "closest",
+    font: {size: 11}, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+    xaxis: {title: {text: time ? "wall time (" + D.time.unit + ")" : "step", standoff: 2},
+      zeroline: false, gridcolor: "#eee", linecolor: "#999", automargin: false},
+    yaxis: {title: {text: esc(p.y), standoff: 4}, type: st.log ? "log" : "linear", exponentformat: "e",
+      zeroline: false, gridcolor: "#eee", linecolor: "#999", automargin: true},
+    shapes: [], annotations: []};
+  if (!time) {
+    const [lo, hi] = xRange(tr);
+    Object.assign(lay.xaxis, {tickmode: "linear", tick0: 0, dtick: intTicks(lo, hi), tickformat: "d"});
+  }
+  for (const [r, step, secs, kind] of p.on) {
+    if (st.hidden.has(r)) continue;
+    const x = time ? (secs === null ? null : secs / D.time.div) : step;
+    if (x === null) continue;
+    const color = D.runs[r].color;
+    lay.shapes.push({type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
+      line: {color: color, width: 1.3, dash: "dash"}});
+    lay.annotations.push({x: x, y: 1, xref: "x", yref: "paper", text: esc(kind), showarrow: false,
+      textangle: -90, xanchor: "right", yanchor: "top", font: {size: 9, color: color}});
+  }
+  return lay;
+}
+function onRelayout(plot, ev) {
+  if (st.x !== "step" || !plot.layout || plot.layout.xaxis.tickmode !== "linear") return;
+  let lo, hi;
+  if (ev["xaxis.range[0]"] !== undefined) { lo = ev["xaxis.range[0]"]; hi = ev["xaxis.range[1]"]; }
+  else if (ev["xaxis.autorange"] || ev["xaxis.range"]) {
+    [lo, hi] = ev["xaxis.range"] || xRange(plot.data);
+  } else return;
+  const d = intTicks(lo, hi);
+  if (d !== plot.layout.xaxis.dtick) Plotly.relayout(plot, {"xaxis.dtick": d});
+}
+
+const panelEls = Array.from(document.querySelectorAll(".panel[data-p]"));
+const rendered = new Set(), stale = new Set(), inView = new Set();
+function render(el) {
+  const p = D.panels[+el.dataset.p], plot = el.querySelector(".plot"), tr = traces(p);
+  Plotly.react(plot, tr, layout(p, tr), CONFIG);
+  if (!rendered.has(el)) { rendered.add(el); plot.on("plotly_relayout", ev => onRelayout(plot, ev)); }
+  stale.delete(el);
+}
+function refresh() {
+  for (const el of rendered) stale.add(el);
+  for (const el of inView) render(el);
+}
+let first = true;
+const io = new IntersectionObserver(entries => {
+  for (const e of entries) {
+    if (e.isIntersecting) {
+      inView.add(e.target);
+      if (!rendered.has(e.target) || stale.has(e.target)) render(e.target);
+    } else inView.delete(e.target);
+  }
+  if (first) {
+    first = false;
+    requestAnimationFrame(() => { R.ready = true; R.loadMs = performance.now(); });
+  }
+}, {rootMargin: "300px 0px"});
+panelEls.forEach(el => io.observe(el));
+if (panelEls.length === 0) requestAnimationFrame(() => { R.ready = true; R.loadMs = performance.now(); });
+
+// --- controls -------------------------------------------------------------------------------
+const $ = id => document.getElementById(id);
+const slider = $("rlm-smooth"), sval = $("rlm-smooth-val");
+let pending = 0;
+slider.addEventListener("input", () => {
+  st.smooth = +slider.value; sval.textContent = st.smooth.toFixed(2);
+  cancelAnimationFrame(pending); pending = requestAnimationFrame(refresh);
+});
+$("rlm-log").addEventListener("change", e => { st.log = e.target.checked; refresh(); });
+$("rlm-x").addEventListener("change", e => { st.x = e.target.value; refresh(); });
+document.querySelectorAll("input[data-run]").forEach(cb => cb.addEventListener("change", () => {
+  const r = +cb.dataset.run;
+  if (cb.checked) st.hidden.delete(r); else st.hidden.add(r);
+  refresh();
+}));
+const rows = Array.from(document.querySelectorAll("tr[data-key]"));
+const sections = Array.from(document.querySelectorAll("[data-section]"));
+const count = $("rlm-count");
+function applyFilter() {
+  const terms = st.filter, match = s => terms.every(t => s.includes(t));
+  let shown = 0;
+  for (const el of panelEls) { el.hidden = !match(el.dataset.keys); if (!el.hidden) shown++; }
+  for (const tr of rows) tr.hidden = !match(tr.dataset.key);
+  for (const sec of sections) {
+    const any = sec.querySelector(".panel[data-p]:not([hidden]), tr[data-key]:not([hidden])");
+    sec.hidden = !any;
+    if (terms.length && sec.tagName === "DETAILS") sec.open = true;
+  }
+  const all = panelEls.length + " panels";
+  count.textContent = terms.length ? shown + " of " + all : all;
+}
+let ftimer = 0;
+$("rlm-filter").addEventListener("input", e => {
+  clearTimeout(ftimer);
+  ftimer = setTimeout(() => {
+    st.filter = e.target.value.toLowerCase().split(/\s+/).filter(Boolean);
+    applyFilter();
+  }, 120);
+});
+applyFilter();
+// a link to a panel (a finding) opens its group and clears a filter that hides it
+document.addEventListener("click", e => {
+  const a = e.target.closest('a[href^="#panel-"]');
+  if (!a) return;
+  const el = document.getElementById(a.getAttribute("href").slice(1));
+  if (!el) return;
+  if (el.hidden) { $("rlm-filter").value = ""; st.filter = []; applyFilter(); }
+  for (let d = el.closest("details"); d; d = d.parentElement.closest("details")) d.open = true;
+});
+Object.assign(R, {ema: ema, emaBuckets: emaBuckets, rendered: () => rendered.size});
+})();
+"""

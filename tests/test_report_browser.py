@@ -1,0 +1,413 @@
+"""The report in a real browser: headless Chromium (the system package) driven by playwright.
+
+What a person does with the page, checked against the numbers written: it loads with no error
+and no network request, fits 1280 px, hovering a point shows its value, the filter hides
+panels, smoothing redraws the line as TensorBoard's debiased EMA (the Python
+``debiased_ema``), the log toggle, wall time on x, a run switched off in the legend, a finding's
+link, integer step ticks under zoom, a thinned long series.
+
+These tests need Chromium and playwright (``apt-get install -y chromium``; ``pip install
+playwright``, no browser download: the system Chromium is used). Without them they fail with
+that message; ``RLMETRICS_NO_BROWSER=1`` skips them. ``RLMETRICS_CHROMIUM`` names another
+binary; ``RLMETRICS_SCREENSHOTS=DIR`` keeps the screenshots taken.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlmetrics import keys as K
+from rlmetrics.health.smoothing import debiased_ema
+from rlmetrics.report import write_report
+from rlmetrics.report.downsample import thin
+
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+WIDTH = 1280
+LONG = 3000  # steps of run b: thinned to 400 buckets
+
+
+def _chromium() -> str | None:
+    named = os.environ.get("RLMETRICS_CHROMIUM")
+    if named:
+        return named
+    for exe in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        found = shutil.which(exe)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if os.environ.get("RLMETRICS_NO_BROWSER") == "1":
+        pytest.skip("RLMETRICS_NO_BROWSER=1")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail(
+            "the browser tests need playwright: pip install -e '.[dev]' (it drives the system Chromium; "
+            "RLMETRICS_NO_BROWSER=1 skips these tests)"
+        )
+    exe = _chromium()
+    if exe is None or not Path(exe).is_file():
+        pytest.fail(
+            "the browser tests need Chromium: apt-get install -y chromium (or "
+            "RLMETRICS_CHROMIUM=/path/to/chrome; RLMETRICS_NO_BROWSER=1 skips these tests)"
+        )
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=FLAGS)
+        yield b
+        b.close()
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """Run a (verl names, 120 steps, a NaN planted, validation with intervals) and run b (TRL
+    names, 3000 steps), overlaid."""
+    root = tmp_path_factory.mktemp("browser")
+    rng = np.random.default_rng(7)
+    rows_a = []
+    for s in range(1, 121):
+        row = {
+            "step": s,
+            "timestamp": 1.8e9 + 2.0 * s,
+            K.SCORE_MEAN: float(0.3 + s / 200 + rng.normal(0, 0.03)),
+            K.ACTOR_ENTROPY: float(2.0 * math.exp(-s / 60) + 0.05 + rng.normal(0, 0.01)),
+            K.ACTOR_GRAD_NORM: float(1 + rng.gamma(2.0, 0.3)),
+            K.ACTOR_PG_LOSS: float(rng.normal(0, 0.05)),
+            K.ACTOR_LR: 1e-6,
+            K.RESPONSE_LENGTH_MEAN: float(200 + s + rng.normal(0, 5)),
+            "custom/positive": float(10 ** rng.uniform(-3, 3)),
+        }
+        if s == 60:
+            row[K.ACTOR_PG_LOSS] = math.nan
+        if s % 20 == 0:
+            acc = min(1.0, s / 150)
+            exact = K.val_metric(K.VAL_EXACT_PREFIX, "math", "acc", "mean@4")
+            row |= {
+                K.val_metric(K.VAL_CORE_PREFIX, "math", "acc", "mean@4"): acc,
+                exact: acc,
+                exact + K.CI_LOW_SUFFIX: acc - 0.1,
+                exact + K.CI_HIGH_SUFFIX: acc + 0.1,
+            }
+        rows_a.append(row)
+    rows_b = [
+        {
+            "step": s,
+            "timestamp": 1.9e9 + 0.5 * s,
+            K.TRL_REWARD: float(np.sin(s / 300) + rng.normal(0, 0.2)),
+            K.TRL_ENTROPY: float(1.5 + rng.normal(0, 0.05)),
+        }
+        for s in range(1, LONG + 1)
+    ]
+    a = _write(root / "a" / "metrics.jsonl", rows_a)
+    b = _write(root / "b" / "metrics.jsonl", rows_b)
+    res = write_report([a, b], root / "out", title="browser test")
+    assert any(f.kind == "nonfinite" for f in res.diagnoses[0].findings)
+    return res
+
+
+@pytest.fixture(scope="module")
+def loaded(browser, report):
+    """One page for the module (loading plotly.js takes a second); each test resets its controls."""
+    pg = browser.new_page(viewport={"width": WIDTH, "height": 900})
+    events: dict[str, list] = {"errors": [], "requests": []}
+    pg.on("console", lambda m: events["errors"].append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: events["errors"].append(str(e)))
+    pg.on("request", lambda r: events["requests"].append(r.url))
+    pg.goto(report.html_path.as_uri())
+    pg.wait_for_function("window.rlmReport && window.rlmReport.ready", timeout=20_000)
+    pg.events = events
+    yield pg
+    pg.close()
+
+
+@pytest.fixture
+def page(loaded, report):
+    yield loaded
+    assert loaded.events["errors"] == []  # nothing a test did raised in the page
+    loaded.evaluate(
+        """smoothing => {
+        const set = (id, prop, v, ev) => { const el = document.getElementById(id);
+            if (el[prop] !== v) { el[prop] = v; el.dispatchEvent(new Event(ev)); } };
+        set('rlm-filter', 'value', '', 'input'); set('rlm-smooth', 'value', String(smoothing), 'input');
+        set('rlm-log', 'checked', false, 'change'); set('rlm-x', 'value', 'step', 'change');
+        document.querySelectorAll('input[data-run]').forEach(cb => {
+            if (!cb.checked) { cb.checked = true; cb.dispatchEvent(new Event('change')); } });
+        history.replaceState(null, '', location.pathname); window.scrollTo(0, 0); }""",
+        0.6,
+    )
+    loaded.mouse.move(0, 0)
+    loaded.wait_for_function(
+        "document.getElementById('rlm-count').textContent"
+        " === document.querySelectorAll('.panel[data-p]').length + ' panels'"
+    )
+
+
+def _plot(panel_id: str) -> str:
+    """A JS expression: the plotly div of a panel."""
+    return f"document.getElementById('{panel_id}').querySelector('.plot')"
+
+
+def _panel(report, key: str) -> str:
+    return report.plan.panel_of[key]
+
+
+def _show(pg, panel_id: str) -> None:
+    """Scroll a panel into view (opening its group) and wait until it is drawn."""
+    pg.evaluate(
+        """id => { const el = document.getElementById(id);
+        for (let d = el.closest('details'); d; d = d.parentElement.closest('details')) d.open = true;
+        el.scrollIntoView({block: 'center'}); }""",
+        panel_id,
+    )
+    pg.wait_for_function(
+        "id => document.getElementById(id).querySelector('.plot').data !== undefined", arg=panel_id
+    )
+
+
+def _traces(pg, panel_id: str) -> list[dict]:
+    return pg.evaluate(
+        """id => document.getElementById(id).querySelector('.plot').data.map(t => ({
+            name: t.name, meta: t.meta || null, x: Array.from(t.x), y: Array.from(t.y),
+            opacity: t.opacity, fill: t.fill || null}))""",
+        panel_id,
+    )
+
+
+def _settle(pg) -> None:
+    pg.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+def _set_smoothing(pg, value: float) -> None:
+    pg.evaluate(
+        """v => { const s = document.getElementById('rlm-smooth'); s.value = String(v);
+        s.dispatchEvent(new Event('input')); }""",
+        value,
+    )
+    _settle(pg)
+
+
+def test_loads_offline_without_errors_and_fits_1280px(page, report, tmp_path):
+    assert page.events["errors"] == []
+    assert all(url.startswith(("file:", "data:", "blob:", "about:")) for url in page.events["requests"])
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH
+    assert page.evaluate("typeof Plotly") == "object"
+    # the runs, their config and the findings come before the first panel
+    order = page.evaluate(
+        "['runs', 'findings', 'key'].map(id => document.getElementById(id).getBoundingClientRect().top)"
+    )
+    assert order == sorted(order)
+    assert page.locator(".bar .chip").count() == 2  # one legend, in the toolbar
+    shots = Path(os.environ.get("RLMETRICS_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / "report-top.png"))
+    _show(page, _panel(report, K.RESPONSE_LENGTH_MEAN))
+    page.screenshot(path=str(shots / "report-panels.png"))
+    assert (shots / "report-top.png").stat().st_size > 10_000
+    assert page.events["errors"] == []
+
+
+def test_hovering_a_point_shows_its_value(page, report):
+    pid = _panel(report, K.RESPONSE_LENGTH_MEAN)  # run a only: steps 1..120 across the panel
+    _show(page, pid)
+    steps, values = report.runs[0].series[K.RESPONSE_LENGTH_MEAN]
+    k = 70
+    box = page.evaluate(
+        """([id, x, y]) => { const gd = document.getElementById(id).querySelector('.plot');
+        const L = gd._fullLayout, r = gd.getBoundingClientRect();
+        return [r.left + L._size.l + L.xaxis.l2p(x), r.top + L._size.t + L.yaxis.l2p(y)]; }""",
+        [pid, float(steps[k]), float(values[k])],
+    )
+    page.mouse.move(box[0], box[1])
+    page.wait_for_selector(f"#{pid} .hoverlayer text", timeout=5000)
+    text = page.evaluate(f"document.querySelector('#{pid} .hoverlayer').textContent")
+    assert f"{values[k]:.6g}" in text
+    assert f"step {int(steps[k])}:" in text
+
+
+def test_a_thinned_series_hovers_its_raw_extremes(page, report):
+    pid = _panel(report, K.TRL_REWARD)
+    _show(page, pid)
+    steps, values = report.runs[1].series[K.TRL_REWARD]
+    raw = next(t for t in _traces(page, pid) if t["meta"] == "raw" and t["name"] == "b")
+    assert len(raw["x"]) <= 800 < LONG
+    drawn = dict(zip(raw["x"], raw["y"]))
+    assert all(drawn[s] == v for s, v in zip(steps.tolist(), values.tolist()) if s in drawn)  # raw points
+    i = int(np.argmax(values))
+    assert drawn[float(steps[i])] == values[i]  # the spike survives
+    box = page.evaluate(
+        """([id, x, y]) => { const gd = document.getElementById(id).querySelector('.plot');
+        const L = gd._fullLayout, r = gd.getBoundingClientRect();
+        return [r.left + L._size.l + L.xaxis.l2p(x), r.top + L._size.t + L.yaxis.l2p(y)]; }""",
+        [pid, float(steps[i]), float(values[i])],
+    )
+    page.mouse.move(box[0], box[1])
+    page.wait_for_selector(f"#{pid} .hoverlayer text", timeout=5000)
+    assert f"{values[i]:.6g}" in page.evaluate(f"document.querySelector('#{pid} .hoverlayer').textContent")
+
+
+def test_the_filter_hides_panels_and_rows(page, report):
+    total = len(report.plan.panels)
+    page.fill("#rlm-filter", "entropy")
+    page.wait_for_function("document.getElementById('rlm-count').textContent.includes(' of ')")
+    shown = page.evaluate(
+        "Array.from(document.querySelectorAll('.panel[data-p]:not([hidden])')).map(e => e.id)"
+    )
+    want = [p.id for p in report.plan.panels if "entropy" in " ".join([p.title, *p.keys]).lower()]
+    assert sorted(shown) == sorted(want) and 0 < len(shown) < total
+    assert page.locator("#rlm-count").inner_text() == f"{len(want)} of {total} panels"
+    rows = page.evaluate(
+        "Array.from(document.querySelectorAll('tr[data-key]:not([hidden])')).map(e => e.dataset.key)"
+    )
+    assert rows and all("entropy" in r for r in rows)
+    assert page.locator("#group-critic").is_hidden()  # a group with nothing left
+    page.fill("#rlm-filter", "")
+    page.wait_for_function(f"document.getElementById('rlm-count').textContent === '{total} panels'")
+    assert page.locator(".panel[data-p]:not([hidden])").count() == total
+
+
+def _reference_bucket_ema(values: np.ndarray, buckets: int, w: float) -> np.ndarray:
+    """The script's EMA over bucket means, written again in Python (float32 means, as sent)."""
+    t = thin(values, buckets=buckets)
+    last, n, out = 0.0, 0, []
+    for m, c in zip(t.means.astype(np.float32).astype(float), t.counts):
+        last = last * w**c + (1 - w**c) * m
+        n += c
+        out.append(last / (1 - w**n))
+    return np.asarray(out)
+
+
+def test_smoothing_redraws_the_line_as_tensorboard_does(page, report):
+    pid = _panel(report, K.SCORE_MEAN)
+    _show(page, pid)
+    path = f"#{pid} .scatterlayer .trace path.js-line"
+    _set_smoothing(page, 0)
+    tr = _traces(page, pid)
+    assert [t["meta"] for t in tr if t["name"].startswith("a")] == ["raw"] and tr[0]["opacity"] == 1
+    before = page.locator(path).first.get_attribute("d")
+    _set_smoothing(page, 0.9)
+    steps, values = report.runs[0].series[K.SCORE_MEAN]
+    tr = {t["meta"]: t for t in _traces(page, pid) if t["name"].startswith("a")}
+    assert set(tr) == {"raw", "smoothed"} and tr["raw"]["opacity"] < 0.5  # the raw curve kept, faint
+    np.testing.assert_allclose(tr["smoothed"]["y"], debiased_ema(values, 0.9), rtol=1e-12)
+    assert tr["raw"]["y"] == values.tolist()
+    assert page.locator(path).nth(1).get_attribute("d") != before
+    # a thinned series is smoothed over its bucket means
+    pid = _panel(report, K.TRL_REWARD)
+    _show(page, pid)
+    tr = {t["meta"]: t for t in _traces(page, pid) if t["name"].startswith("b")}
+    steps, values = report.runs[1].series[K.TRL_REWARD]
+    want = _reference_bucket_ema(values, 400, 0.9)
+    np.testing.assert_allclose(tr["smoothed"]["y"], want, rtol=1e-9)
+    ends = thin(values, buckets=400).ends
+    assert tr["smoothed"]["x"] == steps[ends].tolist()
+    exact = debiased_ema(values, 0.9)[ends]
+    assert np.max(np.abs(want - exact)) < 0.1 * np.std(values)  # close to the EMA of every point
+    # an estimate with its interval is drawn as logged
+    pid = _panel(report, K.val_metric(K.VAL_EXACT_PREFIX, "math", "acc", "mean@4"))
+    _show(page, pid)
+    metas = [t["meta"] for t in _traces(page, pid)]
+    assert "smoothed" not in metas
+
+
+def test_validation_panel_draws_the_interval_band(page, report):
+    key = K.val_metric(K.VAL_EXACT_PREFIX, "math", "acc", "mean@4")
+    pid = _panel(report, key)
+    assert report.plan.panel_of[K.val_metric(K.VAL_CORE_PREFIX, "math", "acc", "mean@4")] == pid
+    _show(page, pid)
+    tr = _traces(page, pid)
+    band = next(t for t in tr if t["fill"] == "toself")
+    run = report.runs[0]
+    lo, hi = run.series[key + K.CI_LOW_SUFFIX][1], run.series[key + K.CI_HIGH_SUFFIX][1]
+    assert band["y"] == lo.tolist() + hi[::-1].tolist()
+
+
+def test_log_toggle(page, report):
+    pid = _panel(report, "custom/positive")
+    _show(page, pid)
+    page.check("#rlm-log")
+    _settle(page)
+    assert (
+        page.evaluate(f"document.getElementById('{pid}').querySelector('.plot')._fullLayout.yaxis.type")
+        == "log"
+    )
+    page.uncheck("#rlm-log")
+    _settle(page)
+    assert (
+        page.evaluate(f"document.getElementById('{pid}').querySelector('.plot')._fullLayout.yaxis.type")
+        == "linear"
+    )
+
+
+def test_wall_time_on_x(page, report):
+    pid = _panel(report, K.ACTOR_GRAD_NORM)
+    _show(page, pid)
+    page.select_option("#rlm-x", "time")
+    _settle(page)
+    tr = next(t for t in _traces(page, pid) if t["meta"] == "raw")
+    run = report.runs[0]
+    stamps = run.times[1]
+    div = 60  # the longest run (b) lasts 25 min: minutes
+    np.testing.assert_allclose(tr["x"], (stamps - stamps[0]) / div, rtol=1e-12)
+    title = page.evaluate(
+        f"document.getElementById('{pid}').querySelector('.plot')._fullLayout.xaxis.title.text"
+    )
+    assert title == "wall time (min)"
+
+
+def test_a_run_switched_off_in_the_legend_leaves_every_panel(page, report):
+    pid = _panel(report, K.ACTOR_ENTROPY)  # a's actor/entropy and b's entropy share the key panel
+    _show(page, pid)
+    assert {t["name"].split(" ")[0] for t in _traces(page, pid)} == {"a", "b"}
+    page.uncheck("input[data-run='1']")
+    _settle(page)
+    assert {t["name"].split(" ")[0] for t in _traces(page, pid)} == {"a"}
+    page.check("input[data-run='1']")
+    _settle(page)
+    assert {t["name"].split(" ")[0] for t in _traces(page, pid)} == {"a", "b"}
+
+
+def test_a_finding_links_to_its_panel_with_the_onset_marked(page, report):
+    finding = next(f for f in report.diagnoses[0].findings if f.kind == "nonfinite")
+    pid = _panel(report, next(k for k in finding.metric if k in report.plan.panel_of))
+    page.fill("#rlm-filter", "entropy")  # hides the panel: following the link clears the filter
+    page.wait_for_function("document.getElementById('rlm-count').textContent.includes(' of ')")
+    page.click(f"#findings a[href='#{pid}']")
+    page.wait_for_function(f"location.hash === '#{pid}'")
+    page.wait_for_function(f"document.getElementById('{pid}').querySelector('.plot').data !== undefined")
+    assert page.locator(f"#{pid}").is_visible()
+    shapes = page.evaluate(f"{_plot(pid)}._fullLayout.shapes.map(s => [s.x0, s.line.dash])")
+    assert [finding.step, "dash"] in shapes
+
+
+def test_step_ticks_stay_integers_under_zoom(page, report):
+    pid = _panel(report, K.ACTOR_GRAD_NORM)
+    _show(page, pid)
+    page.evaluate(f"Plotly.relayout({_plot(pid)}, {{'xaxis.range': [10.2, 12.7]}})")
+    _settle(page)
+    ticks = page.evaluate(
+        f"document.getElementById('{pid}').querySelector('.plot')._fullLayout.xaxis._vals.map(v => v.x)"
+    )
+    assert ticks and all(float(t).is_integer() for t in ticks)
