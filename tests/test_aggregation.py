@@ -4,13 +4,22 @@ the key fix), and MetricCollector in one process (across ranks: test_distributed
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics import AggregationType, Metric, MetricCollector, reduce_metrics, reducer_for_key
+from rlmetrics import (
+    AggregationType,
+    Metric,
+    MetricCollector,
+    all_reduce_metric,
+    all_reduce_metrics,
+    reduce_metrics,
+    reducer_for_key,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -216,3 +225,79 @@ def test_collector_merge_equals_single_pass(chunks):
     if s is not None:
         assert s["max"] == max(every) and s["min"] == min(every) and s["count"] == len(every)
         assert s["std"] == pytest.approx(np.std(every, ddof=1), rel=1e-6, abs=1e-3)
+
+
+# --- the collectives' checks in a world of one (one bad rank of three: test_distributed.py) ------
+
+
+@pytest.fixture
+def world1():
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield dist.group.WORLD
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        pytest.param(
+            lambda g: all_reduce_metrics({"loss": [1.0, math.nan]}, g),
+            ValueError,
+            r"^rank 0: metrics\['loss'\] holds 1 NaN or infinite value\(s\)",
+            id="metrics-nan",
+        ),
+        pytest.param(
+            lambda g: all_reduce_metrics({"loss": ["a"]}, g),
+            TypeError,
+            r"^rank 0: metrics\['loss'\] must be a number or an array/list of numbers",
+            id="metrics-text",
+        ),
+        pytest.param(
+            lambda g: all_reduce_metrics({3: [1.0]}, g),  # type: ignore[dict-item]
+            TypeError,
+            r"^rank 0: metric keys must be strings; got int 3",
+            id="metrics-int-key",
+        ),
+        pytest.param(
+            lambda g: all_reduce_metrics([("loss", 1.0)], g),  # type: ignore[arg-type]
+            TypeError,
+            r"^rank 0: metrics must be a mapping",
+            id="metrics-not-a-mapping",
+        ),
+        pytest.param(
+            lambda g: all_reduce_metric(Metric("mean", [math.inf]), g),
+            ValueError,
+            r"^rank 0: metrics\['metric'\] holds 1 NaN or infinite",
+            id="metric-inf",
+        ),
+        pytest.param(
+            lambda g: MetricCollector().all_reduce(g, keys="loss"),
+            TypeError,
+            r"^rank 0: keys must be an iterable of metric keys, not one string",
+            id="keys-one-string",
+        ),
+        pytest.param(
+            lambda g: MetricCollector().all_reduce(g, keys=["a", 1]),  # type: ignore[list-item]
+            TypeError,
+            r"^rank 0: keys must be strings; got int 1",
+            id="keys-not-strings",
+        ),
+    ],
+)
+def test_bad_values_raise_named_errors_through_the_agreement(world1, call, error, match):
+    with pytest.raises(error, match=match):
+        call(world1)
+
+
+def test_all_reduce_metrics_in_a_world_of_one_is_reduce_metrics(world1):
+    metrics: dict[str, Any] = {
+        "loss": [1.0, 3.0],
+        "critic/score/max": [5.0, 8.0],
+        "tokens": Metric("sum", [2.0, 3.0]),
+    }
+    assert all_reduce_metrics(metrics, world1) == dict(sorted(reduce_metrics(metrics).items()))
+    c = MetricCollector()
+    c.update({"a": [1.0, 2.0]})
+    assert c.all_reduce(world1, keys=["a", "a"]).compute() == {"a": 1.5}

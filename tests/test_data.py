@@ -518,6 +518,23 @@ def test_infinite_token_values_match_verl(verl_metric_utils, data_proto, engine,
     assert_matches_verl(ours_np, ref, scale=summand_scale(tensors))
 
 
+def test_zero_width_responses_give_nan_metrics_with_warnings(engine):
+    """(B, 0) token tensors: every response aborted, no token; NaN with warnings, never a crash.
+
+    (verl's ``attention_mask[:, :-0]`` is empty there, so its prompt lengths are 0: no reference.)
+    """
+    tensors, _ = make_batch(3, 4, 5, seed=1)
+    batch = {k: (v[:, :0] if v.shape[-1] == 5 else v) for k, v in tensors.items()}
+    batch["attention_mask"] = tensors["attention_mask"][:, :4]
+    with pytest.warns(RuntimeWarning, match="aborted"), pytest.warns(RuntimeWarning, match="all zero"):
+        m = rlmetrics.compute_data_metrics(batch)
+    assert np.isnan(m["critic/advantages/max"]) and np.isnan(m["critic/score/mean"])
+    assert m["response/aborted_ratio"] == 1.0 and m["response_length/max"] == 0.0
+    assert m["prompt_length/mean"] == pytest.approx(
+        float(tensors["attention_mask"][:, :4].sum(-1).float().mean())
+    )
+
+
 def test_optional_keys_on_part_of_the_merged_batches_are_refused():
     """Merging statistics with and without __num_turns__ would report turns of part of the samples."""
     tensors, extra = make_batch(6, 3, 5, seed=2, non_tensors=True)

@@ -266,10 +266,11 @@ def _agreed_keys(keys: Any, process_group: Any) -> list[str]:
     try:
         if isinstance(keys, str):
             raise TypeError(f"keys must be an iterable of metric keys, not one string; got {keys!r}")
-        layout = sorted(set(keys))
-        bad = [k for k in layout if not isinstance(k, str)]
+        given = list(keys)
+        bad = [k for k in given if not isinstance(k, str)]
         if bad:
             raise TypeError(f"keys must be strings; got {type(bad[0]).__name__} {bad[0]!r}")
+        layout = sorted(set(given))
     except Exception as err:  # reported on every rank by agree()
         error = err
     signatures = agree(
