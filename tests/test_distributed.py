@@ -697,6 +697,14 @@ FAULTS: dict[str, Fault] = {
         lambda r: MetricCollector().all_reduce(dist.group.WORLD, keys=["a", "b"] if r == BAD else ["a"]),
         ("ValueError", r"keys= must be the same on every rank; rank 2 has \['b'\] more than rank 0$"),
     ),
+    "all_reduce_stats-lengths-differ": Fault(
+        lambda r: all_reduce_stats(np.zeros(3 if r == BAD else 2), np.zeros(1)),
+        ("ValueError", r"disagree on the lengths of the statistics: sums: ranks 0, 1: 2; rank 2: 3$"),
+    ),
+    "all_reduce_stats-not-numbers": Fault(
+        lambda r: all_reduce_stats(np.array(["a", "b"]) if r == 1 else np.zeros(2)),
+        ("TypeError", r"^rank 1: sums must hold numbers; got an array of dtype <U1$"),
+    ),
     "agree-other-exception": Fault(
         lambda r: agree({"x": 1}, KeyError("k") if r == BAD else None, process_group=dist.group.WORLD),
         ("RuntimeError", r"^rank 2: KeyError: 'k'$"),

@@ -493,7 +493,7 @@ class MetricCollector:
         empty = np.array([0.0, 0.0, 0.0, -math.inf, math.inf])
         rows = np.stack([self._stats.get(k, empty) for k in layout]) if layout else np.zeros((0, 5))
         sums, maxes, mins = all_reduce_stats(
-            rows[:, :3].reshape(-1), rows[:, _MAX], rows[:, _MIN], process_group=process_group
+            rows[:, :3].reshape(-1), rows[:, _MAX], rows[:, _MIN], process_group=process_group, check=False
         )
         s_host = sums.reshape(-1, 3)
         out = MetricCollector(aggregations=self._aggregations)

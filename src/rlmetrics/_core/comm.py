@@ -101,12 +101,15 @@ def all_reduce_stats(
     mins: Any = None,
     *,
     process_group: Any = None,
+    check: bool = True,
 ) -> tuple[Any, Any, Any]:
     """All-reduce packed statistics: ``sums`` by ``SUM``, ``maxes`` by ``MAX``, ``mins`` by ``MIN``.
 
     Exactly two collective calls whatever the vector lengths (one when there are no extremes,
-    none for empty vectors). Every rank must pass vectors of the same lengths in the same
-    layout: a rank without data passes zeros, ``-inf`` maxima and ``+inf`` minima.
+    none for empty vectors), after the agreement step (:func:`agree`, one tiny ``all_gather``):
+    a rank whose vectors are invalid, or of other lengths than the others', makes every rank
+    raise the same error. Every rank must pass vectors of the same lengths in the same layout:
+    a rank without data passes zeros, ``-inf`` maxima and ``+inf`` minima.
 
     Parameters
     ----------
@@ -118,6 +121,9 @@ def all_reduce_stats(
         Minima (``+inf`` for "no value").
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
         The group to reduce over; ``None`` is the default (world) group.
+    check : bool, keyword-only
+        Make the agreement step first. ``False`` skips it, for callers that made their own
+        (every ``compute_X(..., process_group=)`` agrees on its layout and options).
 
     Returns
     -------
@@ -139,17 +145,31 @@ def all_reduce_stats(
     import torch
 
     dist = require_dist()
-    if sums is None:
-        raise TypeError("sums must be a 1-d array of statistics; got None")
     given = {"sums": sums, "maxes": maxes, "mins": mins}
+    vectors: dict[str, Any] = {}
+    error: BaseException | None = None
+    try:
+        if sums is None:
+            raise TypeError("sums must be a 1-d array of statistics; got None")
+        for name, x in given.items():
+            if x is not None:
+                vectors[name] = _as_vector(x, name)
+    except Exception as err:
+        if not check:
+            raise
+        error = err
+    if check:
+        lengths = {name: int(v.numel()) for name, v in vectors.items()}
+        where = vectors["sums"].device if "sums" in vectors else None
+        agree(lengths, error, process_group=process_group, device=where, what="the lengths of the statistics")
     torch_in = any(_is_tensor(x) for x in given.values() if x is not None)
-    s = _as_vector(sums, "sums")
+    s = vectors["sums"]
     in_device = s.device
     comm = comm_device(process_group, in_device)
     empty = torch.empty(0, dtype=torch.float64, device=comm)
     s = s.to(comm).clone()
-    hi = empty if maxes is None else _as_vector(maxes, "maxes").to(comm)
-    lo = empty if mins is None else _as_vector(mins, "mins").to(comm)
+    hi = vectors["maxes"].to(comm) if "maxes" in vectors else empty
+    lo = vectors["mins"].to(comm) if "mins" in vectors else empty
     extremes = torch.cat([hi, -lo])
     if s.numel():
         dist.all_reduce(s, op=dist.ReduceOp.SUM, group=process_group)
@@ -175,8 +195,16 @@ def all_gather_objects(obj: Any, process_group: Any = None) -> list[Any]:
     return gathered
 
 
+_ATOMS = (str, int, bool, type(None))
+
+
 def _canonical(x: Any) -> Any:
     """``x`` with mappings as sorted item tuples, sequences as tuples and numpy scalars as Python ones."""
+    kind = type(x)
+    if kind in _ATOMS:
+        return x
+    if kind is tuple and all(type(v) in _ATOMS for v in x):  # layouts, key pairs: the common case
+        return x
     if isinstance(x, Mapping):
         return tuple(sorted((str(k), _canonical(v)) for k, v in x.items()))
     if isinstance(x, list | tuple):
