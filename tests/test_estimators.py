@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
+import tracemalloc
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -12,7 +15,7 @@ from hypothesis import strategies as st
 
 from rlmetrics.validation import estimators as E
 from rlmetrics.validation.bootstrap import bootstrap_metric
-from rlmetrics.validation.estimators import best_at_k, maj_at_k, pass_at_k, worst_at_k
+from rlmetrics.validation.estimators import best_at_k, maj_at_k, pass_at_k, pass_hat_k, worst_at_k
 
 
 def brute_extreme(vals, k, replace, fn):
@@ -205,3 +208,176 @@ def test_property_best_mean_worst(vals, k, replace):
     assert best.std >= 0 and worst.std >= 0
     if k + 1 <= len(vals) or replace:
         assert best_at_k(vals, k + 1, replace=replace).mean >= best.mean - tol
+
+
+# ----------------------------------------------------------------------------- pass@k for any n
+def exact_ratio(n: int, j: int, k: int) -> Fraction:
+    """C(n - j, k) / C(n, k), exactly: the product of its min(j, k) factors (0 when k > n - j)."""
+    if k > n - j:
+        return Fraction(0)
+    m, a = min(j, k), max(j, k)
+    out = Fraction(1)
+    for i in range(m):
+        out *= Fraction(n - i - a, n - i)
+    return out
+
+
+def close_to_exact(got: float, want: Fraction) -> bool:
+    """Within a few ulps times the log's magnitude (a product of many factors is summed as logs)."""
+    w = float(want)
+    scale = 1.0 + abs(math.log(w)) if w > 0 else 1.0
+    return math.isclose(got, w, rel_tol=4e-16 * scale, abs_tol=1e-300)
+
+
+def log_ratio_fsum(n: int, j: int, k: int) -> float:
+    """log C(n - j, k) / C(n, k) as the correctly rounded sum of its min(j, k) log1p terms."""
+    m, a = min(j, k), max(j, k)
+    return math.fsum(math.log1p(-a / (n - i)) for i in range(m))
+
+
+PASS_CASES = [
+    (10**10, 1, 1),
+    (10**10, 3, 5),
+    (10**10, 10**10 - 2, 1),
+    (10**10, 7, 10**10 - 7),
+    (10**12, 1, 10**6),
+    (2**62, 5, 3),
+    (1000, 999, 1),
+    (50, 20, 30),
+]
+
+
+@pytest.mark.parametrize(("n", "c", "k"), PASS_CASES, ids=lambda v: f"{v:.0e}" if v > 10**6 else str(v))
+def test_pass_at_k_huge_n_exact_and_small(n, c, k):
+    """n up to 2**62 with c or k small: against exact fractions, in well under a second and a MB."""
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    got, got_hat = pass_at_k(n, c, k), pass_hat_k(n, c, k)
+    elapsed = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert elapsed < 1.0 and peak < 1 << 20, (elapsed, peak)
+    if min(c, k) <= 20:
+        assert close_to_exact(got, 1 - exact_ratio(n, c, k)), got
+    if min(n - c, k) <= 20:
+        assert close_to_exact(got_hat, exact_ratio(n, n - c, k)), got_hat
+
+
+@pytest.mark.parametrize(
+    ("n", "j", "k"),
+    [
+        (10**8, 1500, 2000),  # just past the direct sums: the closed form
+        (10**8, 2000, 1500),
+        (10**12, 10**5, 10**5),
+        (10**15, 3 * 10**5, 2000),
+        (5 * 10**6, 1100, 1200),
+        (4000, 1200, 1500),  # a / n large: direct sums of 1200 terms
+    ],
+    ids=["closed-j<k", "closed-j>k", "closed-1e12", "closed-1e15", "closed-edge", "direct-long"],
+)
+def test_log_ratio_regimes_against_fsum(n, j, k):
+    """Both long-sum regimes of C(n - j, k) / C(n, k) agree with the correctly rounded sum of
+    its log1p terms to a few ulps; pass@k and pass^k are built on them."""
+    want = log_ratio_fsum(n, j, k)
+    got = float(E._log_ratio(np.array([n]), np.array([j]), np.array([k]), np.inf)[0])
+    assert math.isclose(got, want, rel_tol=4e-15), (got, want)
+    assert math.isclose(pass_at_k(n, j, k), -math.expm1(want), rel_tol=1e-13)
+    assert math.isclose(pass_hat_k(n, n - j, k), math.exp(want), rel_tol=1e-12, abs_tol=1e-300)
+
+
+def test_pass_at_k_vectorised_over_regimes_matches_scalars():
+    rng = np.random.default_rng(9)
+    n = np.concatenate([rng.integers(1, 60, 200), rng.integers(10**9, 10**12, 50)])
+    c = (rng.random(n.shape[0]) * np.minimum(n, 3000)).astype(np.int64)
+    k = np.minimum(rng.integers(1, 3000, n.shape[0]), n)
+    for fn in (pass_at_k, pass_hat_k):
+        got = fn(n, c, k)
+        want = [fn(int(a), int(b), int(d)) for a, b, d in zip(n, c, k)]
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
+
+
+def test_pass_at_k_saturates_exactly():
+    # c * k / n >= 40: the ratio is below e**-40, so pass@k is 1.0 to double precision; past
+    # (n - c) * k / n >= 750, pass^k underflows to 0
+    assert pass_at_k(10**6, 10**5, 10**3) == 1.0 == -math.expm1(log_ratio_fsum(10**6, 10**5, 10**3))
+    assert pass_hat_k(10**6, 10**6 - 10**5, 10**4) == 0.0 == math.exp(log_ratio_fsum(10**6, 10**5, 10**4))
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(1, 70), data=st.data())
+def test_property_pass_at_k_and_pass_hat_k_exact(n, data):
+    c = data.draw(st.integers(0, n), label="c")
+    k = data.draw(st.integers(1, n), label="k")
+    assert close_to_exact(pass_at_k(n, c, k), 1 - exact_ratio(n, c, k))
+    assert close_to_exact(pass_hat_k(n, c, k), exact_ratio(n, n - c, k))
+
+
+@pytest.mark.parametrize(
+    ("args", "exc", "match"),
+    [
+        ((2**70, 1, 1), ValueError, r"n must hold integers below 2\*\*63; got 1180591620717411303424"),
+        ((1e300, 1, 1), ValueError, r"n must hold integers below 2\*\*63"),
+        ((np.array([2**63], dtype=np.uint64), 1, 1), ValueError, r"n must hold integers below 2\*\*63"),
+        ((10, 1, 2**64), ValueError, r"k must hold integers below 2\*\*63"),
+        (([5, 6], [1, 2, 3], 1), ValueError, r"n, c and k must broadcast to one shape; got shapes \(2,\)"),
+        ((5, 1, [[1]] * 2 + [1]), TypeError, "k must be an integer or an array of integers"),
+        ((5, None, 1), TypeError, "c must hold integers; got dtype object"),
+        ((5, 1 + 2j, 1), TypeError, "c must hold integers"),
+        ((float("nan"), 1, 1), ValueError, "n must hold whole numbers"),
+    ],
+    ids=[
+        "n-2**70",
+        "n-1e300",
+        "n-uint64-2**63",
+        "k-2**64",
+        "shapes",
+        "ragged-k",
+        "none-c",
+        "complex-c",
+        "nan-n",
+    ],
+)
+def test_pass_at_k_range_and_type_errors(args, exc, match):
+    for fn in (pass_at_k, pass_hat_k):
+        with pytest.raises(exc, match=match):
+            fn(*args)
+
+
+def test_pass_at_k_empty_and_torch_like_inputs():
+    assert pass_at_k([], [], 1).shape == (0,)
+    assert pass_hat_k(np.zeros((0, 3), dtype=int) + 1, 0, 1).shape == (0, 3)
+
+
+# ----------------------------------------------------------------------------- maj@k with large k
+@pytest.mark.parametrize("k", [10**6, 10**12, 2**63 - 1], ids=["1e6", "1e12", "2**63-1"])
+def test_maj_at_k_with_replacement_bounded_for_huge_k(k):
+    """The Monte Carlo draws vote counts (multinomial), not k indices: fast for any k, and the
+    largest answer wins almost surely."""
+    t0 = time.perf_counter()
+    got = maj_at_k(["a", "a", "b", "c"], [1.0, 1.0, 0.0, 0.0], k, replace=True)
+    assert time.perf_counter() - t0 < 2.0
+    assert got.mean == 1.0 and got.std == 0.0
+
+
+def test_maj_at_k_huge_k_single_answer_and_beyond_int64():
+    assert maj_at_k(["a", "a"], [1.0, 0.0], 2**70, replace=True) == (0.5, 0.5)
+    with pytest.raises(ValueError, match=r"k must be below 2\*\*63 for maj@k; got 1180591620717411303424"):
+        maj_at_k(["a", "b"], [1.0, 0.0], 2**70, replace=True)
+
+
+def test_maj_at_k_monte_carlo_without_replacement_many_samples(monkeypatch):
+    """Hypergeometric vote counts: 10**6 samples cost what 10 do; agrees with exact enumeration."""
+    preds = [str(v) for v in [0, 0, 0, 1, 1, 2, 3, 3, 0, 1]]
+    vals = np.array([1, 1, 1, 0, 0, 0, 0, 0, 1, 0], dtype=float)
+    exact = maj_at_k(preds, vals, 5)
+    monkeypatch.setattr(E, "_MAJ_ENUM_LIMIT", 0)
+    E._maj_win_weights.cache_clear()
+    try:
+        approx = maj_at_k(preds, vals, 5, seed=3)
+        t0 = time.perf_counter()
+        big = maj_at_k(preds * 10**5, np.tile(vals, 10**5), 1001, seed=3)
+        assert time.perf_counter() - t0 < 5.0
+    finally:
+        E._maj_win_weights.cache_clear()
+    assert abs(approx.mean - exact.mean) < 5 * approx.mc_error
+    assert 0.99 <= big.mean <= 1.0  # answer "0" (40% of the samples) wins 1001-draw votes
