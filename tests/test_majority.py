@@ -103,3 +103,33 @@ def test_majority_counts_wide_counts():
     np.testing.assert_array_equal(
         got[1], brute_majority(patterns[1].tolist(), draws.indices(n, 3, n_boot, SEED))
     )
+
+
+SLOT_CASES = [(192, 3), (200, 17), (200, 47), (200, 48), (256, 256)]
+
+
+@pytest.mark.parametrize(("n", "k"), SLOT_CASES, ids=[f"n{n}-k{k}" for n, k in SLOT_CASES])
+def test_slot_counts_match_brute_force_and_the_score_products(n, k):
+    """From 192 samples the votes are counted from the drawn slots (time growing with k, not
+    n**2): the same counts as verl's rule on every draw, and as the bit / position scores."""
+    rng = np.random.default_rng(n + k)
+    patterns = random_patterns(rng, n, 3)
+    got = majority.pattern_counts(patterns, k, N_BOOT, SEED)
+    np.testing.assert_array_equal(got.sum(axis=1), N_BOOT)
+    idx = draws.indices(n, k, N_BOOT, SEED)
+    for p, pattern in enumerate(patterns.tolist()):
+        np.testing.assert_array_equal(got[p], brute_majority(pattern, idx), err_msg=f"pattern {p}")
+    several = ~(patterns == 0).all(axis=1)
+    scores = majority._counts_bits if k <= majority._BITS_MAX_K else majority._counts_positions
+    np.testing.assert_array_equal(
+        majority._counts_slots(patterns[several], k, N_BOOT, SEED), scores(patterns[several], k, N_BOOT, SEED)
+    )
+
+
+def test_slot_counts_blocks_do_not_change_counts(monkeypatch):
+    """Rows split across blocks (a tiny block here) give the counts of one block."""
+    rng = np.random.default_rng(4)
+    patterns = random_patterns(rng, 200, 4)[1:]
+    whole = majority._counts_slots(patterns, 64, N_BOOT, SEED)
+    monkeypatch.setattr(majority, "_ROW_BLOCK", 1000)
+    np.testing.assert_array_equal(majority._counts_slots(patterns, 64, N_BOOT, SEED), whole)

@@ -8,8 +8,9 @@ samples: the first-slot bits of different predictions are disjoint, so the large
 verl's winner, and its highest low bit names the winner's first slot, hence the position whose
 value verl returns. The scores of all patterns come from one matrix product per block. With one
 or two draws, or a single prediction, the first drawn sample always wins; beyond 47 draws
-(scores over 2**53) a per-position score is used instead. Prompts sharing a pattern share their
-counts.
+(scores over 2**53) a per-position score is used instead. From 192 samples per prompt the
+votes are counted from the drawn slots instead, in time that grows with ``k`` rather than
+with ``n``. Prompts sharing a pattern share their counts.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ _BITS_MAX_K = 47
 _FLOAT32_MAX_K = 19
 # Scores per block (small enough to stay in cache).
 _MAJ_BLOCK = 1 << 15
+# Slots per block of the slot counts (bounds their temporaries to tens of MB).
+_ROW_BLOCK = 1 << 21
+# Samples per prompt from which the slot counts are used: their cost grows with k, the
+# others' with n * (predictions) (bit scores) or n**2 (position scores).
+_SLOTS_MIN_N = 192
 
 
 def majority_counts(local: np.ndarray, subset_size: int, n_bootstrap: int, seed: int) -> np.ndarray:
@@ -94,7 +100,9 @@ def pattern_counts(patterns: np.ndarray, subset_size: int, n_bootstrap: int, see
     counts[single] = first
     if not single.all():
         several = ~single
-        if subset_size <= _BITS_MAX_K:
+        if n >= _SLOTS_MIN_N:
+            counts[several] = _counts_slots(patterns[several], subset_size, n_bootstrap, seed)
+        elif subset_size <= _BITS_MAX_K:
             counts[several] = _counts_bits(patterns[several], subset_size, n_bootstrap, seed)
         else:
             counts[several] = _counts_positions(patterns[several], subset_size, n_bootstrap, seed)
@@ -219,3 +227,41 @@ def _counts_positions(patterns: np.ndarray, k: int, n_bootstrap: int, seed: int)
         lin = np.arange(m, dtype=np.int64)[:, None] * n + winner
         counts[start : start + m] = np.bincount(lin.ravel(), minlength=m * n).reshape(m, n)
     return counts
+
+
+def _counts_slots(patterns: np.ndarray, k: int, n_bootstrap: int, seed: int) -> np.ndarray:
+    """Majority picks for any ``k`` from the drawn slots: O(k + m) per (pattern, draw).
+
+    Each pattern's predictions are renumbered ``0 .. m - 1``; per (pattern, draw) row the votes
+    of each prediction and its first slot give the score ``votes * (k + 1) - first_slot``,
+    whose max is verl's winner (more votes win; among equal votes the earlier first slot), and
+    the position in the winner's first slot is the one verl returns. Rows are taken in blocks
+    of a few million slots, so memory does not grow with ``n``.
+    """
+    n_pat, n = patterns.shape
+    idx = draws.indices(n, k, n_bootstrap, seed)
+    # a prediction named by its first position -> its rank among the pattern's predictions
+    rank = np.cumsum(patterns == np.arange(n)[None, :], axis=1) - 1
+    dense = np.take_along_axis(rank, patterns, axis=1)
+    m_of = rank[:, -1] + 1
+    counts = np.zeros(n_pat * n, dtype=np.int64)
+    slots_desc = np.arange(k - 1, -1, -1, dtype=np.int64)
+    for m in np.unique(m_of).tolist():
+        group = np.flatnonzero(m_of == m)
+        n_rows = group.shape[0] * n_bootstrap
+        step = max(1, _ROW_BLOCK // (k + m))
+        for start in range(0, n_rows, step):
+            rows = np.arange(start, min(start + step, n_rows), dtype=np.int64)
+            pat, draw = group[rows // n_bootstrap], rows % n_bootstrap
+            drawn = idx[draw]  # (r, k) positions
+            codes = dense[pat[:, None], drawn]  # (r, k) predictions
+            r = rows.shape[0]
+            local_row = np.arange(r, dtype=np.int64)[:, None]
+            votes = np.bincount((local_row * m + codes).ravel(), minlength=r * m).reshape(r, m)
+            first = np.full((r, m), k, dtype=np.int64)
+            first[local_row, codes[:, ::-1]] = slots_desc  # the last write, the first slot, wins
+            winner = np.argmax(votes * (k + 1) - first, axis=1)
+            slot = first[np.arange(r), winner]
+            pos = drawn[np.arange(r), slot]
+            counts += np.bincount(pat * n + pos, minlength=n_pat * n)
+    return counts.reshape(n_pat, n)
