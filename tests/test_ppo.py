@@ -228,3 +228,82 @@ def test_empty_batch_statistics_have_the_layout_of_a_full_one() -> None:
     assert Stats.merge(empty, full).finalize() == pytest.approx(full.finalize())
     with pytest.warns(RuntimeWarning, match="selects no token"):
         assert math.isnan(empty.finalize()[K.PG_CLIPFRAC])
+
+
+@st.composite
+def ppo_inputs(draw: st.DrawFn) -> dict:
+    """Random PPO inputs: 0 rows or width 0 included, dtypes, mask dtypes, NaN/inf at valid tokens,
+    bad masks, clip options."""
+    b, r = draw(st.integers(0, 5)), draw(st.integers(0, 6))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    old = -rng.exponential(1.0, size=(b, r))
+    arrays = {
+        "log_probs": old + rng.normal(0.0, draw(st.sampled_from([0.01, 0.3, 3.0])), size=(b, r)),
+        "old_log_probs": old,
+        "advantages": rng.normal(size=(b, r)),
+        "mask": rng.random((b, r)) < 0.7,
+    }
+    valid = np.argwhere(arrays["mask"])
+    for key, i, special in draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["log_probs", "old_log_probs", "advantages"]),
+                st.integers(0, 99),
+                st.sampled_from([math.inf, -math.inf, math.nan]),
+            ),
+            max_size=2,
+        )
+    ):
+        if valid.size:  # verl's masked means leak a NaN from a masked-out slot; valid slots only
+            row, col = valid[i % len(valid)]
+            arrays[key][row, col] = special
+    low = draw(st.sampled_from([0.1, 0.2, 0.5]))
+    mask_dtype = draw(st.sampled_from(["bool", "int64", "float32"]))
+    return {
+        "mask_dtype": mask_dtype,
+        "invalid": b * r > 0 and mask_dtype != "bool" and draw(st.integers(0, 9)) == 0,
+        **arrays,
+        "dtype": draw(st.sampled_from(["float32", "float64", "bfloat16"])),
+        "container": draw(st.sampled_from(["numpy", "torch"])),
+        "low": low,
+        "high": draw(st.sampled_from([low, 0.28, 1.0])),
+        "c": draw(st.sampled_from([1.5, 3.0])),
+    }
+
+
+@settings(max_examples=100, deadline=None)
+@given(spec=ppo_inputs())
+def test_property_any_input_gives_verls_numbers_or_a_named_error(spec: dict) -> None:
+    """Whatever the shapes, dtypes and special values: verl's metrics where verl defines them, NaN
+    with the warning where the mask selects no token, a named error for a bad mask."""
+    as_torch = spec["container"] == "torch" or spec["dtype"] == "bfloat16"
+    tdtype = getattr(torch, spec["dtype"])
+    values = [torch.tensor(spec[k]).to(tdtype) for k in ("log_probs", "old_log_probs", "advantages")]
+    mask = torch.from_numpy(spec["mask"].astype(spec["mask_dtype"]))
+    if spec["invalid"]:
+        mask.view(-1)[0] = 2
+    if as_torch:
+        args = [*values, mask]
+    else:
+        args = [v.numpy() for v in values] + [mask.numpy()]
+    options = {"clip_ratio_low": spec["low"], "clip_ratio_high": spec["high"], "clip_ratio_c": spec["c"]}
+    if spec["invalid"]:
+        with pytest.raises(ValueError, match="response_mask must hold only 0 and 1"):
+            compute_ppo_update_metrics(*args, **options)
+        return
+    if not spec["mask"].any():
+        with pytest.warns(RuntimeWarning, match="response_mask selects no token"):
+            ours = compute_ppo_update_metrics(*args, **options)
+        assert all(math.isnan(v) for v in ours.values())
+        return
+    ours = compute_ppo_update_metrics(*args, **options)
+    # verl on the same values, upcast to float32/float64 as ours are computed
+    work = torch.float64 if spec["dtype"] == "float64" else torch.float32
+    new, old, adv = (v.to(work) for v in values)
+    cfg = _Cfg(spec["low"], spec["high"], spec["c"])
+    _, expected = core_algos.compute_policy_loss_vanilla(old, new, adv, mask.long(), config=cfg)
+    for key, want in expected.items():
+        assert ours[key] == pytest.approx(want, rel=1e-5, abs=1e-6, nan_ok=True), key
+    assert ours["actor/pg_clipfrac_low"] + ours["actor/pg_clipfrac_high"] == pytest.approx(
+        ours["actor/pg_clipfrac"], abs=1e-12
+    )
