@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from rlmetrics.validation import bootstrap as V
 from rlmetrics.validation.bootstrap import (
+    MAX_SAMPLES_PER_PROMPT,
     bootstrap_indices,
     bootstrap_metric,
     calc_maj_val,
@@ -374,3 +376,206 @@ def test_non_scalar_values_are_named(column):
         TypeError, match=r"infos_dict\['acc'\] must hold numbers, bools, strings or None; found"
     ):
         process_validation_metrics(["s", "s"], ["u", "u"], {"acc": column})
+
+
+# ----------------------------------------------------------------------------- bounds and checks
+@pytest.mark.parametrize("count", [10**9, 2**63, MAX_SAMPLES_PER_PROMPT + 1], ids=["1e9", "2**63", "limit+1"])
+def test_huge_expected_count_is_refused_at_once(count):
+    """A count of 1e9 ran forever (1e9 padded zeros, 1000 draws each); now a named error, at once."""
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"expected_acc_counts\[\('m', 'u'\)\] must be at most 16384"):
+        process_validation_metrics(
+            ["m"] * 4, ["u"] * 4, {"acc": [1, 0, 1, 1]}, expected_acc_counts={("m", "u"): count}
+        )
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_expected_count_at_the_limit_is_computed(monkeypatch):
+    monkeypatch.setattr(V, "MAX_SAMPLES_PER_PROMPT", 64)
+    out = process_validation_metrics(
+        ["m"] * 4, ["u"] * 4, {"acc": [1, 0, 1, 1]}, expected_acc_counts={("m", "u"): 64}
+    )
+    assert out["m"]["acc"]["mean@64"] == 3 / 64
+    with pytest.raises(ValueError, match="must be at most 64"):
+        process_validation_metrics(["m"], ["u"], {"acc": [1]}, expected_acc_counts={("m", "u"): 65})
+
+
+def test_prompt_with_too_many_samples_is_refused(monkeypatch):
+    monkeypatch.setattr(V, "MAX_SAMPLES_PER_PROMPT", 8)
+    with pytest.raises(ValueError, match=r"the prompt \('m', 'u'\) has 9 samples; .* at most 8 per prompt"):
+        process_validation_metrics(["m"] * 9, ["u"] * 9, {"acc": [1.0] * 9})
+
+
+def test_a_prompt_of_the_largest_size_runs_in_seconds():
+    """16384 samples of one prompt with predictions (maj@k up to k = 16384): seconds, not hours."""
+    rng = np.random.default_rng(0)
+    n = MAX_SAMPLES_PER_PROMPT // 4
+    t0 = time.perf_counter()
+    out = process_validation_metrics(
+        ["m"] * n,
+        ["u"] * n,
+        {"acc": (rng.random(n) < 0.3).tolist(), "pred": [str(v) for v in rng.integers(0, 5, n)]},
+    )
+    assert time.perf_counter() - t0 < 20.0
+    assert f"maj@{n}/mean" in out["m"]["acc"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        (
+            {"expected_acc_counts": {("m", "u"): 1.5}},
+            TypeError,
+            r"expected_acc_counts\[\('m', 'u'\)\] must be an integer",
+        ),
+        (
+            {"expected_acc_counts": {("m", "u"): "8"}},
+            TypeError,
+            r"expected_acc_counts\[\('m', 'u'\)\] must be an integer",
+        ),
+        ({"expected_acc_counts": {("m", "u"): True}}, TypeError, "must be an integer"),
+        ({"expected_acc_counts": {("m", "u"): -1}}, ValueError, r"must be an integer >= 0; got -1"),
+        (
+            {"expected_acc_counts": {"m": 4}},
+            TypeError,
+            r"\(data_source, uid\) pairs to counts; got the key 'm'",
+        ),
+        ({"expected_acc_counts": [("m", "u", 4)]}, TypeError, "expected_acc_counts must be a mapping"),
+        ({"seed": -1}, ValueError, r"seed must be an integer in \[0, 2\*\*32 - 1\]"),
+        ({"seed": 2**32}, ValueError, r"seed must be an integer in \[0, 2\*\*32 - 1\]"),
+        ({"seed": "42"}, TypeError, "seed must be an integer"),
+    ],
+    ids=[
+        "float-count",
+        "str-count",
+        "bool-count",
+        "negative-count",
+        "key-not-pair",
+        "counts-list",
+        "seed-negative",
+        "seed-2**32",
+        "seed-str",
+    ],
+)
+def test_option_errors(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        process_validation_metrics(["m"] * 2, ["u"] * 2, {"acc": [1, 0]}, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("call", "exc", "match"),
+    [
+        (
+            lambda: bootstrap_metric([1, 2], 2, [np.mean], n_bootstrap=10**9),
+            ValueError,
+            r"n_bootstrap \* subset_size must be at most",
+        ),
+        (lambda: bootstrap_metric([1, 2], 10**9, [np.mean]), ValueError, "subset_size=1000000000"),
+        (
+            lambda: bootstrap_indices(3, 2, seed=2**40),
+            ValueError,
+            r"seed must be an integer in \[0, 2\*\*32 - 1\]",
+        ),
+        (
+            lambda: bootstrap_metric([1, 2], 1, np.mean),
+            TypeError,
+            "reduce_fns must be a sequence of callables",
+        ),
+        (lambda: bootstrap_metric([1, 2], 1, [3]), TypeError, r"reduce_fns\[0\] must be callable"),
+        (lambda: bootstrap_metric("12", 1, [np.mean]), TypeError, "data must be a sequence"),
+    ],
+    ids=["draws-n-bootstrap", "draws-subset", "seed-2**40", "fns-not-list", "fn-not-callable", "data-str"],
+)
+def test_bootstrap_metric_bounds(call, exc, match):
+    t0 = time.perf_counter()
+    with pytest.raises(exc, match=match):
+        call()
+    assert time.perf_counter() - t0 < 1.0
+
+
+# ----------------------------------------------------------------------------- properties
+NAMED = ("data_sources", "sample_uids", "infos_dict", "seed", "expected_acc_counts")
+_values = st.one_of(
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.none(),
+    st.sampled_from(["x", "1"]),
+    st.just([1]),
+)
+
+
+@st.composite
+def validation_inputs(draw):
+    """Small inputs of every kind: mixed-type sources and uids, values with NaN/inf/None/text/
+    nested items, numpy columns of several dtypes, predictions, paddings, odd seeds."""
+    n = draw(st.integers(1, 10), label="n")
+    src_pool = draw(
+        st.sampled_from([["a"], ["a", "b"], ["a", 1], [1, 2], [1, "1"], [1, True]]), label="source pool"
+    )
+    uid_pool = draw(
+        st.sampled_from([["u", "v"], [0, 1, 2], ["u", 0, 2.5], [1, "1"], [0, False]]), label="uids"
+    )
+    sources = draw(st.lists(st.sampled_from(src_pool), min_size=n, max_size=n), label="sources")
+    uids = draw(st.lists(st.sampled_from(uid_pool), min_size=n, max_size=n), label="uids")
+    infos: dict = {}
+    kind = draw(st.sampled_from(["list", "numbers", "numpy"]), label="kind")
+    if kind == "list":
+        infos["acc"] = draw(st.lists(_values, min_size=n, max_size=n), label="acc")
+    elif kind == "numbers":
+        infos["acc"] = draw(
+            st.lists(st.sampled_from([0, 1, 0.5, True, False]), min_size=n, max_size=n), label="acc"
+        )
+    else:
+        dtype = draw(st.sampled_from([np.float64, np.float32, np.int64, np.bool_]), label="dtype")
+        infos["acc"] = np.asarray(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)), dtype=dtype)
+    if draw(st.booleans(), label="has_pred"):
+        infos["pred"] = draw(
+            st.lists(st.sampled_from(["4", "5", None, 7]), min_size=n, max_size=n), label="pred"
+        )
+    seed = draw(st.sampled_from([0, 42, 7, 2**32 - 1, -1, 2**32, 1.5]), label="seed")
+    expected = None
+    if draw(st.booleans(), label="has_expected"):
+        expected = {
+            (draw(st.sampled_from(["a", "b", 1])), draw(st.sampled_from(["u", "v", "w"]))): draw(
+                st.sampled_from([0, 3, 12, -1, 2.0, 10**9])
+            )
+            for _ in range(draw(st.integers(1, 3)))
+        }
+    return sources, uids, infos, seed, expected
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(args=validation_inputs())
+def test_property_verl_parity_or_a_named_error(short_bootstrap, args):
+    """Whatever comes in: verl's numbers exactly, or a TypeError/ValueError naming the argument;
+    never a crash, a hang, or a silently different result."""
+    sources, uids, infos, seed, expected = args
+    try:
+        out = process_validation_metrics(sources, uids, infos, seed=seed, expected_acc_counts=expected)
+    except (TypeError, ValueError) as err:
+        event(f"error: {str(err)[:28]}")
+        assert any(name in str(err) for name in NAMED), err
+        return
+    event("result")
+    ref_infos = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in infos.items()}
+    if any(isinstance(v, np.ndarray) and v.dtype == np.float32 for v in infos.values()):
+        ref_infos = {k: (list(v) if isinstance(v, np.ndarray) else v) for k, v in infos.items()}
+    with np.errstate(all="ignore"):
+        ref = mu.process_validation_metrics(sources, uids, ref_infos, seed=seed, expected_acc_counts=expected)
+    assert_same_nan(ref, out)
+
+
+def assert_same_nan(ref, out, tol=1e-12):
+    """:func:`assert_same`, NaN equal to NaN (NaN or inf among the values propagate as in verl)."""
+    assert list(ref) == list(out)
+    for src in ref:
+        assert list(ref[src]) == list(out[src]), src
+        for var in ref[src]:
+            assert list(ref[src][var]) == list(out[src][var]), (src, var)
+            for name, want in ref[src][var].items():
+                got, want = out[src][var][name], float(want)
+                assert isinstance(got, float)
+                assert (math.isnan(got) and math.isnan(want)) or math.isclose(
+                    got, want, rel_tol=tol, abs_tol=tol
+                ), (src, var, name, want, got)

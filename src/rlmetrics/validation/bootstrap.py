@@ -47,6 +47,8 @@ from rlmetrics.validation.inputs import (
 from rlmetrics.validation.majority import majority_counts, pattern_counts
 
 __all__ = [
+    "MAX_DRAWS",
+    "MAX_SAMPLES_PER_PROMPT",
     "bootstrap_indices",
     "bootstrap_metric",
     "calc_maj_val",
@@ -55,6 +57,34 @@ __all__ = [
 ]
 
 _N_BOOTSTRAP = 1000
+#: Most samples per prompt (observed, or padded by ``expected_acc_counts``) that
+#: :func:`process_validation_metrics` takes: verl's bootstrap draws 1000 x that many indices
+#: per k, and 16384 already costs seconds and about 0.7 GB. The exact estimators of
+#: :func:`~rlmetrics.validation.summary.summarize_validation` have no such limit.
+MAX_SAMPLES_PER_PROMPT = 1 << 14
+#: Most indices (``n_bootstrap * subset_size``) one :func:`bootstrap_metric` or
+#: :func:`bootstrap_indices` call draws: 128 MB of int64.
+MAX_DRAWS = 1 << 24
+_MAX_SEED = 2**32 - 1
+
+
+def _check_seed(seed: Any) -> int:
+    """verl's seed, for ``np.random.seed``: an integer in [0, 2**32 - 1]."""
+    seed = check_int(seed, "seed")
+    if not 0 <= seed <= _MAX_SEED:
+        raise ValueError(
+            f"seed must be an integer in [0, 2**32 - 1] (numpy's legacy seeding, as verl's "
+            f"np.random.seed); got {seed}"
+        )
+    return seed
+
+
+def _check_draws(subset_size: int, n_bootstrap: int) -> None:
+    if n_bootstrap * max(subset_size, 1) > MAX_DRAWS:
+        raise ValueError(
+            f"n_bootstrap * subset_size must be at most {MAX_DRAWS} (2**24 indices drawn); got "
+            f"n_bootstrap={n_bootstrap}, subset_size={subset_size}"
+        )
 
 
 # ----------------------------------------------------------------------------- verl drop-ins
@@ -73,9 +103,10 @@ def bootstrap_indices(
     subset_size : int
         Draws per bootstrap sample (>= 0).
     n_bootstrap : int, keyword-only
-        Number of bootstrap samples (> 0).
+        Number of bootstrap samples (> 0); ``n_bootstrap * subset_size`` at most
+        :data:`MAX_DRAWS`.
     seed : int, keyword-only
-        The seed verl passes to ``np.random.seed``.
+        The seed verl passes to ``np.random.seed``, in [0, 2**32 - 1].
 
     Returns
     -------
@@ -90,12 +121,11 @@ def bootstrap_indices(
     >>> bool((idx == verl.choice(5, size=(4, 3), replace=True)).all())
     True
     """
-    return draws.indices(
-        check_int(n_data, "n_data", minimum=1),
-        check_int(subset_size, "subset_size", minimum=0),
-        check_int(n_bootstrap, "n_bootstrap", minimum=1),
-        check_int(seed, "seed"),
-    )
+    n_data = check_int(n_data, "n_data", minimum=1)
+    subset_size = check_int(subset_size, "subset_size", minimum=0)
+    n_bootstrap = check_int(n_bootstrap, "n_bootstrap", minimum=1)
+    _check_draws(subset_size, n_bootstrap)
+    return draws.indices(n_data, subset_size, n_bootstrap, _check_seed(seed))
 
 
 def calc_maj_val(data: Sequence[Mapping[str, Any]], vote_key: str, val_key: str) -> Any:
@@ -233,9 +263,9 @@ def bootstrap_metric(
     reduce_fns : sequence of callables
         Each maps a sample (object array of shape ``(subset_size,)``) to a number.
     n_bootstrap : int
-        Number of bootstrap samples.
+        Number of bootstrap samples; ``n_bootstrap * subset_size`` at most :data:`MAX_DRAWS`.
     seed : int
-        Seed of the draws (verl's default 42).
+        Seed of the draws (verl's default 42), in [0, 2**32 - 1].
 
     Returns
     -------
@@ -247,9 +277,19 @@ def bootstrap_metric(
     >>> [tuple(round(v, 4) for v in r) for r in bootstrap_metric([1, 2, 3, 4, 5], 3, [np.mean, np.max])]
     [(3.0087, 0.8167), (4.221, 0.9488)]
     """
+    if isinstance(data, str | bytes) or not hasattr(data, "__len__"):
+        raise TypeError(f"data must be a sequence of numbers or mappings; got {type(data).__name__}")
     n_data = len(data)
     if n_data == 0:
         raise ValueError("data must hold at least one item to resample; got an empty sequence")
+    if isinstance(reduce_fns, str | bytes) or callable(reduce_fns) or not hasattr(reduce_fns, "__iter__"):
+        raise TypeError(
+            f"reduce_fns must be a sequence of callables (e.g. [np.max]); got {type(reduce_fns).__name__}"
+        )
+    reduce_fns = list(reduce_fns)
+    for i, fn in enumerate(reduce_fns):
+        if not callable(fn):
+            raise TypeError(f"reduce_fns[{i}] must be callable; got {type(fn).__name__} {fn!r}")
     idx = bootstrap_indices(n_data, subset_size, n_bootstrap=n_bootstrap, seed=seed)
     results: list[tuple[float, float]] = []
     for fn in reduce_fns:
@@ -398,7 +438,19 @@ def _pad_plan(acc: _Variable, prompts: Prompts, expected: Mapping[tuple[Any, Any
     pad_pid: list[int] = []
     pad_count: list[int] = []
     new_src: list[int] = []
-    for (src, uid), count in expected.items():
+    for key, count in expected.items():
+        if not isinstance(key, tuple) or len(key) != 2:
+            raise TypeError(
+                f"expected_acc_counts must map (data_source, uid) pairs to counts; got the key {key!r}"
+            )
+        name = f"expected_acc_counts[{key!r}]"
+        count = check_int(count, name, minimum=0)
+        if count > MAX_SAMPLES_PER_PROMPT:
+            raise ValueError(
+                f"{name} must be at most {MAX_SAMPLES_PER_PROMPT} (MAX_SAMPLES_PER_PROMPT: verl's "
+                f"bootstrap draws 1000 x the samples of a prompt per k); got {count}"
+            )
+        src, uid = key
         if src not in acc_sources:
             continue
         p = prompt_of.get((src, uid))
@@ -406,7 +458,7 @@ def _pad_plan(acc: _Variable, prompts: Prompts, expected: Mapping[tuple[Any, Any
             p = prompt_of[(src, uid)] = n_observed + len(new_src)
             new_src.append(src_code[src])
         listed.append(p)
-        missing = max(int(count) - (int(observed[p]) if p < n_observed else 0), 0)
+        missing = max(count - (int(observed[p]) if p < n_observed else 0), 0)
         if missing:
             pad_pid.append(p)
             pad_count.append(missing)
@@ -658,11 +710,21 @@ def process_validation_metrics(
     infos_dict : mapping of str to sequence of length n
         Per-sample values (bool, int, float, str or None) of each variable.
     seed : int
-        Seed of verl's bootstrap draws (numpy's global RNG is not touched).
+        Seed of verl's bootstrap draws, in [0, 2**32 - 1] (numpy's global RNG is not touched).
     expected_acc_counts : mapping of (data_source, uid) to int, optional
         verl's failed-session padding: for sources that report ``acc``, each listed prompt's
         ``acc`` is padded with zeros up to the expected count, and ``acc_success_only`` keeps the
-        observed values.
+        observed values. Counts are integers in [0, :data:`MAX_SAMPLES_PER_PROMPT`].
+
+    Raises
+    ------
+    TypeError
+        Arguments of the wrong type: a non-sequence, unhashable sources or uids, values that
+        are not numbers/bools/strings/None, a count that is not an integer.
+    ValueError
+        Lengths that differ, sources that print the same (``1`` and ``"1"``), a seed outside
+        [0, 2**32 - 1], or a prompt (observed or expected) of more than
+        :data:`MAX_SAMPLES_PER_PROMPT` samples.
 
     Returns
     -------
@@ -688,10 +750,23 @@ def process_validation_metrics(
         raise TypeError(
             f"infos_dict must be a mapping of variable name to values; got {type(infos_dict).__name__}"
         )
-    seed = check_int(seed, "seed")
+    seed = _check_seed(seed)
     n_bootstrap = _N_BOOTSTRAP
+    if expected_acc_counts is not None and not isinstance(expected_acc_counts, Mapping):
+        raise TypeError(
+            "expected_acc_counts must be a mapping of (data_source, uid) to int; got "
+            f"{type(expected_acc_counts).__name__}"
+        )
 
-    prompts = group_prompts(sources, uids)
+    prompts = group_prompts(sources, uids, check_uids=False)  # the output names no uid
+    if prompts.sizes.size and int(prompts.sizes.max()) > MAX_SAMPLES_PER_PROMPT:
+        p = int(np.argmax(prompts.sizes))
+        raise ValueError(
+            f"the prompt {prompts.keys()[p]!r} has {int(prompts.sizes[p])} samples; "
+            f"process_validation_metrics takes at most {MAX_SAMPLES_PER_PROMPT} per prompt "
+            "(MAX_SAMPLES_PER_PROMPT: verl's bootstrap draws 1000 x that many per k); "
+            "summarize_validation has no such limit"
+        )
     columns = {name: read_column(raw, name, n) for name, raw in infos_dict.items()}
     variables = {
         name: _Variable(column, _kept_values(column, prompts, name, infos_dict[name]))

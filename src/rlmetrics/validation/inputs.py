@@ -110,17 +110,34 @@ class Prompts(NamedTuple):
     keys: Callable[[], list[tuple[Any, Any]]]
 
 
-def group_prompts(sources: list[Any], uids: list[Any]) -> Prompts:
+def group_prompts(sources: list[Any], uids: list[Any], *, check_uids: bool = True) -> Prompts:
     """Group samples by ``(source, uid)``.
 
     When every uid belongs to one source (the usual case) the prompts are numbered like the
     uids, factorised alone (no tuple per sample); otherwise the pairs are factorised.
+
+    Values are grouped by Python equality, and results are named by ``str()``: two sources
+    that are distinct but print the same (``1`` and ``"1"``, two NaNs), or equal but print
+    differently (``1`` and ``True`` or ``1.0``), would share a name or be merged unseen, so
+    they are refused. The same holds for the uids of one source unless ``check_uids`` is
+    False (for outputs that name no prompt). Strings and plain ints are checked at no cost.
+
+    Raises
+    ------
+    TypeError
+        An unhashable source or uid.
+    ValueError
+        Two sources (uids of one source) that print the same or are merged, as above.
 
     Examples
     --------
     >>> p = group_prompts(["a", "b", "a"], ["u", "u", "v"])
     >>> p.pid.tolist(), p.src_of.tolist(), p.sources, p.keys()
     ([0, 1, 2], [0, 1, 0], ['a', 'b'], [('a', 'u'), ('b', 'u'), ('a', 'v')])
+    >>> group_prompts([1, "1"], ["u", "u"])
+    Traceback (most recent call last):
+    ...
+    ValueError: data_sources holds 1 (int) and '1' (str): distinct values that print the same, ...
     """
     n = len(sources)
     what = "data_sources and sample_uids"
@@ -133,10 +150,14 @@ def group_prompts(sources: list[Any], uids: list[Any]) -> Prompts:
         src_codes, src_code_of = np.zeros(n, dtype=np.int64), dict.fromkeys(distinct, 0)
     else:
         src_codes, src_code_of = factorize(sources, n, what)
+    src_items = list(src_code_of)
+    _check_names(sources, src_codes, src_items, None, "data_sources")
     src_of_uid = np.zeros(len(uid_of), dtype=np.int64)
     src_of_uid[uid_codes] = src_codes
+    uid_items = list(uid_of)
     if np.array_equal(src_of_uid[uid_codes], src_codes):
-        src_items = list(src_code_of)
+        if check_uids:
+            _check_names(uids, uid_codes, uid_items, (src_of_uid, src_items), "sample_uids")
 
         def uid_keys() -> list[tuple[Any, Any]]:
             return list(zip([src_items[c] for c in src_of_uid.tolist()], uid_of))
@@ -146,7 +167,57 @@ def group_prompts(sources: list[Any], uids: list[Any]) -> Prompts:
     keys = list(pair_of)
     src_index: dict[Any, int] = {}
     prompt_src = np.asarray([src_index.setdefault(k[0], len(src_index)) for k in keys], dtype=np.int64)
+    if check_uids:
+        _check_names(uids, codes, [k[1] for k in keys], (prompt_src, list(src_index)), "sample_uids")
     return _prompts(codes, prompt_src, list(src_index), lambda: list(keys))
+
+
+def _check_names(
+    items: list[Any],
+    codes: np.ndarray,
+    distinct: list[Any],
+    within: tuple[np.ndarray, list[Any]] | None,
+    what: str,
+) -> None:
+    """Refuse values whose ``str()`` does not tell them apart as grouping does (see group_prompts).
+
+    ``codes[i]`` is the index in ``distinct`` of ``items[i]``; ``within``, the group (source
+    code) of each distinct value and the groups' values, when names need only differ per group.
+    """
+    kinds = set(map(type, distinct))
+    if kinds == {str}:
+        return  # str() of a string is itself; no other common type equals a string
+    n = len(items)
+    if kinds == {int} and operator.countOf(map(type, items), int) == n:
+        return  # one int type: equal exactly when they print alike
+    names = list(map(str, distinct))
+    groups = within[0].tolist() if within is not None else [0] * len(distinct)
+    first_of: dict[tuple[int, str], int] = {}
+    for i, key in enumerate(zip(groups, names)):
+        j = first_of.setdefault(key, i)
+        if j != i:
+            where = f" in data source {within[1][groups[i]]!r}" if within is not None else ""
+            if type(distinct[i]) is not type(distinct[j]):
+                hint = "give them one type (e.g. all strings)"
+            elif distinct[i] != distinct[i]:
+                hint = "each NaN is a key of its own: give them a name"
+            else:
+                hint = "give them distinct names"
+            raise ValueError(
+                f"{what} holds {_shown(distinct[j])} and {_shown(distinct[i])}{where}: distinct values "
+                f"that print the same, so their results would share one name; {hint}"
+            )
+    code_list = codes.tolist()
+    for item, code in zip(items, code_list):
+        if str(item) != names[code]:
+            raise ValueError(
+                f"{what} holds {_shown(distinct[code])} and {_shown(item)}: equal as Python values, so "
+                "grouped together, but they print differently; give them one type (e.g. all strings)"
+            )
+
+
+def _shown(value: Any) -> str:
+    return f"{value!r} ({type(value).__name__})"
 
 
 def _prompts(
