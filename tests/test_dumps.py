@@ -656,3 +656,122 @@ def test_iter_steps_reads_lazily_and_fails_early_for_a_bad_path(tmp_path):
         iter_steps(tmp_path, keys="acc")
     (single,) = iter_steps(tmp_path / "1.jsonl")
     assert single.step == 1 and single.files == (tmp_path / "1.jsonl",)
+
+
+# ----------------------------------------------------------------------------- pathological nesting
+def nested(depth: int, kind: str = "list") -> str:
+    if kind == "list":
+        return "[" * depth + "]" * depth
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+def parser_depth(line: bytes) -> int:
+    """The deepest nesting a JSON parser reaches before its first error (a plain scanner)."""
+    stack: list[int] = []
+    deepest, in_string, escaped = 0, False, False
+    for ch in line:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == 92:
+                escaped = True
+            elif ch == 34:
+                in_string = False
+            elif ch == 10:
+                break
+        elif ch == 34:
+            in_string = True
+        elif ch == 92:
+            break  # a backslash outside a string: the parser stops
+        elif ch in (91, 123):
+            stack.append(ch)
+            deepest = max(deepest, len(stack))
+        elif ch in (93, 125):
+            if not stack or stack[-1] != ch - 2:
+                break
+            stack.pop()
+    return deepest
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.integers(-5, 5), st.text(alphabet='ab[]{}"\\\n', max_size=6)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.text(alphabet='k[{"\\', max_size=3), inner, max_size=3),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(json_values, min_size=1, max_size=4), limit=st.integers(0, 6))
+def test_nesting_scan_is_exact_on_json(values, limit):
+    """On JSON lines (brackets, quotes and backslashes inside strings) the scan finds the first
+    line nested deeper than the limit, as a parser sees it."""
+    lines = [json.dumps({"x": v}).encode() + b"\n" for v in values]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dumps, "MAX_NESTING", limit)
+        got = dumps._deep_line(b"".join(lines))
+    want = next((i for i, line in enumerate(lines) if parser_depth(line) > limit), None)
+    assert got == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    line=st.binary(max_size=40).map(lambda b: bytes(b'[]{}"\\ax'[c % 8] for c in b)), limit=st.integers(0, 4)
+)
+def test_nesting_scan_never_misses_what_a_parser_reaches(line, limit):
+    """On any bytes (malformed lines) the scan flags every line a parser would nest too deep in."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dumps, "MAX_NESTING", limit)
+        flagged = dumps._deep_line(line + b"\n") is not None
+    assert flagged or parser_depth(line) <= limit
+
+
+@pytest.mark.parametrize("reader", ["chunks", "whole-file", "lines", "schema"])
+@pytest.mark.parametrize("kind", ["list", "object"])
+def test_deep_line_refused_with_its_line_number_by_every_reader(tmp_path, monkeypatch, reader, kind):
+    """A line nested deeper than MAX_NESTING is named (file:line) before a parser sees it; here the
+    limit is lowered to 8 so that pyarrow, if it were reached, would not crash the test."""
+    monkeypatch.setattr(dumps, "MAX_NESTING", 8)
+    rows = [json.dumps({"uid": f"u{i}", "acc": i % 2, "s": "[[[[[[[[[[{{{{{{"}) for i in range(60)]
+    if reader == "whole-file":
+        monkeypatch.setattr(
+            dumps, "_CHUNK_BYTES", 512
+        )  # the chunks stop at a type change (int to float), before the line
+        rows[20] = json.dumps({"uid": "u20", "acc": 0.5, "s": ""})
+    at = 50 if reader != "schema" else 5
+    rows[at - 1] = '{"uid": "x", "acc": 1, "deep": ' + nested(9, kind) + "}"
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    if reader == "lines":
+        no_pyarrow_json(monkeypatch)
+    call = (lambda: schema_keys([path])) if reader == "schema" else (lambda: load_rollouts([path]))
+    with pytest.raises(DumpError, match=rf"d.jsonl:{at}: nested deeper than 8 levels"):
+        call()
+    rows[at - 1] = '{"uid": "x", "acc": 1, "deep": ' + nested(7, kind) + "}"  # 8 levels: read
+    path.write_text("\n".join(rows) + "\n")
+    assert call()
+
+
+def test_hundred_thousand_levels_do_not_crash_the_process(tmp_path):
+    """The issue's crash: 100k nested arrays took pyarrow down with a segmentation fault. In a
+    subprocess, so that a crash fails this test instead of killing the test worker."""
+    import subprocess
+
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"uid": "a", "acc": 1}\n' * 3 + '{"uid": "b", "acc": 0, "x": ' + nested(100_000) + "}\n")
+    script = (
+        "import sys\n"
+        "from rlmetrics.validation.dumps import DumpError, load_rollouts, schema_keys\n"
+        "for read in (lambda p: load_rollouts([p]), lambda p: schema_keys([p])):\n"
+        "    try:\n"
+        "        read(sys.argv[1])\n"
+        "    except DumpError as err:\n"
+        "        print(err)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, (res.returncode, res.stderr[-2000:])
+    assert res.stdout.count("deep.jsonl:4: nested deeper than 512 levels") == 2, res.stdout

@@ -52,6 +52,11 @@ _CHUNK_BYTES = 1 << 24  # JSONL lines parsed at a time (whole lines; a longer li
 _BLOCK_BYTES = 1 << 22  # pyarrow.json's block within a chunk (parsed in parallel)
 _BATCH_ROWS = 1 << 16  # Parquet record batch
 _PROGRESS_BYTES = 1 << 20  # the line reader reports progress in steps of this size
+#: Deepest nesting of arrays and objects accepted in a JSONL line. pyarrow's JSON parser
+#: recurses once per level and crashes the whole process (a segmentation fault) near 10,000
+#: levels, Python's ``json`` raises RecursionError near 1000: deeper lines are refused, with
+#: their line number, before any parser sees them.
+MAX_NESTING = 512
 
 Progress = Callable[[int], object]
 
@@ -518,11 +523,98 @@ class _Meter:
         self.advance(self.size)
 
 
+# ----------------------------------------------------------------------------- nesting
+def _too_deep_error(path: Path, lineno: int) -> DumpError:
+    return DumpError(
+        f"{path}:{lineno}: nested deeper than {MAX_NESTING} levels of arrays/objects; such a line is "
+        "refused before parsing (JSON parsers recurse per level: pyarrow's would crash the process)"
+    )
+
+
+def _deep_line(chunk: bytes) -> int | None:
+    """The index (0-based) of the first line of ``chunk`` (whole lines) nested deeper than
+    :data:`MAX_NESTING`, or None.
+
+    A line cannot be nested deeper than it has ``[`` and ``{`` bytes, counted for every line
+    at once; only the rare lines with more are scanned exactly (brackets inside strings do not
+    count; a quote is escaped by an odd run of backslashes). Up to a line's first syntax error
+    (where any parser stops) the scan sees the nesting a parser sees.
+    """
+    b = np.frombuffer(chunk, dtype=np.uint8)
+    if b.size == 0:
+        return None
+    ends = np.flatnonzero(b == 10)
+    if ends.size == 0 or ends[-1] != b.size - 1:
+        ends = np.append(ends, b.size - 1)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    open_at = np.flatnonzero((b | 32) == 123)  # '[' | 32 == '{'
+    opens = np.diff(np.searchsorted(open_at, ends, side="right"), prepend=0)
+    flagged = np.flatnonzero(opens > MAX_NESTING)
+    if flagged.size == 0:
+        return None
+    lines = [chunk[starts[i] : ends[i] + 1] for i in flagged.tolist()]
+    deep = _first_deep(np.frombuffer(b"".join(lines), dtype=np.uint8), [len(x) for x in lines])
+    return None if deep is None else int(flagged[deep])
+
+
+def _first_deep(b: np.ndarray, lengths: list[int]) -> int | None:
+    """The first of these lines (bytes ``b``, one after another) nested deeper than MAX_NESTING.
+
+    Every array is the size of the quotes, backslashes or brackets, none the size of ``b``.
+    """
+    ends = np.cumsum(lengths) - 1
+    starts = ends - np.asarray(lengths) + 1
+    quotes = np.flatnonzero(b == 34)
+    slashes = np.flatnonzero(b == 92)
+    if quotes.size and slashes.size:
+        # the run of backslashes just before each quote: odd escapes it
+        prev = np.searchsorted(slashes, quotes) - 1  # the last backslash before the quote
+        adjacent = (prev >= 0) & (slashes[np.maximum(prev, 0)] == quotes - 1)
+        breaks = np.ones(slashes.size, dtype=bool)
+        breaks[1:] = np.diff(slashes) != 1
+        run_start = np.maximum.accumulate(np.where(breaks, np.arange(slashes.size), 0))
+        run = np.where(adjacent, prev - run_start[np.maximum(prev, 0)] + 1, 0)
+        quotes = quotes[run % 2 == 0]  # the quotes that open or close a string
+    low = b | 32
+    brackets = np.flatnonzero((low == 123) | (low == 125))
+    line_of = np.searchsorted(ends, brackets)
+    quotes_before = np.searchsorted(quotes, brackets) - np.searchsorted(quotes, starts[line_of])
+    outside = quotes_before % 2 == 0
+    brackets, line_of = brackets[outside], line_of[outside]
+    if brackets.size == 0:
+        return None
+    delta = np.where(low[brackets] == 123, 1, -1)
+    level = np.cumsum(delta)
+    first = np.searchsorted(line_of, line_of)  # each line's first bracket
+    depth = level - (level[first] - delta[first])
+    deep = np.flatnonzero(depth > MAX_NESTING)
+    return None if deep.size == 0 else int(line_of[deep[0]])
+
+
+def _check_nesting(chunk: bytes, path: Path, first_lineno: int) -> None:
+    """:func:`_deep_line` of a chunk whose first line is line ``first_lineno`` of ``path``."""
+    deep = _deep_line(chunk)
+    if deep is not None:
+        raise _too_deep_error(path, first_lineno + deep)
+
+
+def _check_nesting_file(path: Path) -> None:
+    """:func:`_check_nesting` over a whole file, chunk by chunk."""
+    lineno = 1
+    for chunk in _line_chunks(path, _CHUNK_BYTES):
+        _check_nesting(chunk, path, lineno)
+        lineno += chunk.count(b"\n")
+
+
 def _parse_line(raw: bytes, path: Path, lineno: int) -> dict[str, Any]:
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and _deep_line(raw) is not None:
+        raise _too_deep_error(path, lineno)
     try:
         obj = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DumpError(f"{path}:{lineno}: malformed JSON line ({err})") from None
+    except RecursionError:
+        raise _too_deep_error(path, lineno) from None
     if not isinstance(obj, dict):
         raise DumpError(f"{path}:{lineno}: each line must be a JSON object; got {_describe_type(obj)}")
     return obj
@@ -596,6 +688,7 @@ def _read_jsonl(
         # The types of the first chunks do not hold for a later one (an int column with a
         # float, a string in a number column): the whole-file reader promotes where it can.
         meter.restart()
+    _check_nesting_file(path)  # this reader sees the whole file, past where the chunks stopped
     try:
         table = pa_json.read_json(path, read_options=pa_json.ReadOptions(block_size=_BLOCK_BYTES))
     except arrow_errors:
@@ -640,7 +733,10 @@ def _read_jsonl_chunks(path: Path, meter: _Meter, keys: Collection[str] | None) 
     cols: dict[str, _ArrowColumn] = {}
     schema = None  # the typed columns so far (null-typed ones are inferred again)
     n_rows = 0
+    lineno = 1  # of the chunk's first line
     for chunk in _line_chunks(path, _CHUNK_BYTES):
+        _check_nesting(chunk, path, lineno)
+        lineno += chunk.count(b"\n")
         if schema is None:
             parse = pa_json.ParseOptions()
         elif keys is not None and all(key in schema.names for key in keys):
