@@ -303,7 +303,8 @@ def agree(
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
         ``None`` is the default group.
     device : torch.device, optional, keyword-only
-        Where this rank's data lives (for nccl the flags travel on a CUDA device).
+        Where this rank's data lives. For nccl the flags travel on a CUDA device and come back
+        to the host (the decision to raise is the host's): one small synchronisation per call.
     what : str, keyword-only
         Names the signature in the message of a disagreement.
     on_mismatch : {"raise", "gather"}, keyword-only
