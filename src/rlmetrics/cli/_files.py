@@ -1,26 +1,72 @@
-"""Output files of the commands: JSON with NaN as null, written atomically (never half a file)."""
+"""Output files of the commands: JSON with NaN as null, written atomically (never half a file).
+
+A file is written to a temporary name beside its target, flushed to the disk (``fsync``: a full
+disk or a failing device shows up here, not later), and only then renamed onto the target. Any
+failure removes the temporary file and leaves the target as it was; the command reports it and
+exits non-zero. Targets that are not regular files (a folder, ``/dev/full``, a pipe) are refused
+before anything is written: renaming onto them would replace them.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "json_safe", "write_json"]
+__all__ = ["atomic_path", "check_target", "json_safe", "write_json"]
+
+
+def check_target(target: Path, option: str) -> str | None:
+    """Why ``target`` cannot receive an output of ``option``, or None when it can.
+
+    Examples
+    --------
+    >>> check_target(Path("/no/such/folder/out.json"), "--json")
+    '--json: the directory /no/such/folder does not exist'
+    >>> check_target(Path("/"), "--json")
+    '--json: / is a folder, not a file'
+    """
+    parent = target.parent
+    if not parent.is_dir():
+        return f"{option}: the directory {parent} does not exist"
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as err:
+        return f"{option}: cannot write {target} ({err.strerror or err})"
+    if mode is not None and stat.S_ISDIR(mode):
+        return f"{option}: {target} is a folder, not a file"
+    if mode is not None and not stat.S_ISREG(mode):
+        return f"{option}: {target} is not a regular file (a device or a pipe); give a file path"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{option}: the directory {parent} is not writable"
+    return None
 
 
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
-    """A temporary path next to ``target``, renamed onto it only if the block succeeds."""
+    """A temporary path next to ``target``, synced and renamed onto it only if the block succeeds.
+
+    Raises
+    ------
+    OSError
+        ``target`` exists and is not a regular file, or the write, the sync or the rename
+        failed (the temporary file is removed; ``target`` is untouched).
+    """
+    if target.exists() and not target.is_file():
+        raise OSError(f"{target} is not a regular file")
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=target.suffix)
     os.close(fd)
     try:
         yield Path(tmp)
+        _fsync(tmp)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; give it a normal file's mode
@@ -29,6 +75,15 @@ def atomic_path(target: Path) -> Iterator[Path]:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _fsync(path: str) -> None:
+    """Flush a written file to the disk (errors of delayed writes, e.g. a full disk, surface here)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def json_safe(obj: Any) -> Any:
@@ -52,6 +107,17 @@ def json_safe(obj: Any) -> Any:
 
 
 def write_json(target: Path, payload: Any) -> None:
-    """``payload`` as indented strict JSON at ``target``, atomically."""
-    with atomic_path(target) as tmp:
-        tmp.write_text(json.dumps(json_safe(payload), indent=2, allow_nan=False) + "\n")
+    """``payload`` as indented strict JSON at ``target``, atomically.
+
+    The text is built before the file is opened, so a payload that cannot be written as JSON
+    leaves nothing behind either.
+
+    Raises
+    ------
+    OSError
+        As :func:`atomic_path` (a full disk, a read-only folder, a target that is not a file).
+    """
+    text = json.dumps(json_safe(payload), indent=2, allow_nan=False) + "\n"
+    with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
