@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from rlmetrics.cli import _files
 from rlmetrics.cli.app import app
 from rlmetrics.validation.summary import summarize_validation
 
@@ -144,7 +150,13 @@ def test_missing_uid_and_source_fall_back_to_input_and_one_source(tmp_path):
             ("--value-key", "output"),
             r"value key 'output' must hold numbers or bools; it holds string values",
         ),
-        ([], ("-k", "0"), r"--k values must be >= 1"),
+        ([], ("-k", "0"), r"--k values must be integers in \[1, 2\*\*63 - 1\]; got 0"),
+        (
+            [],
+            ("-k", str(2**70)),
+            r"--k values must be integers in \[1, 2\*\*63 - 1\]; got 1180591620717411303424",
+        ),
+        ([], ("-k", "2", "-k", "8"), r"--k 8: above the samples of every prompt \(at most 4\)"),
     ],
     ids=[
         "malformed-json",
@@ -155,6 +167,8 @@ def test_missing_uid_and_source_fall_back_to_input_and_one_source(tmp_path):
         "missing-value-key",
         "text-value-key",
         "bad-k",
+        "k-2**70",
+        "k-above-every-prompt",
     ],
 )
 def test_bad_input_exit_code_message_and_nothing_written(tmp_path, extra, args, match):
@@ -272,18 +286,20 @@ def test_ci_option_names_the_method(tmp_path, ci):
 
 
 def test_cluster_key_and_k_above_samples_warning(tmp_path):
-    rows = rollouts(n_prompts=12)
+    rows = rollouts(n_prompts=12, n=5)
+    rows = [r for i, r in enumerate(rows) if not (i % 5 == 4 and i < 15)]  # prompts 0-2: 4 samples
     for r in rows:
         r["passage"] = int(r["input"].split()[-1]) // 3
     src = write_jsonl(tmp_path / "0.jsonl", rows)
     out = tmp_path / "s.json"
-    res = run(src, "--value-key", "acc", "--cluster-key", "passage", "-k", "8", "--json", out)
+    res = run(src, "--value-key", "acc", "--cluster-key", "passage", "-k", "5", "--json", out)
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
-    assert "warning: a requested k is above the samples of some prompts" in text and "k=8" in text
+    assert "warning: a requested k is above the samples of some prompts" in text and "k=5" in text
     assert "clusters of prompts" in text
     body = json.loads(out.read_text())["summary"]["gsm8k"]["acc"]
-    assert body["ci"]["n_clusters"] == 4 and "pass@8" not in body["metrics"]  # gsm8k: prompts 1, 2, 4 ... 11
+    # gsm8k: prompts 1, 2, 4 ... 11 in 4 passages; prompts 1 and 2 have 4 samples, below k = 5
+    assert body["ci"]["n_clusters"] == 4 and body["metrics"]["pass@5"]["n_prompts"] == 6
 
 
 @pytest.mark.parametrize(
@@ -298,3 +314,147 @@ def test_interval_option_errors(tmp_path, args, match):
     src = write_jsonl(tmp_path / "0.jsonl", rollouts())
     res = run(src, *args)
     assert res.exit_code == 1 and match in " ".join(res.output.split())
+
+
+# ----------------------------------------------------------------------------- exit codes, outputs
+def enospc(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+class FullDiskFile:
+    """A file object whose writes fail as on a full disk (the first write, or at close)."""
+
+    def __init__(self, path, *args, **kwargs):
+        self._fh = open(path, *args, **kwargs)  # closed by close() or __exit__
+
+    def write(self, text):
+        self._fh.write(text[: len(text) // 2])  # half of it reached the disk
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def flush(self):
+        self._fh.flush()
+
+    def close(self):
+        self._fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._fh.close()
+
+
+@pytest.mark.parametrize("output", ["--json", "--plot"])
+@pytest.mark.parametrize("fault", ["write", "sync", "rename"])
+def test_full_disk_exits_1_and_leaves_no_file(tmp_path, monkeypatch, output, fault):
+    """--json / --plot onto a full disk said "wrote ..." and exited 0; now exit 1, a message,
+    and neither the output nor a temporary file left (an older output stays as it was)."""
+    if output == "--plot":
+        pytest.importorskip("matplotlib")
+    src = write_jsonl(tmp_path / "0.jsonl", rollouts())
+    target = tmp_path / ("out.json" if output == "--json" else "out.png")
+    target.write_text("old")
+    if fault == "write" and output == "--json":
+        monkeypatch.setattr(_files, "open", FullDiskFile, raising=False)
+    elif fault == "write":  # matplotlib writes the image itself: fail its savefig
+        import matplotlib.figure
+
+        monkeypatch.setattr(matplotlib.figure.Figure, "savefig", enospc)
+    elif fault == "sync":
+        monkeypatch.setattr(_files.os, "fsync", enospc)
+    else:
+        monkeypatch.setattr(_files.os, "replace", enospc)
+    res = run(src, output, target)
+    assert res.exit_code == 1, res.output
+    text = " ".join(res.output.split())
+    assert f"error: {output}: could not write" in text and "No space left on device" in text, text
+    assert f"wrote {target}" not in text
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.jsonl", target.name]
+
+
+def test_full_disk_for_real_on_a_tiny_tmpfs(tmp_path):
+    """The real thing, where a private mount is allowed: a 4 kB tmpfs, the command in a subprocess."""
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        pytest.skip("needs unshare and mount")
+    src = write_jsonl(tmp_path / "0.jsonl", rollouts(n_prompts=40))
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = (
+        f"mount -t tmpfs -o size=4k tmpfs {disk} || exit 99; "
+        f"{sys.executable} -m rlmetrics validate {src} --json {disk}/out.json; rc=$?; "
+        f"echo ---; ls -A {disk}; exit $rc"
+    )
+    res = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    if res.returncode == 99 or "unshare:" in res.stderr:
+        pytest.skip(f"no private mount here: {res.stderr.strip()[-200:]}")
+    assert res.returncode == 1, (res.returncode, res.stderr[-2000:])
+    assert "error: --json: could not write" in res.stderr and "No space left on device" in res.stderr
+    assert "Traceback" not in res.stderr and "wrote" not in res.stderr
+    assert res.stdout.split("---")[-1].split() == []  # neither out.json nor a temporary file
+
+
+@pytest.mark.parametrize(
+    ("target", "match"),
+    [("/dev/full", "/dev/full is not a regular file"), (".", "is a folder, not a file")],
+    ids=["device", "folder"],
+)
+def test_outputs_that_are_not_files_are_refused_first(tmp_path, target, match):
+    """Renaming onto /dev/full replaced the device (as root) and said "wrote"; now refused upfront."""
+    if target == "/dev/full" and not Path(target).exists():
+        pytest.skip("no /dev/full")
+    src = write_jsonl(tmp_path / "0.jsonl", rollouts())
+    res = run(src, "--json", tmp_path if target == "." else target)
+    assert res.exit_code == 1 and match in " ".join(res.output.split()), res.output
+    assert Path("/dev/full").is_char_device() or target == "."
+
+
+def test_unknown_plot_format_exits_1(tmp_path):
+    pytest.importorskip("matplotlib")
+    src = write_jsonl(tmp_path / "0.jsonl", rollouts())
+    res = run(src, "--plot", tmp_path / "curve.xyz")
+    assert res.exit_code == 1 and "--plot:" in res.output and "xyz" in res.output
+    assert [p.name for p in tmp_path.iterdir()] == ["0.jsonl"]
+
+
+def test_huge_k_with_replacement_is_bounded(tmp_path):
+    """With --replace every k is defined: k = 2**63 - 1 computes in closed form / by vote counts."""
+    src = write_jsonl(tmp_path / "0.jsonl", rollouts())
+    out = tmp_path / "s.json"
+    res = run(src, "--replace", "-k", str(2**63 - 1), "--json", out)
+    assert res.exit_code == 0, res.output
+    metrics = json.loads(out.read_text())["summary"]["gsm8k"]["acc"]["metrics"]
+    # a prompt solved once is solved almost surely in that many draws; one never solved, never
+    assert metrics[f"pass@{2**63 - 1}"]["value"] == pytest.approx(1 - metrics["none_solved"]["value"])
+
+
+def test_deep_nesting_is_a_line_numbered_error_not_a_crash(tmp_path):
+    """100k nested arrays crashed the process (SIGSEGV in pyarrow): in a subprocess, so that a
+    crash fails this test rather than the worker."""
+    src = write_jsonl(
+        tmp_path / "deep.jsonl",
+        rollouts(2),
+        extra_lines=['{"input": "q", "acc": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+    )
+    out = tmp_path / "s.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "rlmetrics", "validate", str(src), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 1, (res.returncode, res.stderr[-2000:])
+    assert "deep.jsonl:49: nested deeper than 512" in " ".join(res.stderr.split())
+    assert not out.exists()
+
+
+def test_unreadable_input_exits_1(tmp_path, monkeypatch):
+    src = write_jsonl(tmp_path / "0.jsonl", rollouts())
+    from rlmetrics.validation import dumps as dumps_module
+
+    def eio(*args, **kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO), str(src))
+
+    monkeypatch.setattr(dumps_module, "_read_jsonl", eio)
+    res = run(src)
+    assert res.exit_code == 1 and "cannot read the input" in res.output and "Input/output error" in res.output

@@ -156,12 +156,12 @@ def _summary_json(path: Path) -> dict[str, Any] | None:
     try:
         json.loads(first)
         return None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         pass
     try:
         payload = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return None  # not a summary: read as a dump, whose reader names the line at fault
     if isinstance(payload, dict) and "n_samples" in payload and ("summary" in payload or "steps" in payload):
         return payload
     return None

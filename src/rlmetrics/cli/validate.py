@@ -11,9 +11,11 @@ Dumps of several steps (verl's ``val_generations/<step>.jsonl``) give metric-vs-
 step is read and summarised in turn (only the columns used; memory holds one step), then a table
 and ``--plot`` of the headline metrics against the step, and the last step in full.
 
-Bad input stops the command with exit code 1 and a message naming the file, the line and the
-key; outputs (``--json``, ``--plot``) are written to a temporary file and renamed into place, so
-nothing is ever left half written.
+Exit status: 0 on success; 1 on any error, with a message: bad input (naming the file, the
+line and the key), a wrong option, a ``--k`` above the samples of every prompt (without
+``--replace``), or an output that could not be written. Outputs (``--json``, ``--plot``) are
+written to a temporary file, synced and renamed into place, so nothing is ever left half
+written.
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ import typer
 from rich.markup import escape
 
 from rlmetrics import keys as K
-from rlmetrics.cli._files import atomic_path, write_json
+from rlmetrics.cli._files import atomic_path, check_target, write_json
 from rlmetrics.cli._rollouts import KeyOptions, inputs_of, read_keys
 from rlmetrics.validation.dumps import Dump, ValidateInputError, find_dumps, load_rollouts
 
 __all__ = ["ValidateInputError", "load_rollouts", "validate"]
+
+#: Largest ``--k`` (the statistics count in int64).
+MAX_K = 2**63 - 1
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -304,10 +309,11 @@ def validate(
         raise typer.Exit(code=1)
 
     for target, opt in ((json_out, "--json"), (plot, "--plot")):
-        if target is not None and not target.parent.exists():
-            fail(f"{opt}: the directory {target.parent} does not exist")
-    if k is not None and any(v < 1 for v in k):
-        fail(f"--k values must be >= 1; got {k}")
+        problem = None if target is None else check_target(target, opt)
+        if problem is not None:
+            fail(problem)
+    if k is not None and any(not 1 <= v <= MAX_K for v in k):
+        fail(f"--k values must be integers in [1, 2**63 - 1]; got {', '.join(map(str, k))}")
     if ci not in CI_METHODS:
         fail(f"--ci must be one of {', '.join(CI_METHODS)}; got {ci!r}")
     if not 0.0 < confidence < 1.0:
@@ -328,6 +334,13 @@ def validate(
                 summary, verl_flat = _summarize(columns, n_rows, opts, options, verl_keys)
         except (ValidateInputError, ValueError, TypeError, ImportError) as err:
             fail(str(err))
+        except OSError as err:  # a file that cannot be read (permissions, a device error)
+            fail(f"cannot read the input: {err}")
+        except (RecursionError, MemoryError) as err:
+            fail(f"the input is too large or too deeply nested to summarise ({type(err).__name__})")
+    if k is not None and not replace:
+        summaries = [summary for _, _, _, summary in per_step] if len(steps) > 1 else [summary]
+        _check_ks(k, summaries, fail)
     for w in caught:
         err_console.print(
             f"[yellow]warning:[/yellow] {escape(str(w.message))}", highlight=False, soft_wrap=True
@@ -359,14 +372,40 @@ def validate(
             payload["verl"] = verl_flat
         draw = lambda target: _plot(summary, target)  # noqa: E731
     if json_out is not None:
-        write_json(json_out, payload)
+        try:
+            write_json(json_out, payload)
+        except OSError as err:
+            fail(f"--json: could not write {json_out}: {err.strerror or err}")
         err_console.print(f"wrote {json_out}")
     if plot is not None:
         try:
             draw(plot)
         except ImportError as err:
             fail(str(err))
+        except OSError as err:
+            fail(f"--plot: could not write {plot}: {err.strerror or err}")
+        except ValueError as err:  # e.g. matplotlib's unknown file format
+            fail(f"--plot: {err}")
         err_console.print(f"wrote {plot}")
+
+
+def _check_ks(ks: list[int], summaries: list[dict[str, Any]], fail: Any) -> None:
+    """Fail for a ``k`` above the samples of every prompt: no @k metric has a value for it."""
+    most = max(
+        (int(n) for summary in summaries for body in _bodies(summary) for n in body["samples_per_prompt"]),
+        default=0,
+    )
+    above = [v for v in dict.fromkeys(ks) if v > most]
+    if above:
+        fail(
+            f"--k {', '.join(map(str, above))}: above the samples of every prompt (at most {most}); "
+            "@k without replacement needs k <= the samples of a prompt (or give --replace)"
+        )
+
+
+def _bodies(summary: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for var2body in summary.values():
+        yield from var2body.values()
 
 
 def _print_verl(console: Any, verl_flat: dict[str, float]) -> None:
