@@ -118,15 +118,71 @@ def test_unmatched_prompts_are_counted(tmp_path):
         (["{a}", "{b}", "--step", "7"], "no dump of step 7"),
         (["{a}", "{b}", "--json", "{nodir}"], "--json: the directory"),
         (["{a}", "{b}", "--n-boot", "5"], "--n-boot must be at least 100"),
+        (["{a}", "{b}", "-k", str(2**70)], r"--k values must be integers in \[1, 2\*\*63 - 1\]"),
+        (["{a}", "{b}", "-k", "2", "-k", "17"], r"--k 17: above the samples of every prompt \(at most 16\)"),
+        (["{a}", "{b}", "--json", "/dev/null"], "/dev/null is not a regular file"),
+        (["{a}", "{b}", "--json", "{tmp}"], "is a folder, not a file"),
+        (["{a}", "{deep}"], r"deep\.jsonl:2: nested deeper than 512"),
     ],
-    ids=["one-run", "missing", "confidence", "value-key", "step", "json-dir", "n-boot"],
+    ids=[
+        "one-run",
+        "missing",
+        "confidence",
+        "value-key",
+        "step",
+        "json-dir",
+        "n-boot",
+        "k-2**70",
+        "k-above-every-prompt",
+        "json-device",
+        "json-folder",
+        "deep-nesting",
+    ],
 )
 def test_bad_input_exits_2_with_a_message(pair, tmp_path, args, message):
     import re
 
     a, b = pair
-    names = {"a": a, "b": b, "missing": tmp_path / "missing.jsonl", "nodir": tmp_path / "no" / "x.json"}
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(
+        '{"input": "q", "acc": 1}\n{"input": "q", "acc": 0, "x": ' + "[" * 600 + "]" * 600 + "}\n"
+    )
+    names = {
+        "a": a,
+        "b": b,
+        "missing": tmp_path / "missing.jsonl",
+        "nodir": tmp_path / "no" / "x.json",
+        "tmp": tmp_path,
+        "deep": deep,
+    }
     result = runner.invoke(app, ["compare", *[x.format(**names) for x in args]])
     assert result.exit_code == 2, result.output
     assert re.search(message, result.output), result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("output", ["--json", "--plot"])
+@pytest.mark.parametrize("fault", ["fsync", "replace"])
+def test_outputs_that_cannot_be_written_exit_2_and_leave_nothing(pair, tmp_path, monkeypatch, output, fault):
+    """A full disk (at the sync or the rename) is an error, not "wrote ..."; no file is left."""
+    import errno
+    import os
+
+    from rlmetrics.cli import _files
+
+    if output == "--plot":
+        pytest.importorskip("matplotlib")
+
+    def enospc(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    a, b = pair
+    target = tmp_path / ("cmp.json" if output == "--json" else "cmp.png")
+    monkeypatch.setattr(_files.os, fault, enospc)
+    result = runner.invoke(
+        app, ["compare", str(a), str(b), "--value-key", "acc", "--n-boot", "200", output, str(target)]
+    )
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"{output}: could not write" in text and "No space left on device" in text and "wrote" not in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base.jsonl", "rl.jsonl"]

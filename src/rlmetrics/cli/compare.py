@@ -9,7 +9,9 @@ at 80% power (:func:`rlmetrics.validation.evals.compare_tables`), and the pass@k
 every k with a simultaneous band and where they cross. A summary has no per-prompt data: its
 comparison is unpaired (Welch) and has no curve.
 
-Exit status: 0 on success, 2 on unreadable input or a wrong option.
+Exit status: 0 on success, 2 on unreadable input, a wrong option (a ``--k`` above the samples
+of every prompt among them) or an output that could not be written (nothing is left half
+written).
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rlmetrics.cli._files import atomic_path, write_json
+from rlmetrics.cli._files import atomic_path, check_target, write_json
 from rlmetrics.cli._rollouts import KeyOptions, Run, load_run
 
 __all__ = ["compare"]
 
 _EXIT_BAD_INPUT = 2
+#: Largest ``--k`` (the statistics count in int64).
+MAX_K = 2**63 - 1
 
 EPILOG = """\
 Examples:
@@ -37,7 +41,7 @@ Examples:
 
   rlmetrics compare ckpt/val_generations --step 100 ckpt/val_generations --json cmp.json --plot passk.png
 
-Exit status: 0 compared, 2 unreadable input or a wrong option.
+Exit status: 0 compared, 2 unreadable input, a wrong option or an output not written.
 """
 
 
@@ -247,11 +251,12 @@ def compare(
         fail(f"--confidence must be in (0, 1); got {confidence}")
     if n_boot < 100:
         fail(f"--n-boot must be at least 100; got {n_boot}")
-    if k is not None and any(v < 1 for v in k):
-        fail(f"--k values must be >= 1; got {k}")
+    if k is not None and any(not 1 <= v <= MAX_K for v in k):
+        fail(f"--k values must be integers in [1, 2**63 - 1]; got {', '.join(map(str, k))}")
     for target, opt in ((json_out, "--json"), (plot, "--plot")):
-        if target is not None and not target.parent.exists():
-            fail(f"{opt}: the directory {target.parent} does not exist")
+        problem = None if target is None else check_target(target, opt)
+        if problem is not None:
+            fail(problem)
     if plot is not None:
         try:
             import matplotlib  # noqa: F401
@@ -265,6 +270,10 @@ def compare(
             run = load_run(path, opts, step=step)
         except (DumpError, ValueError, TypeError, ImportError) as e:
             fail(str(e))
+        except OSError as e:  # a file that cannot be read (permissions, a device error)
+            fail(f"cannot read {path}: {e}")
+        except (RecursionError, MemoryError) as e:
+            fail(f"{path}: too large or too deeply nested to read ({type(e).__name__})")
         if run.name in names:  # the same folder twice (e.g. two steps): tell them apart
             names[run.name] += 1
             run.name = f"{run.name}#{names[run.name]}" if run.step is None else f"{run.name}@{run.step}"
@@ -312,6 +321,23 @@ def compare(
                 results.append((other, cmps))
     except (ValueError, TypeError) as e:
         fail(str(e))
+    if k is not None:
+        most = max(
+            (
+                int(t.counts.max())
+                for run_tables in tables.values()
+                for by_var in run_tables.values()
+                for t in by_var.values()
+                if t.counts.size
+            ),
+            default=None,
+        )
+        above = [v for v in dict.fromkeys(k) if most is not None and v > most]
+        if above:
+            fail(
+                f"--k {', '.join(map(str, above))}: above the samples of every prompt (at most {most}); "
+                "@k needs k <= the samples of a prompt"
+            )
     for w in caught:
         err.print(f"[yellow]warning:[/yellow] {escape(str(w.message))}", highlight=False, soft_wrap=True)
     for other, cmps in results:
@@ -344,13 +370,18 @@ def compare(
                 for other, cmps in results
             ],
         }
-        write_json(json_out, payload)
+        try:
+            write_json(json_out, payload)
+        except OSError as e:
+            fail(f"--json: could not write {json_out}: {e.strerror or e}")
         err.print(f"wrote {json_out}")
     if plot is not None:
         try:
             _plot(loaded, results, plot)
         except (ImportError, ValueError) as e:
             fail(str(e))
+        except OSError as e:
+            fail(f"--plot: could not write {plot}: {e.strerror or e}")
         err.print(f"wrote {plot}")
 
 
