@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 import types
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -243,3 +246,60 @@ def test_real_thresholds_are_checked(tmp_path):
     assert res.exit_code == 2 and "grad_spike has no parameter 'nope'" in flat(res.stderr)
     res = runner.invoke(app, ["diagnose", str(run), "-t", "entropy_collapse.fraction=0.05"])
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        KeyError("step"),
+        IndexError("list index out of range"),
+        RecursionError("too deep"),
+        ZeroDivisionError("x"),
+    ],
+    ids=["key-error", "index-error", "recursion", "zero-division"],
+)
+def test_any_reader_failure_is_exit_2_never_the_error_finding_code(tmp_path, rules, monkeypatch, exc):
+    """Exit 1 says "a run has an error finding": a reader that fails some other way made it
+    look like one (a traceback, exit 1). Now that run is unreadable (exit 2) and the others
+    are still diagnosed."""
+    import rlmetrics.health.sources as sources
+
+    real = sources.load_history
+    bad = jsonl_run(tmp_path / "bad" / "metrics.jsonl", "ok/x")
+
+    def load_history(path, *args, **kwargs):
+        if Path(path) == bad:
+            raise exc
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(sources, "load_history", load_history)
+    good = jsonl_run(tmp_path / "good" / "metrics.jsonl", "ok/x")
+    res = runner.invoke(app, ["diagnose", str(bad), str(good)])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and isinstance(res.exception, SystemExit)
+    (line,) = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert f"could not read it ({type(exc).__name__}" in line
+    assert "no findings" in res.output  # the good run
+
+
+@pytest.mark.parametrize("fault", ["replace", "fsync"])
+def test_json_that_cannot_be_written_is_exit_2_and_no_file(tmp_path, rules, monkeypatch, fault):
+    from rlmetrics.cli import _files
+
+    def enospc(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    run = jsonl_run(tmp_path / "exp" / "metrics.jsonl", "ok/x")
+    out = tmp_path / "h.json"
+    monkeypatch.setattr(_files.os, fault, enospc)
+    res = runner.invoke(app, ["diagnose", str(run), "--json", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "--json: could not write" in flat(res.output) and "No space left on device" in flat(res.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp"]
+
+
+def test_json_onto_a_device_or_folder_is_refused(tmp_path, rules):
+    run = jsonl_run(tmp_path / "exp" / "metrics.jsonl", "ok/x")
+    for target, match in (("/dev/null", "is not a regular file"), (str(tmp_path), "is a folder, not a file")):
+        res = runner.invoke(app, ["diagnose", str(run), "--json", target])
+        assert res.exit_code == 2 and match in flat(res.output), res.output

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rlmetrics.cli._files import write_json
+from rlmetrics.cli._files import check_target, write_json
 
 __all__ = ["EPILOG", "diagnose", "parse_thresholds", "run_name"]
 
@@ -166,8 +166,9 @@ def diagnose(
         thresholds = parse_thresholds(threshold or [], THRESHOLDS) or None
     except ValueError as exc:
         fail(str(exc))
-    if json_out is not None and not json_out.parent.is_dir():
-        fail(f"--json: the directory {json_out.parent} does not exist")
+    problem = None if json_out is None else check_target(json_out, "--json")
+    if problem is not None:
+        fail(problem)
 
     records: list[dict[str, Any]] = []
     code = 0
@@ -178,15 +179,22 @@ def diagnose(
         try:
             history, kind = load_history(path)
             diagnosis = run_diagnose(history, thresholds=thresholds)
-        except (ValueError, TypeError, ImportError, OSError) as exc:
-            # RunReadError is a ValueError; a reader's ImportError names the pip install line
-            err.print(f"[bold red]error:[/bold red] {escape(name)}: {escape(str(exc))}", soft_wrap=True)
+        except Exception as exc:
+            # RunReadError is a ValueError; a reader's ImportError names the pip install line.
+            # Anything else a reader raises still makes this run unreadable (exit 2), never exit 1,
+            # which says that a run has an error finding.
+            shown = (
+                str(exc)
+                if isinstance(exc, ValueError | TypeError | ImportError | OSError)
+                else f"could not read it ({type(exc).__name__}: {exc})"
+            )
+            err.print(f"[bold red]error:[/bold red] {escape(name)}: {escape(shown)}", soft_wrap=True)
             records.append(
                 {
                     "run": name,
                     "source": str(path),
                     "kind_of_source": None,
-                    "error": str(exc),
+                    "error": shown,
                     "findings": [],
                     "skipped": [],
                 }
@@ -201,7 +209,7 @@ def diagnose(
         try:
             write_json(json_out, {"runs": records})
         except OSError as exc:
-            fail(f"--json: could not write {json_out}: {exc}")
+            fail(f"--json: could not write {json_out}: {exc.strerror or exc}")
         err.print(f"wrote {escape(str(json_out))}", soft_wrap=True)
     if code:
         raise typer.Exit(code=code)
