@@ -551,7 +551,26 @@ def _whole_data(turns: bool) -> dict:
     return compute_data_metrics(make_batch(sum(SHARDS[WORLD]), seed=WORLD, turns=turns))
 
 
+def _grpo(rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """This rank's slice of the GRPO (uid, reward) arrays (rank 1's slice is empty)."""
+    uids, rewards = grpo_arrays(sum(SHARDS[WORLD]))
+    start = sum(SHARDS[WORLD][:rank])
+    return uids[start : start + SHARDS[WORLD][rank]], rewards[start : start + SHARDS[WORLD][rank]]
+
+
 FAULTS: dict[str, Fault] = {
+    "groups-bad-option-on-one-rank": Fault(
+        lambda r: compute_group_metrics(
+            *_grpo(r), solved_threshold=math.nan if r == BAD else 1.0, process_group=dist.group.WORLD
+        ),
+        ("ValueError", r"^rank 2: solved_threshold must be finite; got nan$"),
+    ),
+    "groups-definition-differs": Fault(
+        lambda r: compute_group_metrics(
+            *_grpo(r), definition="trl" if r == 1 else "verl", process_group=dist.group.WORLD
+        ),
+        ("ValueError", r"definition: ranks 0, 2: 'verl'; rank 1: 'trl'"),
+    ),
     "data-values-missing-with-use_critic": Fault(
         lambda r: _data(r, _without(_data_shard(r), "values") if r == BAD else None),
         ("ValueError", r"^rank 2: batch is missing the tensor 'values' \(use_critic=True\)"),

@@ -358,7 +358,7 @@ def test_trl_definition_gathers_across_ranks(monkeypatch) -> None:
 
     def fake_gather(payload, group):
         assert payload[0] == "ok" and group == "world"
-        return [("ok", *s) for s in shards]
+        return [("ok", payload[1], *s) for s in shards]
 
     monkeypatch.setattr("rlmetrics.policy.groups.all_gather_objects", fake_gather)
     got = compute_group_metrics(shards[0][0], shards[0][1], definition="trl", process_group="world")

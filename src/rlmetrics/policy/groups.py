@@ -20,7 +20,7 @@ may sit on several ranks. So there is no ``group_statistics``: ``process_group=`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ from rlmetrics import keys as K
 from rlmetrics._core.array import check_finite_scalar, describe, is_torch_array
 from rlmetrics._core.batch import as_batch
 from rlmetrics._core.checks import check_int, warn_undefined
-from rlmetrics._core.comm import all_gather_objects
+from rlmetrics._core.comm import all_gather_objects, describe_disagreement
 from rlmetrics._core.stats import check_prefix, with_prefix
 
 __all__ = ["DEFINITIONS", "compute_group_metrics"]
@@ -95,32 +95,43 @@ def _uids_and_rewards(
 
 
 def _gather_groups(
-    uids_or_batch: Any, rewards: Any, reward_key: str, process_group: Any, *, allow_nan: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every rank's (uids, rewards), concatenated in rank order, on every rank.
+    uids_or_batch: Any,
+    rewards: Any,
+    reward_key: str,
+    process_group: Any,
+    *,
+    options: Callable[[], tuple[bool, float, float, int]],
+    signature: Mapping[str, Any],
+) -> tuple[tuple[bool, float, float, int], np.ndarray, np.ndarray]:
+    """The checked options, and every rank's (uids, rewards) concatenated in rank order, on every rank.
 
     A group's samples may sit on several ranks, so its statistics cannot be merged from
     per-rank sums: the (uid, reward) pairs themselves are gathered (one object all-gather; a
-    few bytes per sample). A rank whose input is bad still joins the collective, and then every
-    rank raises the same error, naming that rank.
+    few bytes per sample). That one collective is also the agreement step: a rank whose
+    options or input are bad still joins it, and then every rank raises the same error,
+    naming that rank; ranks called with different options raise the same ``ValueError``.
     """
+    checked: tuple[bool, float, float, int] = (False, 0.0, 0.0, 0)
     try:
-        payload: tuple[Any, ...] = (
-            "ok",
-            *_uids_and_rewards(uids_or_batch, rewards, reward_key, allow_empty=True, allow_nan=allow_nan),
-        )
-    except (TypeError, ValueError) as err:
-        payload = ("error", type(err).__name__, str(err))
+        checked = options()
+        pairs = _uids_and_rewards(uids_or_batch, rewards, reward_key, allow_empty=True, allow_nan=checked[0])
+        payload: tuple[Any, ...] = ("ok", dict(signature), *pairs)
+    except Exception as err:  # any failure must reach the other ranks, not strand them
+        kind = next((k.__name__ for k in (TypeError, ValueError) if isinstance(err, k)), "RuntimeError")
+        payload = ("error", kind, str(err) if kind != "RuntimeError" else f"{type(err).__name__}: {err}")
     gathered = all_gather_objects(payload, process_group)
-    for rank, item in enumerate(gathered):
-        if item[0] == "error":
-            kind = TypeError if item[1] == "TypeError" else ValueError
-            raise kind(f"rank {rank}: {item[2]}")
-    uids = np.concatenate([item[1] for item in gathered])
-    r = np.concatenate([item[2] for item in gathered])
+    bad = [(rank, item) for rank, item in enumerate(gathered) if item[0] == "error"]
+    if bad:
+        raised = {"TypeError": TypeError, "ValueError": ValueError}.get(bad[0][1][1], RuntimeError)
+        raise raised("; ".join(f"rank {rank}: {item[2]}" for rank, item in bad))
+    signatures = [item[1] for item in gathered]
+    if any(sig != signatures[0] for sig in signatures[1:]):
+        raise ValueError(describe_disagreement("the options of compute_group_metrics", signatures))
+    uids = np.concatenate([item[2] for item in gathered])
+    r = np.concatenate([item[3] for item in gathered])
     if uids.shape[0] == 0:
         raise ValueError("the batch is empty on every rank: group metrics need at least one sample")
-    return uids, r
+    return checked, uids, r
 
 
 def _group_index(uids: np.ndarray) -> np.ndarray:
@@ -231,26 +242,44 @@ def compute_group_metrics(
     >>> t["reward"], round(t["reward_std"], 4), t["frac_reward_zero_std"]
     (0.6, 0.4243, 0.5)
     """
-    if definition not in DEFINITIONS:
-        raise ValueError(f"definition must be one of {DEFINITIONS}; got {definition!r}")
-    trl = definition == "trl"
-    threshold = check_finite_scalar(solved_threshold, "solved_threshold")
-    atol = check_finite_scalar(zero_std_atol, "zero_std_atol")
-    if atol < 0:
-        raise ValueError(f"zero_std_atol must be >= 0; got {atol}")
-    ddof = check_int(ddof, "ddof", minimum=0)
-    if trl and ddof != 1:
-        raise ValueError(f"ddof must be 1 with definition='trl' (TRL's std is Bessel-corrected); got {ddof}")
-    if prefix is not None:
-        check_prefix(prefix)
+
+    def options() -> tuple[bool, float, float, int]:
+        """(trl, threshold, atol, ddof) checked; with process_group= inside the one gather."""
+        if definition not in DEFINITIONS:
+            raise ValueError(f"definition must be one of {DEFINITIONS}; got {definition!r}")
+        trl = definition == "trl"
+        threshold = check_finite_scalar(solved_threshold, "solved_threshold")
+        atol = check_finite_scalar(zero_std_atol, "zero_std_atol")
+        if atol < 0:
+            raise ValueError(f"zero_std_atol must be >= 0; got {atol}")
+        n_ddof = check_int(ddof, "ddof", minimum=0)
+        if trl and n_ddof != 1:
+            raise ValueError(
+                f"ddof must be 1 with definition='trl' (TRL's std is Bessel-corrected); got {n_ddof}"
+            )
+        if prefix is not None:
+            check_prefix(prefix)
+        return trl, threshold, atol, n_ddof
+
     if process_group is not None:
-        uids, r = _gather_groups(uids_or_batch, rewards, reward_key, process_group, allow_nan=trl)
+        signature = {
+            "definition": definition,
+            "solved_threshold": solved_threshold,
+            "zero_std_atol": zero_std_atol,
+            "ddof": ddof,
+            "prefix": prefix,
+            "reward_key": reward_key,
+        }
+        (trl, threshold, atol, n_ddof), uids, r = _gather_groups(
+            uids_or_batch, rewards, reward_key, process_group, options=options, signature=signature
+        )
     else:
+        trl, threshold, atol, n_ddof = options()
         uids, r = _uids_and_rewards(uids_or_batch, rewards, reward_key, allow_nan=trl)
     inverse = _group_index(uids)
     if trl:
         return _trl_metrics(inverse, r, atol, "" if prefix is None else prefix)
-    out = _verl_metrics(inverse, r, threshold, atol, ddof)
+    out = _verl_metrics(inverse, r, threshold, atol, n_ddof)
     return with_prefix(out, K.GRPO_PREFIX, K.GRPO_PREFIX if prefix is None else prefix)
 
 
