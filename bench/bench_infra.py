@@ -72,7 +72,7 @@ def _reduce_worker(rank: int, world: int, store: str, keys: int, repeats: int, o
 
     rows = []
     for name, fn, calls in (
-        ("ours: 2 packed all-reduces + key exchange", ours_gather, "2 + 1 gather"),
+        ("ours: agreement + 2 packed all-reduces", ours_gather, "1 gather + 2"),
         ("ours: 2 packed all-reduces, keys=", ours_keys, "2"),
         ("per-metric all_reduce (peer pattern)", per_metric, str(4 * keys)),
     ):
