@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
@@ -117,8 +118,9 @@ def test_jsonl_truncated_last_line_and_resume(tmp_path):
     with pytest.warns(RuntimeWarning, match="truncated last line 3"):
         rows = read_jsonl(path)
     assert [r["step"] for r in rows] == [1, 2]
-    # A resumed run appends after the fragment, on a fresh line.
-    with Tracker("p", "e", log_dir=tmp_path) as tr:
+    # A resumed run appends after the fragment, on a fresh line, after its last complete step.
+    with Tracker("p", "e", log_dir=tmp_path, resume=True) as tr:
+        assert tr.run_dir == path.parent and tr.renamed_from is None and tr.start_step == 3
         tr.log(STEPS[5], step=5)
     with pytest.warns(RuntimeWarning, match="skipping unreadable line 3"):
         rows = read_jsonl(path)
@@ -257,6 +259,226 @@ def test_bad_constructor_arguments(tmp_path, kwargs, exc, match):
         Tracker("p", "e", log_dir=tmp_path, **kwargs)
 
 
+# --- keys: a record is the unit of failure -------------------------------------------------------
+
+
+def test_numpy_string_keys_become_str_and_every_step_is_logged(tmp_path):
+    rec = Recorder()
+    with Tracker("p", "e", backends=[rec, "jsonl"], log_dir=tmp_path) as tr:
+        for step in range(4):
+            tr.log({np.str_("a"): float(step), "b": 1.0}, step=step)
+    assert [type(k) for _, m in rec.rows for k in m] == [str] * 8
+    assert [(r["step"], r["a"]) for r in read_jsonl(tr.jsonl_path)] == [(s, float(s)) for s in range(4)]
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({"x\ud800": 1.0}, r"metrics\['x\\ud800'\] is dropped for every backend: the key is not valid UTF-8"),
+        (
+            {"big": 2**2000},
+            r"metrics\['big'\] is dropped for every backend: its value, an integer of 2001 bits",
+        ),
+    ],
+    ids=["surrogate-key", "int-beyond-float64"],
+)
+def test_a_key_no_backend_can_store_is_dropped_from_its_step_alone(tmp_path, bad, match):
+    rec = Recorder()
+    with Tracker("p", "e", backends=[rec, "jsonl"], log_dir=tmp_path) as tr:
+        for step in range(5):
+            metrics = {"ok": float(step), **(bad if step == 2 else {})}
+            if step == 2:
+                with pytest.warns(RuntimeWarning, match="step 2: " + match) as caught:
+                    tr.log(metrics, step=step)
+                assert caught[0].filename == __file__
+            else:
+                tr.log(metrics, step=step)
+    want = [(s, {"ok": float(s)}) for s in range(5)]
+    assert rec.rows == want and tr.lost == {}
+    assert [(r["step"], r["ok"]) for r in read_jsonl(tr.jsonl_path)] == [(s, m["ok"]) for s, m in want]
+    assert all(set(r) == {"step", "timestamp", "ok"} for r in read_jsonl(tr.jsonl_path))
+
+
+def test_huge_steps_stay_in_jsonl_and_a_backend_with_max_step_loses_only_those(tmp_path):
+    class Int64(Recorder):
+        name = "int64"
+        max_step = 2**63 - 1
+
+    small = Int64()
+    with Tracker("p", "e", backends=["jsonl", small], log_dir=tmp_path) as tr:
+        tr.log({"a": 1.0}, step=0)
+        with pytest.warns(RuntimeWarning, match=r"'int64' lost the record of step 18446744073709551616"):
+            tr.log({"a": 2.0}, step=2**64)
+        tr.log({"a": 3.0}, step=1)
+    assert [s for s, _ in small.rows] == [0, 1] and tr.lost == {"int64": 1}
+    assert [r["step"] for r in read_jsonl(tr.jsonl_path)] == [0, 2**64, 1]  # json holds any integer
+
+
+# --- run identity ----------------------------------------------------------------------------------
+
+
+def test_an_existing_run_is_never_appended_to_a_new_name_is_taken(tmp_path):
+    """The README loop run twice: two runs, each read back whole."""
+    runs = []
+    for i in range(3):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with Tracker("my-project", "run-1", log_dir=tmp_path) as tr:
+                for step in range(5):
+                    tr.log({"loss": float(10 * i + step)}, step=step)
+        runs.append((tr, [str(w.message) for w in caught]))
+    (first, none), (second, told), (third, _) = runs
+    assert first.experiment == "run-1" and first.renamed_from is None and none == []
+    assert (second.experiment, second.renamed_from) == ("run-1-2", "run-1")
+    assert told == [
+        f"run directory {str(first.run_dir)!r} exists: this run is 'run-1-2' ({str(second.run_dir)!r}); "
+        "pass resume=True to continue the old one"
+    ]
+    assert third.run_dir == tmp_path / "my-project" / "run-1-3" and third.start_step == 0
+    for i, (tr, _) in enumerate(runs):
+        assert [r["loss"] for r in read_jsonl(tr.jsonl_path)] == [10.0 * i + s for s in range(5)]
+
+
+def test_resume_continues_after_the_last_step_and_warns_on_a_step_logged_again(tmp_path):
+    with Tracker("p", "e", config={"lr": 1.0}, log_dir=tmp_path) as tr:
+        for step in range(10):
+            tr.log({"loss": float(step)}, step=step)
+    with pytest.warns(
+        RuntimeWarning, match=r"config differs from .*config.json' \(top-level keys \['lr'\]\)"
+    ):
+        again = Tracker("p", "e", config={"lr": 2.0}, log_dir=tmp_path, resume=True)
+    assert again.run_dir == tr.run_dir and again.start_step == 10 and again.renamed_from is None
+    with pytest.warns(
+        RuntimeWarning, match=r"step 7 is at or before step 9, the last one the resumed run logged"
+    ):
+        again.log({"loss": 70.0}, step=7)  # resumed from a checkpoint at step 7
+    again.log({"loss": 80.0}, step=8)  # warned once
+    again.log({"loss": 100.0}, step=10)
+    again.finish()
+    assert json.loads((tr.run_dir / "config.json").read_text()) == {"lr": 2.0}
+    with pytest.warns(RuntimeWarning, match=r"2 steps logged more than once .* e\.g\. step 7: 'loss'"):
+        rows = read_jsonl(tr.jsonl_path)
+    # in file order: the first run's steps 0-6 and 9, then the resumed run's 7, 8, 10
+    assert [(r["step"], r["loss"]) for r in rows] == [(s, float(s)) for s in (*range(7), 9)] + [
+        (7, 70.0),
+        (8, 80.0),
+        (10, 100.0),
+    ]
+    assert len(read_jsonl(tr.jsonl_path, repeated="all")) == 13
+    fresh = Tracker("p", "new", log_dir=tmp_path, resume=True)  # resuming a run that is not there
+    fresh.finish()
+    assert fresh.start_step == 0 and fresh.run_dir.is_dir()
+
+
+def test_read_jsonl_keeps_records_of_one_step_with_different_keys(tmp_path):
+    """A summary record beside a step (TRL), or the monitor's last check: kept, no warning."""
+    path = tmp_path / "m.jsonl"
+    text = (
+        '{"step": 4, "a": 1, "epoch": 1}\n{"step": 4, "train_runtime": 9, "epoch": 1}\n{"step": 5, "a": 2}\n'
+    )
+    path.write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows = read_jsonl(path)
+    assert rows == [json.loads(line) for line in text.splitlines()]
+    path.write_text('{"step": 4, "a": 1, "b": 1}\n{"step": 4, "a": 3}\n')
+    with pytest.warns(RuntimeWarning, match="1 step logged more than once"):
+        assert read_jsonl(path) == [{"step": 4, "b": 1}, {"step": 4, "a": 3}]
+    with pytest.raises(ValueError, match=r"repeated must be one of \('last', 'all'\); got 'first'"):
+        read_jsonl(path, repeated="first")
+
+
+def test_load_history_reads_repeated_steps_key_by_key(tmp_path):
+    """Our jsonl (warned, last value kept) and verl's nested records (merged under "data")."""
+    from rlmetrics.health.sources import load_history
+
+    ours = tmp_path / "metrics.jsonl"
+    ours.write_text('{"step": 0, "a": 1}\n{"step": 1, "a": 2}\n{"step": 0, "a": 5}\n')
+    with pytest.warns(RuntimeWarning, match="1 step logged more than once"):
+        history, _ = load_history(ours)
+    assert history["a"][0].tolist() == [0, 1] and history["a"][1].tolist() == [5.0, 2.0]
+    verl = tmp_path / "verl.jsonl"  # verl's file logger: a validation record beside a step's record
+    verl.write_text('{"step": 3, "data": {"a": 1}}\n{"step": 3, "data": {"val/x": 0.5}}\n')
+    history, source = load_history(verl)
+    assert (
+        source == "verl-jsonl" and history["a"][1].tolist() == [1.0] and history["val/x"][1].tolist() == [0.5]
+    )
+
+
+@pytest.mark.parametrize(
+    ("project", "experiment", "exc", "match"),
+    [
+        (
+            "../../escape",
+            "e",
+            ValueError,
+            r"project must be a plain name .*'\.\./\.\./escape', which holds a path",
+        ),
+        ("a/b", "e", ValueError, "project must be a plain name.*holds a path separator"),
+        ("p", "..", ValueError, r"experiment must be a plain name.*'\.\.', which is '\.' or '\.\.'"),
+        ("p", ".", ValueError, "experiment must be a plain name"),
+        ("p", "/tmp/abs", ValueError, "experiment must be a plain name.*holds a path separator"),
+        ("p", "a\\b", ValueError, "experiment must be a plain name.*holds a path separator"),
+        ("p", "x\0y", ValueError, "experiment must be a plain name.*holds a NUL character"),
+        ("p", "x\ud800", ValueError, r"experiment must be a plain name.*not valid UTF-8"),
+        ("p", "é" * 101, ValueError, "experiment must be a plain name.*is 202 bytes long"),
+        ("", "e", TypeError, "project must be a non-empty str; got ''"),
+        ("p", None, TypeError, "experiment must be a non-empty str; got None"),
+    ],
+    ids=[
+        "escape",
+        "slash",
+        "dotdot",
+        "dot",
+        "absolute",
+        "backslash",
+        "nul",
+        "surrogate",
+        "long",
+        "empty",
+        "none",
+    ],
+)
+def test_project_and_experiment_are_plain_names(tmp_path, project, experiment, exc, match):
+    log_dir = tmp_path / "a" / "b"
+    with pytest.raises(exc, match=match):
+        Tracker(project, experiment, log_dir=log_dir)
+    assert not tmp_path.joinpath("a").exists() and list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_the_run_dir_lies_under_log_dir(tmp_path):
+    for project, experiment in (("p", "e"), ("..p", "e..f"), ("p q", "é"), (np.str_("np"), "e")):
+        with Tracker(project, experiment, log_dir=tmp_path / "logs") as tr:
+            tr.log({"a": 1.0}, step=0)
+        assert tr.run_dir.resolve().parent.parent == (tmp_path / "logs").resolve()
+        assert type(tr.project) is str
+
+
+def test_colliding_config_keys_are_a_named_error(tmp_path):
+    with pytest.raises(
+        ValueError, match=r"config: config\['a'\]\['b'\] and config\['a\.b'\] both flatten to 'a\.b'"
+    ):
+        Tracker("p", "e", config={"a": {"b": 1}, "a.b": 2}, log_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"config\[1\] and config\['1'\] both flatten to '1'"):
+        Tracker("p", "e", config={1: "x", "1": "y"}, log_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_construction_leaves_no_run_dir_behind(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    with pytest.raises(ImportError, match="needs tensorboard"):
+        Tracker("p", "e", backends=("jsonl", "tensorboard"), log_dir=tmp_path / "logs")
+    assert not (tmp_path / "logs").exists()
+    with Tracker("p", "e", log_dir=tmp_path / "logs") as tr:  # the name is still free
+        pass
+    assert tr.experiment == "e"
+
+
+def test_resume_must_be_a_bool(tmp_path):
+    with pytest.raises(TypeError, match="resume must be a bool; got str 'yes'"):
+        Tracker("p", "e", log_dir=tmp_path, resume="yes")
+
+
 @pytest.mark.parametrize("policy", ["keep", "drop", "error"], ids=["keep", "drop", "error"])
 def test_nonfinite_policy_is_the_same_for_every_backend(tmp_path, policy):
     a, b = Recorder(), Recorder()
@@ -275,23 +497,62 @@ def test_nonfinite_policy_is_the_same_for_every_backend(tmp_path, policy):
             assert got["ok"] == 1.0 and math.isnan(got["bad"]) and got["big"] == math.inf
 
 
-def test_failing_backend_is_isolated(tmp_path):
-    broken, rec = Broken(fail_at=2), Recorder()
-    tr = Tracker("p", "e", backends=[broken, "jsonl", rec], log_dir=tmp_path)
+class FlakyOnce(Recorder):
+    """Fails on the ``fail_at``-th log call only (a full disk that was cleared)."""
+
+    name = "flaky"
+
+    def __init__(self, fail_at: int = 2) -> None:
+        super().__init__()
+        self.fail_at, self.calls = fail_at, 0
+
+    def log(self, metrics, step):
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise OSError(28, "No space left on device")
+        super().log(metrics, step)
+
+
+def test_a_failing_record_is_lost_alone_and_the_backend_keeps_logging(tmp_path):
+    flaky, rec = FlakyOnce(fail_at=2), Recorder()
+    tr = Tracker("p", "e", backends=[flaky, "jsonl", rec], log_dir=tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         log_all(tr)
         tr.finish()
         tr.finish()  # idempotent
-    ours = [w for w in caught if "tracking backend" in str(w.message)]
-    assert len(ours) == 1 and issubclass(ours[0].category, RuntimeWarning)
-    assert "'broken' failed in log()" in str(ours[0].message) and "No space left" in str(ours[0].message)
-    assert isinstance(tr.failed["broken"], OSError)
+    ours = [str(w.message) for w in caught if "tracking backend" in str(w.message)]
+    assert ours == [
+        "tracking backend 'flaky' lost the record of step 2; it keeps logging: "
+        "OSError: [Errno 28] No space left on device"
+    ]
+    assert all(w.filename == __file__ for w in caught)  # attributed to the caller of log()
+    assert tr.lost == {"flaky": 1} and isinstance(tr.failed["flaky"], OSError)
+    assert [s for s, _ in flaky.rows] == [1, 5] and flaky.finished == 1
     assert [s for s, _ in rec.rows] == [1, 2, 5] and rec.finished == 1
     assert [r["step"] for r in read_jsonl(tr.jsonl_path)] == [1, 2, 5]
-    assert [s for s, _ in broken.rows] == [1]
     with pytest.raises(RuntimeError, match="after finish"):
         tr.log({"a": 1.0}, step=9)
+
+
+def test_a_backend_failing_for_good_is_warned_at_powers_of_two_and_counted(tmp_path):
+    broken, rec = Broken(fail_at=1), Recorder()
+    tr = Tracker("p", "e", backends=[broken, rec], log_dir=tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(12):
+            tr.log({"a": float(step)}, step=step)
+        tr.finish()
+    lost = [str(w.message) for w in caught if "lost the record" in str(w.message)]
+    assert [m.split("step ")[1].split(";")[0] for m in lost] == ["0", "1", "3", "7"]  # losses 1, 2, 4, 8
+    assert "8 records lost so far" in lost[-1]
+    (summary,) = [str(w.message) for w in caught if "records of this run" in str(w.message)]
+    assert summary == (
+        "tracking backend 'broken' lost 12 records of this run (steps 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ...); "
+        "last error: OSError: [Errno 28] No space left on device"
+    )
+    assert broken.calls == 12 and tr.lost == {"broken": 12}  # still called: never switched off
+    assert [s for s, _ in rec.rows] == list(range(12))
 
 
 class ScriptedMonitor:
@@ -464,10 +725,21 @@ def test_tensorboard_round_trip(tmp_path):
     with Tracker("p", "e", backends=("tensorboard",), config=CONFIG, log_dir=tmp_path) as tr:
         log_all(tr)
         tr.log({"nan": float("nan")}, step=6)
+        # beyond an event's int64 step: that record is lost for TensorBoard, the next one is kept
+        with pytest.warns(
+            RuntimeWarning,
+            match=r"'tensorboard' lost the record of step 9223372036854775808.*"
+            r"beyond its step range \(0 to 9223372036854775807\)",
+        ):
+            tr.log({"critic/score/mean": 9.0}, step=2**63)
+        tr.log({np.str_("np-key"): 1.5, "critic/score/mean": 2.0}, step=2**63 - 1)
+    assert tr.lost == {"tensorboard": 1}
     acc = EventAccumulator(str(tr.run_dir / "tensorboard"), size_guidance={"tensors": 0, "scalars": 0})
     acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("np-key")] == [(2**63 - 1, 1.5)]
+    assert [e.step for e in acc.Scalars("critic/score/mean")] == [*STEPS, 2**63 - 1]
     for key in STEPS[1]:
-        events = acc.Scalars(key)
+        events = acc.Scalars(key)[: len(STEPS)]
         assert [e.step for e in events] == list(STEPS)
         want = np.array([STEPS[s][key] for s in STEPS], dtype=np.float32)  # simple_value is float32
         np.testing.assert_array_equal(np.array([e.value for e in events], dtype=np.float32), want)
@@ -553,27 +825,112 @@ def test_wandb_offline_round_trip(tmp_path, monkeypatch):
 # --- mlflow (one test: its import and sqlite set-up are slow) ---------------------------------
 
 
+# keys MLflow refuses as they are, and the names they get (mlflow_key's documented mapping)
+MLFLOW_ODD_KEYS = {
+    "a//b": "a/_/b",
+    "/lead": "_/lead",
+    "trail/": "trail/_",
+    "a/../b": "a/__/b",
+    "..up": "_.up",
+    "": "_",
+    "sp ace:colon": "sp ace:colon",
+    "what?": "what_",
+}
+
+
+def test_mlflow_key_mapping_is_legal_and_stable():
+    pytest.importorskip("mlflow")
+    from mlflow.utils.validation import _validate_metric_name, _validate_param_name
+
+    long = "x/" * 200
+    for key, name in {**MLFLOW_ODD_KEYS, long: mlflow_key(long)}.items():
+        assert mlflow_key(key) == name
+        _validate_metric_name(name)  # MLflow's own checks: raise if illegal
+        _validate_param_name(name)
+        assert len(name) <= 250
+    name = mlflow_key(long)
+    assert len(name) == 250 and name.startswith("x/x/") and name[241] == "-"
+    assert name != mlflow_key(long + "y") and mlflow_key(long + "y")[:241] == name[:241]  # the hash tells
+
+
 def test_mlflow_round_trip_and_failed_status(tmp_path):
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
-    with Tracker("p", "e", backends=("mlflow",), config=CONFIG, log_dir=tmp_path) as tr:
+    config = {**CONFIG, "prompt": "x" * 7000}
+    with pytest.warns(
+        RuntimeWarning, match=r"param 'prompt': its value of 7000 characters is cut to MLflow's 6000"
+    ):
+        tr = Tracker("p", "e", backends=("mlflow",), config=config, log_dir=tmp_path)
+    long_a, long_b = "k" * 300 + "a", "k" * 300 + "b"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         log_all(tr)
         tr.log({"nan": float("nan")}, step=6)
+        tr.log({**dict.fromkeys(MLFLOW_ODD_KEYS, 1.0), long_a: 2.0, long_b: 3.0}, step=7)
+        tr.log({"what!": 4.0}, step=8)  # maps to 'what_', which 'what?' took
+        tr.log({"critic/score/mean": 5.0}, step=2**63)  # beyond MLflow's int64 step
+        tr.log({"critic/score/mean": 6.0}, step=9)
+        tr.finish()
+    messages = [str(w.message) for w in caught]
+    assert sum("is over MLflow's 250 characters" in m for m in messages) == 2
+    (taken,) = [m for m in messages if "what!" in m]
+    assert taken == (
+        f"tracking backend 'mlflow', step 8: key 'what!' maps to the MLflow name 'what_' of key 'what?': "
+        f"logged as 'what_-{hashlib.sha256(b'what!').hexdigest()[:8]}'"
+    )
+    assert any("'mlflow' lost the record of step 9223372036854775808" in m for m in messages)
     backend = tr.backends["mlflow"]
     client = MlflowClient(tracking_uri=backend.tracking_uri)
     run = client.get_run(backend.run_id)
     assert run.info.status == "FINISHED" and run.info.run_name == "e"
-    assert run.data.params == {"trainer.total_epochs": "3", "trainer.project": "p", "actor.lr": "1e-06"}
+    assert run.data.params == {
+        "trainer.total_epochs": "3",
+        "trainer.project": "p",
+        "actor.lr": "1e-06",
+        "prompt": "x" * 6000,
+    }
     for key in STEPS[1]:
         hist = client.get_metric_history(backend.run_id, mlflow_key(key))
-        assert sorted((m.step, m.value) for m in hist) == [(s, STEPS[s][key]) for s in STEPS]
+        want = [(s, STEPS[s][key]) for s in STEPS] + ([(9, 6.0)] if key == "critic/score/mean" else [])
+        assert sorted((m.step, m.value) for m in hist) == want
     (nan,) = client.get_metric_history(backend.run_id, "nan")
     assert math.isnan(nan.value)
+    for key, name in MLFLOW_ODD_KEYS.items():  # every odd key stored, under its documented name
+        assert [(m.step, m.value) for m in client.get_metric_history(backend.run_id, name)] == [(7, 1.0)], key
+    for key, value in ((long_a, 2.0), (long_b, 3.0)):
+        assert [m.value for m in client.get_metric_history(backend.run_id, mlflow_key(key))] == [value]
+    assert mlflow_key(long_a) != mlflow_key(long_b)
+    what = [m for m in run.data.metrics if m.startswith("what_-")]
+    assert len(what) == 1 and run.data.metrics[what[0]] == 4.0
     # An exception inside the with-block marks the run failed (same store, a second run).
     with pytest.raises(KeyError), Tracker("p", "e2", backends=("mlflow",), log_dir=tmp_path) as tr2:
         raise KeyError("boom")
     assert client.get_run(tr2.backends["mlflow"].run_id).info.status == "FAILED"
+    # resume=True continues the same MLflow run; the default takes a new run name
+    with Tracker("p", "e", backends=("mlflow",), config=CONFIG, log_dir=tmp_path, resume=True) as tr3:
+        tr3.log({"critic/score/mean": 7.0}, step=10)
+    assert tr3.backends["mlflow"].run_id == backend.run_id
+    hist = client.get_metric_history(backend.run_id, mlflow_key("critic/score/mean"))
+    assert sorted(m.step for m in hist)[-2:] == [9, 10]
+    assert client.get_run(backend.run_id).info.status == "FINISHED"
+    with pytest.warns(RuntimeWarning, match="exists: this run is 'e-2'"):
+        tr4 = Tracker("p", "e", backends=("mlflow",), log_dir=tmp_path)
+    tr4.finish()
+    assert tr4.backends["mlflow"].run_id != backend.run_id
+    assert client.get_run(tr4.backends["mlflow"].run_id).info.run_name == "e-2"
+    # a name MLflow still refuses (here forced through a broken mapping) drops that key alone
+    import rlmetrics.tracking as tracking
+
+    real = tracking.mlflow_key
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tracking, "mlflow_key", lambda key: "bad//name" if key == "bad" else real(key))
+        with Tracker("p", "e3", backends=("mlflow",), log_dir=tmp_path) as tr5:
+            with pytest.warns(
+                RuntimeWarning, match=r"'mlflow', step 0: key 'bad' dropped: MLflow refuses it"
+            ):
+                tr5.log({"good": 1.0, "bad": 2.0, "also/good": 3.0}, step=0)
+    assert client.get_run(tr5.backends["mlflow"].run_id).data.metrics == {"good": 1.0, "also/good": 3.0}
 
 
 # --- trackio (its local SQLite store, read back by trackio's own reader) -----------------------
@@ -658,12 +1015,53 @@ def test_trackio_failure_is_isolated(tmp_path, monkeypatch):
         "p", "e", backends="trackio,jsonl", config=CONFIG, log_dir=tmp_path, trackio_kwargs={"group": "g"}
     )
     assert inits == [{"project": "p", "name": "e", "config": CONFIG, "group": "g"}]
-    with pytest.warns(RuntimeWarning, match=r"'trackio' failed in log\(\).*No space left"):
+    with pytest.warns(
+        RuntimeWarning, match=r"'trackio' lost the record of step 2; it keeps logging.*No space"
+    ):
         log_all(tr)
     tr.finish()
     (run,) = runs
-    assert run.logged == [(1, STEPS[1])] and run.finished == 1 and isinstance(tr.failed["trackio"], OSError)
+    assert run.logged == [(1, STEPS[1]), (5, STEPS[5])] and run.finished == 1
+    assert isinstance(tr.failed["trackio"], OSError) and tr.lost == {"trackio": 1}
     assert [r["step"] for r in read_jsonl(tr.jsonl_path)] == [1, 2, 5]
+
+
+def test_resume_continues_the_wandb_and_trackio_runs(tmp_path, monkeypatch):
+    """W&B: the run id kept in the run directory; trackio: resume='allow' (its runs are named)."""
+    import types
+
+    inits: dict[str, list[dict]] = {"wandb": [], "trackio": []}
+
+    class FakeRun:
+        def __init__(self, kwargs):
+            self.id = kwargs.get("id", f"id{len(inits['wandb'])}")
+
+        def log(self, metrics, step=None):
+            pass
+
+        def finish(self, exit_code=0):
+            pass
+
+    for module in ("wandb", "trackio"):
+        fake = types.ModuleType(module)
+
+        def init(_module=module, **kwargs):
+            inits[_module].append(kwargs)
+            return FakeRun(kwargs)
+
+        fake.__dict__["init"] = init
+        monkeypatch.setitem(sys.modules, module, fake)
+    with Tracker("p", "e", backends="wandb,trackio", log_dir=tmp_path) as tr:
+        tr.log({"a": 1.0}, step=0)
+    assert (tr.run_dir / "wandb-run-id").read_text() == "id1\n"
+    with Tracker("p", "e", backends="wandb,trackio", log_dir=tmp_path, resume=True) as again:
+        again.log({"a": 2.0}, step=1)
+    assert "id" not in inits["wandb"][0] and "resume" not in inits["trackio"][0]
+    assert inits["wandb"][1]["id"] == "id1" and inits["wandb"][1]["resume"] == "allow"
+    assert inits["trackio"][1]["resume"] == "allow" and inits["trackio"][1]["name"] == "e"
+    with pytest.warns(RuntimeWarning, match="this run is 'e-2'"):
+        Tracker("p", "e", backends="wandb,trackio", log_dir=tmp_path).finish()
+    assert inits["wandb"][2]["name"] == inits["trackio"][2]["name"] == "e-2" and "id" not in inits["wandb"][2]
 
 
 def test_check_backends_names_every_missing_package(monkeypatch):
