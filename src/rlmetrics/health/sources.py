@@ -224,9 +224,9 @@ def _several(p: Path, what: str, found: list[Path]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _read_rows(p: Path) -> list[dict[str, Any]]:
+def _read_rows(p: Path, *, repeated: str = "last") -> list[dict[str, Any]]:
     try:
-        return read_jsonl(p, strict=True)
+        return read_jsonl(p, strict=True, repeated=repeated)
     except ValueError as err:
         raise RunReadError(f"{err}; expected one JSON object per line") from None
 
@@ -237,7 +237,9 @@ def _read_rlmetrics_jsonl(p: Path) -> _History:
 
 def _read_verl_jsonl(p: Path) -> _History:
     rows = []
-    for i, record in enumerate(_read_rows(p), start=1):
+    # every record as written: verl nests a step's metrics under "data", so a step logged twice
+    # is merged key by key below (as_history keeps each key's last value), not record by record
+    for i, record in enumerate(_read_rows(p, repeated="all"), start=1):
         data = record.get(_VERL_DATA)
         if not isinstance(data, dict) or _VERL_STEP not in record:
             raise RunReadError(
