@@ -26,6 +26,23 @@ def test_demo_writes_the_run_and_prints_the_summary(tmp_path):
     assert f"next:    rlmetrics report {path} -o {path.parent / 'report'}" in result.output.splitlines()
 
 
+def test_a_second_run_into_the_same_folder_is_a_new_run_and_the_first_is_kept(tmp_path):
+    pytest.importorskip("torch")
+    args = ["demo", *TINY, "-o", str(tmp_path), "--experiment", "cli"]
+    assert runner.invoke(app, args).exit_code == 0
+    first = tmp_path / "rlmetrics-demo" / "cli" / "metrics.jsonl"
+    before = first.read_bytes()
+    result = runner.invoke(app, [*args[:2], "1", *args[3:]])  # --steps 1
+    assert result.exit_code == 0, result.output
+    assert first.read_bytes() == before
+    second = tmp_path / "rlmetrics-demo" / "cli-2" / "metrics.jsonl"
+    assert [json.loads(line)["step"] for line in second.read_text().splitlines()] == [0, 1]
+    lines = result.output.splitlines()
+    assert f"new run: cli-2 ({first.parent} exists and is kept as it was)" in lines
+    assert f"metrics: {second}" in lines
+    assert "RuntimeWarning" not in result.output
+
+
 def test_the_options_that_break_a_run_reach_its_config(tmp_path):
     pytest.importorskip("torch")
     args = ["--kl-coef", "0", "--entropy-coef", "0.5", "--max-response-length", "3"]

@@ -164,9 +164,15 @@ def test_same_seed_same_metrics(tmp_path):
     ra, rb, rc = (_no_timing(_rows(r.jsonl_path)) for r in (a, b, c))
     assert ra == rb
     assert ra != rc
-    # a rerun into the same folder replaces the run instead of appending to it
-    again = run_demo(DemoConfig(seed=3, **TINY), out_dir=tmp_path / "a")
+    # a rerun into the same folder is a new run beside the first, which is kept as it was
+    first = a.jsonl_path.read_bytes()
+    with pytest.warns(RuntimeWarning, match=r"grpo_seed3' exists: this run is 'grpo_seed3-2'"):
+        again = run_demo(DemoConfig(seed=3, **TINY), out_dir=tmp_path / "a")
+    assert (again.experiment, again.renamed_from) == ("grpo_seed3-2", "grpo_seed3")
+    assert again.run_dir == a.run_dir.parent / "grpo_seed3-2" and again.jsonl_path.parent == again.run_dir
+    assert a.jsonl_path.read_bytes() == first and (a.run_dir / "config.json").is_file()
     assert _no_timing(_rows(again.jsonl_path)) == ra
+    assert (a.experiment, a.renamed_from) == ("grpo_seed3", None)
 
 
 def test_demo_leaves_global_state_alone(tmp_path):

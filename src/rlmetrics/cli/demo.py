@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -80,6 +81,7 @@ def demo(
     """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
 
     Writes OUT_DIR/rlmetrics-demo/EXPERIMENT/metrics.jsonl; draw it with `rlmetrics report`.
+    A run already there is kept: this one is then EXPERIMENT-2 (-3, ...), as the summary says.
 
     Break it on purpose to see a failure in the metrics: e.g. --lr 0.05, --max-response-length 3,
     or --kl-coef 0 --lr 0.003 --n-letters 20 (the policy drifts from the reference, the reward stays flat).
@@ -143,7 +145,11 @@ def demo(
         soft_wrap=True,
     )
     try:
-        with progress:
+        with progress, warnings.catch_warnings():
+            # the summary says it, in a line of its own, instead of a Python warning
+            warnings.filterwarnings(
+                "ignore", message=r"run directory .* exists: this run is", category=RuntimeWarning
+            )
             task_id = progress.add_task("training", total=cfg.steps, info="")
             result = run_demo(cfg, out_dir=out_dir, backends=backends, experiment=experiment, on_step=on_step)
     except ValueError as err:  # an unknown backend name
@@ -164,6 +170,12 @@ def demo(
             table.add_row(key, f"{result.last_metrics[key]:.4g}")
     console.print(table)
     # soft_wrap: paths and the next command stay on one line, ready to copy
+    if result.renamed_from is not None:
+        kept = escape(str(result.run_dir.parent / result.renamed_from))
+        console.print(
+            f"[yellow]new run:[/] {escape(result.experiment)} ({kept} exists and is kept as it was)",
+            soft_wrap=True,
+        )
     console.print(f"metrics: {escape(str(result.jsonl_path))}", soft_wrap=True)
     console.print(f"config:  {escape(str(result.run_dir / 'config.json'))}", soft_wrap=True)
     report_dir = escape(str(result.run_dir / "report"))

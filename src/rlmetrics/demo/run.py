@@ -237,6 +237,11 @@ class DemoResult:
         The run's ``metrics.jsonl``.
     run_dir : Path
         Folder of the run's files (``metrics.jsonl``, ``config.json``, backend folders).
+    experiment : str
+        The run's name: the one asked for, or ``NAME-2``, ``NAME-3`` ... when a run of that name
+        was already in ``out_dir`` (it is left as it was).
+    renamed_from : str or None
+        The name asked for, when the run took a new one; else None.
     val_steps : list[int]
         Steps at which validation ran (0 is before training).
     val_acc : list[float]
@@ -253,6 +258,8 @@ class DemoResult:
     val_acc: list[float] = field(default_factory=list)
     last_metrics: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    experiment: str = ""
+    renamed_from: str | None = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -604,8 +611,9 @@ def run_demo(
     config : DemoConfig, optional
         Run settings (defaults: :class:`DemoConfig`).
     out_dir : str or Path, keyword-only
-        Root of the logs; the run writes ``out_dir/project/experiment/metrics.jsonl`` (replaced
-        if it exists) and ``config.json``.
+        Root of the logs; the run writes ``out_dir/project/experiment/metrics.jsonl`` and
+        ``config.json``. An earlier run of that name is never overwritten: this one is then
+        ``experiment-2`` (``-3`` ...), with a ``RuntimeWarning`` (:attr:`DemoResult.renamed_from`).
     backends : str or sequence of str, keyword-only
         Tracker backends, e.g. ``"jsonl"`` or ``"jsonl,tensorboard"`` (jsonl is always added:
         the summary and ``rlmetrics report`` read it).
@@ -642,10 +650,7 @@ def run_demo(
         names.insert(0, "jsonl")
     check_backends(names)  # a missing package fails here, before the model is built
     experiment = experiment or _default_experiment(cfg)
-    run_dir = Path(out_dir) / project / experiment
-    stale = run_dir / "metrics.jsonl"
-    if stale.exists():
-        stale.unlink()
+    run_dir = Path(out_dir) / project / experiment  # or a suffixed name the Tracker picks
     torch = _torch()
 
     t0 = time.perf_counter()
@@ -670,9 +675,8 @@ def _run_demo(
     tracker_kwargs: dict[str, Any] | None,
     t0: float,
 ) -> DemoResult:
-    stale = run_dir / "metrics.jsonl"
     run = _Run(cfg)
-    result = DemoResult(jsonl_path=stale, run_dir=run_dir)
+    result = DemoResult(jsonl_path=run_dir / "metrics.jsonl", run_dir=run_dir, experiment=experiment)
     config_dict = dataclasses.asdict(cfg) | {
         "rollout_precision": run.rollout_precision,
         "task": "reverse a string",
@@ -685,7 +689,8 @@ def _run_demo(
     with Tracker(
         project, experiment, backends=names, config=config_dict, log_dir=out_dir, **kwargs
     ) as tracker:
-        result.jsonl_path = tracker.jsonl_path
+        result.jsonl_path, result.run_dir = tracker.jsonl_path, tracker.run_dir
+        result.experiment, result.renamed_from = tracker.experiment, tracker.renamed_from
         val_metrics, acc = run.validate(0)
         result.val_steps.append(0)
         result.val_acc.append(acc)
