@@ -6,11 +6,12 @@ import itertools
 import math
 import time
 import tracemalloc
+import warnings
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from rlmetrics.validation import estimators as E
@@ -223,10 +224,11 @@ def exact_ratio(n: int, j: int, k: int) -> Fraction:
 
 
 def close_to_exact(got: float, want: Fraction) -> bool:
-    """Within a few ulps times the log's magnitude (a product of many factors is summed as logs)."""
+    """Within a few ulps per unit of the log's magnitude: the product is summed as logs, each
+    rounded (and, above 2**53, its integers too)."""
     w = float(want)
     scale = 1.0 + abs(math.log(w)) if w > 0 else 1.0
-    return math.isclose(got, w, rel_tol=4e-16 * scale, abs_tol=1e-300)
+    return math.isclose(got, w, rel_tol=1e-15 * scale, abs_tol=1e-300)
 
 
 def log_ratio_fsum(n: int, j: int, k: int) -> float:
@@ -381,3 +383,188 @@ def test_maj_at_k_monte_carlo_without_replacement_many_samples(monkeypatch):
         E._maj_win_weights.cache_clear()
     assert abs(approx.mean - exact.mean) < 5 * approx.mc_error
     assert 0.99 <= big.mean <= 1.0  # answer "0" (40% of the samples) wins 1001-draw votes
+
+
+# ----------------------------------------------------------------------------- any input
+def n_draws(n: int, k: int, replace: bool, ordered: bool = False) -> float:
+    """How many draws a brute force enumerates (inf when too many to count)."""
+    if n == 0 or k > 64:
+        return math.inf
+    if replace or ordered:
+        return float(n) ** k
+    return float(math.comb(n, k))
+
+
+def _named(err: Exception, *names: str) -> bool:
+    return any(str(err).startswith(name) or f"{name} " in str(err) for name in names)
+
+
+_scalars = st.one_of(
+    st.integers(-3, 60),
+    st.integers(2**62, 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=2),
+    st.complex_numbers(max_magnitude=5),
+)
+_count_args = st.one_of(
+    _scalars,
+    st.lists(st.integers(0, 60), max_size=4),
+    st.lists(_scalars, max_size=3),
+    st.builds(
+        np.asarray,
+        st.lists(st.integers(0, 60), max_size=4),
+        dtype=st.sampled_from([np.int64, np.int32, np.uint8, np.float64, np.float32, np.bool_]),
+    ),
+)
+
+
+@st.composite
+def count_triples(draw):
+    """(n, c, k): two times in three well-formed (scalars, lists or numpy arrays of any integer or
+    float dtype, n up to 2**62), else anything."""
+    if draw(st.integers(0, 2), label="mode") == 0:
+        return draw(_count_args), draw(_count_args), draw(_count_args)
+    size = draw(st.integers(0, 4), label="size")
+    big = draw(st.booleans(), label="big n")
+    ns = draw(st.lists(st.integers(1, 2**62 if big else 60), min_size=size, max_size=size), label="n")
+    cs = [draw(st.sampled_from([0, 1, 2, n // 2, n - 1, n])) for n in ns]
+    cs = [min(max(v, 0), n) for v, n in zip(cs, ns)]
+    k = draw(st.integers(1, 70), label="k")
+    kind = draw(st.sampled_from(["scalar", "list", "int64", "float64", "int32"]), label="kind")
+    if kind == "scalar" and size:
+        return ns[0], cs[0], k
+    if kind in ("list", "scalar"):
+        return ns, cs, k
+    dtype = {"int64": np.int64, "float64": np.float64, "int32": np.int32}[kind]
+    if dtype is not np.int64 and big:
+        dtype = np.int64  # float64 or int32 cannot hold every such n
+    return np.asarray(ns, dtype=dtype), np.asarray(cs, dtype=dtype), k
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=count_triples())
+def test_property_pass_at_k_any_input_exact_or_named_error(args):
+    """pass@k and pass^k of anything: the exact values entry by entry, or a TypeError/ValueError
+    naming n, c or k; never another exception, a hang or a silently different result."""
+    n, c, k = args
+    for fn, exact in (
+        (pass_at_k, lambda a, b, d: 1 - exact_ratio(a, b, d)),
+        (pass_hat_k, lambda a, b, d: exact_ratio(a, a - b, d)),
+    ):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # k > n: NaN, warned
+                got = np.asarray(fn(n, c, k))
+        except (TypeError, ValueError) as err:
+            event(f"{fn.__name__}: named error")
+            assert _named(err, "n", "c", "k"), err
+            continue
+        event(f"{fn.__name__}: result")
+        nb, cb, kb = np.broadcast_arrays(*(np.asarray(v).astype(np.int64) for v in (n, c, k)))
+        assert got.shape == nb.shape
+        for a, b, d, g in zip(
+            nb.ravel().tolist(), cb.ravel().tolist(), kb.ravel().tolist(), got.ravel().tolist()
+        ):
+            if d > a:
+                assert math.isnan(g)
+            elif min(b, d, a - b) <= 60:
+                assert close_to_exact(g, exact(a, b, d)), (fn.__name__, a, b, d, g)
+
+
+_value_arrays = st.one_of(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), max_size=6),
+    st.lists(st.lists(st.floats(-5, 5), min_size=2, max_size=2), max_size=3),
+    st.lists(st.one_of(st.integers(-2, 2), st.booleans(), st.none(), st.text(max_size=1)), max_size=4),
+    st.builds(
+        lambda v, dt: np.asarray(v, dtype=dt),
+        st.lists(st.integers(0, 3), max_size=5),
+        st.sampled_from([np.float64, np.float16, np.int8, np.bool_, np.uint64]),
+    ),
+    st.just(np.zeros((2, 2, 2))),
+)
+_ks = st.one_of(
+    st.integers(-1, 8), st.integers(2**62, 2**70), st.floats(0, 4), st.booleans(), st.none(), st.just("2")
+)
+
+
+_good_values = st.one_of(
+    st.lists(st.floats(-5, 5), min_size=1, max_size=6),
+    st.lists(st.integers(0, 1), min_size=1, max_size=6),
+    st.integers(1, 5).flatmap(
+        lambda n: st.lists(st.lists(st.floats(-5, 5), min_size=n, max_size=n), min_size=1, max_size=3)
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.one_of(_good_values, _good_values, _value_arrays),
+    k=st.one_of(st.integers(1, 6), st.integers(1, 6), _ks),
+    replace=st.booleans(),
+)
+def test_property_best_worst_at_k_any_input(values, k, replace):
+    """best@k / worst@k of anything: enumeration's values, NaN where undefined, or a named error."""
+    for fn, pick in ((best_at_k, max), (worst_at_k, min)):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                got = fn(values, k, replace=replace)
+        except (TypeError, ValueError) as err:
+            event(f"{fn.__name__}: named error")
+            assert _named(err, "values", "k"), err
+            continue
+        event(f"{fn.__name__}: result")
+        arr = np.atleast_2d(np.asarray(values, dtype=np.float64))
+        n = arr.shape[1]
+        mean = np.atleast_1d(got.mean)
+        if k > n and not replace:
+            assert np.isnan(mean).all()
+        elif n_draws(n, k, replace) <= 4096:
+            for row, m in zip(arr.tolist(), mean.tolist()):
+                want, _ = brute_extreme(row, k, replace, pick)
+                assert math.isclose(m, want, rel_tol=1e-9, abs_tol=1e-9), (row, k, replace, m, want)
+        else:
+            assert np.all((arr.min(axis=1) - 1e-9 <= mean) & (mean <= arr.max(axis=1) + 1e-9))
+
+
+@st.composite
+def vote_inputs(draw):
+    """(preds, vals): two times in three of one length (hashable answers, finite values)."""
+    any_preds = st.one_of(
+        st.lists(st.sampled_from(["a", "b", 1, 1.0, None]), max_size=6),
+        st.lists(st.one_of(st.just([1]), st.just("a")), max_size=3),
+        st.just("ab"),
+    )
+    any_vals = st.lists(st.one_of(st.floats(-2, 2), st.just(float("nan")), st.booleans()), max_size=6)
+    if draw(st.integers(0, 2), label="mode") == 0:
+        return draw(any_preds), draw(any_vals)
+    n = draw(st.integers(1, 6), label="n")
+    preds = draw(st.lists(st.sampled_from(["a", "b", "c", 1, None]), min_size=n, max_size=n), label="preds")
+    vals = draw(st.lists(st.one_of(st.floats(-2, 2), st.booleans()), min_size=n, max_size=n), label="vals")
+    return preds, vals
+
+
+@settings(max_examples=200, deadline=None)
+@given(args=vote_inputs(), k=st.one_of(st.integers(1, 5), st.integers(1, 5), _ks), replace=st.booleans())
+def test_property_maj_at_k_any_input(args, k, replace):
+    """maj@k of anything: verl's rule enumerated over every draw, NaN where undefined, or a named error."""
+    preds, vals = args
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got = maj_at_k(preds, vals, k, replace=replace)
+    except (TypeError, ValueError) as err:
+        event("named error")
+        assert _named(err, "preds", "values", "k"), err
+        return
+    event("result")
+    n = len(vals)
+    if k > n and not replace:
+        assert math.isnan(got.mean)
+    elif n_draws(n, k, replace, ordered=True) <= 5000 and got.mc_error == 0.0:
+        want, _ = brute_majority(list(preds), [float(v) for v in vals], k, replace)
+        assert math.isclose(got.mean, want, rel_tol=1e-9, abs_tol=1e-9), (preds, vals, k, got, want)
+    else:
+        assert min(map(float, vals)) - 1e-9 <= got.mean <= max(map(float, vals)) + 1e-9

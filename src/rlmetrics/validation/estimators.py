@@ -232,6 +232,8 @@ _SATURATED_HAT = 750.0
 _DIRECT_TERMS = 1024
 # Largest a / (n - m) for the closed form (its series then converges in a dozen terms).
 _CLOSED_FORM_RATE = 0.05
+# Largest integer every float64 holds exactly.
+_EXACT_FLOAT_INT = 2**53
 # Sums of at most this many terms are added one term index at a time, across entries.
 _COLUMN_TERMS = 128
 # Elements per block of the longer direct sums.
@@ -274,9 +276,13 @@ def _log_ratio_direct(n: np.ndarray, a: np.ndarray, m: np.ndarray) -> np.ndarray
         order = short[np.argsort(-m[short], kind="stable")]
         n_s, a_s = n[order], a[order]
         total = np.zeros(order.shape[0])
+        carry = np.zeros(order.shape[0])  # compensated (Kahan) sum: the rounding of each step
         still = np.searchsorted(-m[order], -np.arange(int(m[order[0]])), side="left")
         for i, cnt in enumerate(still.tolist()):
-            total[:cnt] += _log_factors(n_s[:cnt] - i, a_s[:cnt])
+            term = _log_factors(n_s[:cnt] - i, a_s[:cnt]) - carry[:cnt]
+            new_total = total[:cnt] + term
+            carry[:cnt] = (new_total - total[:cnt]) - term
+            total[:cnt] = new_total
         out[order] = total
     long_rows = np.flatnonzero(m > _COLUMN_TERMS)
     if long_rows.size:
@@ -301,13 +307,17 @@ def _log_factors(d: np.ndarray, a: np.ndarray) -> np.ndarray:
     """``log(1 - a / d)`` of int64 ``d > a >= 0`` to within an ulp or so of each: ``log1p`` of the
     rate up to 1/2, beyond it the log of the exact ``(d - a) / d`` (``1 - rate`` would lose
     the digits of a rate near 1)."""
+    if d.size and int(d.max()) > _EXACT_FLOAT_INT:
+        # beyond 2**53 the integers round as float64, by the same amounts in every factor:
+        # divide in extended precision (exact for int64 where numpy's longdouble is 80-bit)
+        d, a = d.astype(np.longdouble), a.astype(np.longdouble)
     rate = a / d
     with np.errstate(divide="ignore"):  # a rate that rounds to 1 is redone below
         out = np.log1p(-rate)
     high = rate > 0.5
     if high.any():
         out[high] = np.log((d[high] - a[high]) / d[high])
-    return out
+    return out.astype(np.float64)
 
 
 def _log_ratio_closed(n: np.ndarray, a: np.ndarray, m: np.ndarray) -> np.ndarray:
