@@ -438,3 +438,13 @@ def test_bad_arguments(kwargs, exc, match):
 def test_attach_needs_a_trainer():
     with pytest.raises(TypeError, match="trainer must be a transformers/TRL Trainer; got object"):
         RLMetricsCallback().attach(object())
+
+
+def test_a_run_name_with_path_separators_is_one_folder(tmp_path):
+    """TRL run names such as 'org/model-grpo' name one run folder, not a path (the Tracker refuses those)."""
+    cb = RLMetricsCallback(log_dir=tmp_path / "logs", monitor=False).attach(FakeTrainer())
+    a = args(tmp_path)
+    a.run_name = "org/model-grpo"
+    cb.on_train_begin(a, state(0), None)
+    cb.on_log(a, state(1), None, logs={"loss": 0.5})
+    assert run_dir(cb) == tmp_path / "logs" / "trl" / "org_model-grpo"

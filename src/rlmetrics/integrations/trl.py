@@ -82,7 +82,8 @@ class RLMetricsCallback(TrainerCallback):
     project : str
         The run's project (default ``"trl"``).
     experiment : str, optional
-        The run's name; default the trainer's ``run_name``, else the name of its ``output_dir``.
+        The run's name; default the trainer's ``run_name`` (path separators become ``_``), else
+        the name of its ``output_dir``.
     backends : str or sequence, keyword-only
         :class:`rlmetrics.Tracker` backends (default ``("jsonl",)``).
     log_dir : str or Path, optional, keyword-only
@@ -213,6 +214,8 @@ class RLMetricsCallback(TrainerCallback):
             return self.tracker
         output_dir = Path(getattr(args, "output_dir", None) or ".")
         experiment = self.experiment or getattr(args, "run_name", None) or output_dir.resolve().name or "run"
+        # a run name such as "org/model-grpo" is one folder name here (the Tracker refuses separators)
+        experiment = experiment.replace("/", "_").replace("\\", "_").strip(".") or "run"
         log_dir = Path(self.log_dir) if self.log_dir is not None else output_dir / "rlmetrics"
         if self.monitor is True:
             from rlmetrics.health.monitor import HealthMonitor
