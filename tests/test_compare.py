@@ -807,3 +807,9 @@ def test_seeded_chunked_and_global_rng_untouched(monkeypatch):
 def test_compare_curves_errors(xa, xb, ks, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         compare_curves(xa, xb, ks, **kwargs)
+
+
+def test_default_ks_of_huge_sample_counts_are_refused_not_allocated():
+    """n = 10**10 samples: every k from 1 to n would be 10**10 curve points; the call says to give ks=."""
+    with pytest.raises(ValueError, match=r"every k up to the fewest samples \(10000000000\) is too many"):
+        pass_at_k_curves([10**10], [3])

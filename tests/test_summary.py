@@ -333,3 +333,8 @@ def test_bootstrap_interval_is_seeded_and_leaves_the_global_rng_alone():
 def test_interval_option_errors(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         summarize_validation(["s"] * 4, ["a", "a", "b", "b"], {"acc": [1, 0, 1, 1]}, **kwargs)
+
+
+def test_ks_above_int64_are_named():
+    with pytest.raises(ValueError, match=r"ks must be integers below 2\*\*63; got 1180591620717411303424"):
+        summarize_validation(["s"] * 4, ["a", "a", "b", "b"], {"acc": [1, 0, 1, 1]}, ks=[2**70], replace=True)

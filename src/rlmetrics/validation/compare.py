@@ -61,6 +61,8 @@ _CURVE_CHUNK = 4_000_000
 _SMALL_PRODUCT = 10_000_000
 # A replicate's standard error counts as at least this fraction of the sample's (see compare_curves).
 _SE_FLOOR = 0.25
+# Default ks of the curves (1 .. min n) are refused above this many points: give ks=.
+_MAX_DEFAULT_K = 1 << 16
 # Differences b_i - a_i that agree within this many ulps of the inputs count as equal.
 _ROUNDING = 4 * np.finfo(np.float64).eps
 
@@ -460,6 +462,11 @@ def _curve_inputs(n: Any, c: Any, ks: Any) -> tuple[np.ndarray, np.ndarray, np.n
     if ks is None:
         if n_a.size == 0:
             raise ValueError("ks must be given when there are no prompts")
+        if int(n_a.min()) > _MAX_DEFAULT_K:
+            raise ValueError(
+                f"every k up to the fewest samples ({int(n_a.min())}) is too many curve points; "
+                f"give ks= (at most {_MAX_DEFAULT_K} by default)"
+            )
         k_a = np.arange(1, int(n_a.min()) + 1, dtype=np.int64)
     else:
         k_a = check_ks(ks)

@@ -186,6 +186,8 @@ def prompt_estimates(
         if isinstance(ks, str | bytes) or not isinstance(ks, Sequence | np.ndarray):
             raise TypeError(f"ks must be a list of integers >= 1; got {type(ks).__name__}")
         ks = [check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(ks)]
+        if any(k > 2**63 - 1 for k in ks):
+            raise ValueError(f"ks must be integers below 2**63; got {max(ks)}")
         if not ks:
             raise ValueError("ks must be a non-empty list of integers >= 1; got []")
     options = _Options(ks, bool(replace), check_int(seed, "seed"), _check_taus(taus))
