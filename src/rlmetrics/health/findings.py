@@ -15,7 +15,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ERROR", "SEVERITIES", "WARNING", "Diagnosis", "Finding", "History", "Skipped", "as_history"]
+__all__ = [
+    "ERROR",
+    "SEVERITIES",
+    "WARNING",
+    "Diagnosis",
+    "Finding",
+    "History",
+    "Skipped",
+    "as_history",
+    "last_per_step",
+]
 
 WARNING = "warning"
 ERROR = "error"
@@ -147,7 +157,7 @@ def as_history(data: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
             v = np.asarray(values, dtype=np.float64).reshape(-1)
             if s.shape != v.shape:
                 raise ValueError(f"history[{key!r}]: {s.size} steps but {v.size} values")
-            out[str(key)] = _sorted_unique(s, v)
+            out[str(key)] = last_per_step(s, v)
         return out
     if not isinstance(data, Iterable):
         raise TypeError(
@@ -171,12 +181,18 @@ def as_history(data: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
             steps_of.append(step)
             values_of.append(float(value))
     return {
-        k: _sorted_unique(np.asarray(s, np.int64), np.asarray(v, np.float64)) for k, (s, v) in series.items()
+        k: last_per_step(np.asarray(s, np.int64), np.asarray(v, np.float64)) for k, (s, v) in series.items()
     }
 
 
-def _sorted_unique(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort by step; of a step logged twice keep the last value logged."""
+def last_per_step(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort by step; of a step logged twice keep the last value logged.
+
+    Examples
+    --------
+    >>> [a.tolist() for a in last_per_step(np.array([2, 1, 2]), np.array([0.5, 0.1, 0.7]))]
+    [[1, 2], [0.1, 0.7]]
+    """
     order = np.argsort(steps, kind="stable")
     steps, values = steps[order], values[order]
     if steps.size > 1:

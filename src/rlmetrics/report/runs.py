@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
+from rlmetrics.health.findings import last_per_step
 from rlmetrics.tracking import read_jsonl
 
 __all__ = ["RunCurves", "ValidationDumpError", "load_run", "unique_names"]
@@ -100,16 +101,6 @@ class RunCurves:
             if isinstance(value, list | tuple) and value:
                 return " ".join(str(v) for v in value)
         return None
-
-
-def _dedupe_last(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort by step; of a step logged twice keep the value logged last."""
-    order = np.argsort(steps, kind="stable")
-    steps, values = steps[order], values[order]
-    if steps.size > 1:
-        keep = np.append(steps[1:] != steps[:-1], True)
-        steps, values = steps[keep], values[keep]
-    return steps, values
 
 
 def _is_tracker_jsonl(p: Path) -> bool:
@@ -232,9 +223,9 @@ def _read_tracker_jsonl(p: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray
             acc = chunks.setdefault(key, ([], []))
             acc[0].append(s)
             acc[1].append(v)
-    out = {k: _dedupe_last(np.concatenate(s), np.concatenate(v)) for k, (s, v) in chunks.items()}
+    out = {k: last_per_step(np.concatenate(s), np.concatenate(v)) for k, (s, v) in chunks.items()}
     stamped = [t for _, t in parts if t is not None and t[0].size]
-    times = _dedupe_last(*map(np.concatenate, zip(*stamped))) if stamped else None
+    times = last_per_step(*map(np.concatenate, zip(*stamped))) if stamped else None
     return out, times
 
 
