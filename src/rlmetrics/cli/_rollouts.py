@@ -12,11 +12,40 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+
+import typer
 
 from rlmetrics.validation.dumps import DumpError, _Coded, find_dumps, load_rollouts, schema_keys
 
 __all__ = ["KeyOptions", "RolloutInputs", "Run", "inputs_of", "keys_to_read", "load_run", "read_keys"]
+
+# The options both commands read rollouts with (one text for one idea).
+UidKey = Annotated[
+    str,
+    typer.Option(
+        "--uid-key", help="Key of the prompt id; if absent from the files, prompts are grouped by 'input'."
+    ),
+]
+SourceKey = Annotated[
+    str, typer.Option("--source-key", help="Key of the data source; if absent, one source named 'all'.")
+]
+ValueKeys = Annotated[
+    list[str] | None,
+    typer.Option("--value-key", help="A value key to use (repeatable); default: every numeric key."),
+]
+PredKey = Annotated[str, typer.Option("--pred-key", help="Key of the predicted answer voted on for maj@k.")]
+ClusterKey = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster-key", help="Key of a cluster of prompts (e.g. a shared passage): clustered errors."
+    ),
+]
+Ks = Annotated[
+    list[int] | None,
+    typer.Option("--k", "-k", help="A k for the @k metrics (repeatable).", show_default="1, 2, 4, ... N"),
+]
+Confidence = Annotated[float, typer.Option("--confidence", help="Level of the intervals.")]
 
 _TEXT_KEYS = frozenset({"input", "output", "gts", "step"})
 

@@ -26,7 +26,18 @@ from rich.console import Console
 from rich.markup import escape
 
 from rlmetrics.cli._files import atomic_path, check_target, write_json
-from rlmetrics.cli._rollouts import KeyOptions, Run, load_run
+from rlmetrics.cli._rollouts import (
+    ClusterKey,
+    Confidence,
+    KeyOptions,
+    Ks,
+    PredKey,
+    Run,
+    SourceKey,
+    UidKey,
+    ValueKeys,
+    load_run,
+)
 
 __all__ = ["compare"]
 
@@ -193,32 +204,17 @@ def compare(
             show_default=False,
         ),
     ],
-    uid_key: Annotated[
-        str, typer.Option("--uid-key", help="Key of the prompt id (default: 'uid', else the 'input' text).")
-    ] = "uid",
-    source_key: Annotated[
-        str, typer.Option("--source-key", help="Key of the data source; if absent, one source named 'all'.")
-    ] = "data_source",
-    value_keys: Annotated[
-        list[str] | None,
-        typer.Option("--value-key", help="A value to compare (repeatable); default: every numeric key."),
-    ] = None,
-    pred_key: Annotated[
-        str, typer.Option("--pred-key", help="Key of the answer voted on for maj@k.")
-    ] = "pred",
-    cluster_key: Annotated[
-        str | None,
-        typer.Option("--cluster-key", help="Key of a cluster of prompts: clustered standard errors."),
-    ] = None,
-    k: Annotated[
-        list[int] | None,
-        typer.Option("--k", "-k", help="A k of the @k metrics (repeatable).", show_default="1, 2, 4, ... N"),
-    ] = None,
+    uid_key: UidKey = "uid",
+    source_key: SourceKey = "data_source",
+    value_keys: ValueKeys = None,
+    pred_key: PredKey = "pred",
+    cluster_key: ClusterKey = None,
+    k: Ks = None,
     step: Annotated[
         int | None,
         typer.Option("--step", help="For folders of per-step dumps: the step to read (default: the last)."),
     ] = None,
-    confidence: Annotated[float, typer.Option("--confidence", help="Level of the intervals.")] = 0.95,
+    confidence: Confidence = 0.95,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap replicates of the pass@k band.")] = 2000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
     curves: Annotated[

@@ -32,7 +32,18 @@ from rich.markup import escape
 
 from rlmetrics import keys as K
 from rlmetrics.cli._files import atomic_path, check_target, write_json
-from rlmetrics.cli._rollouts import KeyOptions, inputs_of, read_keys
+from rlmetrics.cli._rollouts import (
+    ClusterKey,
+    Confidence,
+    KeyOptions,
+    Ks,
+    PredKey,
+    SourceKey,
+    UidKey,
+    ValueKeys,
+    inputs_of,
+    read_keys,
+)
 from rlmetrics.validation.dumps import Dump, ValidateInputError, find_dumps, load_rollouts
 
 __all__ = ["ValidateInputError", "load_rollouts", "validate"]
@@ -236,33 +247,12 @@ def validate(
             show_default=False,
         ),
     ],
-    uid_key: Annotated[
-        str,
-        typer.Option(
-            "--uid-key",
-            help="Key of the prompt id; if absent from the files, prompts are grouped by 'input'.",
-        ),
-    ] = "uid",
-    source_key: Annotated[
-        str, typer.Option("--source-key", help="Key of the data source; if absent, one source named 'all'.")
-    ] = "data_source",
-    value_keys: Annotated[
-        list[str] | None,
-        typer.Option("--value-key", help="A value to summarise (repeatable); default: every numeric key."),
-    ] = None,
-    pred_key: Annotated[
-        str, typer.Option("--pred-key", help="Key of the predicted answer voted on for maj@k.")
-    ] = "pred",
-    cluster_key: Annotated[
-        str | None,
-        typer.Option(
-            "--cluster-key", help="Key of a cluster of prompts (e.g. a shared passage): clustered errors."
-        ),
-    ] = None,
-    k: Annotated[
-        list[int] | None,
-        typer.Option("--k", "-k", help="A k for the @k metrics (repeatable).", show_default="1, 2, 4, ... N"),
-    ] = None,
+    uid_key: UidKey = "uid",
+    source_key: SourceKey = "data_source",
+    value_keys: ValueKeys = None,
+    pred_key: PredKey = "pred",
+    cluster_key: ClusterKey = None,
+    k: Ks = None,
     replace: Annotated[
         bool,
         typer.Option(
@@ -276,7 +266,7 @@ def validate(
             help="Interval: wilson (stays in [0, 1]; t for other values), t, or bootstrap (over prompts).",
         ),
     ] = "wilson",
-    confidence: Annotated[float, typer.Option("--confidence", help="Level of the intervals.")] = 0.95,
+    confidence: Confidence = 0.95,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the summary (per step for several steps) as JSON.")
     ] = None,
