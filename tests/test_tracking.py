@@ -464,8 +464,17 @@ def test_colliding_config_keys_are_a_named_error(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def _without_tensorboard(monkeypatch):
+    """tensorboard unimportable, its submodules too (an earlier test may have imported them:
+    a cached submodule would still import)."""
+    for name in [m for m in sys.modules if m == "tensorboard" or m.startswith("tensorboard.")] + [
+        "tensorboard"
+    ]:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
 def test_a_failed_construction_leaves_no_run_dir_behind(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    _without_tensorboard(monkeypatch)
     with pytest.raises(ImportError, match="needs tensorboard"):
         Tracker("p", "e", backends=("jsonl", "tensorboard"), log_dir=tmp_path / "logs")
     assert not (tmp_path / "logs").exists()
