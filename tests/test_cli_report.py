@@ -116,3 +116,18 @@ def test_a_missing_package_gives_the_pip_line(tmp_path, monkeypatch, module, arg
     assert message in text and "pip install 'rlmetrics[plot]'" in text
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()  # nothing written before the check
+
+
+def test_missing_plotly_fails_before_reading(tmp_path, monkeypatch):
+    import importlib.util
+
+    from rlmetrics.cli.app import app as cli_app
+
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0, "a": 1.0}\n')
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else real(name, *a)
+    )
+    monkeypatch.setattr("rlmetrics.cli.report.write_report", None)  # reading would fail loudly
+    res = CliRunner().invoke(cli_app, ["report", str(tmp_path / "metrics.jsonl")])
+    assert res.exit_code == 1 and "the report needs plotly: pip install 'rlmetrics[plot]'" in res.output

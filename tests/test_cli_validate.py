@@ -458,3 +458,15 @@ def test_unreadable_input_exits_1(tmp_path, monkeypatch):
     monkeypatch.setattr(dumps_module, "_read_jsonl", eio)
     res = run(src)
     assert res.exit_code == 1 and "cannot read the input" in res.output and "Input/output error" in res.output
+
+
+def test_plot_without_matplotlib_fails_before_any_work(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a)
+    )
+    monkeypatch.setattr("rlmetrics.cli.validate.find_dumps", None)  # reading would fail loudly
+    res = run(tmp_path / "any.jsonl", "--plot", tmp_path / "p.png")
+    assert res.exit_code == 1 and "--plot needs matplotlib: pip install 'rlmetrics[plot]'" in res.output

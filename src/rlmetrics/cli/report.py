@@ -42,6 +42,14 @@ def report(
     missing = [str(p) for p in runs if not p.exists()]
     if missing:
         raise typer.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="RUNS")
+    import importlib.util
+
+    needed = ["plotly"] + (["matplotlib"] if png else [])
+    absent = [pkg for pkg in needed if importlib.util.find_spec(pkg) is None]
+    if absent:  # before any run is read
+        message = f"the report needs {', '.join(absent)}: pip install 'rlmetrics[plot]'"
+        console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+        raise typer.Exit(code=1)
     first = runs[0]
     out_dir = out if out is not None else (first if first.is_dir() else first.parent) / "report"
     try:

@@ -20,6 +20,7 @@ written.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import warnings
 from collections.abc import Iterator
@@ -306,6 +307,8 @@ def validate(
         fail(f"--k values must be integers in [1, 2**63 - 1]; got {', '.join(map(str, k))}")
     if ci not in CI_METHODS:
         fail(f"--ci must be one of {', '.join(CI_METHODS)}; got {ci!r}")
+    if plot is not None and importlib.util.find_spec("matplotlib") is None:  # before any work
+        fail("--plot needs matplotlib: pip install 'rlmetrics[plot]'")
     if not 0.0 < confidence < 1.0:
         fail(f"--confidence must be in (0, 1); got {confidence}")
     opts = KeyOptions(uid_key, source_key, value_keys, pred_key, cluster_key)
