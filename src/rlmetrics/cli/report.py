@@ -34,7 +34,7 @@ def report(
     ] = None,
     title: Annotated[str, typer.Option(help="Title of the page.")] = "rlmetrics report",
     png: Annotated[
-        bool, typer.Option("--png", help="Also write a PNG per section, for papers (matplotlib).")
+        bool, typer.Option("--png", help="Also write a PNG per section, for papers (matplotlib).", metavar="")
     ] = False,
 ) -> None:
     """Draw runs into report.html: findings, key panels, every metric by group; hover, zoom, smoothing."""
