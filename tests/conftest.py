@@ -1,12 +1,20 @@
-"""Shared fixtures: verl 0.9.1 as the parity reference."""
+"""Shared fixtures: verl 0.9.1 as the parity reference; Hypothesis settings."""
 
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# The suite draws the same Hypothesis examples on every run (a CI result is reproducible, and a
+# failure is one rerun away); HYPOTHESIS_PROFILE=explore draws new ones, to hunt for more.
+settings.register_profile("reproducible", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 
 
 @pytest.fixture(scope="session")
