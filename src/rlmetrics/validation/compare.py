@@ -39,6 +39,7 @@ from rlmetrics.validation._args import (
     check_scalar,
     check_vector,
 )
+from rlmetrics.validation.intervals import standard_errors
 
 __all__ = [
     "CurveComparison",
@@ -330,13 +331,10 @@ def paired_difference(
     elif constant:
         se, df = 0.0, float(units - 1)
     else:
-        dev = d - diff
-        if codes is None:
-            se = float(np.sqrt(dev @ dev / (p - 1) / p))
-        else:
-            assert g is not None
-            sums = np.bincount(codes, weights=dev, minlength=g)
-            se = float(np.sqrt(g / (g - 1) * (sums @ sums) / p**2))
+        # the SE of the mean difference over prompts (clustered: Miller 2024, eq. 4, CR1)
+        se = float(
+            standard_errors(d[:, None], np.ones((p, 1), bool), np.array([diff]), np.array([p]), codes)[0]
+        )
         df = float(units - 1)
     ci_low, ci_high, p_value, mde, stat = _t_inference(diff, se, df, confidence, power)
     return PairedDifference(

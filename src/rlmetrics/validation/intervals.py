@@ -50,7 +50,15 @@ import numpy as np
 from rlmetrics._core.checks import check_int
 from rlmetrics.validation._args import check_cluster_codes, check_level
 
-__all__ = ["CI_METHODS", "Interval", "IntervalTable", "column_intervals", "mean_interval", "wilson_interval"]
+__all__ = [
+    "CI_METHODS",
+    "Interval",
+    "IntervalTable",
+    "column_intervals",
+    "mean_interval",
+    "standard_errors",
+    "wilson_interval",
+]
 
 #: The interval methods, the default first.
 CI_METHODS = ("wilson", "t", "bootstrap")
@@ -158,7 +166,7 @@ def _units(present: np.ndarray, clusters: np.ndarray | None) -> tuple[np.ndarray
     return n, (per_cluster > 0).sum(axis=0)
 
 
-def _standard_errors(
+def standard_errors(
     filled: np.ndarray, present: np.ndarray, mean: np.ndarray, n: np.ndarray, clusters: np.ndarray | None
 ) -> np.ndarray:
     """SE of each column's mean over its present prompts: ``s / sqrt(P)``, or the clustered form.
@@ -249,7 +257,7 @@ def column_intervals(
     n, n_g = _units(present, codes)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = filled.sum(axis=0) / n
-    se = _standard_errors(filled, present, mean, n, codes)
+    se = standard_errors(filled, present, mean, n, codes)
     units = n if n_g is None else n_g
     m = arr.shape[1]
     if method == "bootstrap":
