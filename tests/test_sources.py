@@ -287,7 +287,7 @@ def test_wandb_cut_off_file_keeps_what_was_read(wandb_run, tmp_path):
     data = run_file.read_bytes()
     assert len(data) > 2 * 32768
     cut.write_bytes(data[: len(data) - 40])  # the tail: the exit record
-    with pytest.warns(RuntimeWarning, match="stopped reading at byte"):
+    with pytest.warns(RuntimeWarning, match=r"steps read; the file ends in an incomplete record"):
         history, _ = load_history(cut)
     assert history["actor/entropy"][0].tolist()[:3] == [1, 2, 5]
 
@@ -308,6 +308,38 @@ def test_wandb_missing_package(tmp_path, monkeypatch):
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(ImportError, match=r"pip install 'rlmetrics\[wandb\]'"):
+        load_history(path)
+
+
+def test_wandb_records_to_rows():
+    """wandb's JSON lines: NaN and +/-inf as W&B's strings, W&B's own keys dropped, other records
+    and unparsable lines skipped, the step from ``_step`` or the record's step."""
+    from rlmetrics.health.sources import _wandb_rows
+
+    lines = [
+        '{"num":1,"type":"header","header":{}}',
+        '{"num":2,"type":"history","history":{"item":{"_step":3,"_runtime":1.5,"a":"NaN",'
+        '"b":"Infinity","c":"-Infinity","d":2,"s":"text"},"step":{"num":3}}}',
+        '{"num":3,"type":"partial_history","partial_history":{"item":{"a":1},"step":{"num":4}}}',
+        '{"num":4,"type":"history","history":"not a dict"}',
+        '{"num":5,"type":"history", cut off',
+        '{"num":6,"type":"history","history":{"item":{"_step":9}}}',
+    ]
+    rows = _wandb_rows(Path("run-x.wandb"), iter(lines))
+    assert len(rows) == 2
+    first, second = rows
+    assert math.isnan(first.pop("a"))
+    assert first == {"b": math.inf, "c": -math.inf, "d": 2, "s": "text", "step": 3}
+    assert second == {"a": 1, "step": 4}
+
+
+def test_wandb_without_its_reader_says_which_version(tmp_path, monkeypatch):
+    from rlmetrics.health import sources
+
+    path = _write(tmp_path / "run-x.wandb", b":W&B\xe1\xbe\x00")
+    old_cli = "import sys; sys.stderr.write(\"Error: No such command 'leet'.\\n\"); sys.exit(2)"
+    monkeypatch.setattr(sources, "_wandb_command", lambda p: [sys.executable, "-c", old_cli])
+    with pytest.raises(RunReadError, match=r"has no `wandb leet inspect`: pip install -U 'wandb>=0\.31'"):
         load_history(path)
 
 
@@ -366,8 +398,16 @@ BAD = [
         lambda p: _write(p / "trainer_state.json", b'{"log_history": []}'),
         "no numeric metric",
     ),
-    ("wandb-bad-header", lambda p: _write(p / "run-x.wandb", b"not a wandb file"), "not a W&B run file"),
-    ("wandb-too-short", lambda p: _write(p / "run-x.wandb", b":W&"), "too short for a W&B run file"),
+    (
+        "wandb-bad-header",
+        lambda p: _write(p / "run-x.wandb", b"not a wandb file"),
+        r"wandb could not read the run file: .*invalid W&B identifier",
+    ),
+    (
+        "wandb-too-short",
+        lambda p: _write(p / "run-x.wandb", b":W&"),
+        "ends in an incomplete record before any history record",
+    ),
 ]
 
 

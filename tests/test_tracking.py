@@ -6,7 +6,7 @@ import hashlib
 import io
 import json
 import math
-import struct
+import subprocess
 import sys
 import time
 import warnings
@@ -760,35 +760,16 @@ def test_tensorboard_round_trip(tmp_path):
 # --- wandb (offline) ---------------------------------------------------------------------------
 
 
-def _read_wandb_records(path: Path) -> list:
-    """Records of a ``.wandb`` file, parsed with wandb's own protobuf ``Record``.
-
-    The file is a LevelDB-style log (wandb's datastore): a 7-byte header (``:W&B``, magic,
-    version), then 32 KiB blocks of chunks with a 7-byte header (crc32c, length, type:
-    1 full, 2 first, 3 middle, 4 last).
-    """
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data = path.read_bytes()
-    assert data[:4] == b":W&B"
-    block, pos, records, pending = 32768, 7, [], b""
-    while pos + 7 <= len(data):
-        left = block - pos % block
-        if left < 7:
-            pos += left
-            continue
-        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
-        chunk = data[pos + 7 : pos + 7 + length]
-        pos += 7 + length
-        if kind == 0 and length == 0:
-            continue
-        pending = chunk if kind in (1, 2) else pending + chunk
-        if kind in (1, 4):
-            rec = pb.Record()
-            rec.ParseFromString(pending)
-            records.append(rec)
-            pending = b""
-    return records
+def _read_wandb_records(path: Path) -> list[dict]:
+    """Records of a ``.wandb`` file as wandb's own reader prints them (``wandb leet inspect --json``)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
 def test_wandb_offline_round_trip(tmp_path, monkeypatch):
@@ -803,31 +784,27 @@ def test_wandb_offline_round_trip(tmp_path, monkeypatch):
     # a moment after ``finish()`` returns: wait (bounded) for the exit record
     deadline = time.monotonic() + 20.0
     records = _read_wandb_records(run_file)
-    while not any(r.WhichOneof("record_type") == "exit" for r in records) and time.monotonic() < deadline:
+    while not any(r["type"] == "exit" for r in records) and time.monotonic() < deadline:
         time.sleep(0.2)
         records = _read_wandb_records(run_file)
     history: dict[int, dict] = {}
     for rec in records:
         # wandb writes a step as one ``history`` record, or (its service under load) as the
         # ``partial_history`` records the run sent, not yet merged
-        kind = rec.WhichOneof("record_type")
+        kind = rec["type"]
         if kind in ("history", "partial_history"):
-            part = getattr(rec, kind)
-            items = {it.key or "/".join(it.nested_key): json.loads(it.value_json) for it in part.item}
-            step = items.pop("_step", None)
-            if step is None and kind == "partial_history" and part.HasField("step"):
-                step = part.step.num
+            items = dict(rec[kind]["item"])
+            step = items.pop("_step", rec[kind].get("step", {}).get("num"))
             values = {k: v for k, v in items.items() if not k.startswith("_")}
             if values:
                 history.setdefault(int(step), {}).update(values)
-    kinds = Counter(rec.WhichOneof("record_type") for rec in records)
+    kinds = Counter(rec["type"] for rec in records)
     assert history == STEPS, f"records in {run_file.name} ({run_file.stat().st_size} bytes): {dict(kinds)}"
-    config = {}
+    config: dict = {}
     for rec in records:  # the config arrives with the run record (and later config records)
-        kind = rec.WhichOneof("record_type")
-        updates = rec.run.config.update if kind == "run" else rec.config.update if kind == "config" else []
-        config.update({it.key: json.loads(it.value_json) for it in updates})
-    assert rec.WhichOneof("record_type") == "exit" and rec.exit.exit_code == 0
+        if rec["type"] in ("run", "config"):
+            config.update((rec["run"]["config"] if rec["type"] == "run" else rec["config"]).get("update", {}))
+    assert records[-1]["type"] == "exit" and records[-1]["exit"].get("exit_code", 0) == 0
     assert config["trainer"] == CONFIG["trainer"] and config["actor"] == CONFIG["actor"]
 
 

@@ -11,7 +11,9 @@ source kind               what is read
 ``"tensorboard"``         the ``events.out.tfevents.*`` files of one log directory (verl's and
                           TRL's ``tensorboard`` loggers), every scalar, no per-tag cap
 ``"trl-trainer-state"``   ``trainer_state.json`` of TRL / transformers (its ``log_history``)
-``"wandb-offline"``       a W&B offline run (``offline-run-*/run-*.wandb``): its history records
+``"wandb-offline"``       a W&B offline run (``offline-run-*/run-*.wandb``): its history records,
+                          as wandb's own reader prints them (``wandb leet inspect --json``,
+                          wandb >= 0.31)
 ========================= ======================================================================
 
 A directory is searched in this order, the first match wins: ``metrics.jsonl``;
@@ -32,9 +34,8 @@ import json
 import math
 import os
 import re
-import struct
+import sys
 import warnings
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -305,96 +306,89 @@ def _read_tensorboard(p: Path) -> _History:
     return as_history(arrays)
 
 
-# W&B's transaction log (``.wandb``): LevelDB's log format (32 KiB blocks of chunks, each with a
-# 7-byte header: crc32, length, type) after a 7-byte file header (``:W&B``, magic, version);
-# each record is a wandb ``Record`` protobuf. The checksum is zlib's crc32 of the data seeded
-# with the crc32 of the type byte. Current wandb reads this file in its Go service (``wandb
-# sync``) and ships no Python reader of it, so the framing is read here and each record is
-# parsed with wandb's own protobuf ``Record``.
-_WANDB_IDENT = b":W&B"
-_WANDB_MAGIC = 0xBEE1
-_BLOCK = 32768
-_HEADER = 7
-_FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
-_CHUNK_CRC = {t: zlib.crc32(bytes([t])) for t in (_FULL, _FIRST, _MIDDLE, _LAST)}
+# W&B's transaction log (``.wandb``) is read by wandb itself: ``wandb leet inspect --json FILE``
+# (wandb >= 0.31) prints each record of the file as one JSON line, in the order written. Only
+# the history records are kept; NaN and +/-inf arrive as the strings W&B writes for them.
+WANDB_MIN_VERSION = "0.31"
+_WANDB_INSTALL = "pip install 'rlmetrics[wandb]'"
+_WANDB_UPGRADE = f"pip install -U 'wandb>={WANDB_MIN_VERSION}'"
+_WANDB_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_WANDB_RECORDS = ("history", "partial_history")
 
 
-def _wandb_records(p: Path, data: bytes) -> Iterator[bytes]:
-    """The records (serialised protobufs) of a ``.wandb`` file; a cut-off or corrupt tail ends it."""
-    if len(data) < _HEADER:
-        raise RunReadError(f"{str(p)!r}: {len(data)} bytes, too short for a W&B run file")
-    ident, magic, _version = struct.unpack("<4sHB", data[:_HEADER])
-    if ident != _WANDB_IDENT or magic != _WANDB_MAGIC:
-        raise RunReadError(f"{str(p)!r}: not a W&B run file (header {data[:_HEADER]!r})")
-    pos, pending = _HEADER, bytearray()
-    while pos < len(data):
-        left = _BLOCK - pos % _BLOCK
-        if left < _HEADER:  # a block's trailer: zeros
-            pos += left
-            continue
-        header = data[pos : pos + _HEADER]
-        crc, length, kind = struct.unpack("<IHB", header) if len(header) == _HEADER else (0, 0, -1)
-        if kind == 0 and length == 0:  # zero padding
-            pos += _HEADER
-            continue
-        chunk = data[pos + _HEADER : pos + _HEADER + length]
-        if len(chunk) < length or kind not in _CHUNK_CRC or zlib.crc32(chunk, _CHUNK_CRC[kind]) != crc:
-            warnings.warn(
-                f"{p}: stopped reading at byte {pos} of {len(data)} (a record cut off or corrupt; "
-                "a run still writing?)",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-            return
-        pos += _HEADER + length
-        if kind == _FULL:
-            yield chunk
-        elif kind == _FIRST:
-            pending = bytearray(chunk)
-        else:
-            pending += chunk
-            if kind == _LAST:
-                yield bytes(pending)
-                pending = bytearray()
+def _wandb_command(p: Path) -> list[str]:
+    """The command that prints the records of the run file ``p`` (wandb's own reader)."""
+    import importlib.util
+
+    if importlib.util.find_spec("wandb") is None:
+        raise ImportError(f"reading the W&B run {str(p)!r} needs wandb: {_WANDB_INSTALL}")
+    return [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(p)]
 
 
-def _read_wandb(p: Path) -> _History:
-    try:
-        from wandb.proto import wandb_internal_pb2 as pb
-    except ImportError:
-        raise ImportError(
-            f"reading the W&B run {str(p)!r} needs wandb: pip install 'rlmetrics[wandb]'"
-        ) from None
+def _wandb_rows(p: Path, lines: Iterator[str]) -> list[dict[str, Any]]:
+    """The rows (metrics and ``step``) of the history records among ``lines``."""
     rows: list[dict[str, Any]] = []
-    for raw in _wandb_records(p, p.read_bytes()):
-        record = pb.Record()  # type: ignore[attr-defined]
-        try:
-            record.ParseFromString(raw)
-        except Exception as err:  # protobuf's DecodeError
-            raise RunReadError(f"{str(p)!r}: a record is not a W&B Record ({err})") from None
-        kind = record.WhichOneof("record_type")
-        if kind not in ("history", "partial_history"):
+    for line in lines:
+        if 'history"' not in line:  # most records are not history: skip their parse
             continue
-        # a history record is one step; partial_history records (not merged yet by W&B's
-        # service) are parts of one, merged by step
-        part = getattr(record, kind)
-        row: dict[str, Any] = {}
-        step: Any = None
-        for item in part.item:
-            key = item.key or ".".join(item.nested_key)  # W&B shows nested keys as a.b
-            try:
-                value = json.loads(item.value_json)
-            except json.JSONDecodeError:
-                continue
-            if key == "_step":
-                step = value
-            elif not key.startswith("_"):  # _timestamp, _runtime, _wandb: W&B's own
-                row[key] = value
-        if step is None and part.HasField("step"):
-            step = part.step.num
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        kind = record.get("type") if isinstance(record, dict) else None
+        if kind not in _WANDB_RECORDS or not isinstance(record.get(kind), dict):
+            continue
+        part = record[kind]
+        items = part.get("item")
+        if not isinstance(items, dict):
+            continue
+        step = items.get("_step", (part.get("step") or {}).get("num"))
+        row = {
+            key: _WANDB_FLOATS.get(value, value) if isinstance(value, str) else value
+            for key, value in items.items()
+            if not key.startswith("_")  # _step, _timestamp, _runtime, _wandb: W&B's own
+        }
         if row and step is not None:
             row[K.TRACKING_STEP] = step
             rows.append(row)
+    return rows
+
+
+def _read_wandb(p: Path) -> _History:
+    import subprocess
+    import tempfile
+
+    command = _wandb_command(p)
+    env = os.environ | {"WANDB_SILENT": "true"}
+    # stdout is read as it comes (a long run prints much); stderr, a few lines, goes to a file
+    # so that neither pipe can fill up while the other is read
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
+        with subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=errors, text=True, encoding="utf-8", env=env
+        ) as proc:
+            assert proc.stdout is not None
+            rows = _wandb_rows(p, iter(proc.stdout))
+        errors.seek(0)
+        err = errors.read().strip()
+    if proc.returncode != 0:
+        last = err.splitlines()[-1] if err else f"exit code {proc.returncode}"
+        if "No such command" in err or "No such option" in err:
+            raise RunReadError(
+                f"{str(p)!r}: the installed wandb has no `wandb leet inspect`: {_WANDB_UPGRADE}"
+            )
+        raise RunReadError(f"{str(p)!r}: wandb could not read the run file: {last.removeprefix('Error: ')}")
+    if "incomplete" in err and not rows:
+        raise RunReadError(
+            f"{str(p)!r}: the W&B run file ends in an incomplete record before any history record "
+            "(cut off, or a run that stopped at its start)"
+        )
+    if "incomplete" in err:
+        warnings.warn(
+            f"{p}: {len(rows)} steps read; the file ends in an incomplete record (a run still "
+            "writing, or one that crashed)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
     return as_history(rows)
 
 
