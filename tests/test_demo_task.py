@@ -23,6 +23,7 @@ from rlmetrics.demo.task import (
     policy_forward,
     resolve_rollout_dtype,
     response_logits,
+    warm_start,
 )
 
 
@@ -175,6 +176,65 @@ def test_generate_layout_and_log_probs(policy):
         logits = response_logits(params, full_ids, full_mask, task.prompt_width, config=cfg)
     train = torch.log_softmax(logits, -1).gather(2, resp[..., None]).squeeze(-1) * resp_mask
     torch.testing.assert_close(train, logp, rtol=1e-4, atol=1e-4)
+
+
+def _fresh(task: ReversalTask, seed: int = 0) -> tuple[PolicyConfig, dict]:
+    cfg = PolicyConfig(
+        vocab_size=task.vocab_size,
+        max_seq_len=task.prompt_width + task.response_width,
+        d_model=32,
+        n_layers=2,
+        n_heads=4,
+    )
+    return cfg, init_policy(cfg, generator=torch.Generator().manual_seed(seed))
+
+
+def test_warm_start_teaches_the_format_not_the_task():
+    """After the warm start the policy stops after as many letters as the prompt has (the
+    length limit is rarely hit), while its letters stay near uniform: accuracy at chance."""
+    task = ReversalTask(n_letters=4, min_len=1, max_len=3)
+    cfg, params = _fresh(task)
+    state = torch.random.get_rng_state()
+    loss = warm_start(params, task, config=cfg, steps=150, rng=np.random.default_rng(0))
+    assert torch.equal(state, torch.random.get_rng_state())
+    # the floor: uniform letters (log 4 each) and a certain EOS, over L + 1 target tokens
+    floor = np.mean([length * np.log(4) / (length + 1) for length in (1, 2, 3)])
+    assert floor <= loss < floor + 0.1
+    assert all(p.grad is None for p in params.values())
+    strings = task.sample(np.random.default_rng(1), 512)
+    ids, mask = (torch.from_numpy(x) for x in task.encode_prompts(strings))
+    resp, resp_mask, _ = generate(
+        params,
+        ids,
+        mask,
+        config=cfg,
+        max_response_len=task.response_width,
+        generator=torch.Generator().manual_seed(0),
+    )
+    lengths = resp_mask.sum(dim=1).numpy() - 1  # letters before the EOS
+    target = np.array([len(s) for s in strings])
+    assert np.mean(lengths == target) > 0.95
+    _, acc, _ = task.score(strings, resp.numpy())
+    chance = np.mean([0.25 ** len(s) for s in strings])
+    assert abs(acc.mean() - chance) < 0.05
+
+
+def test_warm_start_is_seeded_and_zero_steps_change_nothing():
+    task = ReversalTask(n_letters=4, min_len=1, max_len=3)
+    cfg, a = _fresh(task)
+    _, b = _fresh(task)
+    _, c = _fresh(task)
+    before = {k: v.detach().clone() for k, v in c.items()}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the demo runs: bitwise equal only with one thread
+    try:
+        warm_start(a, task, config=cfg, steps=5, rng=np.random.default_rng(3))
+        warm_start(b, task, config=cfg, steps=5, rng=np.random.default_rng(3))
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert np.isnan(warm_start(c, task, config=cfg, steps=0, rng=np.random.default_rng(3)))
+    assert all(torch.equal(c[k], before[k]) for k in c)
 
 
 def test_generate_is_reproducible_and_bf16_differs_slightly(policy):

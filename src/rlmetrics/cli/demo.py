@@ -69,6 +69,13 @@ def demo(
     n_letters: Annotated[
         int, typer.Option(help="Alphabet size of the strings (a larger one: a harder task).")
     ] = DemoConfig.n_letters,
+    warm_start_steps: Annotated[
+        int,
+        typer.Option(
+            help="Supervised steps that teach the fresh policy the answer's format (its length, then "
+            "EOS) before RL; 0: RL from random weights (most early answers run to the limit)."
+        ),
+    ] = DemoConfig.warm_start_steps,
     rollout_dtype: Annotated[
         str,
         typer.Option(
@@ -109,6 +116,7 @@ def demo(
             max_len=max_len,
             n_letters=n_letters,
             rollout_dtype=rollout_dtype,
+            warm_start_steps=warm_start_steps,
         )
     except ValueError as err:  # DemoConfig names the field first: "algo must be ..."
         field = str(err).split(" ", 1)[0]

@@ -1,14 +1,17 @@
 """The demo: train a tiny policy with GRPO (or PPO) on the CPU and log every metric family.
 
 The run is a miniature of a verl training step, on a task whose answers can be checked
-(reversing short strings, see :mod:`rlmetrics.demo.task`):
+(reversing short strings, see :mod:`rlmetrics.demo.task`). Like a real run it starts from a
+model that knows the answer's format: a short supervised warm start teaches the fresh policy to
+write as many letters as the prompt has and then stop, with every letter equally likely, so
+reversing is left to RL. Each step then runs:
 
 1. ``gen``: sample ``group_size`` responses per prompt with the policy in bfloat16 (the
    "inference engine"), keeping the rollout's log-probabilities;
 2. ``reward``: score the answers (verifiable reward, placed on the last response token);
 3. ``old_log_prob``: recompute log-probabilities in float32 (the "training engine"), with the
    entropy and the sum of squared probabilities from the real logits;
-4. ``ref``: log-probabilities under the frozen initial policy (the KL loss; with a KL
+4. ``ref``: log-probabilities under the frozen warm-started policy (the KL loss; with a KL
    coefficient of 0 the KL is still measured and logged, not added to the loss);
 5. ``values`` / ``update_critic`` (PPO only): a critic with its own value head;
 6. ``adv``: GRPO group-normalised advantages (or GAE for PPO);
@@ -52,6 +55,7 @@ from rlmetrics.demo.task import (
     init_policy,
     resolve_rollout_dtype,
     response_logits,
+    warm_start,
 )
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.policy.logits import entropy_and_sum_pi_squared_from_logits
@@ -141,6 +145,12 @@ class DemoConfig:
         The task: alphabet size and string lengths.
     d_model, n_layers, n_heads : int
         Size of the policy.
+    warm_start_steps : int
+        Supervised steps that teach the fresh policy the answer's format (its length, then
+        ``EOS``) but not the task, before RL (:func:`rlmetrics.demo.task.warm_start`): the run
+        starts, as real ones do, from a model that knows when to stop. 0 starts RL from the
+        random initialisation, whose answers mostly run to the length limit for the first
+        ~70 steps.
     peak_flops : float
         Peak FLOP/s used for ``perf/mfu``.
     """
@@ -170,6 +180,7 @@ class DemoConfig:
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
+    warm_start_steps: int = 100
     peak_flops: float = CPU_PEAK_FLOPS
 
     @property
@@ -207,6 +218,7 @@ class DemoConfig:
             raise ValueError(f"rollout_dtype must be 'auto' or one of {choices}; got {self.rollout_dtype!r}")
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
+        check_int(self.warm_start_steps, "warm_start_steps", minimum=0)
         if self.max_response_length is not None:
             check_int(self.max_response_length, "max_response_length", minimum=1)
         # the task's own checks (alphabet size, lengths), before a run starts
@@ -335,7 +347,14 @@ class _Run:
         )
         init_gen = torch.Generator().manual_seed(config.seed)
         self.actor = init_policy(self.pcfg, generator=init_gen)
-        self.ref = {k: v.detach().clone() for k, v in self.actor.items()}
+        self.warm_start_loss = warm_start(
+            self.actor,
+            self.task,
+            config=self.pcfg,
+            steps=config.warm_start_steps,
+            rng=np.random.default_rng([config.seed, 2]),
+        )
+        self.ref = {k: v.detach().clone() for k, v in self.actor.items()}  # the KL's reference
         self.critic = (
             init_policy(self.pcfg, generator=init_gen, value_head=True) if config.algo == "ppo" else None
         )
@@ -682,6 +701,7 @@ def _run_demo(
         "task": "reverse a string",
         "num_params": run.pcfg.num_params,
         "flops_per_token": run.pcfg.flops_per_token,
+        "warm_start_loss": run.warm_start_loss,
     }
     kwargs = dict(tracker_kwargs or {})
     if "wandb" in names:

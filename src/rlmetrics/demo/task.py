@@ -7,9 +7,10 @@ from a ``torch.Generator`` and prompts from a ``numpy.random.Generator``.
 The task: a prompt ``BOS x_1 ... x_L SEP`` (``L`` between ``min_len`` and ``max_len``, letters
 from a small alphabet) is answered by ``x_L ... x_1 EOS``. The reward is verifiable: the score is
 the fraction of answer positions right (``1.0`` exactly when the answer is right, a wrong length
-costs the missing or extra positions) and the accuracy is the exact match. A randomly initialised
-policy scores about ``1 / vocab`` per position and almost never gets an answer right, so what the
-demo's validation accuracy gains is learnt by RL.
+costs the missing or extra positions) and the accuracy is the exact match. :func:`warm_start`
+teaches a fresh policy the answer's format (its length, then ``EOS``) with random letters, so the
+warm-started policy is right by chance only and what the demo's validation accuracy gains is
+learnt by RL.
 
 torch is imported inside the functions that need it (:data:`TORCH_INSTALL` says how to get it).
 """
@@ -34,6 +35,7 @@ __all__ = [
     "init_policy",
     "policy_forward",
     "response_logits",
+    "warm_start",
 ]
 
 PAD, BOS, SEP, EOS = 0, 1, 2, 3
@@ -285,6 +287,71 @@ def response_logits(
         return logits[:, sl, :]
     v = (hidden[:, sl, :] @ params["v_head.w"].T).squeeze(-1) + params["v_head.b"]
     return logits[:, sl, :], v
+
+
+def warm_start(
+    params: dict[str, Any],
+    task: ReversalTask,
+    *,
+    config: PolicyConfig,
+    steps: int,
+    rng: np.random.Generator,
+    batch: int = 128,
+    lr: float = 3e-3,
+) -> float:
+    """Teach the policy the answer's format, not the task: as many letters as the prompt, then ``EOS``.
+
+    The stand-in for the supervised model an RL run starts from. The targets are random letters
+    of the prompt's length followed by ``EOS`` (teacher-forced cross-entropy, AdamW), so the
+    policy learns where to stop while every letter stays equally likely: reversing the string is
+    left to RL (a warm-started policy is right by chance only, ``(1 / n_letters) ** L``). Without
+    it, a random policy rarely emits ``EOS`` and most early responses run to the length limit.
+
+    Parameters
+    ----------
+    params : dict of tensors
+        Updated in place.
+    task : ReversalTask
+    config : PolicyConfig
+    steps : int
+        Optimiser steps (0 leaves ``params`` as they are).
+    rng : numpy.random.Generator
+        Source of the prompts and the target letters.
+    batch : int
+        Sequences per step.
+    lr : float
+        AdamW learning rate.
+
+    Returns
+    -------
+    float
+        The last step's loss (mean over target tokens; NaN when ``steps`` is 0). The floor is the
+        entropy of uniform letters, ``log(n_letters)`` per letter and 0 for ``EOS``.
+    """
+    torch = _torch()
+    opt = torch.optim.AdamW(params.values(), lr=lr, weight_decay=0.0)
+    width, loss = task.response_width, math.nan
+    for _ in range(steps):
+        strings = task.sample(rng, batch)
+        prompt_ids, prompt_mask = task.encode_prompts(strings)
+        target = np.full((batch, width), PAD, dtype=np.int64)
+        target_mask = np.zeros((batch, width), dtype=np.int64)
+        for i, s in enumerate(strings):
+            row = [*rng.integers(_N_SPECIAL, _N_SPECIAL + task.n_letters, size=len(s)).tolist(), EOS]
+            target[i, : len(row)], target_mask[i, : len(row)] = row, 1
+        ids = torch.from_numpy(np.concatenate([prompt_ids, target], axis=1))
+        attention = torch.from_numpy(np.concatenate([prompt_mask, target_mask], axis=1))
+        logits = response_logits(params, ids, attention, task.prompt_width, config=config)
+        logp = torch.log_softmax(logits, dim=-1).gather(2, torch.from_numpy(target)[..., None]).squeeze(-1)
+        m = torch.from_numpy(target_mask).float()
+        nll = -(logp * m).sum() / m.sum()
+        opt.zero_grad(set_to_none=True)
+        nll.backward()
+        opt.step()
+        loss = float(nll.detach())
+    for p in params.values():
+        p.grad = None
+    return loss
 
 
 #: Rollout precisions of :func:`generate`.
