@@ -21,8 +21,11 @@ from rlmetrics.demo.run import (
     val_acc_key,
 )
 
-# Reduced size: ~10 s on one core. Learns robustly (seeds 0, 1, 2 reach 0.5-0.9 validation accuracy).
+# Reduced size: ~10 s on one core. Learns robustly (seeds 0, 1, 2 reach 0.5-0.9 validation accuracy)
+# from random weights; warm-started, the policy first sits on a plateau of ~40-60 steps (the
+# shipped 150-step run learns from it: tests/test_diagnose_demo.py).
 SMALL = {
+    "warm_start_steps": 0,
     "steps": 60,
     "n_prompts": 32,
     "lr": 2e-3,
@@ -266,8 +269,9 @@ def test_a_longer_response_limit_keeps_the_task(tmp_path):
 def test_a_rollout_temperature_is_a_mismatch(tmp_path):
     base = run_demo(DemoConfig(seed=0, **TINY), out_dir=tmp_path / "base")
     hot = run_demo(DemoConfig(seed=0, rollout_temperature=2.0, **TINY), out_dir=tmp_path / "hot")
-    # bfloat16 alone gives ~1e-7; sampling at 2 while training at 1 gives ~1e-3 from the start
-    assert _series(base, "rollout_corr/k3_kl").max() < 1e-5
+    # bfloat16 alone gives ~1e-4 (on the warm-started policy); sampling at 2 while training at
+    # 1 gives over 1e-3 from the start
+    assert _series(base, "rollout_corr/k3_kl").max() < 1e-3
     assert _series(hot, "rollout_corr/k3_kl").min() > 1e-3
 
 

@@ -91,7 +91,8 @@ def demo(
     A run already there is kept: this one is then EXPERIMENT-2 (-3, ...), as the summary says.
 
     Break it on purpose to see a failure in the metrics: e.g. --lr 0.05, --max-response-length 3,
-    or --kl-coef 0 --lr 0.003 --n-letters 20 (the policy drifts from the reference, the reward stays flat).
+    or --kl-coef 0 --lr 0.003 --n-letters 20 --warm-start-steps 0 (the policy drifts from the
+    reference, the reward stays flat).
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table

@@ -3,8 +3,8 @@
 The run is a miniature of a verl training step, on a task whose answers can be checked
 (reversing short strings, see :mod:`rlmetrics.demo.task`). Like a real run it starts from a
 model that knows the answer's format: a short supervised warm start teaches the fresh policy to
-write as many letters as the prompt has and then stop, with every letter equally likely, so
-reversing is left to RL. Each step then runs:
+write as many letters as the prompt has and then stop, but not which letters, so reversing is
+left to RL. Each step then runs:
 
 1. ``gen``: sample ``group_size`` responses per prompt with the policy in bfloat16 (the
    "inference engine"), keeping the rollout's log-probabilities;

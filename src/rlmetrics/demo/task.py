@@ -8,8 +8,8 @@ The task: a prompt ``BOS x_1 ... x_L SEP`` (``L`` between ``min_len`` and ``max_
 from a small alphabet) is answered by ``x_L ... x_1 EOS``. The reward is verifiable: the score is
 the fraction of answer positions right (``1.0`` exactly when the answer is right, a wrong length
 costs the missing or extra positions) and the accuracy is the exact match. :func:`warm_start`
-teaches a fresh policy the answer's format (its length, then ``EOS``) with random letters, so the
-warm-started policy is right by chance only and what the demo's validation accuracy gains is
+teaches a fresh policy the answer's format (its length, then ``EOS``) but not which letters, so
+the warm-started policy is right by chance only and what the demo's validation accuracy gains is
 learnt by RL.
 
 torch is imported inside the functions that need it (:data:`TORCH_INSTALL` says how to get it).
@@ -301,11 +301,12 @@ def warm_start(
 ) -> float:
     """Teach the policy the answer's format, not the task: as many letters as the prompt, then ``EOS``.
 
-    The stand-in for the supervised model an RL run starts from. The targets are random letters
-    of the prompt's length followed by ``EOS`` (teacher-forced cross-entropy, AdamW), so the
-    policy learns where to stop while every letter stays equally likely: reversing the string is
-    left to RL (a warm-started policy is right by chance only, ``(1 / n_letters) ** L``). Without
-    it, a random policy rarely emits ``EOS`` and most early responses run to the length limit.
+    The stand-in for the supervised model an RL run starts from. Teacher-forced on random
+    letters of the prompt's length followed by ``EOS`` (AdamW), the loss at a letter position
+    is the log of the letters' total probability: the policy learns to write letters and where
+    to stop, never which letter, so reversing the string is left to RL (a warm-started policy
+    is right about as often as chance, ``(1 / n_letters) ** L``). Without it, a random policy
+    rarely emits ``EOS`` and most early responses run to the length limit.
 
     Parameters
     ----------
@@ -316,7 +317,7 @@ def warm_start(
     steps : int
         Optimiser steps (0 leaves ``params`` as they are).
     rng : numpy.random.Generator
-        Source of the prompts and the target letters.
+        Source of the prompts and the teacher-forced letters.
     batch : int
         Sequences per step.
     lr : float
@@ -325,8 +326,8 @@ def warm_start(
     Returns
     -------
     float
-        The last step's loss (mean over target tokens; NaN when ``steps`` is 0). The floor is the
-        entropy of uniform letters, ``log(n_letters)`` per letter and 0 for ``EOS``.
+        The last step's loss: the mean over target tokens of ``-log P(a letter)`` and
+        ``-log P(EOS)`` (0 for a policy that has the format; NaN when ``steps`` is 0).
     """
     torch = _torch()
     opt = torch.optim.AdamW(params.values(), lr=lr, weight_decay=0.0)
@@ -342,7 +343,12 @@ def warm_start(
         ids = torch.from_numpy(np.concatenate([prompt_ids, target], axis=1))
         attention = torch.from_numpy(np.concatenate([prompt_mask, target_mask], axis=1))
         logits = response_logits(params, ids, attention, task.prompt_width, config=config)
-        logp = torch.log_softmax(logits, dim=-1).gather(2, torch.from_numpy(target)[..., None]).squeeze(-1)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        # a letter position is right for any letter: the letters' total probability is trained,
+        # never how it splits between them (the content is left to RL)
+        logp_letter = torch.logsumexp(logp_all[..., _N_SPECIAL:], dim=-1)
+        tgt = torch.from_numpy(target)
+        logp = torch.where(tgt == EOS, logp_all[..., EOS], logp_letter)
         m = torch.from_numpy(target_mask).float()
         nll = -(logp * m).sum() / m.sum()
         opt.zero_grad(set_to_none=True)

@@ -111,9 +111,10 @@ class HealthMonitor:
     Notes
     -----
     A live finding describes the run as logged so far, and is reported once: a condition that
-    later clears (responses truncated while a fresh policy has not yet learnt to stop, which
-    the demo shows for its first ~70 steps) stays reported, while the diagnosis of the finished
-    run (``rlmetrics diagnose``, :attr:`last` after :meth:`check`) no longer lists it.
+    later clears (responses truncated while a policy trained from random weights has not yet
+    learnt to stop: ``rlmetrics demo --warm-start-steps 0`` for its first ~70 steps) stays
+    reported, while the diagnosis of the finished run (``rlmetrics diagnose``, :attr:`last`
+    after :meth:`check`) no longer lists it.
 
     Attributes
     ----------
