@@ -325,7 +325,7 @@ def test_wandb_records_to_rows():
         '{"num":5,"type":"history", cut off',
         '{"num":6,"type":"history","history":{"item":{"_step":9}}}',
     ]
-    rows = _wandb_rows(Path("run-x.wandb"), iter(lines))
+    rows = _wandb_rows(iter(lines))
     assert len(rows) == 2
     first, second = rows
     assert math.isnan(first.pop("a"))

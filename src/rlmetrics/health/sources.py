@@ -325,7 +325,7 @@ def _wandb_command(p: Path) -> list[str]:
     return [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(p)]
 
 
-def _wandb_rows(p: Path, lines: Iterator[str]) -> list[dict[str, Any]]:
+def _wandb_rows(lines: Iterator[str]) -> list[dict[str, Any]]:
     """The rows (metrics and ``step``) of the history records among ``lines``."""
     rows: list[dict[str, Any]] = []
     for line in lines:
@@ -367,7 +367,7 @@ def _read_wandb(p: Path) -> _History:
             command, stdout=subprocess.PIPE, stderr=errors, text=True, encoding="utf-8", env=env
         ) as proc:
             assert proc.stdout is not None
-            rows = _wandb_rows(p, iter(proc.stdout))
+            rows = _wandb_rows(iter(proc.stdout))
         errors.seek(0)
         err = errors.read().strip()
     if proc.returncode != 0:
