@@ -110,9 +110,8 @@ def test_task_rejects_bad_settings(kwargs, match):
         ReversalTask(**kwargs)
 
 
-@pytest.fixture(scope="module")
-def policy():
-    task = ReversalTask(n_letters=4, min_len=1, max_len=3)
+def _fresh(task: ReversalTask, seed: int = 0) -> tuple[PolicyConfig, dict]:
+    """A small policy for ``task``, freshly initialised from ``seed``."""
     cfg = PolicyConfig(
         vocab_size=task.vocab_size,
         max_seq_len=task.prompt_width + task.response_width,
@@ -120,7 +119,13 @@ def policy():
         n_layers=2,
         n_heads=4,
     )
-    return task, cfg, init_policy(cfg, generator=torch.Generator().manual_seed(0))
+    return cfg, init_policy(cfg, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.fixture(scope="module")
+def policy():
+    task = ReversalTask(n_letters=4, min_len=1, max_len=3)
+    return (task, *_fresh(task))
 
 
 def test_num_params_counts_the_tensors(policy):
@@ -176,17 +181,6 @@ def test_generate_layout_and_log_probs(policy):
         logits = response_logits(params, full_ids, full_mask, task.prompt_width, config=cfg)
     train = torch.log_softmax(logits, -1).gather(2, resp[..., None]).squeeze(-1) * resp_mask
     torch.testing.assert_close(train, logp, rtol=1e-4, atol=1e-4)
-
-
-def _fresh(task: ReversalTask, seed: int = 0) -> tuple[PolicyConfig, dict]:
-    cfg = PolicyConfig(
-        vocab_size=task.vocab_size,
-        max_seq_len=task.prompt_width + task.response_width,
-        d_model=32,
-        n_layers=2,
-        n_heads=4,
-    )
-    return cfg, init_policy(cfg, generator=torch.Generator().manual_seed(seed))
 
 
 def test_warm_start_teaches_the_format_not_the_task():
