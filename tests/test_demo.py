@@ -222,6 +222,8 @@ def test_ppo_with_critic(tmp_path):
         ({"rollout_temperature": 0.0}, ValueError, "rollout_temperature must be a finite number > 0"),
         ({"reward": "len"}, ValueError, "reward must be 'score' or 'acc'; got 'len'"),
         ({"critic_lr": float("inf")}, ValueError, "critic_lr must be a finite number > 0 or None; got inf"),
+        ({"warm_start_steps": -1}, ValueError, "warm_start_steps must be an integer >= 0; got -1"),
+        ({"warm_start_steps": 1.5}, TypeError, "warm_start_steps must be an integer >= 0; got float 1.5"),
     ],
     ids=[
         "algo",
@@ -238,6 +240,8 @@ def test_ppo_with_critic(tmp_path):
         "temperature",
         "reward",
         "critic-lr",
+        "warm-start-negative",
+        "warm-start-float",
     ],
 )
 def test_config_errors(kwargs, exc, match):

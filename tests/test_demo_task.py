@@ -122,6 +122,21 @@ def _fresh(task: ReversalTask, seed: int = 0) -> tuple[PolicyConfig, dict]:
     return cfg, init_policy(cfg, generator=torch.Generator().manual_seed(seed))
 
 
+def _rollout(task, cfg, params, strings, *, seed=0, dtype="float32"):
+    """``generate`` on the encoded ``strings`` at the task's response width, seeded."""
+    ids, mask = (torch.from_numpy(x) for x in task.encode_prompts(strings))
+    out = generate(
+        params,
+        ids,
+        mask,
+        config=cfg,
+        max_response_len=task.response_width,
+        generator=torch.Generator().manual_seed(seed),
+        dtype=dtype,
+    )
+    return ids, mask, *out
+
+
 @pytest.fixture(scope="module")
 def policy():
     task = ReversalTask(n_letters=4, min_len=1, max_len=3)
@@ -159,15 +174,7 @@ def test_left_padding_does_not_change_the_logits(policy):
 def test_generate_layout_and_log_probs(policy):
     task, cfg, params = policy
     strings = task.sample(np.random.default_rng(0), 16)
-    ids, mask = (torch.from_numpy(x) for x in task.encode_prompts(strings))
-    resp, resp_mask, logp = generate(
-        params,
-        ids,
-        mask,
-        config=cfg,
-        max_response_len=task.response_width,
-        generator=torch.Generator().manual_seed(0),
-    )
+    ids, mask, resp, resp_mask, logp = _rollout(task, cfg, params, strings)
     assert resp.shape == resp_mask.shape == logp.shape == (16, task.response_width)
     for row, m in zip(resp.tolist(), resp_mask.tolist()):  # mask: 1 up to and including the first EOS
         n = (row.index(EOS) + 1) if EOS in row else len(row)
@@ -195,15 +202,7 @@ def test_warm_start_teaches_the_format_not_the_task():
     assert 0 <= loss < 0.05  # -log P(a letter) and -log P(EOS), both near 0 once learnt
     assert all(p.grad is None for p in params.values())
     strings = task.sample(np.random.default_rng(1), 512)
-    ids, mask = (torch.from_numpy(x) for x in task.encode_prompts(strings))
-    resp, resp_mask, _ = generate(
-        params,
-        ids,
-        mask,
-        config=cfg,
-        max_response_len=task.response_width,
-        generator=torch.Generator().manual_seed(0),
-    )
+    _, _, resp, resp_mask, _ = _rollout(task, cfg, params, strings)
     lengths = resp_mask.sum(dim=1).numpy() - 1  # tokens before the EOS
     target = np.array([len(s) for s in strings])
     assert np.mean(lengths == target) > 0.95
@@ -236,18 +235,9 @@ def test_warm_start_is_seeded_and_zero_steps_change_nothing():
 def test_generate_is_reproducible_and_bf16_differs_slightly(policy):
     task, cfg, params = policy
     strings = task.sample(np.random.default_rng(1), 8)
-    ids, mask = (torch.from_numpy(x) for x in task.encode_prompts(strings))
 
     def run(dtype):
-        return generate(
-            params,
-            ids,
-            mask,
-            config=cfg,
-            max_response_len=task.response_width,
-            generator=torch.Generator().manual_seed(5),
-            dtype=dtype,
-        )
+        return _rollout(task, cfg, params, strings, seed=5, dtype=dtype)[2:]
 
     a, b = run("float32"), run("float32")
     assert all(torch.equal(x, y) for x, y in zip(a, b))
@@ -258,14 +248,7 @@ def test_generate_is_reproducible_and_bf16_differs_slightly(policy):
         assert 0 < float(diff.max()) < 0.1, dtype
     # bfloat16-weights: float32 arithmetic on the rounded parameters, nothing else
     rounded = {name: p.to(torch.bfloat16).float() for name, p in params.items()}
-    want = generate(
-        rounded,
-        ids,
-        mask,
-        config=cfg,
-        max_response_len=task.response_width,
-        generator=torch.Generator().manual_seed(5),
-    )
+    want = _rollout(task, cfg, rounded, strings, seed=5)[2:]
     assert all(torch.equal(x, y) for x, y in zip(want, run("bfloat16-weights")))
 
 
