@@ -11,12 +11,14 @@ import pytest
 from rlmetrics._core import array as _array
 from rlmetrics._core.array import (
     as_float,
+    check_dense,
     check_finite_scalar,
     check_mask,
     check_same_shape,
     cpu_block_rows,
     describe,
     host_view,
+    is_array,
     mask_and_invalid_count,
     prepare_arrays,
     raise_invalid_mask,
@@ -413,9 +415,15 @@ def test_host_view_dtypes(make, dtype):
         ),
         pytest.param(
             [torch.zeros(2), torch.zeros(2, device="meta")],
-            ValueError,
-            r"inputs must be on one device; got x0 on cpu, x1 on meta",
-            id="devices",
+            TypeError,
+            r"x1 is on the meta device, a shape without data",
+            id="meta",
+        ),
+        pytest.param(
+            [torch.eye(2).to_sparse(), torch.zeros(2, 2)],
+            TypeError,
+            r"x0 must be a dense tensor",
+            id="sparse",
         ),
     ],
 )
@@ -435,3 +443,44 @@ def test_prepare_arrays_errors(arrays, exc, match):
 )
 def test_cpu_block_rows(n, width, on_cpu, expected):
     assert cpu_block_rows(n, width, on_cpu) == expected
+
+
+#: Tensors whose values cannot be read as one dense array: (make, message).
+NOT_DENSE = {
+    "meta": (lambda: torch.zeros(3, 4, device="meta"), r"is on the meta device, a shape without data"),
+    "sparse-coo": (
+        lambda: torch.eye(3, 4).to_sparse(),
+        r"must be a dense tensor; got layout torch.sparse_coo",
+    ),
+    "sparse-csr": (
+        lambda: torch.eye(3, 4).to_sparse_csr(),
+        r"must be a dense tensor; got layout torch.sparse_csr",
+    ),
+    "nested": (
+        lambda: torch.nested.nested_tensor([torch.zeros(2), torch.zeros(4)]),
+        r"must be a dense tensor; got a nested tensor of 2 rows .*to_padded_tensor",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NOT_DENSE), ids=sorted(NOT_DENSE))
+def test_check_dense_refuses_tensors_without_dense_data_naming_them(kind):
+    make, message = NOT_DENSE[kind]
+    with pytest.raises(TypeError, match=r"^batch\['advantages'\] " + message):
+        check_dense(make(), "batch['advantages']")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: np.zeros((2, 3)), lambda: torch.zeros(2, 3), lambda: torch.zeros(4, 6)[:, ::2], lambda: 1.5],
+    ids=["numpy", "torch", "torch-strided-view", "scalar"],
+)
+def test_check_dense_passes_dense_inputs_through(make):
+    x = make()
+    assert check_dense(x, "x") is x
+
+
+def test_describe_a_nested_tensor_without_its_shape():
+    nested = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(5)])
+    assert describe(nested) == "nested tensor of 2 rows and dtype torch.float32"
+    assert is_array(nested) and not is_array([1.0])

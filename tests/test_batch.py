@@ -306,3 +306,115 @@ def test_verl_dataproto_without_tensors(data_proto_cls):
     view = as_batch(dp)
     assert not view.has("advantages")
     assert view.non_tensor("uid") is uid and view.meta_info == {"k": 1}
+
+
+# --- tensors without dense data, and numpy beside torch, through every batch family -----------
+
+torch = pytest.importorskip("torch")
+
+
+def _family_batch() -> dict[str, Any]:
+    from batches import make_batch
+
+    tensors, non_tensors = make_batch(6, 4, 5, seed=0, non_tensors=True)
+    g = torch.Generator().manual_seed(1)
+    tensors["sum_pi_squared"] = torch.rand(6, 5, generator=g)
+    tensors["old_log_probs"] = -torch.rand(6, 5, generator=g)
+    return {**tensors, **non_tensors, "uid": np.array(list("aabbcc"), dtype=object)}
+
+
+def _families() -> dict[str, Any]:
+    import rlmetrics as R
+
+    return {
+        "data": lambda b: R.compute_data_metrics(b, use_critic=True),
+        "timing": lambda b: R.compute_timing_metrics(b, {"gen": 1.0}),
+        "throughput": lambda b: R.compute_throughput_metrics(b, {"step": 1.0}, n_gpus=1),
+        "variance": lambda b: R.compute_variance_proxy_metrics(b),
+        "groups": lambda b: R.compute_group_metrics(b),
+    }
+
+
+#: family -> the tensors it reads (each is refused by name when it holds no dense data).
+READS = {
+    "data": [
+        "token_level_scores",
+        "token_level_rewards",
+        "advantages",
+        "returns",
+        "values",
+        "response_mask",
+        "attention_mask",
+        "prompts",
+        "responses",
+    ],
+    "timing": ["attention_mask", "prompts", "responses"],
+    "throughput": ["attention_mask"],
+    "variance": ["advantages", "response_mask", "sum_pi_squared", "old_log_probs"],
+    "groups": ["token_level_rewards"],
+}
+LAYOUTS = {
+    "meta": (lambda t: t.to("meta"), r"is on the meta device"),
+    "sparse": (lambda t: t.to_sparse(), r"must be a dense tensor; got layout torch.sparse_coo"),
+    "nested": (
+        lambda t: torch.nested.as_nested_tensor(list(t.unbind(0)), layout=torch.jagged),
+        r"must be a dense tensor; got a nested",
+    ),
+}
+CASES = [(f, k, lay) for f, keys in READS.items() for k in keys for lay in LAYOUTS]
+
+
+@pytest.mark.parametrize(("family", "key", "layout"), CASES, ids=[f"{f}-{k}-{lay}" for f, k, lay in CASES])
+def test_a_tensor_without_dense_data_is_refused_by_name(family, key, layout):
+    batch = _family_batch()
+    make, message = LAYOUTS[layout]
+    batch[key] = make(batch[key])
+    with pytest.raises(TypeError, match=rf"^batch\['{key}'\] {message}"):
+        _families()[family](batch)
+
+
+def test_the_families_read_the_batch_they_are_given():
+    """The premise of the fault test above: every family computes on the intact batch."""
+    for family, run in _families().items():
+        assert run(_family_batch()), family
+
+
+@pytest.fixture
+def tensors_stay_torch(monkeypatch):
+    """CPU tensors take the path of accelerator tensors (not read as numpy views)."""
+    from rlmetrics._core import array
+
+    monkeypatch.setattr(array, "_CPU_TENSORS_AS_NUMPY", False)
+
+
+@pytest.mark.parametrize("family", sorted(READS), ids=sorted(READS))
+def test_numpy_arrays_beside_accelerator_tensors_are_moved_to_their_device(tensors_stay_torch, family):
+    """A dict that mixes numpy arrays with tensors that stay torch gives the all-torch result."""
+    run = _families()[family]
+    expected = run(_family_batch())
+    mixed = _family_batch()
+    for key in READS[family][::2]:
+        mixed[key] = mixed[key].numpy()
+    assert as_batch(mixed).torch_device == "cpu"
+    assert run(mixed) == pytest.approx(expected, nan_ok=True)
+
+
+def test_a_numpy_array_torch_cannot_hold_is_refused_naming_it(tensors_stay_torch):
+    view = as_batch({"advantages": torch.zeros(2, 3), "response_mask": np.zeros((2, 3), dtype=">f4")})
+    with pytest.raises(
+        TypeError, match=r"batch\['response_mask'\] is a numpy array of dtype >f4 beside torch"
+    ):
+        view.tensor("response_mask")
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [
+        {"advantages": torch.zeros(2, 3), "response_mask": np.zeros((2, 3))},  # CPU: read as numpy anyway
+        {"advantages": np.zeros((2, 3)), "response_mask": np.zeros((2, 3))},
+        {"advantages": torch.zeros(2, 3), "uid": np.array(["a", "b"], dtype=object)},  # not a tensor
+    ],
+    ids=["cpu-mix", "numpy-only", "object-array"],
+)
+def test_no_device_to_move_to(batch):
+    assert as_batch(batch).torch_device is None

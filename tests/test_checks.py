@@ -173,3 +173,46 @@ def test_property_row_mean_matches_plain_loop(rows, use_torch):
         c = np.asarray(counts, dtype=np.int64)
         got = row_mean(array_namespace(t), t, c).tolist()
     assert got == want
+
+
+def _seeded_calls():
+    import rlmetrics as R
+
+    curves = np.array([[0.2, 0.4], [0.5, 0.7], [0.1, 0.3]])
+    return {
+        "maj_at_k": lambda seed: R.maj_at_k(list("aabbcdefgh"), [1, 1, 0, 0, 1, 0, 0, 0, 0, 0], 5, seed=seed),
+        "mean_interval": lambda seed: R.mean_interval([0.0, 1.0, 1.0], seed=seed),
+        "mean_interval-bootstrap": lambda seed: R.mean_interval(
+            [0.0, 1.0, 1.0], method="bootstrap", seed=seed
+        ),
+        "compare_curves": lambda seed: R.compare_curves(curves, curves + 0.1, [1, 2], n_boot=50, seed=seed),
+        "summarize_validation": lambda seed: R.summarize_validation(
+            ["s"] * 2, ["a", "a"], {"acc": [1, 0]}, seed=seed
+        ),
+    }
+
+
+SEEDED = sorted(_seeded_calls())
+BAD_SEEDS = [
+    pytest.param(-1, ValueError, r"seed must be an integer >= 0; got -1", id="negative"),
+    pytest.param(
+        -(2**70), ValueError, r"seed must be an integer >= 0; got -1180591620717411303424", id="huge-negative"
+    ),
+    pytest.param(1.5, TypeError, r"seed must be an integer >= 0; got float 1.5", id="float"),
+    pytest.param("7", TypeError, r"seed must be an integer >= 0; got str '7'", id="string"),
+    pytest.param(True, TypeError, r"seed must be an integer >= 0; got bool True", id="bool"),
+    pytest.param(None, TypeError, r"seed must be an integer >= 0; got NoneType", id="none"),
+]
+
+
+@pytest.mark.parametrize(("seed", "error", "match"), BAD_SEEDS)
+@pytest.mark.parametrize("call", SEEDED, ids=SEEDED)
+def test_every_seeded_function_names_a_bad_seed(call, seed, error, match):
+    with pytest.raises(error, match=match):
+        _seeded_calls()[call](seed)
+
+
+@pytest.mark.parametrize("call", SEEDED, ids=SEEDED)
+@pytest.mark.parametrize("seed", [0, 2**31, 2**70], ids=["zero", "2**31", "2**70"])
+def test_every_seeded_function_takes_any_non_negative_integer(call, seed):
+    assert _seeded_calls()[call](seed) is not None

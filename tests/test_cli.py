@@ -51,6 +51,16 @@ def test_each_command_help_exits_zero(command):
     assert f"Usage: rlmetrics {command}" in res.output
 
 
+@pytest.mark.parametrize("command", [[], *([c] for c in COMMANDS)], ids=["top", *COMMANDS])
+def test_flags_show_no_type_placeholder(command):
+    """A flag takes no value: its help line shows the flag and its text, no ``<bool>``."""
+    res = runner.invoke(app, [*command, "--help"])
+    assert res.exit_code == 0, res.output
+    help_line = next(line for line in res.output.splitlines() if "--help" in line)
+    assert "Show this message" in help_line and "<" not in help_line, help_line
+    assert "<bool>" not in res.output, res.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -107,3 +107,24 @@ def test_a_missing_backend_package_fails_before_training(tmp_path, monkeypatch):
     assert result.exit_code == 1, result.output
     assert "pip install 'rlmetrics[tensorboard]'" in " ".join(result.output.split())
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("afile", "error: --out-dir: afile is a file, not a folder"),
+        ("afile/logs", "error: --out-dir: afile is not a folder, so afile/logs cannot be created"),
+    ],
+    ids=["onto-a-file", "under-a-file"],
+)
+def test_an_output_folder_that_cannot_be_written_fails_before_training(
+    tmp_path, monkeypatch, target, message
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("kept")
+    result = runner.invoke(app, ["demo", "--steps", "1", "-o", target])
+    assert result.exit_code == 1
+    assert message in " ".join(result.output.split()) and "Traceback" not in result.output
+    assert "training" not in result.output  # refused before the first step
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    assert (tmp_path / "afile").read_text() == "kept"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -79,17 +80,65 @@ def _dump(path):
         (["a.jsonl", "-n", "x", "-n", "y"], 1, "names: expected 1 names (one per run); got 2"),
         (["5.jsonl"], 1, "is a validation rollout dump (one line per generated sample, with input, output)"),
         (["5.jsonl"], 1, "rlmetrics validate 5.jsonl"),
+        (["empty"], 1, "error: 'empty': no run in this directory"),
+        (["a.jsonl", "-o", "a.jsonl"], 1, "error: --out: a.jsonl is a file, not a folder"),
+        (
+            ["a.jsonl", "-o", "a.jsonl/rep"],
+            1,
+            "error: --out: a.jsonl is not a folder, so a.jsonl/rep cannot be created",
+        ),
     ],
-    ids=["missing-file", "too-many-names", "validation-dump", "validation-dump-hint"],
+    ids=[
+        "missing-file",
+        "too-many-names",
+        "validation-dump",
+        "validation-dump-hint",
+        "folder-without-a-run",
+        "out-onto-a-file",
+        "out-under-a-file",
+    ],
 )
 def test_errors(tmp_path, monkeypatch, args, code, message):
     monkeypatch.chdir(tmp_path)
     _run(tmp_path / "a.jsonl")
     _dump(tmp_path / "5.jsonl")
+    (tmp_path / "empty").mkdir()
+    before = sorted(p.name for p in tmp_path.rglob("*"))
     result = runner.invoke(app, ["report", *args])
     assert result.exit_code == code
     assert message in " ".join(result.output.split())
     assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written
+
+
+def test_an_unwritable_output_folder_is_named_before_any_run_is_read(tmp_path, monkeypatch):
+    from rlmetrics.cli import _files
+
+    run = _run(tmp_path / "a" / "metrics.jsonl")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = _files.os.access
+    monkeypatch.setattr(_files.os, "access", lambda p, mode: Path(p) != locked and real_access(p, mode))
+    result = runner.invoke(app, ["report", str(run), "-o", str(locked / "rep")])
+    assert result.exit_code == 1
+    assert " ".join(result.output.split()) == f"error: --out: the folder {locked} is not writable"
+    assert list(locked.iterdir()) == []
+
+
+def test_a_write_that_fails_leaves_no_half_page(tmp_path, monkeypatch):
+    run = _run(tmp_path / "a" / "metrics.jsonl")
+    out = tmp_path / "rep"
+    real_write = Path.write_text
+
+    def disk_full(self, text, *args, **kwargs):
+        real_write(self, text[:100], *args, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    result = runner.invoke(app, ["report", str(run), "-o", str(out)])
+    assert result.exit_code == 1
+    assert "No space left on device" in result.output and "Traceback" not in result.output
+    assert list(out.iterdir()) == []  # neither report.html nor its temporary file
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,11 @@ broken runs are trained live.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlmetrics.demo.run import DemoConfig, run_demo
@@ -24,42 +26,63 @@ SHIPPED_RUN = Path(__file__).parent / "data" / "demo_shipped.jsonl"
 # (its samples come from their own generator), and the broken runs are about training signals.
 _FAST = {"val_every": 1000, "val_prompts": 16, "val_samples": 4}
 
-#: setting -> (config, kinds that must be found). Sizes are the smallest at which the failure
-#: shows reliably (seed 0); what the metrics do is in each comment.
+#: Every broken run is trained with each of these seeds: a trained model's trajectory differs
+#: between CPUs (kernel families round differently), so what a test asserts must hold for any
+#: seed, not for what one seed did on one machine.
+SEEDS = (0, 1, 2)
+
+
+def _tail_median(rows, key, n=10):
+    values = [r[key] for r in rows if key in r]
+    return float(np.median(values[-n:]))
+
+
+def _never_rewarded(rows):
+    return all(r["critic/score/mean"] == 0.0 for r in rows if "critic/score/mean" in r)
+
+
+#: setting -> (config, kinds found in every seed, [(premise on the run, kind found where it holds)]).
+#: A premise states what the breakage did in that seed, where its outcome depends on the seed.
 BROKEN = {
-    # entropy 1.16 -> 5e-5 by step 6 -> 1e-6 by step 11; every response runs to the limit
-    # (clip ratio 1.0 from step ~3), all 8 samples of a prompt identical (zero-std groups 1.0
-    # from step 6), grad norm 3e-7 at step 6, reward falling from 0.2 to 0.02-0.12
+    # entropy 1.16 -> ~0 within 5 steps, all 8 samples of a prompt identical (zero-std groups 1.0),
+    # the gradient gone, the reward falling; the policy degenerates to one answer, which in
+    # most seeds runs to the limit (clip ratio 1.0) and in some is the empty answer
     "lr-far-too-high": (
         DemoConfig(steps=30, n_prompts=16, lr=0.05, **_FAST),
-        {"entropy_collapse", "advantage_collapse", "length_truncation"},
+        {"entropy_collapse", "advantage_collapse"},
+        [(lambda rows: _tail_median(rows, "response_length/clip_ratio") >= 0.3, "length_truncation")],
     ),
     # a 3-token limit below most answers (2 to 4 letters and EOS): clip ratio 1.0 throughout
     "tiny-response-limit": (
         DemoConfig(steps=30, n_prompts=16, max_response_length=3, **_FAST),
         {"length_truncation"},
+        [],
     ),
     # sampling at temperature 2 while the trainer scores at 1: rollout_corr/kl 0.11-0.17 from
     # step 1 (bfloat16 alone: |kl| ~3e-4); ppl_ratio 1.19-2.63
     "hot-rollout": (
         DemoConfig(steps=30, n_prompts=16, rollout_temperature=2.0, **_FAST),
         {"rollout_mismatch"},
+        [],
     ),
-    # exact-match reward on 6-letter strings: no sample is ever right, every group scores all 0
-    # (zero-std groups 1.0), advantages and the gradient are exactly 0, the reward flat at 0
+    # exact-match reward on 8-letter strings (5**8 of them): every group scores all 0 (zero-std
+    # groups 1.0); where no sample is ever right (almost every seed) the advantages and the
+    # gradient are exactly 0 and the reward flat at 0
     "sparse-reward-hard-task": (
-        DemoConfig(steps=20, n_prompts=16, reward="acc", min_len=6, max_len=6, **_FAST),
-        {"advantage_collapse", "no_learning_signal"},
+        DemoConfig(steps=20, n_prompts=16, reward="acc", min_len=8, max_len=8, **_FAST),
+        {"advantage_collapse"},
+        [(_never_rewarded, "no_learning_signal")],
     ),
 }
 
 #: KL off (measured, not penalised), the learning rate 3x, on a 20-letter alphabet the policy
-#: cannot learn in 50 steps, from random weights: the KL to the reference 0.02 -> 0.25 (step 11)
-#: -> 0.67 (step 26) -> 0.98 (step 41), its 20-step median doubling up to step ~48, while the
-#: reward stays at 0.005-0.03. From random weights, because the rule is built for a gradual
-#: drift: warm-started, this policy's KL jumps to ~0.5 within 5 steps and then wanders, which
-#: two consecutive 20-step windows do not show as growth.
+#: cannot learn in 50 steps: the KL to the reference grows 25-100x (0.02 -> 0.5-2) while the
+#: reward stays at 0.005-0.04. From random weights the KL grows gradually; warm-started it
+#: jumps to ~0.5-7 within a few steps and then wanders, which is a drift all the same.
 KL_OFF = DemoConfig(steps=50, n_prompts=8, lr=0.003, kl_coef=0.0, n_letters=20, warm_start_steps=0, **_FAST)
+#: Warm-started, a policy can jump away from the reference within its first logged step, so
+#: its start level is already high: the drift is required in this many of the seeds.
+KL_OFF_WARM_FOUND_IN = 2
 
 #: Wall-clock throughput on a shared test machine follows the machine, not the run.
 _NOT_OF_THE_RUN = ("throughput_drop",)
@@ -115,26 +138,36 @@ def test_the_shipped_demo_watched_live_stays_clean():
     assert max(r.get("response_length/clip_ratio", 0.0) for r in rows) <= 0.05
 
 
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
 @pytest.mark.parametrize("setting", sorted(BROKEN), ids=sorted(BROKEN))
-def test_a_demo_broken_on_purpose_is_diagnosed(tmp_path, setting):
-    config, expected = BROKEN[setting]
-    diagnosis = _diagnose(_train(config, tmp_path))
+def test_a_demo_broken_on_purpose_is_diagnosed(tmp_path, setting, seed):
+    config, always, conditional = BROKEN[setting]
+    rows = _train(dataclasses.replace(config, seed=seed), tmp_path)
+    diagnosis = _diagnose(rows)
     found = {f.kind for f in diagnosis.findings}
+    expected = always | {kind for premise, kind in conditional if premise(rows)}
     assert expected <= found, _table(diagnosis)
     assert diagnosis.has_error, _table(diagnosis)  # a CI gate on the run fails it
 
 
-@pytest.fixture(scope="module")
-def kl_off_rows(tmp_path_factory):
-    return _train(KL_OFF, tmp_path_factory.mktemp("kl-off"))
-
-
-def test_a_demo_with_kl_off_drifts_from_the_reference(kl_off_rows):
-    kl = [r["actor/kl_loss"] for r in kl_off_rows if "actor/kl_loss" in r]
+def _kl_drift_found(rows):
+    kl = [r["actor/kl_loss"] for r in rows if "actor/kl_loss" in r]
     assert len(kl) == KL_OFF.steps  # measured at every step although not penalised
-    assert kl[-1] > 10 * kl[0]
-    diagnosis = _diagnose(kl_off_rows)
-    found = {f.kind for f in diagnosis.findings}
-    assert "kl_drift" in found, _table(diagnosis)
+    drift = [f for f in _diagnose(rows).findings if f.kind == "kl_drift"]
     # a drift alone is a warning (the rule's only severity): it does not fail the run as a gate
-    assert {f.severity for f in diagnosis.findings if f.kind == "kl_drift"} == {"warning"}
+    assert {f.severity for f in drift} <= {"warning"}
+    return bool(drift)
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def test_a_demo_with_kl_off_drifts_from_the_reference(tmp_path, seed):
+    rows = _train(dataclasses.replace(KL_OFF, seed=seed), tmp_path)
+    kl = [r["actor/kl_loss"] for r in rows if "actor/kl_loss" in r]
+    assert np.median(kl[-10:]) > 10 * kl[0]  # the premise: the KL grew tenfold and more
+    assert _kl_drift_found(rows), _table(_diagnose(rows))
+
+
+def test_a_warm_started_demo_with_kl_off_drifts_despite_its_early_jump(tmp_path):
+    warm = dataclasses.replace(KL_OFF, warm_start_steps=DemoConfig.warm_start_steps)
+    found = [_kl_drift_found(_train(dataclasses.replace(warm, seed=s), tmp_path / str(s))) for s in SEEDS]
+    assert sum(found) >= KL_OFF_WARM_FOUND_IN, found

@@ -130,6 +130,44 @@ def test_kl_drift_under_a_reward_that_does_not_move_at_all():
     assert "kl_drift" in {f.kind for f in diagnose(h).findings}
 
 
+def _jump_then_wander(reward_gain, *, seed, n=60, jump_at=3, level=1.5):
+    """KL near 0 for ``jump_at`` steps, then a jump to ``level`` that wanders (no growth after);
+    the reward noisy around 0.03 plus a linear gain of ``reward_gain`` over the run."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(1, n + 1)
+    kl = np.where(steps <= jump_at, 0.01, level) * np.exp(rng.normal(0, 0.3, n))
+    reward = 0.03 + reward_gain * steps / n + rng.normal(0, 0.01, n)
+    return {K.ACTOR_KL_LOSS: (steps, kl), K.SCORE_MEAN: (steps, reward)}
+
+
+@pytest.mark.parametrize("seed", range(5), ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("jump_at", [1, 3, 8], ids=lambda j: f"jump-at-{j}")
+def test_kl_drift_a_jump_in_the_first_steps_then_wandering(seed, jump_at):
+    """A KL 100x its start with the reward flat is a drift, however early the jump: compared with
+    the start of the run, not with the window before (the wandering never doubles)."""
+    (finding,) = diagnose(_jump_then_wander(0.0, seed=seed, jump_at=jump_at), kinds=["kl_drift"]).findings
+    assert finding.severity == WARNING
+    assert finding.evidence["compared_with"] == "the start of the run"
+    assert finding.evidence["growth"] > 10
+
+
+@pytest.mark.parametrize("seed", range(5), ids=lambda s: f"seed{s}")
+def test_kl_drift_not_when_the_kl_bought_reward(seed):
+    """The same KL with a reward that rose by 0.5 (50 noise sigmas): KL spent on learning."""
+    assert not diagnose(_jump_then_wander(0.5, seed=seed), kinds=["kl_drift"]).findings
+
+
+def test_kl_drift_start_level_is_floored_at_min_kl():
+    """A KL that starts at exactly 0 (the policy is the reference) and stays below 10 * min_kl
+    is noise, not a drift."""
+    h = _jump_then_wander(0.0, seed=0, level=0.05)
+    steps, kl = h[K.ACTOR_KL_LOSS]
+    h[K.ACTOR_KL_LOSS] = (steps, np.where(steps <= 3, 0.0, kl))
+    assert not diagnose(h, kinds=["kl_drift"]).findings
+    h[K.ACTOR_KL_LOSS] = (steps, np.where(steps <= 3, 0.0, 3 * kl))  # 0.15: 15x the floor
+    assert diagnose(h, kinds=["kl_drift"]).findings
+
+
 def test_a_gradient_exactly_zero_is_no_learning_signal():
     """Exact-match reward on a task too hard: reward, advantages and gradient exactly 0."""
     steps = np.arange(1, 31)

@@ -177,7 +177,12 @@ def test_text_variables_skipped():
         (
             {"data_sources": ["s"], "sample_uids": ["a"], "infos_dict": {"x": [1]}, "seed": 0.5},
             TypeError,
-            "seed must be an integer; got float",
+            "seed must be an integer >= 0; got float",
+        ),
+        (
+            {"data_sources": ["s"], "sample_uids": ["a"], "infos_dict": {"x": [1]}, "seed": -1},
+            ValueError,
+            "seed must be an integer >= 0; got -1",
         ),
         (
             {"data_sources": ["s"], "sample_uids": ["a"], "infos_dict": {"x": [1]}, "confidence": 1.5},
@@ -194,6 +199,7 @@ def test_text_variables_skipped():
         "bad-ks",
         "empty-ks",
         "float-seed",
+        "negative-seed",
         "bad-confidence",
         "infos-not-mapping",
     ],

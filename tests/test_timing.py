@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rlmetrics
 from batches import make_batch, to_numpy
@@ -166,3 +168,66 @@ def test_timing_bad_input(timing_raw, error, match):
 def test_timing_needs_lengths_or_the_attention_mask():
     with pytest.raises(ValueError, match=r"missing the tensor 'attention_mask'"):
         rlmetrics.compute_timing_metrics({"responses": np.zeros((2, 3))}, {"gen": 1.0})
+
+
+_TOKENS = "batch.meta_info\\['global_token_num'\\]"
+
+
+def _total_tokens(tokens):
+    batch = {"meta_info": {"global_token_num": tokens}}
+    return rlmetrics.compute_throughput_metrics(batch, {"step": 2.0}, n_gpus=1)["perf/total_num_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("tokens", "error", "match"),
+    [
+        pytest.param("1000", TypeError, rf"{_TOKENS} must be a real number; got str '1000'", id="a-string"),
+        pytest.param(b"1000", TypeError, rf"{_TOKENS} must be a real number; got bytes", id="bytes"),
+        pytest.param(
+            [10, "20"], TypeError, rf"{_TOKENS}\[1\] must be a real number; got str '20'", id="a-string-entry"
+        ),
+        pytest.param(
+            [10, None], TypeError, rf"{_TOKENS}\[1\] must be a real number; got NoneType", id="none-entry"
+        ),
+        pytest.param({"a": 1}, TypeError, rf"{_TOKENS} must be a token count or a list", id="dict"),
+        pytest.param(-5, ValueError, rf"{_TOKENS} must hold token counts >= 0; entry 0 is -5", id="negative"),
+        pytest.param(
+            [3, -1], ValueError, rf"{_TOKENS} must hold token counts >= 0; entry 1 is -1", id="negative-entry"
+        ),
+        pytest.param([3, math.nan], ValueError, rf"{_TOKENS}\[1\] must be finite; got nan", id="nan-entry"),
+        pytest.param(np.array([3, -2]), ValueError, r"entry 1 is -2", id="negative-numpy"),
+        pytest.param(np.array([1.0, np.inf]), ValueError, r"entry 1 is inf", id="inf-numpy"),
+        pytest.param(
+            np.array(["1", "2"]), TypeError, rf"{_TOKENS} must hold real numbers", id="string-array"
+        ),
+    ],
+)
+def test_token_counts_that_are_not_counts_are_refused(tokens, error, match):
+    with pytest.raises(error, match=match):
+        _total_tokens(tokens)
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=2**40) | st.floats(0, 1e12), max_size=50),
+    st.sampled_from(["list", "tuple", "numpy", "torch", "scalar"]),
+)
+@settings(max_examples=120, deadline=None)
+def test_property_any_non_negative_counts_sum_exactly(counts, container):
+    if container == "scalar":
+        counts = counts[:1] or [0]
+        tokens = counts[0]
+    elif container == "numpy":
+        tokens = np.asarray(counts, dtype=np.float64)
+    elif container == "torch":
+        tokens = torch.tensor(counts, dtype=torch.float64)
+    else:
+        tokens = list(counts) if container == "list" else tuple(counts)
+    assert _total_tokens(tokens) == math.fsum(float(c) for c in counts)
+
+
+@given(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=20).filter(lambda c: min(c) < 0))
+@settings(max_examples=60, deadline=None)
+def test_property_a_negative_count_anywhere_is_named(counts):
+    first = next(i for i, c in enumerate(counts) if c < 0)
+    with pytest.raises(ValueError, match=rf"entry {first} is {counts[first]}"):
+        _total_tokens(counts)

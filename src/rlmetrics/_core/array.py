@@ -18,27 +18,72 @@ from array_api_compat import array_namespace, is_torch_array
 __all__ = [
     "array_namespace",
     "as_float",
+    "check_dense",
     "check_finite_scalar",
     "check_mask",
     "check_same_shape",
     "cpu_block_rows",
     "describe",
     "host_view",
+    "is_array",
     "is_torch_array",
     "mask_and_invalid_count",
     "prepare_arrays",
     "raise_invalid_mask",
+    "stays_torch",
     "to_host",
     "vectors_to_host",
 ]
 
 
+def is_array(x: Any) -> bool:
+    """Whether ``x`` is an array (anything with a shape and a dtype; any torch tensor, nested too)."""
+    return bool(is_torch_array(x) or (hasattr(x, "shape") and hasattr(x, "dtype")))
+
+
 def describe(x: Any) -> str:
     """Short description of an array for error messages: type, shape and dtype."""
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
+    if is_torch_array(x) and x.is_nested:  # a nested tensor has no single shape
+        return f"nested tensor of {x.size(0)} rows and dtype {x.dtype}"
+    if is_array(x):
         kind = "tensor" if is_torch_array(x) else type(x).__name__
         return f"{kind} of shape {tuple(x.shape)} and dtype {x.dtype}"
     return type(x).__name__
+
+
+def check_dense(x: Any, name: str) -> Any:
+    """``x`` unless it is a torch tensor whose values cannot be read as one dense array.
+
+    A nested (jagged) tensor, a sparse layout (COO, CSR ...) and a tensor on the ``meta``
+    device (a shape without data) are refused with a ``TypeError`` naming ``name`` and what to
+    do; everything else, numpy arrays included, is returned unchanged.
+
+    Examples
+    --------
+    >>> check_dense(np.zeros(2), "batch['advantages']").shape
+    (2,)
+    """
+    if not is_torch_array(x):
+        return x
+    if x.is_nested:
+        raise TypeError(
+            f"{name} must be a dense tensor; got a {describe(x)}: pad it "
+            "(torch.nested.to_padded_tensor) and mark the padding in the mask"
+        )
+    if str(x.layout) != "torch.strided":
+        raise TypeError(
+            f"{name} must be a dense tensor; got layout {x.layout} ({describe(x)}): call .to_dense()"
+        )
+    if x.device.type == "meta":
+        raise TypeError(
+            f"{name} is on the meta device, a shape without data ({describe(x)}): materialise it first"
+        )
+    return x
+
+
+def stays_torch(x: Any) -> bool:
+    """Whether ``x`` is a torch tensor that :func:`host_view` leaves as torch (not on the CPU)."""
+    return bool(is_torch_array(x) and (not _CPU_TENSORS_AS_NUMPY or x.device.type != "cpu"))
 
 
 def _is_floating(xp: Any, x: Any) -> bool:
@@ -199,14 +244,15 @@ def prepare_arrays(arrays: Sequence[Any], names: Sequence[str]) -> tuple[Any, li
     small multi-threaded torch launches; accelerator tensors stay where they are (``device``).
     ``None`` entries pass through.
     """
+    for n, a in zip(names, arrays):
+        if a is not None and not is_array(a):
+            raise TypeError(f"{n} must be a numpy array or a torch tensor; got {type(a).__name__}")
+        check_dense(a, n)
     present = [a for a in arrays if a is not None]
     kinds = {is_torch_array(a) for a in present}
     if len(kinds) > 1:
         described = ", ".join(f"{n}: {describe(a)}" for n, a in zip(names, arrays) if a is not None)
         raise TypeError(f"inputs must all be numpy arrays or all torch tensors; got {described}")
-    for n, a in zip(names, arrays):
-        if a is not None and not hasattr(a, "dtype"):
-            raise TypeError(f"{n} must be a numpy array or a torch tensor; got {type(a).__name__}")
     if kinds == {True}:
         devices = {str(a.device) for a in present}
         if len(devices) > 1:

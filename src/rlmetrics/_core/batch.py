@@ -20,6 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from rlmetrics._core.array import check_dense, is_array, stays_torch
+
 __all__ = ["BatchView", "as_batch"]
 
 
@@ -44,28 +48,48 @@ class BatchView:
         Batch-level information (verl's ``meta_info``).
     arg : str
         The argument name used in error messages.
+    torch_device : str or None
+        Where a dict mixes numpy arrays with torch tensors on an accelerator: that device. Its
+        numpy arrays are read as torch tensors there, so the metrics run in one library.
     """
 
     tensors: Mapping[str, Any]
     non_tensors: Mapping[str, Any] = field(default_factory=dict)
     meta_info: Mapping[str, Any] = field(default_factory=dict)
     arg: str = "batch"
+    torch_device: str | None = None
 
     def has(self, key: str) -> bool:
         """Whether ``key`` is among the tensors."""
         return key in self.tensors
 
     def tensor(self, key: str, *, why: str | None = None) -> Any:
-        """Return tensor ``key`` or raise a ``ValueError`` listing the keys present."""
+        """Return tensor ``key`` or raise a ``ValueError`` listing the keys present.
+
+        A tensor that holds no dense data (nested, sparse, on the meta device) is refused with
+        a ``TypeError`` naming it (:func:`~rlmetrics._core.array.check_dense`).
+        """
         if key not in self.tensors:
             present = ", ".join(_keys_of(self.tensors)) or "none"
             reason = f" ({why})" if why else ""
             raise ValueError(f"{self.arg} is missing the tensor {key!r}{reason}; tensors present: {present}")
-        return self.tensors[key]
+        name = f"{self.arg}[{key!r}]"
+        value = check_dense(self.tensors[key], name)
+        if self.torch_device is None or not isinstance(value, np.ndarray):
+            return value
+        import torch  # loaded: the batch holds torch tensors
+
+        try:
+            return torch.as_tensor(value, device=self.torch_device)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise TypeError(
+                f"{name} is a numpy array of dtype {value.dtype} beside torch tensors on "
+                f"{self.torch_device}, and torch cannot hold it ({exc}): pass it as a torch tensor"
+            ) from None
 
     def get(self, key: str, default: Any = None) -> Any:
-        """Return tensor ``key`` if present, else ``default``."""
-        return self.tensors[key] if key in self.tensors else default
+        """Return tensor ``key`` if present (checked as by :meth:`tensor`), else ``default``."""
+        return self.tensor(key) if key in self.tensors else default
 
     def non_tensor(self, key: str, default: Any = None) -> Any:
         """Return non-tensor array ``key`` if present, else ``default``."""
@@ -76,8 +100,15 @@ class BatchView:
 _NON_TENSOR_HINTS = frozenset({"__num_turns__", "tool_call_counts", "uid", "data_source"})
 
 
-def _is_array_like(value: Any) -> bool:
-    return hasattr(value, "shape") and hasattr(value, "dtype")
+def _torch_device(tensors: dict[str, Any]) -> str | None:
+    """The one device of a dict's tensors that stay torch (an accelerator), when it also holds
+    numpy arrays: those are then moved there as they are read. CPU tensors are read as numpy
+    views anyway, so a CPU mix needs nothing; tensors on several devices are left for the
+    families' one-device check to name."""
+    if not any(isinstance(v, np.ndarray) for v in tensors.values()):
+        return None
+    devices = {str(v.device) for v in tensors.values() if stays_torch(v) and not v.is_nested}
+    return devices.pop() if len(devices) == 1 and devices != {"meta"} else None
 
 
 def as_batch(batch: Any, *, arg: str = "batch") -> BatchView:
@@ -125,11 +156,11 @@ def as_batch(batch: Any, *, arg: str = "batch") -> BatchView:
                 continue
             if key in _NON_TENSOR_HINTS:
                 non_tensors[key] = value
-            if _is_array_like(value) and getattr(value.dtype, "kind", "") not in ("O", "U", "S"):
+            if is_array(value) and getattr(value.dtype, "kind", "") not in ("O", "U", "S", "M", "m"):
                 tensors[key] = value
             elif key not in _NON_TENSOR_HINTS:
                 non_tensors[key] = value
-        return BatchView(tensors=tensors, non_tensors=non_tensors, meta_info=meta, arg=arg)
+        return BatchView(tensors, non_tensors, meta, arg, torch_device=_torch_device(tensors))
     raise TypeError(
         f"{arg} must be a verl DataProto, a TensorDict, an object with a .batch mapping or a dict of "
         f"arrays; got {type(batch).__name__}"

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_int", "check_real_dtype", "row_mean", "warn_undefined"]
+__all__ = ["check_int", "check_real_dtype", "check_seed", "row_mean", "warn_undefined"]
 
 
 def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
@@ -51,6 +51,21 @@ def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
     return int(value)
+
+
+def check_seed(seed: Any, name: str = "seed") -> int:
+    """``seed`` for ``numpy.random.default_rng``: an integer >= 0, or an error naming ``name``.
+
+    Examples
+    --------
+    >>> check_seed(7)
+    7
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be an integer >= 0; got -1
+    """
+    return check_int(seed, name, minimum=0)
 
 
 # The package's directory: warnings can point at the first frame outside it.

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "check_target", "json_safe", "write_json"]
+__all__ = ["atomic_path", "check_folder", "check_target", "json_safe", "write_json"]
 
 
 def check_target(target: Path, option: str) -> str | None:
@@ -47,6 +47,31 @@ def check_target(target: Path, option: str) -> str | None:
         return f"{option}: {target} is not a regular file (a device or a pipe); give a file path"
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"{option}: the directory {parent} is not writable"
+    return None
+
+
+def check_folder(folder: Path, option: str) -> str | None:
+    """Why ``folder`` cannot be created or written into for ``option``, or None when it can.
+
+    Checked before any work: a command that trains or reads for minutes must not fail at its
+    last step because its output folder is a file or read-only.
+
+    Examples
+    --------
+    >>> check_folder(Path("/"), "--out") is None or "not writable" in check_folder(Path("/"), "--out")
+    True
+    >>> check_folder(Path("/dev/null/report"), "--out")
+    '--out: /dev/null is not a folder, so /dev/null/report cannot be created'
+    """
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        if existing == folder:
+            return f"{option}: {folder} is a file, not a folder"
+        return f"{option}: {existing} is not a folder, so {folder} cannot be created"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{option}: the folder {existing} is not writable"
     return None
 
 

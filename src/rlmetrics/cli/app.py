@@ -7,9 +7,10 @@ one typer app. Heavy imports (torch, pyarrow, matplotlib) happen inside the comm
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from rlmetrics.cli.compare import EPILOG as COMPARE_EPILOG
 from rlmetrics.cli.compare import compare
@@ -21,8 +22,28 @@ from rlmetrics.cli.validate import validate
 
 __all__ = ["app", "main"]
 
+
+def _flags_without_type(params: list[Any]) -> list[Any]:
+    """A flag takes no value, so its help shows no type (typer 0.29 prints ``<bool>`` beside it)."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_without_type(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_without_type(super().get_params(ctx))
+
+
 app = typer.Typer(
     name="rlmetrics",
+    cls=_Group,
     help=(
         "Metrics for RL fine-tuning of language models: validate and compare rollout dumps, run the demo, "
         "draw reports, diagnose runs."
@@ -50,20 +71,18 @@ def _version(value: bool) -> None:
 def _main(
     version: Annotated[
         bool,
-        typer.Option(
-            "--version", callback=_version, is_eager=True, help="Print the version and exit.", metavar=""
-        ),
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = False,
 ) -> None:
     """Metrics for RL fine-tuning of language models: validate and compare rollout dumps, run the demo,
     draw reports, diagnose runs."""
 
 
-app.command("validate")(validate)
-app.command("demo")(demo)
-app.command("report")(report)
-app.command("diagnose", epilog=DIAGNOSE_EPILOG)(diagnose)
-app.command("compare", epilog=COMPARE_EPILOG)(compare)
+app.command("validate", cls=_Command)(validate)
+app.command("demo", cls=_Command)(demo)
+app.command("report", cls=_Command)(report)
+app.command("diagnose", cls=_Command, epilog=DIAGNOSE_EPILOG)(diagnose)
+app.command("compare", cls=_Command, epilog=COMPARE_EPILOG)(compare)
 
 
 def main() -> None:

@@ -216,9 +216,9 @@ def compare(
     ] = None,
     confidence: Confidence = 0.95,
     n_boot: Annotated[int, typer.Option("--n-boot", help="Bootstrap replicates of the pass@k band.")] = 2000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, help="Seed of the bootstrap.")] = 0,
     curves: Annotated[
-        bool, typer.Option("--curves/--no-curves", help="Compare pass@k curves for every k.", metavar="")
+        bool, typer.Option("--curves/--no-curves", help="Compare pass@k curves for every k.")
     ] = True,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the comparison as JSON here.")

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rlmetrics import keys as K
+from rlmetrics.cli._files import check_folder
 from rlmetrics.demo.run import SUMMARY_KEYS, DemoConfig, run_demo, val_acc_key
 from rlmetrics.demo.task import TORCH_INSTALL
 
@@ -20,7 +21,9 @@ __all__ = ["demo"]
 
 def demo(
     steps: Annotated[int, typer.Option(help="Training steps.")] = DemoConfig.steps,
-    seed: Annotated[int, typer.Option(help="Seed of the parameters, prompts and samples.")] = DemoConfig.seed,
+    seed: Annotated[
+        int, typer.Option(min=0, help="Seed of the parameters, prompts and samples.")
+    ] = DemoConfig.seed,
     algo: Annotated[str, typer.Option(help="grpo, or ppo (with a critic).")] = DemoConfig.algo,
     out_dir: Annotated[Path, typer.Option("--out-dir", "-o", help="Root folder of the logs.")] = Path(
         "rlmetrics_runs"
@@ -83,7 +86,7 @@ def demo(
             "bfloat16-weights: float32 arithmetic on bfloat16-rounded weights), bfloat16, float32."
         ),
     ] = DemoConfig.rollout_dtype,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.", metavar="")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
 
@@ -128,6 +131,9 @@ def demo(
     except ImportError:
         console.print("[red]the demo needs torch:[/] " + escape(TORCH_INSTALL))
         raise typer.Exit(code=1) from None
+    if problem := check_folder(out_dir, "--out-dir"):  # before any training
+        console.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True)
+        raise typer.Exit(code=1)
 
     val_key = val_acc_key(cfg)
     state = {"val": math.nan}
@@ -165,6 +171,12 @@ def demo(
         raise typer.BadParameter(str(err), param_hint="--backends") from None
     except ImportError as err:  # a backend's package is not installed
         console.print(f"[red]error:[/] {escape(str(err))}")
+        raise typer.Exit(code=1) from None
+    except OSError as err:  # the run folder could not be written (a full disk, permissions)
+        where = escape(str(out_dir))
+        console.print(
+            f"[red]error:[/] cannot write the run under {where}: {escape(str(err))}", soft_wrap=True
+        )
         raise typer.Exit(code=1) from None
 
     table = Table(title=f"rlmetrics demo: {result.seconds:.1f} s", show_lines=False)

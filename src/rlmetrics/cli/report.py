@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from rlmetrics.cli._files import check_folder
 from rlmetrics.report import write_report
 
 __all__ = ["report"]
@@ -34,7 +35,7 @@ def report(
     ] = None,
     title: Annotated[str, typer.Option(help="Title of the page.")] = "rlmetrics report",
     png: Annotated[
-        bool, typer.Option("--png", help="Also write a PNG per section, for papers (matplotlib).", metavar="")
+        bool, typer.Option("--png", help="Also write a PNG per section, for papers (matplotlib).")
     ] = False,
 ) -> None:
     """Draw runs into report.html: findings, key panels, every metric by group; hover, zoom, smoothing."""
@@ -52,10 +53,19 @@ def report(
         raise typer.Exit(code=1)
     first = runs[0]
     out_dir = out if out is not None else (first if first.is_dir() else first.parent) / "report"
+    if problem := check_folder(out_dir, "--out"):
+        console.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True)
+        raise typer.Exit(code=1)
     try:
         result = write_report(runs, out_dir, names=name or None, title=title, png=png)
     except (ValueError, ImportError) as err:
         console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
+        raise typer.Exit(code=1) from None
+    except OSError as err:  # the disk filled, or the folder changed under us
+        console.print(
+            f"[red]error:[/] cannot write the report into {escape(str(out_dir))}: {escape(str(err))}",
+            soft_wrap=True,
+        )
         raise typer.Exit(code=1) from None
     for run, diagnosis in zip(result.runs, result.diagnoses):
         found = len(diagnosis.findings)

@@ -256,9 +256,7 @@ def validate(
     k: Ks = None,
     replace: Annotated[
         bool,
-        typer.Option(
-            "--replace", help="Draw with replacement (the expectation of verl's bootstrap).", metavar=""
-        ),
+        typer.Option("--replace", help="Draw with replacement (the expectation of verl's bootstrap)."),
     ] = False,
     ci: Annotated[
         str,
@@ -279,9 +277,7 @@ def validate(
     ] = None,
     verl_keys: Annotated[
         bool,
-        typer.Option(
-            "--verl", help="Also compute verl's bootstrap metrics (val-core/val-aux keys).", metavar=""
-        ),
+        typer.Option("--verl", help="Also compute verl's bootstrap metrics (val-core/val-aux keys)."),
     ] = False,
 ) -> None:
     """Summarise validation rollouts: mean, pass@k, pass^k, best@k, worst@k, maj@k, cover@tau, intervals."""

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
-from rlmetrics._core.checks import check_int
+from rlmetrics._core.checks import check_int, check_seed
 from rlmetrics.aggregation import reduce_metrics
 from rlmetrics.demo.task import (
     EOS,
@@ -219,6 +219,7 @@ class DemoConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
         check_int(self.warm_start_steps, "warm_start_steps", minimum=0)
+        check_seed(self.seed)
         if self.max_response_length is not None:
             check_int(self.max_response_length, "max_response_length", minimum=1)
         # the task's own checks (alphabet size, lengths), before a run starts

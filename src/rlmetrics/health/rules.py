@@ -43,11 +43,20 @@ entropy_collapse        reward_sigmas           20.0     a warning only when the
 kl_drift                window                  20       points in each of the two windows
                                                          compared (a trend, not the noise)
 kl_drift                growth                  2.0      KL median doubles from one window to
-                                                         the next
+                                                         the next (a reward that stalled)
+kl_drift                start_growth            10.0     ... or is 10x the KL at the start of
+                                                         the run (a reward that never rose)
+kl_drift                baseline                3        the KL at the start: the smallest of
+                                                         the first 3 points (the policy starts
+                                                         at the reference; a jump in the first
+                                                         steps must not set the level)
 kl_drift                min_kl                  0.01     KL to the reference below it is noise
                                                          around the start (nats per token)
 kl_drift                reward_sigmas           1.0      reward gain across the two windows
                                                          under one noise sigma: stalled
+kl_drift                start_reward_sigmas     3.0      reward gain since the start under 3
+                                                         noise sigmas: a tenfold KL bought
+                                                         next to nothing
 length_truncation       level                   0.1      over 10% of responses cut at the limit
                                                          up to the end of the run (k of the last
                                                          n points): the limit shapes the reward
@@ -139,7 +148,16 @@ THRESHOLDS: dict[str, dict[str, float]] = {
         **_BASE,
         "baseline": 3.0,
     },
-    "kl_drift": {"window": 20.0, "growth": 2.0, "min_kl": 0.01, "reward_sigmas": 1.0, **_PERSIST},
+    "kl_drift": {
+        "window": 20.0,
+        "growth": 2.0,
+        "start_growth": 10.0,
+        "baseline": 3.0,
+        "min_kl": 0.01,
+        "reward_sigmas": 1.0,
+        "start_reward_sigmas": 3.0,
+        **_PERSIST,
+    },
     "length_truncation": {"level": 0.1, "error_level": 0.3, **_PERSIST},
     "reward_hacking": {
         "min_val_points": 5.0,
@@ -254,8 +272,11 @@ def _persist(flags: np.ndarray, p: Params, *, start: int = 0) -> tuple[int, int]
     return first_persistent(flags, k=int(p["k"]), n=int(p["n"]), start=start)
 
 
-def _reward_gain(reward: Series, at_steps: np.ndarray, window: int) -> np.ndarray:
-    """Median reward over the ``window`` points up to each step, minus the median of the ``window`` before.
+def _reward_gain(
+    reward: Series, at_steps: np.ndarray, window: int, *, since_start: bool = False
+) -> np.ndarray:
+    """Median reward over the ``window`` points up to each step, minus the median of the ``window``
+    before (``since_start``: of the first ``window``, for windows that lie past it).
 
     NaN where the reward has fewer than ``2 * window`` points up to that step.
     """
@@ -263,15 +284,18 @@ def _reward_gain(reward: Series, at_steps: np.ndarray, window: int) -> np.ndarra
     wm = window_median(rv, window=window)
     idx = np.searchsorted(rs, at_steps, side="right") - 1
     gain = np.full(at_steps.shape, np.nan)
-    ok = idx - window >= 0
-    gain[ok] = wm[idx[ok]] - wm[idx[ok] - window]
+    ok = idx >= 2 * window - 1
+    reference = np.full(ok.sum(), wm[window - 1]) if since_start else wm[idx[ok] - window]
+    gain[ok] = wm[idx[ok]] - reference
     return gain
 
 
-def _reward_not_rising(reward: Series, at_steps: np.ndarray, window: int, sigmas: float) -> np.ndarray:
+def _reward_not_rising(
+    reward: Series, at_steps: np.ndarray, window: int, sigmas: float, *, since_start: bool = False
+) -> np.ndarray:
     """Where the reward gained less than ``sigmas`` noise levels; a reward that does not move at
     all (zero noise, zero gain) has stalled too."""
-    gain = _reward_gain(reward, at_steps, window)
+    gain = _reward_gain(reward, at_steps, window, since_start=since_start)
     limit = sigmas * noise_sigma(reward[2])
     return np.isfinite(gain) & ((gain < limit) | ((gain <= 0) & (limit == 0)))
 
@@ -433,7 +457,15 @@ def entropy_collapse(history: History, p: Params) -> Result:
 
 
 def kl_drift(history: History, p: Params) -> Result:
-    """KL to the reference keeps growing while the reward has stopped improving."""
+    """KL to the reference grows while the reward does not: KL bought without reward.
+
+    Two spans are judged, each ending at the window of the last ``window`` points: from the
+    window before it (the KL median doubled, the reward stalled) and from the start of the run
+    (the KL median ``start_growth`` times its start level, the reward no higher than over the
+    first ``window`` points). The start level is the smallest of the first ``baseline`` points,
+    floored at ``min_kl``: a policy that jumps away from the reference in its first steps and
+    then wanders has drifted as much as one that drifts slowly.
+    """
     s = _series(history, "kl_drift", "kl_ref", "reward")
     if isinstance(s, Skipped):
         return s
@@ -444,12 +476,18 @@ def kl_drift(history: History, p: Params) -> Result:
     _, steps, values = kl
     recent = window_median(values, window=w)
     before = np.concatenate([np.full(w, np.nan), recent[:-w]])
-    growing = (recent > p["growth"] * before) & (recent > p["min_kl"])
-    stalled = _reward_not_rising(reward, steps, w, p["reward_sigmas"])
-    hit = _persist(growing & stalled, p)
+    first = values[np.isfinite(values)][: int(p["baseline"])]
+    start = max(float(first.min()), p["min_kl"])
+    with np.errstate(invalid="ignore"):
+        doubled = (recent > p["growth"] * before) & (recent > p["min_kl"])
+        doubled &= _reward_not_rising(reward, steps, w, p["reward_sigmas"])
+        from_start = recent > p["start_growth"] * start
+        from_start &= _reward_not_rising(reward, steps, w, p["start_reward_sigmas"], since_start=True)
+    hit = _persist(doubled | from_start, p)
     if hit is None:
         return None
     onset, end = hit
+    reference = before[end] if doubled[end] else start
     return _finding(
         "kl_drift",
         WARNING,
@@ -459,9 +497,10 @@ def kl_drift(history: History, p: Params) -> Result:
         kl,
         metric=(kl[0], reward[0]),
         kl_median=recent[end],
-        kl_median_before=before[end],
-        growth=recent[end] / before[end],
-        reward_gain=_reward_gain(reward, steps[end : end + 1], w)[0],
+        kl_reference=reference,
+        growth=recent[end] / reference,
+        compared_with="the window before" if doubled[end] else "the start of the run",
+        reward_gain=_reward_gain(reward, steps[end : end + 1], w, since_start=not doubled[end])[0],
         reward_noise_sigma=noise_sigma(reward[2]),
     )
 

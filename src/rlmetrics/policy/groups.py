@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
-from rlmetrics._core.array import check_finite_scalar, describe, is_torch_array
+from rlmetrics._core.array import check_dense, check_finite_scalar, describe, is_torch_array
 from rlmetrics._core.batch import as_batch
 from rlmetrics._core.checks import check_int, warn_undefined
 from rlmetrics._core.comm import all_gather_objects, describe_disagreement
@@ -43,7 +43,7 @@ def _looks_like_batch(x: Any) -> bool:
 
 
 def _host_1d(x: Any, name: str) -> np.ndarray:
-    if is_torch_array(x):
+    if is_torch_array(check_dense(x, name)):
         x = x.detach()
         x = (x.float() if x.dtype.is_floating_point and x.element_size() < 4 else x).cpu().numpy()
     arr = np.asarray(x)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from rlmetrics._core.array import describe, is_torch_array
+from rlmetrics._core.array import check_dense, describe, is_array, is_torch_array
 from rlmetrics._core.checks import check_int
 
 __all__ = [
@@ -41,8 +41,9 @@ def _chunk_rows(n_rows: int, vocab: int, n_temps: int, chunk_size: int | None, m
 
 
 def _check_logits(logits: Any, temperature: float) -> tuple[bool, int, int]:
-    if not (hasattr(logits, "shape") and hasattr(logits, "dtype")):
+    if not is_array(logits):
         raise TypeError(f"logits must be a numpy array or a torch tensor; got {type(logits).__name__}")
+    check_dense(logits, "logits")
     if logits.ndim < 1 or logits.shape[-1] == 0:
         raise ValueError(f"logits must have shape (..., V) with V >= 1; got {describe(logits)}")
     torch_in = is_torch_array(logits)

@@ -25,6 +25,7 @@ from rlmetrics._core.array import (
     check_same_shape,
     cpu_block_rows,
     describe,
+    is_array,
     mask_and_invalid_count,
     prepare_arrays,
 )
@@ -214,7 +215,7 @@ def rollout_mismatch_statistics(
     }
     names = ["old_log_probs", "rollout_log_probs", "response_mask"]
     for name, x in zip(names, (old_log_probs, rollout_log_probs, response_mask)):
-        if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        if not is_array(x):
             raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
     xp, (old, roll, mask_raw), device, on_cpu = prepare_arrays(
         [old_log_probs, rollout_log_probs, response_mask], names

@@ -28,6 +28,7 @@ from rlmetrics._core.array import (
     check_same_shape,
     cpu_block_rows,
     describe,
+    is_array,
     mask_and_invalid_count,
     prepare_arrays,
 )
@@ -118,7 +119,7 @@ def ppo_update_statistics(
     }
     names = ["log_probs", "old_log_probs", "advantages", "response_mask"]
     for name, x in zip(names, (log_probs, old_log_probs, advantages, response_mask)):
-        if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        if not is_array(x):
             raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
     xp, (lp, olp, adv, mask_raw), device, on_cpu = prepare_arrays(
         [log_probs, old_log_probs, advantages, response_mask], names

@@ -195,7 +195,11 @@ def write_report(
     page = build_page(runs, layout, diagnoses, title=title, max_points=max_points, smoothing=smoothing)
     html_path = out / "report.html"
     tmp = html_path.with_name(html_path.name + ".tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, html_path)
+    try:
+        tmp.write_text(page, encoding="utf-8")
+        os.replace(tmp, html_path)
+    except BaseException:  # a full disk: no half page left behind
+        tmp.unlink(missing_ok=True)
+        raise
     png_paths = _write_pngs(layout, runs, diagnoses, out) if png else {}
     return ReportResult(html_path, png_paths, runs, diagnoses, layout, time.perf_counter() - start)

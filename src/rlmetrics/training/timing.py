@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rlmetrics import keys as K
-from rlmetrics._core.array import check_finite_scalar, raise_invalid_mask, to_host
+from rlmetrics._core.array import check_dense, check_finite_scalar, is_array, raise_invalid_mask, to_host
 from rlmetrics._core.batch import as_batch
-from rlmetrics._core.checks import check_int
+from rlmetrics._core.checks import check_int, check_real_dtype
 from rlmetrics._core.lengths import prompt_response_lengths
 
 __all__ = [
@@ -175,10 +176,27 @@ def _global_token_num(batch: Any) -> float:
         )
         (total,) = to_host([mask.sum()])
         return total
-    try:
-        return float(sum(float(t) for t in tokens))
-    except TypeError:
-        return check_finite_scalar(tokens, "batch.meta_info['global_token_num']")
+    return _token_count(tokens, "batch.meta_info['global_token_num']")
+
+
+def _token_count(tokens: Any, name: str) -> float:
+    """The total of a token count or of per-sample counts, each a finite number >= 0.
+
+    A string is refused, not iterated (``"1000"`` would otherwise be four counts of 1, 0, 0, 0).
+    """
+    if is_array(tokens):
+        counts = [float(c) for c in check_real_dtype(check_dense(tokens, name), name).reshape(-1).tolist()]
+    elif isinstance(tokens, Mapping):
+        raise TypeError(f"{name} must be a token count or a list of per-sample counts; got a dict")
+    elif isinstance(tokens, str | bytes) or not isinstance(tokens, Iterable):
+        counts = [check_finite_scalar(tokens, name)]
+    else:
+        counts = [check_finite_scalar(t, f"{name}[{i}]") for i, t in enumerate(tokens)]
+    for i, c in enumerate(counts):
+        if not math.isfinite(c) or c < 0:
+            shown = int(c) if c.is_integer() else c
+            raise ValueError(f"{name} must hold token counts >= 0; entry {i} is {shown}")
+    return math.fsum(counts)
 
 
 def compute_throughput_metrics(

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rlmetrics._core.checks import check_int, warn_undefined
+from rlmetrics._core.checks import check_int, check_seed, warn_undefined
 from rlmetrics.validation._args import (
     check_cluster_codes,
     check_counts,
@@ -762,7 +762,7 @@ def compare_curves(
     if p == 0:
         raise ValueError("compare_curves needs at least one prompt; got curves of shape (0, K)")
     codes, g = (None, None) if clusters is None else check_cluster_codes(clusters, p)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
 
     mask = ~(np.isnan(xa) | np.isnan(xb))
     count = mask.sum(axis=0)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rlmetrics._core.checks import check_int, warn_undefined
+from rlmetrics._core.checks import check_int, check_seed, warn_undefined
 
 __all__ = ["Estimate", "best_at_k", "cover_at_tau", "maj_at_k", "pass_at_k", "pass_hat_k", "worst_at_k"]
 
@@ -625,6 +625,7 @@ def maj_at_k(preds: Sequence[Any], values: Any, k: int, *, replace: bool = False
     vals, _ = _values_2d(values)
     vals = vals[0]
     k = check_int(k, "k", minimum=1)
+    seed = check_seed(seed)
     preds = list(preds.tolist() if isinstance(preds, np.ndarray) else preds)
     if len(preds) != vals.shape[0]:
         raise ValueError(f"preds and values must have the same length; got {len(preds)} and {vals.shape[0]}")

@@ -47,7 +47,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rlmetrics._core.checks import check_int
+from rlmetrics._core.checks import check_int, check_seed
 from rlmetrics.validation._args import check_cluster_codes, check_level
 
 __all__ = [
@@ -238,6 +238,7 @@ def column_intervals(
     if method not in CI_METHODS:
         raise ValueError(f"method must be one of {', '.join(CI_METHODS)}; got {method!r}")
     confidence = check_level(confidence, "confidence")
+    seed = check_seed(seed)  # checked whatever the method: a bad seed is a caller's bug either way
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 2:
         raise ValueError(f"values must be a (prompts, metrics) table; got shape {arr.shape}")
@@ -317,7 +318,7 @@ def _bootstrap(
     seed: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Percentile interval of the column means over resampled prompts (or clusters)."""
-    rng = np.random.default_rng(check_int(seed, "seed"))
+    rng = np.random.default_rng(seed)
     if clusters is None:
         sums, counts = filled, present.astype(np.float64)
     else:

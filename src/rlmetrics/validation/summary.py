@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rlmetrics import keys
-from rlmetrics._core.checks import check_int, warn_undefined
+from rlmetrics._core.checks import check_int, check_seed, warn_undefined
 from rlmetrics.keys import ValName
 from rlmetrics.validation._args import check_level
 from rlmetrics.validation.estimators import _maj_win_weights, _order_stat_weights
@@ -190,7 +190,7 @@ def prompt_estimates(
             raise ValueError(f"ks must be integers below 2**63; got {max(ks)}")
         if not ks:
             raise ValueError("ks must be a non-empty list of integers >= 1; got []")
-    options = _Options(ks, bool(replace), check_int(seed, "seed"), _check_taus(taus))
+    options = _Options(ks, bool(replace), check_seed(seed), _check_taus(taus))
 
     prompts = group_prompts(sources, uids)
     cluster_codes = None if clusters is None else _prompt_clusters(clusters, prompts, n)
