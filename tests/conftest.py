@@ -17,6 +17,18 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "reproducible"))
 
 
+@pytest.fixture(autouse=True)
+def _cpu_without_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RLMETRICS_TEST_NO_NATIVE_BF16=1: the demo's ``rollout_dtype="auto"`` takes the path of a CPU
+    without native bfloat16 (float32 on bf16-rounded weights), as on a machine without AVX-512."""
+    if os.environ.get("RLMETRICS_TEST_NO_NATIVE_BF16") != "1":
+        return
+    from rlmetrics.demo import task
+
+    real = task.native_bf16
+    monkeypatch.setattr(task, "native_bf16", lambda cpuinfo=None: False if cpuinfo is None else real(cpuinfo))
+
+
 @pytest.fixture(scope="session")
 def verl_metric_utils() -> Any:
     """verl 0.9.1's metric_utils (the parity reference); its warnings silenced."""

@@ -10,6 +10,9 @@ from typer.testing import CliRunner
 
 from rlmetrics.cli.app import app
 
+#: Trains a model: CI runs these once more under a second CPU kernel family (.ci/run).
+pytestmark = pytest.mark.trains
+
 runner = CliRunner()
 TINY = ["--steps", "2", "--n-prompts", "4", "--group-size", "4", "--val-every", "2", "-q"]
 

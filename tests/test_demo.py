@@ -21,6 +21,9 @@ from rlmetrics.demo.run import (
     val_acc_key,
 )
 
+#: Trains a model: CI runs these once more under a second CPU kernel family (.ci/run).
+pytestmark = pytest.mark.trains
+
 # Reduced size: ~10 s on one core. Learns robustly (seeds 0, 1, 2 reach 0.5-0.9 validation accuracy)
 # from random weights; warm-started, the policy first sits on a plateau of ~40-60 steps (the
 # shipped 150-step run learns from it: tests/test_diagnose_demo.py).

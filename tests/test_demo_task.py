@@ -26,6 +26,9 @@ from rlmetrics.demo.task import (
     warm_start,
 )
 
+#: Trains a model: CI runs these once more under a second CPU kernel family (.ci/run).
+pytestmark = pytest.mark.trains
+
 
 def brute_score(string: list[int], response: list[int]) -> tuple[float, bool]:
     """Slow reference: cut at the first EOS, compare position by position."""

@@ -20,6 +20,9 @@ from rlmetrics.health import rules
 from rlmetrics.health.monitor import HealthMonitor
 from rlmetrics.tracking import read_jsonl
 
+#: Trains a model: CI runs these once more under a second CPU kernel family (.ci/run).
+pytestmark = pytest.mark.trains
+
 SHIPPED_RUN = Path(__file__).parent / "data" / "demo_shipped.jsonl"
 
 # Validation only at the start and the end, on few prompts: it does not change the training

@@ -22,6 +22,9 @@ from rlmetrics.health.sources import TRL_TRAINER_STATE, load_history  # noqa: E4
 from rlmetrics.integrations.trl import RLMetricsCallback  # noqa: E402
 from rlmetrics.tracking import read_jsonl  # noqa: E402
 
+#: Trains a model: CI runs these once more under a second CPU kernel family (.ci/run).
+pytestmark = pytest.mark.trains
+
 WORDS = ["<pad>", "<eos>", "<unk>", "a", "b", "c", "d", "e", "f", "g"]
 
 

@@ -740,6 +740,7 @@ def test_png_export(tmp_path, scripted_diagnose, monkeypatch):
     )
 
 
+@pytest.mark.trains
 def test_report_of_a_real_demo_run(tmp_path):
     from rlmetrics.demo.run import DemoConfig, run_demo
 
