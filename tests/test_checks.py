@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from rlmetrics._core.array import array_namespace
 from rlmetrics._core.checks import check_int, row_mean, warn_undefined
+from rlmetrics.errors import UndefinedMetricWarning
 
 torch = pytest.importorskip("torch")
 
@@ -110,7 +111,7 @@ def test_warn_undefined_points_at_the_caller(stacklevel):
         warnings.simplefilter("always")
         warn_undefined("undefined here", stacklevel=stacklevel)
     assert len(caught) == 1
-    assert caught[0].category is RuntimeWarning
+    assert caught[0].category is UndefinedMetricWarning and issubclass(caught[0].category, RuntimeWarning)
     assert str(caught[0].message) == "undefined here"
     assert caught[0].filename == __file__
 

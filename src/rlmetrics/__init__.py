@@ -37,6 +37,7 @@ from rlmetrics.aggregation import (
     reduce_metrics,
     reducer_for_key,
 )
+from rlmetrics.errors import RLMetricsError, UndefinedMetricWarning
 from rlmetrics.health import Diagnosis, Finding, HealthMonitor, RunReadError, diagnose, load_history
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.policy.logits import (
@@ -120,12 +121,14 @@ __all__ = [
     "HealthMonitor",
     "Metric",
     "MetricCollector",
+    "RLMetricsError",
     "RunReadError",
     "Stage",
     "StageTimer",
     "Stats",
     "Tracker",
     "TrackingBackend",
+    "UndefinedMetricWarning",
     "__version__",
     "all_reduce_metric",
     "all_reduce_metrics",

@@ -26,6 +26,7 @@ import numpy as np
 
 from rlmetrics._core.array import is_torch_array
 from rlmetrics._core.comm import agree, all_reduce_stats
+from rlmetrics.errors import UndefinedMetricWarning
 
 __all__ = [
     "AggregationType",
@@ -83,7 +84,7 @@ def _to_float(value: Any, *, where: str) -> float:
 def _aggregate(values: list[float], aggregation: AggregationType, *, key: str = "") -> float:
     if not values:
         where = f" for {key!r}" if key else ""
-        warnings.warn(f"no values to aggregate{where}; returning NaN", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"no values to aggregate{where}; returning NaN", UndefinedMetricWarning, stacklevel=3)
         return math.nan
     arr = np.asarray(values, dtype=np.float64)
     if aggregation is AggregationType.MEAN:
@@ -199,7 +200,7 @@ def reduce_metrics(metrics: Mapping[str, Metric | Iterable[Any]]) -> dict[str, f
 
     A :class:`Metric` aggregates with its own aggregation; a plain list is reduced by
     :func:`reducer_for_key` (max, min or mean from the key's last path segment). An empty list
-    gives NaN with a ``RuntimeWarning``. The input is not modified.
+    gives NaN with an ``UndefinedMetricWarning``. The input is not modified.
 
     Parameters
     ----------
@@ -504,7 +505,7 @@ class MetricCollector:
     def summary(self, key: str) -> dict[str, float]:
         """``count``, ``mean``, ``std`` (unbiased), ``min``, ``max`` and ``sum`` of one key.
 
-        ``std`` is NaN (with a ``RuntimeWarning``) for fewer than two observations.
+        ``std`` is NaN (with an ``UndefinedMetricWarning``) for fewer than two observations.
         """
         if key not in self._stats:
             present = ", ".join(sorted(self._stats)) or "none"
@@ -512,7 +513,9 @@ class MetricCollector:
         n, total, sumsq, hi, lo = (float(x) for x in self._stats[key])
         if n == 0:
             warnings.warn(
-                f"no values collected for {key!r}; its statistics are NaN", RuntimeWarning, stacklevel=2
+                f"no values collected for {key!r}; its statistics are NaN",
+                UndefinedMetricWarning,
+                stacklevel=2,
             )
             nan = math.nan
             return {"count": 0.0, "mean": nan, "std": nan, "min": nan, "max": nan, "sum": 0.0}
@@ -520,7 +523,9 @@ class MetricCollector:
             std = math.sqrt(max(sumsq - total * total / n, 0.0) / (n - 1))
         else:
             warnings.warn(
-                f"std of {key!r} needs at least two observations; got {int(n)}", RuntimeWarning, stacklevel=2
+                f"std of {key!r} needs at least two observations; got {int(n)}",
+                UndefinedMetricWarning,
+                stacklevel=2,
             )
             std = math.nan
         return {"count": n, "mean": total / n, "std": std, "min": lo, "max": hi, "sum": total}
@@ -529,7 +534,7 @@ class MetricCollector:
         """One number per key, sorted by key: its mean, sum, min or max (see ``aggregations``).
 
         A key that was registered with no value (an empty list) gives NaN with a
-        ``RuntimeWarning``.
+        ``UndefinedMetricWarning``.
         """
         out: dict[str, float] = {}
         for key in sorted(self._stats):
@@ -537,7 +542,7 @@ class MetricCollector:
             agg = self.aggregation(key)
             if n == 0:
                 warnings.warn(
-                    f"no values to aggregate for {key!r}; returning NaN", RuntimeWarning, stacklevel=2
+                    f"no values to aggregate for {key!r}; returning NaN", UndefinedMetricWarning, stacklevel=2
                 )
                 out[key] = math.nan
             elif agg is AggregationType.MEAN:
@@ -561,7 +566,7 @@ def all_reduce_metrics(
     use their aggregation, plain lists :func:`~rlmetrics.reducer_for_key`. The ranks first agree
     (one tiny collective; the key lists are gathered only when they differ, and the union is
     reduced), then all keys travel in one ``SUM`` and one ``MAX`` all-reduce. A key with no
-    value on any rank gives NaN with a ``RuntimeWarning``. A rank whose values are bad (NaN or
+    value on any rank gives NaN with an ``UndefinedMetricWarning``. A rank whose values are bad (NaN or
     infinite values, not numbers) makes every rank raise the same ``ValueError`` /
     ``TypeError``, naming that rank and key.
 
@@ -604,7 +609,7 @@ def all_reduce_metric(metric: Metric, process_group: Any = None) -> float:
 
     Every rank must call it (collective): one tiny agreement collective (a rank whose values
     are bad, or whose Metric has another aggregation, makes every rank raise the same error),
-    then two ``all_reduce`` calls. NaN with a ``RuntimeWarning`` when no rank holds a value.
+    then two ``all_reduce`` calls. NaN with an ``UndefinedMetricWarning`` when no rank holds a value.
     """
     key = "metric"
     collector = MetricCollector()

@@ -7,9 +7,9 @@ The role verl's ``Tracking`` plays, with these guarantees:
   transfer) become floats; anything else is a ``TypeError`` naming the key;
 * keys are checked once, in :meth:`Tracker.log`: numpy strings become ``str``; a key that no
   backend can store (a lone surrogate: not UTF-8) or a value that no float holds (an int
-  beyond 1.8e308) is dropped from that step with a ``RuntimeWarning`` naming key and step;
+  beyond 1.8e308) is dropped from that step with a warning naming key and step;
 * a record is the unit of failure, never the backend: a backend that raises while logging
-  (disk full, network down) loses that one record, with a ``RuntimeWarning`` naming backend
+  (disk full, network down) loses that one record, with a warning naming backend
   and step (the 1st, 2nd, 4th, 8th ... loss of a backend are warned, :attr:`Tracker.lost`
   counts them all), and keeps logging; the other backends are not affected;
 * each backend's own limits are handled by that backend with a fixed mapping: MLflow names
@@ -27,12 +27,12 @@ The role verl's ``Tracking`` plays, with these guarantees:
   ``log_dir``; an existing run directory is never written into unless ``resume=True``: by
   default the run takes the first free name ``experiment-2``, ``experiment-3`` ... (claimed
   atomically, so concurrent processes get different names) and says so with a
-  ``RuntimeWarning`` (:attr:`Tracker.renamed_from`); ``resume=True`` continues the run
+  warning (:attr:`Tracker.renamed_from`); ``resume=True`` continues the run
   (:attr:`Tracker.start_step` is the step after its last logged one);
 * a missing optional package is an ``ImportError`` with the ``pip install`` line; a run
   directory that cannot be created or written is an ``OSError`` naming it, at construction;
 * an optional health monitor (``monitor=``, e.g. :class:`rlmetrics.health.monitor.HealthMonitor`)
-  sees every step; each new finding is one ``RuntimeWarning`` and one ``health/<kind>`` record
+  sees every step; each new finding is one warning and one ``health/<kind>`` record
   (1.0 warning, 2.0 error) logged with that step; a monitor that raises is switched off with a
   warning and logging goes on.
 
@@ -44,6 +44,10 @@ point loses at most the line being written, and two processes appending to one r
 warning, and of a key logged twice at one step keeps the value logged last, with a warning.
 NaN and infinities are written as the ``NaN``/``Infinity``/``-Infinity`` tokens that Python's
 ``json`` reads back.
+
+The warnings of a tracker are :class:`~rlmetrics.errors.TrackingWarning`, a finding of its health
+monitor a :class:`~rlmetrics.errors.HealthWarning`, and those of :func:`read_jsonl`
+:class:`~rlmetrics.errors.RunReadWarning` (all ``RuntimeWarning``).
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ import numpy as np
 from rlmetrics import keys as K
 from rlmetrics._core.array import is_torch_array
 from rlmetrics._core.checks import check_int
+from rlmetrics.errors import HealthWarning, RunReadWarning, TrackingWarning
 
 __all__ = ["BACKENDS", "DEFAULT_CONSOLE_KEYS", "Tracker", "TrackingBackend", "check_backends", "read_jsonl"]
 
@@ -775,7 +780,7 @@ class Tracker:
         ``log_dir``: no path separators, ``.``, ``..``, NUL, at most 200 bytes), else a
         ``ValueError``. If ``log_dir/project/experiment`` exists and ``resume`` is False, the
         run takes the first free name ``experiment-2``, ``experiment-3``, ... (a
-        ``RuntimeWarning`` says which; :attr:`experiment` is the name used,
+        warning says which; :attr:`experiment` is the name used,
         :attr:`renamed_from` the one asked for).
     backends : str or sequence of (str or backend object)
         Names from :data:`BACKENDS` (``"jsonl"``, ``"console"``, ``"tensorboard"``, ``"wandb"``,
@@ -823,7 +828,7 @@ class Tracker:
         ``kind``, ``severity``, ``step`` and ``advice``), e.g.
         :class:`rlmetrics.health.monitor.HealthMonitor`. It receives every step's converted
         values (before the ``nonfinite`` policy drops any, so a NaN loss is seen). Each finding
-        it returns is reported once: a ``RuntimeWarning`` ``"rlmetrics health: <kind>
+        it returns is reported once: a warning ``"rlmetrics health: <kind>
         (<severity>) from step N: <advice>"`` and a record ``health/<kind>`` logged to every
         backend with the current step, valued :data:`rlmetrics.keys.HEALTH_SEVERITY_VALUE`
         (1.0 warning, 2.0 error). If the monitor also has ``check() -> list of findings``,
@@ -910,7 +915,7 @@ class Tracker:
             warnings.warn(
                 f"run directory {str(self.log_dir / project / experiment)!r} exists: this run is "
                 f"{self.experiment!r} ({str(self.run_dir)!r}); pass resume=True to continue the old one",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=2,
             )
         if resume:
@@ -929,7 +934,7 @@ class Tracker:
                 )
                 self.backends[name] = backend
                 for note in getattr(backend, "notes", None) or ():
-                    warnings.warn(f"tracking backend {name!r}: {note}", RuntimeWarning, stacklevel=2)
+                    warnings.warn(f"tracking backend {name!r}: {note}", TrackingWarning, stacklevel=2)
         except BaseException:
             self._finish_all(exit_code=1)
             self._release()
@@ -990,7 +995,7 @@ class Tracker:
             warnings.warn(
                 f"resume: the config differs from {str(path)!r} (top-level keys {changed[:10]}); "
                 "config.json now holds the new config",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=3,
             )
 
@@ -1053,7 +1058,7 @@ class Tracker:
         metrics : Mapping[str, number | numpy scalar | one-element array or tensor]
             Flat dict, e.g. from ``compute_data_metrics``. ``step`` and ``timestamp`` are
             reserved keys. A key no backend can store (not valid UTF-8) or a value no float
-            holds is dropped from this step with a ``RuntimeWarning``; the rest is logged.
+            holds is dropped from this step with a warning; the rest is logged.
         step : int
             The training step (>= 0).
 
@@ -1070,7 +1075,7 @@ class Tracker:
         for key, why in dropped:
             warnings.warn(
                 f"step {step}: metrics[{key!r}] is dropped for every backend: {why}",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=2,
             )
         values = _apply_nonfinite(converted, self.nonfinite)
@@ -1079,7 +1084,7 @@ class Tracker:
             warnings.warn(
                 f"step {step} is at or before step {self._resumed_last}, the last one the resumed run "
                 f"logged: readers keep the values logged last (Tracker.start_step is {self.start_step})",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=2,
             )
         if self.monitor is not None:
@@ -1101,7 +1106,7 @@ class Tracker:
             if isinstance(notes, list):
                 for note in notes:
                     warnings.warn(
-                        f"tracking backend {name!r}, step {step}: {note}", RuntimeWarning, stacklevel=3
+                        f"tracking backend {name!r}, step {step}: {note}", TrackingWarning, stacklevel=3
                     )
 
     def _lose(self, name: str, step: int, why: str, err: BaseException | None = None) -> None:
@@ -1116,7 +1121,7 @@ class Tracker:
             more = f"; {count} records lost so far (warned at the 1st, 2nd, 4th ...)" if count > 1 else ""
             warnings.warn(
                 f"tracking backend {name!r} lost the record of step {step}; it keeps logging{more}: {why}",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=4,
             )
 
@@ -1152,12 +1157,12 @@ class Tracker:
             warnings.warn(
                 f"the health monitor failed in {where}() and is switched off; logging goes on: "
                 f"{type(err).__name__}: {err}",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=stacklevel,
             )
             return values
         for message in messages:
-            warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
+            warnings.warn(message, HealthWarning, stacklevel=stacklevel)
         return {**values, **records} if records else values
 
     def _finish_all(self, exit_code: int) -> None:
@@ -1171,7 +1176,7 @@ class Tracker:
                 self.failed[name] = err
                 warnings.warn(
                     f"tracking backend {name!r} failed in finish(): {type(err).__name__}: {err}",
-                    RuntimeWarning,
+                    TrackingWarning,
                     stacklevel=3,
                 )
 
@@ -1197,7 +1202,7 @@ class Tracker:
                 tail = f"; last error: {type(last).__name__}: {last}" if last is not None else ""
                 warnings.warn(
                     f"tracking backend {name!r} lost {count} records of this run (steps {steps}){tail}",
-                    RuntimeWarning,
+                    TrackingWarning,
                     stacklevel=2,
                 )
 
@@ -1268,7 +1273,7 @@ def read_jsonl(
     """Read a jsonl metrics file written by the ``jsonl`` backend.
 
     A line cut short by a crash (the last line, or a fragment a resumed run wrote after) is
-    skipped with a ``RuntimeWarning``.
+    skipped with a warning.
 
     Parameters
     ----------
@@ -1321,7 +1326,7 @@ def read_jsonl(
             if last:
                 warnings.warn(
                     f"{p}: skipping the truncated last line {i} ({len(raw)} bytes)",
-                    RuntimeWarning,
+                    RunReadWarning,
                     stacklevel=2,
                 )
             elif strict:
@@ -1329,7 +1334,7 @@ def read_jsonl(
             else:
                 warnings.warn(
                     f"{p}: skipping unreadable line {i} (a fragment left by a crash?): {err}",
-                    RuntimeWarning,
+                    RunReadWarning,
                     stacklevel=2,
                 )
             continue
@@ -1393,7 +1398,7 @@ def _keep_last(p: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         f"{p}: {len(repeated)} step{'s' * (len(repeated) != 1)} logged more than once (the run was "
         f"appended to twice, or resumed from an earlier step); e.g. step {first}: {repeated[first]!r}; "
         "keeping the values logged last",
-        RuntimeWarning,
+        RunReadWarning,
         stacklevel=3,
     )
     return kept

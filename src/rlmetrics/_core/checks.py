@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from rlmetrics.errors import UndefinedMetricWarning
+
 __all__ = ["check_int", "check_real_dtype", "check_seed", "row_mean", "warn_undefined"]
 
 
@@ -73,7 +75,9 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 
 
 def warn_undefined(message: str, *, stacklevel: int | None = 3) -> float:
-    """Emit a ``RuntimeWarning`` for a statistic that is undefined on this input; return NaN.
+    """Warn that a statistic is undefined on this input, and return NaN.
+
+    The warning is an :class:`~rlmetrics.errors.UndefinedMetricWarning` (a ``RuntimeWarning``).
 
     The convention of scikit-learn's undefined-metric warnings: the value is NaN, never a
     silent 0, and the warning says why. ``stacklevel=None`` attributes the warning to the
@@ -85,7 +89,7 @@ def warn_undefined(message: str, *, stacklevel: int | None = 3) -> float:
         while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
             frame = frame.f_back
             stacklevel += 1
-    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
+    warnings.warn(message, UndefinedMetricWarning, stacklevel=stacklevel)
     return math.nan
 
 

@@ -3,7 +3,7 @@
 :class:`HealthMonitor` keeps the scalars it is given and, every ``every`` steps, diagnoses the
 history it holds; it returns the findings of kinds it has not reported before, so each failure
 mode is reported once per run. :class:`rlmetrics.Tracker` runs one when given
-``monitor=HealthMonitor()``; it turns each new finding into a ``RuntimeWarning`` and a
+``monitor=HealthMonitor()``; it turns each new finding into a ``HealthWarning`` and a
 ``health/<kind>`` record.
 
 Only the keys the rules can read are kept (the candidates of

@@ -6,7 +6,7 @@ every record the trainer logs (``on_log``: TRL's ``reward``, ``kl``, ``entropy``
 ``eval_...``) into a :class:`rlmetrics.Tracker` run (``metrics.jsonl`` by default), with the
 trainer's ``global_step``; ``rlmetrics report`` and ``rlmetrics diagnose`` read that run, their
 rules knowing TRL's names (:mod:`rlmetrics.health.signals`). With ``monitor=True`` the live
-:class:`rlmetrics.HealthMonitor` runs on it (each finding a ``RuntimeWarning`` and a
+:class:`rlmetrics.HealthMonitor` runs on it (each finding a ``HealthWarning`` and a
 ``health/<kind>`` record). The tracker is finished ``on_train_end``.
 
 Exact group statistics. TRL logs, per logging step, the mean over the generation batches of
@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
+from rlmetrics.errors import TrackingWarning
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.tracking import Tracker
 
@@ -246,7 +247,7 @@ class RLMetricsCallback(TrainerCallback):
                 "RLMetricsCallback: the exact group statistics need the trainer: register the callback "
                 "with RLMetricsCallback(...).attach(trainer), or pass group_metrics=False; the trainer's "
                 "records are mirrored all the same",
-                RuntimeWarning,
+                TrackingWarning,
                 stacklevel=2,
             )
         self._window, self._seen = [], self._generation_count()
@@ -299,7 +300,9 @@ class RLMetricsCallback(TrainerCallback):
         if key not in self._skipped_keys:
             self._skipped_keys.add(key)
             warnings.warn(
-                f"RLMetricsCallback: {why}; it is left out of the rlmetrics run", RuntimeWarning, stacklevel=3
+                f"RLMetricsCallback: {why}; it is left out of the rlmetrics run",
+                TrackingWarning,
+                stacklevel=3,
             )
 
     # --- exact group statistics -------------------------------------------------------------
@@ -388,6 +391,6 @@ class RLMetricsCallback(TrainerCallback):
         warnings.warn(
             f"RLMetricsCallback: the exact group statistics are switched off ({why}); the trainer's own "
             "records are still mirrored",
-            RuntimeWarning,
+            TrackingWarning,
             stacklevel=3,
         )

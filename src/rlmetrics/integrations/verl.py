@@ -68,6 +68,7 @@ from rlmetrics import keys
 from rlmetrics._core.checks import check_int
 from rlmetrics.aggregation import Metric
 from rlmetrics.aggregation import reduce_metrics as _reduce_metrics
+from rlmetrics.errors import RLMetricsWarning
 from rlmetrics.keys import ValName
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
 from rlmetrics.training.data import compute_data_metrics as _compute_data_metrics
@@ -116,7 +117,7 @@ _DEFINITIONS: dict[str, tuple[str, ...]] = {
 _VAL_FLATTENER = "_val_metrics_update"
 
 
-class VerlPatchWarning(UserWarning):
+class VerlPatchWarning(RLMetricsWarning, UserWarning):
     """A verl module that failed to import, or a verl version other than the tested one."""
 
 

@@ -200,7 +200,7 @@ def compute_group_metrics(
         one sample counts as zero std, it has no learning signal),
         ``frac_samples_reward_zero_std`` (fraction of *samples* in such groups; equal to the
         former with equal group sizes), ``frac_all_solved``, ``frac_none_solved``,
-        ``reward_std/mean`` (NaN with a ``RuntimeWarning`` when no group has more than
+        ``reward_std/mean`` (NaN with an ``UndefinedMetricWarning`` when no group has more than
         ``ddof`` samples).
 
         ``"trl"``: ``reward``, ``reward_std``, ``frac_reward_zero_std`` (see Notes).

@@ -388,7 +388,7 @@ def compute_rollout_mismatch_metrics(
         ``log_ppl_diff_min``, ``ppl_ratio``, ``chi2_token``, ``chi2_seq``: verl's names and values.
         Added: ``rollout_is_ess_tokens`` (``(sum w)^2 / sum w^2``, in ``[1, n_tokens]``) and
         ``probs_pearson_corr`` (Pearson correlation of ``exp(old)`` and ``exp(rollout)`` over
-        the tokens; NaN with a ``RuntimeWarning`` when undefined). As in verl, sequence means
+        the tokens; NaN with an ``UndefinedMetricWarning`` when undefined). As in verl, sequence means
         count a row without tokens as 0 and ``rollout_is_eff_sample_size`` is the ESS *fraction*
         ``(E w)^2 / E w^2`` in ``(0, 1]``.
 

@@ -271,7 +271,7 @@ def compute_ppo_update_metrics(
     dict[str, float]
         ``actor/pg_clipfrac``, ``actor/ppo_kl``, ``actor/pg_clipfrac_lower`` (verl's names and,
         with token-mean, values), ``actor/pg_clipfrac_low``, ``actor/pg_clipfrac_high``,
-        ``actor/ppo_kl_k3``, ``actor/ppo_ratio_{mean,max,min}``. NaN with a ``RuntimeWarning``
+        ``actor/ppo_kl_k3``, ``actor/ppo_ratio_{mean,max,min}``. NaN with an ``UndefinedMetricWarning``
         when the mask selects no token.
 
     Examples

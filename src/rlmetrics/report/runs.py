@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
+from rlmetrics.errors import RunReadWarning, ValidationDumpError
 from rlmetrics.health.findings import last_per_step
 from rlmetrics.tracking import read_jsonl
 
@@ -35,10 +36,6 @@ DUMP_FIELDS = ("input", "output", "gts", "prompt", "response", "data_source", "u
 COMMAND_KEYS = ("command", "cmd", "argv", "cli")
 _CONFIG_FILE = "config.json"
 _METRICS_FILE = "metrics.jsonl"
-
-
-class ValidationDumpError(ValueError):
-    """The file is a validation rollout dump, not a run's metrics."""
 
 
 @dataclass
@@ -141,7 +138,7 @@ def _read_config(folder: Path) -> dict[str, Any]:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        warnings.warn(f"{path}: config not read ({err})", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"{path}: config not read ({err})", RunReadWarning, stacklevel=3)
         return {}
     return config if isinstance(config, dict) else {"config": config}
 
@@ -236,7 +233,7 @@ def load_run(path: str | os.PathLike[str], *, name: str | None = None) -> RunCur
     ----------
     path : str or Path
         A Tracker's ``metrics.jsonl`` (or its folder; a truncated last line is skipped with a
-        ``RuntimeWarning``), or any run :func:`rlmetrics.load_history` reads: a verl
+        ``RunReadWarning``), or any run :func:`rlmetrics.load_history` reads: a verl
         file-logger ``.jsonl``, a TensorBoard log directory, a ``trainer_state.json`` or TRL
         output folder, a W&B offline run.
     name : str, optional, keyword-only

@@ -706,7 +706,7 @@ def compute_data_metrics(
         ``response_length_non_aborted/*``, ``response/aborted_ratio``,
         ``prompt_length/{mean,max,min,clip_ratio}``, and ``num_turns/*`` and
         ``tool_call_counts/*`` when present. A statistic over an empty set (every response
-        aborted, an all-zero mask) is NaN with a ``RuntimeWarning``.
+        aborted, an all-zero mask) is NaN with an ``UndefinedMetricWarning``.
     """
     if process_group is None:
         return data_statistics(

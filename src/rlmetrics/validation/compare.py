@@ -280,7 +280,7 @@ def paired_difference(
     -------
     PairedDifference
         With fewer than two prompts (or clusters) the standard error, interval, p-value and MDE
-        are NaN, with a ``RuntimeWarning``. When every ``d_i`` is the same the standard error is
+        are NaN, with an ``UndefinedMetricWarning``. When every ``d_i`` is the same the standard error is
         0, the interval is ``[diff, diff]`` and the p-value 0.0 (1.0 if ``diff == 0``).
 
     Raises
@@ -391,7 +391,7 @@ def unpaired_difference(
     -------
     PairedDifference
         ``method="unpaired (Welch)"``, ``n = n_a + n_b``, ``correlation`` NaN. With fewer than
-        two prompts on a side: NaN standard error and interval, with a ``RuntimeWarning``.
+        two prompts on a side: NaN standard error and interval, with an ``UndefinedMetricWarning``.
 
     Examples
     --------
@@ -732,7 +732,7 @@ def compare_curves(
     -------
     CurveComparison
         ks with fewer than two prompts (or clusters) get NaN standard errors and bands, with a
-        ``RuntimeWarning``.
+        ``UndefinedMetricWarning``.
 
     Examples
     --------

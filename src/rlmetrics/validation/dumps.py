@@ -31,6 +31,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from rlmetrics.errors import DumpError
+
 __all__ = [
     "DUMP_SUFFIXES",
     "Dump",
@@ -59,10 +61,6 @@ _PROGRESS_BYTES = 1 << 20  # the line reader reports progress in steps of this s
 MAX_NESTING = 512
 
 Progress = Callable[[int], object]
-
-
-class DumpError(ValueError):
-    """A problem with the dump files (missing, unreadable, malformed), reported without a traceback."""
 
 
 #: the name the ``validate`` command has used for :class:`DumpError` (one class, two names)

@@ -144,7 +144,7 @@ def pass_at_k(n: Any, c: Any, k: Any) -> Any:
         Correct samples per prompt (0 <= c <= n).
     k : int or array of int
         Draws; broadcast against ``n`` and ``c``. Where ``k > n`` the estimator is undefined:
-        NaN and a ``RuntimeWarning``.
+        NaN and an ``UndefinedMetricWarning``.
 
     Returns
     -------
@@ -191,7 +191,7 @@ def pass_hat_k(n: Any, c: Any, k: Any) -> Any:
     ----------
     n, c, k : int or array of int
         Samples (1 <= n < 2**63), correct samples (0 <= c <= n) and draws per prompt, broadcast
-        together. Where ``k > n``: NaN and a ``RuntimeWarning``.
+        together. Where ``k > n``: NaN and an ``UndefinedMetricWarning``.
 
     Returns
     -------
@@ -446,7 +446,7 @@ def best_at_k(values: Any, k: int, *, replace: bool = False) -> Estimate:
     values : array of shape (n,) or (P, n)
         The ``n`` sampled values of one prompt, or of ``P`` prompts with ``n`` samples each.
     k : int
-        Draws (>= 1). Without replacement ``k > n`` is undefined: NaN and a ``RuntimeWarning``.
+        Draws (>= 1). Without replacement ``k > n`` is undefined: NaN and an ``UndefinedMetricWarning``.
     replace : bool, keyword-only
         ``False``: ``k`` distinct samples (unbiased; pass@k for 0/1 values). ``True``: with
         replacement, the quantity verl's bootstrap ``best@k`` estimates.
@@ -604,7 +604,7 @@ def maj_at_k(preds: Sequence[Any], values: Any, k: int, *, replace: bool = False
     values : array of shape (n,)
         Each sample's value (e.g. 0/1 correctness).
     k : int
-        Draws (>= 1). Without replacement ``k > n`` is undefined: NaN and a ``RuntimeWarning``.
+        Draws (>= 1). Without replacement ``k > n`` is undefined: NaN and an ``UndefinedMetricWarning``.
     replace : bool, keyword-only
         ``True`` gives the quantity verl's bootstrap ``maj@k`` estimates.
     seed : int, keyword-only

@@ -24,6 +24,7 @@ import numpy as np
 
 from rlmetrics import keys
 from rlmetrics._core.checks import check_int, check_seed, warn_undefined
+from rlmetrics.errors import UndefinedMetricWarning
 from rlmetrics.keys import ValName
 from rlmetrics.validation._args import check_level
 from rlmetrics.validation.estimators import _maj_win_weights, _order_stat_weights
@@ -217,7 +218,7 @@ def prompt_estimates(
         warnings.warn(
             f"a requested k is above the samples of some prompts, which are left out of those @k "
             f"metrics (their n_prompts says how many remain): {shown}",
-            RuntimeWarning,
+            UndefinedMetricWarning,
             stacklevel=3 if _called_by_summary() else 2,
         )
     return {src: body for src, body in result.items() if body}
