@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,6 +22,7 @@ __all__ = [
     "Diagnosis",
     "Finding",
     "History",
+    "Series",
     "Skipped",
     "as_history",
     "last_per_step",
@@ -33,6 +34,22 @@ SEVERITIES = (WARNING, ERROR)
 
 #: metric key -> (steps, values), both 1-d numpy arrays of one length, steps increasing
 History = Mapping[str, tuple[np.ndarray, np.ndarray]]
+
+
+class Series(NamedTuple):
+    """One metric of a history, named: the signal a rule reads.
+
+    Attributes
+    ----------
+    key : str
+        The metric key it was read from (e.g. ``critic/score/mean``).
+    steps, values : ndarray, shape (n,)
+        Its steps (increasing) and its values (float64, NaN where not finite).
+    """
+
+    key: str
+    steps: np.ndarray
+    values: np.ndarray
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ from typing import Any
 
 import numpy as np
 
-from rlmetrics.health.findings import ERROR, WARNING, Diagnosis, Finding, History, Skipped, as_history
+from rlmetrics.health.findings import ERROR, WARNING, Diagnosis, Finding, History, Series, Skipped, as_history
 from rlmetrics.health.signals import SIGNALS, resolve, resolve_all
 from rlmetrics.health.smoothing import (
     debiased_ema,
@@ -190,7 +190,6 @@ THRESHOLDS: dict[str, dict[str, float]] = {
 #: Every kind, in the order the rules run.
 KINDS: tuple[str, ...] = tuple(THRESHOLDS)
 
-Series = tuple[str, np.ndarray, np.ndarray]
 Params = Mapping[str, float]
 Result = Finding | Skipped | None
 
@@ -247,19 +246,19 @@ def _series(history: History, kind: str, *signals: str) -> list[Series] | Skippe
 
 
 def _too_short(kind: str, s: Series, needed: int) -> Skipped | None:
-    have = int(np.isfinite(s[2]).sum())
+    have = int(np.isfinite(s.values).sum())
     if have >= needed:
         return None
-    return Skipped(kind, f"run too short: {have} finite points of {s[0]}, needs {needed}")
+    return Skipped(kind, f"run too short: {have} finite points of {s.key}, needs {needed}")
 
 
 def _finding(
     kind: str, severity: str, steps: np.ndarray, onset: int, end: int, s: Series, **evidence: Any
 ) -> Finding:
     """A Finding from its window ``[onset, end]`` (indices into ``steps``), with the smoothed level."""
-    smoothed = debiased_ema(s[2])
-    at_end = int(np.searchsorted(s[1], steps[end], side="right")) - 1
-    metric = tuple(evidence.pop("metric", (s[0],)))
+    smoothed = debiased_ema(s.values)
+    at_end = int(np.searchsorted(s.steps, steps[end], side="right")) - 1
+    metric = tuple(evidence.pop("metric", (s.key,)))
     evidence = {
         "window": [int(steps[onset]), int(steps[end])],
         "smoothed": _num(smoothed[max(at_end, 0)]),
@@ -296,7 +295,7 @@ def _reward_not_rising(
     """Where the reward gained less than ``sigmas`` noise levels; a reward that does not move at
     all (zero noise, zero gain) has stalled too."""
     gain = _reward_gain(reward, at_steps, window, since_start=since_start)
-    limit = sigmas * noise_sigma(reward[2])
+    limit = sigmas * noise_sigma(reward.values)
     return np.isfinite(gain) & ((gain < limit) | ((gain <= 0) & (limit == 0)))
 
 
@@ -308,7 +307,7 @@ def _below_baseline(kind: str, s: Series, p: Params, fraction: float, *, log: bo
         return short
     base = frozen_baseline(values, window=window, log=log, skip=skip)
     if base is None:  # in log space, points <= 0 cannot set the level
-        return Skipped(kind, f"{s[0]} has fewer than {window} positive points to set its early level")
+        return Skipped(kind, f"{s.key} has fewer than {window} positive points to set its early level")
     hit = _persist(values < fraction * base.level, p, start=base.last_index + 1)
     if hit is None:
         return None
@@ -388,10 +387,10 @@ def advantage_collapse(history: History, p: Params) -> Result:
     solved = resolve(history, "frac_all_solved")
     if solved is None:
         return _above_level("advantage_collapse", zero, p)
-    steps, zi, si = np.intersect1d(zero[1], solved[1], return_indices=True)
+    steps, zi, si = np.intersect1d(zero.steps, solved.steps, return_indices=True)
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, a point left out
-        unsolved = (zero[0], steps, zero[2][zi] - solved[2][si])
-    return _above_level("advantage_collapse", unsolved, p, metric=(zero[0], solved[0]))
+        unsolved = Series(zero.key, steps, zero.values[zi] - solved.values[si])
+    return _above_level("advantage_collapse", unsolved, p, metric=(zero.key, solved.key))
 
 
 def length_truncation(history: History, p: Params) -> Result:
@@ -408,7 +407,7 @@ def _tail_median(s: Series | None, n: int) -> float | None:
     """Median of the last ``n`` finite points of ``s`` (None when it has none)."""
     if s is None:
         return None
-    x = s[2][np.isfinite(s[2])][-n:]
+    x = s.values[np.isfinite(s.values)][-n:]
     return float(np.median(x)) if x.size else None
 
 
@@ -417,7 +416,7 @@ def _reward_rise(history: History, n: int) -> float | None:
     reward = resolve(history, "reward")
     if reward is None:
         return None
-    x = reward[2][np.isfinite(reward[2])]
+    x = reward.values[np.isfinite(reward.values)]
     if x.size < 2 * n:
         return None
     gain = float(np.median(x[-n:]) - np.median(x[:n]))
@@ -495,13 +494,13 @@ def kl_drift(history: History, p: Params) -> Result:
         max(onset - w + 1, 0),
         end,
         kl,
-        metric=(kl[0], reward[0]),
+        metric=(kl.key, reward.key),
         kl_median=recent[end],
         kl_reference=reference,
         growth=recent[end] / reference,
         compared_with="the window before" if doubled[end] else "the start of the run",
         reward_gain=_reward_gain(reward, steps[end : end + 1], w, since_start=not doubled[end])[0],
-        reward_noise_sigma=noise_sigma(reward[2]),
+        reward_noise_sigma=noise_sigma(reward.values),
     )
 
 
@@ -513,8 +512,8 @@ def reward_hacking(history: History, p: Params) -> Result:
     val, reward = s
     if short := _too_short("reward_hacking", val, int(p["min_val_points"])):
         return short
-    finite = np.isfinite(val[2])
-    steps, raw = val[1][finite], val[2][finite]
+    finite = np.isfinite(val.values)
+    steps, raw = val.steps[finite], val.values[finite]
     # validation is sparse and noisy: a median of 3 points keeps one lucky evaluation from
     # setting a best the run never reaches again
     values = window_median(raw, window=3)
@@ -549,8 +548,8 @@ def reward_hacking(history: History, p: Params) -> Result:
         steps,
         start,
         end,
-        (val[0], steps, values),
-        metric=(val[0], reward[0]),
+        Series(val.key, steps, values),
+        metric=(val.key, reward.key),
         val_best=best[end],
         val_best_step=int(steps[peak[end]]),
         val_now=values[end],
@@ -578,22 +577,22 @@ def rollout_mismatch(history: History, p: Params) -> Result:
     failed: dict[str, tuple[Series, int, int]] = {}
     for sig, s in present.items():
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            hit = _persist(checks[sig](s[2]), p)
+            hit = _persist(checks[sig](s.values), p)
         if hit is not None:
             failed[sig] = (s, *hit)
     if not failed:
         return None
-    s, onset, end = min(failed.values(), key=lambda f: int(f[0][1][f[1]]))
-    evidence = {f[0][0]: _num(np.median(f[0][2][f[1] : f[2] + 1])) for f in failed.values()}
+    s, onset, end = min(failed.values(), key=lambda f: int(f[0].steps[f[1]]))
+    evidence = {f[0].key: _num(np.median(f[0].values[f[1] : f[2] + 1])) for f in failed.values()}
     severity = ERROR if len(failed) >= 2 else WARNING
     return _finding(
         "rollout_mismatch",
         severity,
-        s[1],
+        s.steps,
         onset,
         end,
         s,
-        metric=tuple(f[0][0] for f in failed.values()),
+        metric=tuple(f[0].key for f in failed.values()),
         failed_checks=sorted(failed),
         window_medians=evidence,
     )
@@ -651,8 +650,8 @@ def entropy_explosion(history: History, p: Params) -> Result:
         "entropy_explosion", length, needed
     ):
         return short
-    steps, ei, li = np.intersect1d(ent[1], length[1], return_indices=True)
-    e, ln = ent[2][ei], length[2][li]
+    steps, ei, li = np.intersect1d(ent.steps, length.steps, return_indices=True)
+    e, ln = ent.values[ei], length.values[li]
     e_base = frozen_baseline(e, window=int(p["baseline"]), log=True)
     l_base = frozen_baseline(ln, window=int(p["baseline"]), log=True)
     if e_base is None or l_base is None:
@@ -669,7 +668,7 @@ def entropy_explosion(history: History, p: Params) -> Result:
         onset,
         end,
         ent,
-        metric=(ent[0], length[0]),
+        metric=(ent.key, length.key),
         entropy_baseline=e_base.level,
         entropy_ratio=float(np.median(e[onset : end + 1])) / e_base.level,
         length_baseline=l_base.level,
@@ -691,7 +690,7 @@ def _length_change(
     _, steps, values = length
     base = frozen_baseline(values, window=window, log=True)
     if base is None:  # in log space, lengths <= 0 cannot set the level
-        return Skipped(kind, f"{length[0]} has fewer than {window} positive points to set its early level")
+        return Skipped(kind, f"{length.key} has fewer than {window} positive points to set its early level")
     flags = flags_of(values, base.level) & _reward_not_rising(reward, steps, int(p["n"]), p["reward_sigmas"])
     hit = _persist(flags, p, start=base.last_index + 1)
     if hit is None:
@@ -706,7 +705,7 @@ def _length_change(
         onset,
         end,
         length,
-        metric=(length[0], reward[0]),
+        metric=(length.key, reward.key),
         baseline=base.level,
         ratio=ratio,
         reward_gain=_reward_gain(reward, steps[end : end + 1], int(p["n"]))[0],
@@ -762,7 +761,7 @@ def no_learning_signal(history: History, p: Params) -> Result:
     start = base.last_index + 1 if base is not None else 0
     gain = _reward_gain(reward, steps, max(n // 2, 1))  # the two halves of the window
     # <=: a reward that is exactly constant (noise 0) is flat
-    flat = np.isfinite(gain) & (np.abs(gain) <= p["reward_sigmas"] * noise_sigma(reward[2]))
+    flat = np.isfinite(gain) & (np.abs(gain) <= p["reward_sigmas"] * noise_sigma(reward.values))
     with np.errstate(invalid="ignore"):
         vanished = (values < p["fraction"] * level) | (values == 0.0)
     hit = _persist(vanished & flat, p, start=start)
@@ -778,7 +777,7 @@ def no_learning_signal(history: History, p: Params) -> Result:
         onset,
         end,
         grad,
-        metric=(grad[0], reward[0]),
+        metric=(grad.key, reward.key),
         baseline=level,
         ratio=ratio,
         reward_gain=gain[end],

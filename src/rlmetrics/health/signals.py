@@ -23,7 +23,7 @@ import fnmatch
 import numpy as np
 
 from rlmetrics import keys as K
-from rlmetrics.health.findings import History
+from rlmetrics.health.findings import History, Series
 
 __all__ = ["SIGNALS", "resolve", "resolve_all"]
 
@@ -115,7 +115,7 @@ def _preference(history: History, key: str) -> tuple[int, int, str]:
     return (-int(np.isfinite(values).sum()), 0 if is_acc else 1, key)
 
 
-def resolve(history: History, signal: str) -> tuple[str, np.ndarray, np.ndarray] | None:
+def resolve(history: History, signal: str) -> Series | None:
     """The first candidate key of ``signal`` the history holds, with its steps and values.
 
     Parameters
@@ -127,7 +127,7 @@ def resolve(history: History, signal: str) -> tuple[str, np.ndarray, np.ndarray]
 
     Returns
     -------
-    tuple of (str, ndarray, ndarray) or None
+    Series or None
         ``(key, steps, values)`` (both arrays of shape ``(n,)``), or None when no candidate key
         has a point.
 
@@ -148,7 +148,7 @@ def resolve(history: History, signal: str) -> tuple[str, np.ndarray, np.ndarray]
         if found:
             key = min(found, key=lambda k: _preference(history, k))
             steps, values = history[key]
-            return key, np.asarray(steps), np.asarray(values, dtype=np.float64)
+            return Series(key, np.asarray(steps), np.asarray(values, dtype=np.float64))
     return None
 
 
