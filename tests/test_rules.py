@@ -393,3 +393,15 @@ def test_scattered_nans_neither_crash_nor_hide_a_rule(kind):
     healthy = healthy_run(N_STEPS, seed=1)
     healthy[K.ACTOR_ENTROPY] = [math.nan if i % 7 == 0 else v for i, v in enumerate(healthy[K.ACTOR_ENTROPY])]
     assert diagnose(to_rows(healthy), kinds=[kind]).findings == ()
+
+
+def test_every_rule_is_declared_once_with_its_thresholds_and_advice():
+    """One declaration per rule: the check, its thresholds and its advice in one place, the kind
+    the check's name; the public tables are views of it."""
+    assert tuple(rules.RULE_SPECS) == KINDS == tuple(THRESHOLDS) == tuple(rules.ADVICE) == tuple(rules.RULES)
+    for kind, spec in rules.RULE_SPECS.items():
+        assert spec.kind == kind == spec.check.__name__
+        assert dict(spec.thresholds) == THRESHOLDS[kind] and spec.advice == rules.ADVICE[kind]
+        assert spec.advice.endswith(".") and len(spec.advice) > 40
+    with pytest.raises(TypeError):
+        rules.RULE_SPECS["kl_drift"] = rules.RULE_SPECS["nonfinite"]  # read-only

@@ -115,6 +115,8 @@ conservative. verl's ``rollout_corr/ppl_ratio`` is checked both ways (``max(r, 1
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -131,98 +133,52 @@ from rlmetrics.health.smoothing import (
     window_median,
 )
 
-__all__ = ["KINDS", "RULES", "THRESHOLDS", "diagnose", "resolve_thresholds"]
+__all__ = ["ADVICE", "KINDS", "RULES", "RULE_SPECS", "THRESHOLDS", "Rule", "diagnose", "resolve_thresholds"]
 
 _PERSIST = {"k": 8.0, "n": 10.0}
 _BASE = {"baseline": 10.0, **_PERSIST}
 
-#: kind -> parameter -> default (see the table of the module docstring).
-THRESHOLDS: dict[str, dict[str, float]] = {
-    "nonfinite": {"min_points": 1.0},
-    "advantage_collapse": {"level": 0.8, "error_level": 0.95, **_PERSIST},
-    "entropy_collapse": {
-        "fraction": 0.1,
-        "error_fraction": 0.02,
-        "solved_level": 0.5,
-        "reward_sigmas": 20.0,
-        **_BASE,
-        "baseline": 3.0,
-    },
-    "kl_drift": {
-        "window": 20.0,
-        "growth": 2.0,
-        "start_growth": 10.0,
-        "baseline": 3.0,
-        "min_kl": 0.01,
-        "reward_sigmas": 1.0,
-        "start_reward_sigmas": 3.0,
-        **_PERSIST,
-    },
-    "length_truncation": {"level": 0.1, "error_level": 0.3, **_PERSIST},
-    "reward_hacking": {
-        "min_val_points": 5.0,
-        "val_sigmas": 4.0,
-        "error_sigmas": 8.0,
-        "train_sigmas": 1.0,
-        "k": 2.0,
-        "n": 3.0,
-    },
-    "rollout_mismatch": {
-        "is_mean_low": 0.5,
-        "is_mean_high": 2.0,
-        "ess_min": 0.3,
-        "is_std_max": 1.0,
-        "kl_max": 0.1,
-        "chi2_token_max": 1.0,
-        "prob_error_ratio_max": 1.05,
-        "k": 3.0,
-        "n": 5.0,
-    },
-    "grad_spike": {"window": 20.0, "factor": 10.0, "sigmas": 6.0, "error_count": 3.0},
-    "throughput_drop": {"fraction": 0.5, "skip": 2.0, **_BASE},
-    "entropy_explosion": {"entropy_factor": 2.0, "length_factor": 1.5, **_BASE},
-    "length_collapse": {"fraction": 0.25, "error_fraction": 0.05, "reward_sigmas": 1.0, **_BASE},
-    "length_explosion": {"factor": 3.0, "reward_sigmas": 1.0, **_BASE},
-    "critic_failure": {"level": 0.0, "error_level": -0.5, "skip": 10.0, **_PERSIST},
-    "no_learning_signal": {"fraction": 0.05, "error_fraction": 1e-3, "reward_sigmas": 2.0, **_BASE},
-}
-
-#: Every kind, in the order the rules run.
-KINDS: tuple[str, ...] = tuple(THRESHOLDS)
-
 Params = Mapping[str, float]
 Result = Finding | Skipped | None
 
-ADVICE = {
-    "nonfinite": "A NaN or inf reached the update: lower the learning rate, check the reward function "
-    "and the loss scaling, and restart from the last finite checkpoint.",
-    "advantage_collapse": "Most prompt groups are all right or all wrong: filter such prompts (dynamic "
-    "sampling), raise the group size, or move to harder or easier data.",
-    "entropy_collapse": "The policy stopped exploring: raise the upper clip range (clip-higher), add an "
-    "entropy bonus or lower the learning rate.",
-    "kl_drift": "The policy moves away from the reference without gaining reward: raise the KL coefficient "
-    "or lower the learning rate; the reward may be saturated or exploited.",
-    "length_truncation": "Many responses hit the length limit: raise max_response_length, penalise or "
-    "filter overlong samples, or check for repetition loops.",
-    "reward_hacking": "Training reward rises while validation falls: the policy exploits the reward; "
-    "inspect samples, harden the reward function, and keep the checkpoint of the validation peak.",
-    "rollout_mismatch": "The rollout engine and the trainer disagree on token probabilities: check dtype "
-    "and weight sync, and enable importance-sampling correction (rollout_is) or truncation.",
-    "grad_spike": "Gradient-norm spikes: lower the learning rate, tighten gradient clipping, and look "
-    "for outlier samples (very long responses, extreme advantages).",
-    "throughput_drop": "Tokens per second fell: look for longer generations, memory pressure "
-    "(offloading, recomputation) or a slow node.",
-    "entropy_explosion": "Entropy and length jumped together (gibberish): lower the learning rate, "
-    "restart from an earlier checkpoint, check the rollout/trainer mismatch.",
-    "length_collapse": "Responses shrink to a few tokens without a reward gain: check the reward for "
-    "a bias to short answers and the EOS handling.",
-    "length_explosion": "Responses grow toward the limit without a reward gain: check for repetition, "
-    "add a length penalty or overlong shaping.",
-    "critic_failure": "The value function explains none of the returns: warm up or retrain the critic, "
-    "raise its learning rate, or check the value-loss clipping.",
-    "no_learning_signal": "Gradients are near zero while the reward is flat: the advantages vanish; "
-    "check the reward spread, the learning rate schedule and frozen parameters.",
-}
+
+@dataclass(frozen=True)
+class Rule:
+    """One failure mode: its check, its thresholds (the module docstring gives their sources) and
+    what to try when it is found.
+
+    Attributes
+    ----------
+    kind : str
+        The name of the failure mode (the check function's name).
+    check : callable
+        ``check(history, params) -> Finding | Skipped | None``.
+    thresholds : Mapping[str, float]
+        Parameter -> default value.
+    advice : str
+        What to try, shown with every finding of this kind.
+    """
+
+    kind: str
+    check: Callable[[History, Params], Result]
+    thresholds: Mapping[str, float]
+    advice: str
+
+
+_REGISTRY: dict[str, Rule] = {}
+
+
+def _rule(
+    *, thresholds: Mapping[str, float], advice: str
+) -> Callable[[Callable[[History, Params], Result]], Callable[[History, Params], Result]]:
+    """Declare a rule where its check is written: the kind is the function's name; rules run in
+    the order they are declared."""
+
+    def register(check: Callable[[History, Params], Result]) -> Callable[[History, Params], Result]:
+        _REGISTRY[check.__name__] = Rule(check.__name__, check, dict(thresholds), advice)
+        return check
+
+    return register
 
 
 # --- shared pieces ------------------------------------------------------------------------------
@@ -326,6 +282,11 @@ def _below_baseline(kind: str, s: Series, p: Params, fraction: float, *, log: bo
 # --- the rules ----------------------------------------------------------------------------------
 
 
+@_rule(
+    thresholds={"min_points": 1.0},
+    advice="A NaN or inf reached the update: lower the learning rate, check the reward function "
+    "and the loss scaling, and restart from the last finite checkpoint.",
+)
 def nonfinite(history: History, p: Params) -> Result:
     """NaN or inf in a loss, gradient norm, reward, advantage or KL."""
     watched = [
@@ -374,6 +335,11 @@ def _above_level(kind: str, s: Series, p: Params, *, to_the_end: bool = False, *
     )
 
 
+@_rule(
+    thresholds={"level": 0.8, "error_level": 0.95, **_PERSIST},
+    advice="Most prompt groups are all right or all wrong: filter such prompts (dynamic "
+    "sampling), raise the group size, or move to harder or easier data.",
+)
 def advantage_collapse(history: History, p: Params) -> Result:
     """Most prompt groups have zero reward spread, and are not all solved: little learning signal.
 
@@ -391,16 +357,6 @@ def advantage_collapse(history: History, p: Params) -> Result:
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, a point left out
         unsolved = Series(zero.key, steps, zero.values[zi] - solved.values[si])
     return _above_level("advantage_collapse", unsolved, p, metric=(zero.key, solved.key))
-
-
-def length_truncation(history: History, p: Params) -> Result:
-    """A large share of responses hits the length limit, up to the end of the run.
-
-    A random policy rarely emits EOS, so a healthy run often starts truncated and learns to
-    stop: only truncation that lasts to the last ``n`` points counts.
-    """
-    s = _series(history, "length_truncation", "length_clip_ratio")
-    return s if isinstance(s, Skipped) else _above_level("length_truncation", s[0], p, to_the_end=True)
 
 
 def _tail_median(s: Series | None, n: int) -> float | None:
@@ -426,6 +382,18 @@ def _reward_rise(history: History, n: int) -> float | None:
     return 0.0 if gain == 0 else float(np.copysign(np.inf, gain))
 
 
+@_rule(
+    thresholds={
+        "fraction": 0.1,
+        "error_fraction": 0.02,
+        "solved_level": 0.5,
+        "reward_sigmas": 20.0,
+        **_BASE,
+        "baseline": 3.0,
+    },
+    advice="The policy stopped exploring: raise the upper clip range (clip-higher), add an "
+    "entropy bonus or lower the learning rate.",
+)
 def entropy_collapse(history: History, p: Params) -> Result:
     """Policy entropy falls to a small fraction of its early level, the task unsolved.
 
@@ -455,6 +423,20 @@ def entropy_collapse(history: History, p: Params) -> Result:
     return Finding(found.kind, severity, found.step, found.metric, evidence, found.advice)
 
 
+@_rule(
+    thresholds={
+        "window": 20.0,
+        "growth": 2.0,
+        "start_growth": 10.0,
+        "baseline": 3.0,
+        "min_kl": 0.01,
+        "reward_sigmas": 1.0,
+        "start_reward_sigmas": 3.0,
+        **_PERSIST,
+    },
+    advice="The policy moves away from the reference without gaining reward: raise the KL coefficient "
+    "or lower the learning rate; the reward may be saturated or exploited.",
+)
 def kl_drift(history: History, p: Params) -> Result:
     """KL to the reference grows while the reward does not: KL bought without reward.
 
@@ -504,6 +486,33 @@ def kl_drift(history: History, p: Params) -> Result:
     )
 
 
+@_rule(
+    thresholds={"level": 0.1, "error_level": 0.3, **_PERSIST},
+    advice="Many responses hit the length limit: raise max_response_length, penalise or "
+    "filter overlong samples, or check for repetition loops.",
+)
+def length_truncation(history: History, p: Params) -> Result:
+    """A large share of responses hits the length limit, up to the end of the run.
+
+    A random policy rarely emits EOS, so a healthy run often starts truncated and learns to
+    stop: only truncation that lasts to the last ``n`` points counts.
+    """
+    s = _series(history, "length_truncation", "length_clip_ratio")
+    return s if isinstance(s, Skipped) else _above_level("length_truncation", s[0], p, to_the_end=True)
+
+
+@_rule(
+    thresholds={
+        "min_val_points": 5.0,
+        "val_sigmas": 4.0,
+        "error_sigmas": 8.0,
+        "train_sigmas": 1.0,
+        "k": 2.0,
+        "n": 3.0,
+    },
+    advice="Training reward rises while validation falls: the policy exploits the reward; "
+    "inspect samples, harden the reward function, and keep the checkpoint of the validation peak.",
+)
 def reward_hacking(history: History, p: Params) -> Result:
     """Training reward keeps rising while the validation score falls."""
     s = _series(history, "reward_hacking", "val_score", "reward")
@@ -557,6 +566,21 @@ def reward_hacking(history: History, p: Params) -> Result:
     )
 
 
+@_rule(
+    thresholds={
+        "is_mean_low": 0.5,
+        "is_mean_high": 2.0,
+        "ess_min": 0.3,
+        "is_std_max": 1.0,
+        "kl_max": 0.1,
+        "chi2_token_max": 1.0,
+        "prob_error_ratio_max": 1.05,
+        "k": 3.0,
+        "n": 5.0,
+    },
+    advice="The rollout engine and the trainer disagree on token probabilities: check dtype "
+    "and weight sync, and enable importance-sampling correction (rollout_is) or truncation.",
+)
 def rollout_mismatch(history: History, p: Params) -> Result:
     """Rollout and training policies disagree (verl's and NeMo-RL's health checks)."""
     checks: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -598,6 +622,11 @@ def rollout_mismatch(history: History, p: Params) -> Result:
     )
 
 
+@_rule(
+    thresholds={"window": 20.0, "factor": 10.0, "sigmas": 6.0, "error_count": 3.0},
+    advice="Gradient-norm spikes: lower the learning rate, tighten gradient clipping, and look "
+    "for outlier samples (very long responses, extreme advantages).",
+)
 def grad_spike(history: History, p: Params) -> Result:
     """Gradient-norm spikes far above its running level."""
     s = _series(history, "grad_spike", "grad_norm")
@@ -631,6 +660,11 @@ def grad_spike(history: History, p: Params) -> Result:
     )
 
 
+@_rule(
+    thresholds={"fraction": 0.5, "skip": 2.0, **_BASE},
+    advice="Tokens per second fell: look for longer generations, memory pressure "
+    "(offloading, recomputation) or a slow node.",
+)
 def throughput_drop(history: History, p: Params) -> Result:
     """Tokens/s falls well below its early level and stays there."""
     s = _series(history, "throughput_drop", "throughput")
@@ -639,6 +673,11 @@ def throughput_drop(history: History, p: Params) -> Result:
     )
 
 
+@_rule(
+    thresholds={"entropy_factor": 2.0, "length_factor": 1.5, **_BASE},
+    advice="Entropy and length jumped together (gibberish): lower the learning rate, "
+    "restart from an earlier checkpoint, check the rollout/trainer mismatch.",
+)
 def entropy_explosion(history: History, p: Params) -> Result:
     """Entropy and response length jump together (the "gibberish" failure)."""
     s = _series(history, "entropy_explosion", "entropy", "response_length")
@@ -712,16 +751,31 @@ def _length_change(
     )
 
 
+@_rule(
+    thresholds={"fraction": 0.25, "error_fraction": 0.05, "reward_sigmas": 1.0, **_BASE},
+    advice="Responses shrink to a few tokens without a reward gain: check the reward for "
+    "a bias to short answers and the EOS handling.",
+)
 def length_collapse(history: History, p: Params) -> Result:
     """Mean response length shrinks toward a few tokens while the reward does not follow."""
     return _length_change("length_collapse", history, p, lambda x, level: x < p["fraction"] * level)
 
 
+@_rule(
+    thresholds={"factor": 3.0, "reward_sigmas": 1.0, **_BASE},
+    advice="Responses grow toward the limit without a reward gain: check for repetition, "
+    "add a length penalty or overlong shaping.",
+)
 def length_explosion(history: History, p: Params) -> Result:
     """Mean response length grows far above its early level while the reward does not follow."""
     return _length_change("length_explosion", history, p, lambda x, level: x > p["factor"] * level)
 
 
+@_rule(
+    thresholds={"level": 0.0, "error_level": -0.5, "skip": 10.0, **_PERSIST},
+    advice="The value function explains none of the returns: warm up or retrain the critic, "
+    "raise its learning rate, or check the value-loss clipping.",
+)
 def critic_failure(history: History, p: Params) -> Result:
     """PPO: the value function's explained variance below 0 for a sustained window."""
     s = _series(history, "critic_failure", "explained_variance")
@@ -742,6 +796,11 @@ def critic_failure(history: History, p: Params) -> Result:
     )
 
 
+@_rule(
+    thresholds={"fraction": 0.05, "error_fraction": 1e-3, "reward_sigmas": 2.0, **_BASE},
+    advice="Gradients are near zero while the reward is flat: the advantages vanish; "
+    "check the reward spread, the learning rate schedule and frozen parameters.",
+)
 def no_learning_signal(history: History, p: Params) -> Result:
     """Gradient norm flat near zero for a sustained window while the reward is flat."""
     s = _series(history, "no_learning_signal", "grad_norm", "reward")
@@ -784,22 +843,16 @@ def no_learning_signal(history: History, p: Params) -> Result:
     )
 
 
-RULES: dict[str, Callable[[History, Params], Result]] = {
-    "nonfinite": nonfinite,
-    "advantage_collapse": advantage_collapse,
-    "entropy_collapse": entropy_collapse,
-    "kl_drift": kl_drift,
-    "length_truncation": length_truncation,
-    "reward_hacking": reward_hacking,
-    "rollout_mismatch": rollout_mismatch,
-    "grad_spike": grad_spike,
-    "throughput_drop": throughput_drop,
-    "entropy_explosion": entropy_explosion,
-    "length_collapse": length_collapse,
-    "length_explosion": length_explosion,
-    "critic_failure": critic_failure,
-    "no_learning_signal": no_learning_signal,
-}
+#: Every rule, in the order they run.
+RULE_SPECS: Mapping[str, Rule] = MappingProxyType(_REGISTRY)
+#: Every kind, in the order the rules run.
+KINDS: tuple[str, ...] = tuple(_REGISTRY)
+#: kind -> parameter -> default (see the table of the module docstring).
+THRESHOLDS: dict[str, dict[str, float]] = {kind: dict(rule.thresholds) for kind, rule in _REGISTRY.items()}
+#: kind -> what to try when it is found.
+ADVICE: dict[str, str] = {kind: rule.advice for kind, rule in _REGISTRY.items()}
+#: kind -> its check, ``check(history, params)``.
+RULES: dict[str, Callable[[History, Params], Result]] = {kind: rule.check for kind, rule in _REGISTRY.items()}
 
 
 def resolve_thresholds(
