@@ -30,7 +30,7 @@ class FakeRules:
     def __init__(self):
         self.thresholds = []
 
-    def diagnose(self, history, *, thresholds=None, kinds=None):
+    def diagnose(self, history, *, thresholds=None, kinds=None, signals=None):
         self.thresholds.append(thresholds)
         first = sorted(history)[0]
         findings = []
@@ -303,3 +303,62 @@ def test_json_onto_a_device_or_folder_is_refused(tmp_path, rules):
     for target, match in (("/dev/null", "is not a regular file"), (str(tmp_path), "is a folder, not a file")):
         res = runner.invoke(app, ["diagnose", str(run), "--json", target])
         assert res.exit_code == 2 and match in flat(res.output), res.output
+
+
+def _custom_loop_run(path):
+    """A loop of one's own: its reward and KL under names no trainer uses; the KL grows 50x while
+    the reward stays flat."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = [
+        {"step": s, "train_reward": 0.3 + float(rng.normal(0, 0.01)), "kl_to_ref": 0.01 * 1.1**s}
+        for s in range(1, 61)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_signals_named_on_the_command_line_feed_the_rules(tmp_path):
+    run = _custom_loop_run(tmp_path / "loop.jsonl")
+    out = tmp_path / "h.json"
+    plain = runner.invoke(app, ["diagnose", str(run), "--json", str(out)], env={"COLUMNS": "250"})
+    assert plain.exit_code == 0 and "skipped kl_drift: needs kl_ref" in flat(plain.stdout)
+    named = runner.invoke(
+        app,
+        [
+            "diagnose",
+            str(run),
+            "-s",
+            "reward=train_reward",
+            "--signal",
+            "kl_ref=kl_to_ref",
+            "--json",
+            str(out),
+        ],
+        env={"COLUMNS": "250"},
+    )
+    assert named.exit_code == 0, named.output
+    (record,) = json.loads(out.read_text())["runs"]
+    (drift,) = [f for f in record["findings"] if f["kind"] == "kl_drift"]
+    assert drift["metric"] == ["kl_to_ref", "train_reward"]
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("reward", "--signal expects signal=key (e.g. reward=train_reward); got 'reward'"),
+        ("rewrad=train_reward", "--signal 'rewrad=train_reward': unknown signal 'rewrad'; known:"),
+        ("reward=", "--signal expects signal=key"),
+        (
+            "reward=no_such_key",
+            "signals['reward']: 'no_such_key' is not logged in this run; it logs kl_to_ref",
+        ),
+    ],
+    ids=["no-equals", "unknown-signal", "no-key", "key-not-logged"],
+)
+def test_bad_signals_are_one_line_and_exit_2(tmp_path, item, message):
+    run = _custom_loop_run(tmp_path / "loop.jsonl")
+    res = runner.invoke(app, ["diagnose", str(run), "--signal", item], env={"COLUMNS": "250"})
+    assert res.exit_code == 2
+    assert message in flat(res.output) and "Traceback" not in res.output

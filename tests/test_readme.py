@@ -34,3 +34,13 @@ def test_readme_quickstart_code_runs():
     metrics = namespace["metrics"]
     assert "critic/vf_explained_var" in metrics and "perf/mfu" in metrics
     assert 0.0 < metrics["perf/mfu"] < 1.0
+
+
+def test_readme_lists_the_keys_of_every_signal():
+    """The table of which keys feed which signal is the one the rules read."""
+    from rlmetrics.health.signals import _CANDIDATES
+
+    text = README.read_text()
+    table = text.split("<!-- signals:table -->\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    listed = {row.split("|")[1].strip(" `"): re.findall(r"`([^`]+)`", row.split("|")[2]) for row in table}
+    assert listed == {signal: list(keys) for signal, keys in _CANDIDATES.items()}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlmetrics import keys as K
-from rlmetrics.health.signals import SIGNALS, resolve, resolve_all
+from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, with_signals
 
 #: Every string the keys module defines (full keys and TRL's bare names).
 KEY_STRINGS = {v for name, v in vars(K).items() if name.isupper() and isinstance(v, str)}
@@ -20,7 +20,7 @@ def series(*values: float, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_every_candidate_is_a_keys_constant_or_a_pattern_of_one(signal):
     for candidate in SIGNALS[signal]:
         if "*" in candidate:
-            assert candidate.startswith(f"{K.VAL_CORE_PREFIX}/")
+            assert candidate.startswith(f"{K.VAL_CORE_PREFIX}/") or candidate in KEY_STRINGS
         elif candidate.startswith(("train/", "eval/")):  # a TRL key as TensorBoard/W&B hold it
             bare = candidate.removeprefix("train/")
             assert bare in KEY_STRINGS or candidate.replace("eval/", K.TRL_EVAL_PREFIX, 1) in KEY_STRINGS
@@ -108,3 +108,56 @@ def test_resolve_all_lists_every_present_candidate_in_order():
 def test_unknown_signal_is_named(fn):
     with pytest.raises(ValueError, match=r"signal must be one of .*got 'entropie'"):
         fn({}, "entropie")
+
+
+#: (signal, a key an older or other vocabulary logs it under, where it was seen)
+LEGACY = [
+    ("entropy", K.VERL_LEGACY_ENTROPY, "verl's 2024 PPO baselines"),
+    ("kl_ref", K.VERL_LEGACY_KL, "verl's 2024 PPO baselines (KL in the reward)"),
+    ("val_score", "test_score/openai/gsm8k", "verl's 2024 PPO baselines"),
+    ("val_score", "val/test_score/openai/gsm8k", "verl 0.2 validation"),
+    ("response_length", K.TRL_LEGACY_COMPLETION_LENGTH, "TRL < 0.16"),
+    ("response_length", "train/completion_length", "TRL < 0.16 through TensorBoard"),
+]
+
+
+@pytest.mark.parametrize(("signal", "key", "where"), LEGACY, ids=[f"{s}-{k}" for s, k, _ in LEGACY])
+def test_older_vocabularies_feed_the_signals(signal, key, where):
+    found = resolve({key: series(0.5, 0.4), "other/x": series(1.0, 2.0)}, signal)
+    assert found is not None and found.key == key, where
+
+
+def test_the_current_name_wins_over_an_older_one():
+    h = {K.ACTOR_ENTROPY: series(0.3), K.VERL_LEGACY_ENTROPY: series(0.9)}
+    assert resolve(h, "entropy").key == K.ACTOR_ENTROPY
+
+
+def test_a_user_named_signal_is_read_first():
+    h = with_signals(
+        {K.SCORE_MEAN: series(0.1), "train_reward": series(0.7, 0.8)}, {"reward": "train_reward"}
+    )
+    found = resolve(h, "reward")
+    assert found.key == "train_reward" and found.values.tolist() == [0.7, 0.8]
+    assert resolve_all(h, "reward") == ["train_reward"]
+    assert resolve(h, "entropy") is None  # the other signals are untouched
+    again = with_signals(h, {"entropy": "train_reward"})
+    assert resolve(again, "reward").key == resolve(again, "entropy").key == "train_reward"
+
+
+@pytest.mark.parametrize(
+    ("names", "error", "match"),
+    [
+        ({"rewrad": "x"}, ValueError, r"signals: unknown signal 'rewrad'; known: .*reward"),
+        (
+            {"reward": "train_reward"},
+            ValueError,
+            r"signals\['reward'\]: 'train_reward' is not logged in this run; it logs a/x",
+        ),
+        ({"reward": 3}, ValueError, r"signals\['reward'\]: 3 is not logged"),
+        ([("reward", "a/x")], TypeError, r"signals must map a signal to a metric key; got list"),
+    ],
+    ids=["unknown-signal", "key-not-logged", "key-not-a-string", "not-a-mapping"],
+)
+def test_with_signals_errors(names, error, match):
+    with pytest.raises(error, match=match):
+        with_signals({"a/x": series(1.0)}, names)

@@ -251,6 +251,18 @@ TRL_SAMPLING_IS_RATIO_MEAN = "sampling/importance_sampling_ratio/mean"
 TRL_EVAL_PREFIX = "eval_"
 TRL_EVAL_REWARD = f"{TRL_EVAL_PREFIX}{TRL_REWARD}"
 
+# --- older vocabularies (read by health.signals; rlmetrics never logs these) -------------------
+#: Older verl releases (its published 2024 PPO baselines): the policy entropy under the name of
+#: its loss term, the KL-in-reward penalty and its coefficient under ``critic/``, and validation
+#: as ``test_score/<source>`` (or ``val/test_score/<source>``).
+VERL_LEGACY_ENTROPY = "actor/entropy_loss"
+VERL_LEGACY_KL = "critic/kl"
+VERL_LEGACY_KL_COEF = "critic/kl_coeff"
+VERL_LEGACY_TEST_SCORE = "test_score/*"
+VERL_LEGACY_VAL_TEST_SCORE = "val/test_score/*"
+#: TRL before 0.16: the mean completion length (now ``completions/mean_length``).
+TRL_LEGACY_COMPLETION_LENGTH = "completion_length"
+
 # --- tracking (tracking) ------------------------------------------------------------------------
 #: Fields the jsonl backend writes on every line: reserved, not allowed as metric keys.
 TRACKING_STEP = "step"

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from rlmetrics.cli._files import check_target, write_json
 
-__all__ = ["EPILOG", "diagnose", "parse_thresholds", "run_name"]
+__all__ = ["EPILOG", "diagnose", "parse_signals", "parse_thresholds", "run_name"]
 
 _SEVERITY_STYLE = {"warning": "yellow", "error": "bold red"}
 _EXIT_ERROR, _EXIT_BAD_INPUT = 1, 2
@@ -29,6 +29,8 @@ Examples:
   rlmetrics diagnose rlmetrics_logs/proj/exp1 runs/verl_exp.jsonl
 
   rlmetrics diagnose tb_logs/run3 --json health.json --threshold entropy_collapse.fraction=0.05
+
+  rlmetrics diagnose my_loop/metrics.jsonl --signal reward=train_reward --signal entropy=ent
 
 Exit status: 0 no error finding, 1 an error finding in some run, 2 unreadable input.
 """
@@ -47,6 +49,28 @@ def run_name(path: Path) -> str:
             return path.parent.name
         return path.stem
     return path.resolve().name if path.name in ("", ".", "..") else path.name
+
+
+def parse_signals(items: list[str]) -> dict[str, str] | None:
+    """``--signal signal=key`` options as ``{signal: key}`` (None when none is given).
+
+    >>> parse_signals(["reward=train_reward"])
+    {'reward': 'train_reward'}
+    """
+    from rlmetrics.health.signals import SIGNALS
+
+    out: dict[str, str] = {}
+    for item in items:
+        name, sep, key = item.partition("=")
+        name, key = name.strip(), key.strip()
+        if not sep or not name or not key:
+            raise ValueError(f"--signal expects signal=key (e.g. reward=train_reward); got {item!r}")
+        if name not in SIGNALS:
+            raise ValueError(
+                f"--signal {item!r}: unknown signal {name!r}; known: {', '.join(sorted(SIGNALS))}"
+            )
+        out[name] = key
+    return out or None
 
 
 def parse_thresholds(
@@ -144,6 +168,14 @@ def diagnose(
             help="Override a threshold, kind.param=value (repeatable), e.g. grad_spike.factor=20.",
         ),
     ] = None,
+    signal: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--signal",
+            "-s",
+            help="Read a signal from a key of your own, signal=key (repeatable), e.g. reward=train_reward.",
+        ),
+    ] = None,
 ) -> None:
     """Find the known failure modes of RL fine-tuning in runs: what, from which step, the evidence.
 
@@ -164,6 +196,7 @@ def diagnose(
 
     try:
         thresholds = parse_thresholds(threshold or [], THRESHOLDS) or None
+        signals = parse_signals(signal or [])
     except ValueError as exc:
         fail(str(exc))
     problem = None if json_out is None else check_target(json_out, "--json")
@@ -178,7 +211,7 @@ def diagnose(
             out.print()
         try:
             history, kind = load_history(path)
-            diagnosis = run_diagnose(history, thresholds=thresholds)
+            diagnosis = run_diagnose(history, thresholds=thresholds, signals=signals)
         except Exception as exc:
             # RunReadError is a ValueError; a reader's ImportError names the pip install line.
             # Anything else a reader raises still makes this run unreadable (exit 2), never exit 1,

@@ -122,7 +122,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics.health.findings import ERROR, WARNING, Diagnosis, Finding, History, Series, Skipped, as_history
-from rlmetrics.health.signals import SIGNALS, resolve, resolve_all
+from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, with_signals
 from rlmetrics.health.smoothing import (
     debiased_ema,
     first_persistent,
@@ -288,12 +288,18 @@ def _below_baseline(kind: str, s: Series, p: Params, fraction: float, *, log: bo
     "and the loss scaling, and restart from the last finite checkpoint.",
 )
 def nonfinite(history: History, p: Params) -> Result:
-    """NaN or inf in a loss, gradient norm, reward, advantage or KL."""
+    """NaN or inf in a loss, gradient norm, reward, advantage or KL.
+
+    Besides the signals' keys, every training key whose last segment is a loss or a gradient
+    norm (``critic/vf_loss``, ``critic/grad_norm``, ``train/policy_loss`` ...) is watched;
+    validation keys are not (an undefined validation statistic may be NaN by design).
+    """
     watched = [
         k
         for sig in ("loss", "grad_norm", "reward", "advantage", "kl_ref", "mismatch_kl")
         for k in resolve_all(history, sig)
     ]
+    watched += sorted(k for k in history if k not in watched and _is_training_loss_or_grad(k))
     if not watched:
         return Skipped("nonfinite", "needs a loss, gradient norm, reward, advantage or KL; none is logged")
     first: tuple[int, str] | None = None
@@ -309,6 +315,14 @@ def nonfinite(history: History, p: Params) -> Result:
         return None
     evidence = {"nonfinite_points": bad, "first_key": first[1]}
     return Finding("nonfinite", ERROR, first[0], tuple(bad), evidence, ADVICE["nonfinite"])
+
+
+_VALIDATION_PREFIXES = ("val-", "val/", "val_", "eval", "test")
+
+
+def _is_training_loss_or_grad(key: str) -> bool:
+    last = key.rsplit("/", 1)[-1].lower()
+    return (last.endswith("loss") or last == "grad_norm") and not key.lower().startswith(_VALIDATION_PREFIXES)
 
 
 def _above_level(kind: str, s: Series, p: Params, *, to_the_end: bool = False, **evidence: Any) -> Result:
@@ -895,6 +909,7 @@ def diagnose(
     *,
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
     kinds: tuple[str, ...] | list[str] | None = None,
+    signals: Mapping[str, str] | None = None,
 ) -> Diagnosis:
     """Run the health rules over one run.
 
@@ -906,6 +921,9 @@ def diagnose(
         ``{kind: {parameter: value}}`` over :data:`THRESHOLDS`.
     kinds : sequence of str, optional
         The rules to run (default: all of :data:`KINDS`).
+    signals : dict, optional
+        ``{signal: key}``: the key of this run a signal reads (e.g. ``{"reward": "train_reward"}``
+        for a custom loop), before the candidates of :data:`~rlmetrics.health.signals.SIGNALS`.
 
     Returns
     -------
@@ -925,7 +943,7 @@ def diagnose(
     unknown = [k for k in selected if k not in RULES]
     if unknown:
         raise ValueError(f"kinds: unknown kind(s) {unknown}; expected some of {list(KINDS)}")
-    h = as_history(history)
+    h = with_signals(as_history(history), signals)
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for kind in selected:

@@ -13,19 +13,22 @@ give them (``train/reward``, ``train/kl``; evaluation ``eval/reward`` where
 ``trainer_state.json`` holds ``eval_reward``): every TRL candidate is listed in both forms.
 
 Keys not listed are ignored; a signal none of whose keys is present makes the rules that need it
-report that they could not run.
+report that they could not run. A run of your own loop names its signals itself:
+:func:`with_signals` (``diagnose(..., signals={"reward": "train_reward"})``, ``rlmetrics
+diagnose --signal reward=train_reward``) makes a key the one a signal reads, before any candidate.
 """
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
 from rlmetrics import keys as K
 from rlmetrics.health.findings import History, Series
 
-__all__ = ["SIGNALS", "resolve", "resolve_all"]
+__all__ = ["SIGNALS", "resolve", "resolve_all", "with_signals"]
 
 #: ``val-core/<source>/<var>/mean@<n>``: verl's validation score of every data source.
 _VAL_CORE_MEAN = K.val_metric(K.VAL_CORE_PREFIX, "*", "*", f"{K.ValName.MEAN}@*")
@@ -45,6 +48,7 @@ _TRL_KEYS = {
     K.TRL_CLIP_RATIO_REGION_MEAN,
     K.TRL_FRAC_REWARD_ZERO_STD,
     K.TRL_COMPLETIONS_MEAN_LENGTH,
+    K.TRL_LEGACY_COMPLETION_LENGTH,
     K.TRL_COMPLETIONS_CLIPPED_RATIO,
     K.TRL_LEARNING_RATE,
     K.TRL_SAMPLING_IS_RATIO_MEAN,
@@ -64,19 +68,24 @@ def _logged_forms(key: str) -> tuple[str, ...]:
 _CANDIDATES: dict[str, tuple[str, ...]] = {
     # reward of the training rollouts (verl: the task score before the KL penalty)
     "reward": (K.SCORE_MEAN, K.TRL_REWARD),
-    # validation score: verl's val-core mean@n, TRL's evaluation reward
-    "val_score": (_VAL_CORE_MEAN, K.TRL_EVAL_REWARD),
+    # validation score: verl's val-core mean@n (older verl: test_score/<source>), TRL's evaluation reward
+    "val_score": (_VAL_CORE_MEAN, K.VERL_LEGACY_VAL_TEST_SCORE, K.VERL_LEGACY_TEST_SCORE, K.TRL_EVAL_REWARD),
     "loss": (K.ACTOR_PG_LOSS, K.TRL_LOSS),
     "advantage": (K.ADV_MEAN,),
     "grad_norm": (K.ACTOR_GRAD_NORM, K.TRL_GRAD_NORM),
-    "entropy": (K.ACTOR_ENTROPY, K.TRL_ENTROPY),
-    # KL to the reference policy: verl's KL loss or KL-in-reward penalty, TRL's kl (beta > 0)
-    "kl_ref": (K.ACTOR_KL_LOSS, K.ACTOR_REWARD_KL_PENALTY, K.TRL_KL),
+    "entropy": (K.ACTOR_ENTROPY, K.VERL_LEGACY_ENTROPY, K.TRL_ENTROPY),
+    # KL to the reference policy: verl's KL loss or KL-in-reward penalty (older verl: critic/kl),
+    # TRL's kl (beta > 0)
+    "kl_ref": (K.ACTOR_KL_LOSS, K.ACTOR_REWARD_KL_PENALTY, K.VERL_LEGACY_KL, K.TRL_KL),
     # KL to the policy of the rollouts (the PPO update's own step size)
     "ppo_kl": (K.PPO_KL,),
     "clip_fraction": (K.PG_CLIPFRAC, K.TRL_CLIP_RATIO_REGION_MEAN),
     "frac_reward_zero_std": (K.GRPO_FRAC_REWARD_ZERO_STD, K.TRL_FRAC_REWARD_ZERO_STD),
-    "response_length": (K.RESPONSE_LENGTH_MEAN, K.TRL_COMPLETIONS_MEAN_LENGTH),
+    "response_length": (
+        K.RESPONSE_LENGTH_MEAN,
+        K.TRL_COMPLETIONS_MEAN_LENGTH,
+        K.TRL_LEGACY_COMPLETION_LENGTH,
+    ),
     "length_clip_ratio": (K.RESPONSE_LENGTH_CLIP_RATIO, K.TRL_COMPLETIONS_CLIPPED_RATIO),
     "throughput": (K.PERF_THROUGHPUT,),
     "explained_variance": (K.VF_EXPLAINED_VAR,),
@@ -115,6 +124,63 @@ def _preference(history: History, key: str) -> tuple[int, int, str]:
     return (-int(np.isfinite(values).sum()), 0 if is_acc else 1, key)
 
 
+class _Named(Mapping[str, tuple[np.ndarray, np.ndarray]]):
+    """A history whose signals the user named (:func:`with_signals`)."""
+
+    def __init__(self, history: History, names: Mapping[str, str]) -> None:
+        self._history, self.names = history, dict(names)
+
+    def __getitem__(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        return self._history[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._history)
+
+    def __len__(self) -> int:
+        return len(self._history)
+
+
+def with_signals(history: History, names: Mapping[str, str] | None) -> History:
+    """``history`` with some signals read from keys the user names, before any candidate key.
+
+    Parameters
+    ----------
+    history : History
+        Metric key -> ``(steps, values)``.
+    names : Mapping[str, str] or None
+        Signal (a key of :data:`SIGNALS`) -> the metric key of this run that holds it.
+
+    Raises
+    ------
+    ValueError
+        An unknown signal, or a key the run does not log (the message lists keys it does).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> h = with_signals({"train_reward": (np.arange(2), np.array([0.1, 0.2]))}, {"reward": "train_reward"})
+    >>> resolve(h, "reward").key
+    'train_reward'
+    """
+    if not names:
+        return history
+    if not isinstance(names, Mapping):
+        raise TypeError(f"signals must map a signal to a metric key; got {type(names).__name__}")
+    for signal, key in names.items():
+        if signal not in SIGNALS:
+            raise ValueError(f"signals: unknown signal {signal!r}; known: {', '.join(sorted(SIGNALS))}")
+        if not isinstance(key, str) or key not in history:
+            logged = sorted(history)
+            shown = ", ".join(logged[:12]) + (f" ... ({len(logged)} keys)" if len(logged) > 12 else "")
+            raise ValueError(
+                f"signals[{signal!r}]: {key!r} is not logged in this run; it logs {shown or 'nothing'}"
+            )
+    if isinstance(history, _Named):
+        names = {**history.names, **names}
+        history = history._history
+    return _Named(history, names)
+
+
 def resolve(history: History, signal: str) -> Series | None:
     """The first candidate key of ``signal`` the history holds, with its steps and values.
 
@@ -143,7 +209,8 @@ def resolve(history: History, signal: str) -> Series | None:
     """
     if signal not in SIGNALS:
         raise ValueError(f"signal must be one of {sorted(SIGNALS)}; got {signal!r}")
-    for candidate in SIGNALS[signal]:
+    named = history.names.get(signal) if isinstance(history, _Named) else None
+    for candidate in (named,) if named is not None else SIGNALS[signal]:
         found = [k for k in _matches(history, candidate) if history[k][1].size]
         if found:
             key = min(found, key=lambda k: _preference(history, k))
@@ -165,6 +232,7 @@ def resolve_all(history: History, signal: str) -> list[str]:
     if signal not in SIGNALS:
         raise ValueError(f"signal must be one of {sorted(SIGNALS)}; got {signal!r}")
     out: list[str] = []
-    for candidate in SIGNALS[signal]:
+    named = history.names.get(signal) if isinstance(history, _Named) else None
+    for candidate in (named,) if named is not None else SIGNALS[signal]:
         out.extend(k for k in sorted(_matches(history, candidate)) if k not in out)
     return out
