@@ -405,3 +405,27 @@ def test_every_rule_is_declared_once_with_its_thresholds_and_advice():
         assert spec.advice.endswith(".") and len(spec.advice) > 40
     with pytest.raises(TypeError):
         rules.RULE_SPECS["kl_drift"] = rules.RULE_SPECS["nonfinite"]  # read-only
+
+
+@pytest.mark.parametrize(
+    ("key", "found"),
+    [
+        ("critic/vf_loss", True),
+        ("critic/grad_norm", True),
+        ("train/policy_loss", True),
+        ("actor/entropy_loss", True),
+        ("val-core/gsm8k/reward/std@1", False),  # an undefined validation statistic
+        ("eval_loss", False),
+        ("critic/values/mean", False),
+    ],
+    ids=lambda v: str(v),
+)
+def test_nonfinite_watches_every_training_loss_and_gradient_norm(key, found):
+    steps = np.arange(1, 21)
+    values = np.ones(20)
+    values[7] = math.nan
+    h = {K.SCORE_MEAN: (steps, np.full(20, 0.5)), key: (steps, values)}
+    result = diagnose(h, kinds=["nonfinite"]).findings
+    assert bool(result) is found
+    if found:
+        assert result[0].step == 8 and result[0].evidence["first_key"] == key
