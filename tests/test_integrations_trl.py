@@ -373,7 +373,8 @@ def test_values_that_are_not_numbers_are_left_out_once(tmp_path):
         warnings.simplefilter("always")
         for step in (1, 2):
             cb.on_log(a, state(step), None, logs=logs)
-    assert [str(w.message) for w in caught] == [
+    # (a callback of an earlier test, collected meanwhile, may add a ResourceWarning)
+    assert [str(w.message) for w in caught if str(w.message).startswith("RLMetricsCallback")] == [
         f"RLMetricsCallback: {why}; it is left out of the rlmetrics run"
         for why in (
             "logged value 'note' is not a number (str)",

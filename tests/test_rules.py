@@ -429,3 +429,39 @@ def test_nonfinite_watches_every_training_loss_and_gradient_norm(key, found):
     assert bool(result) is found
     if found:
         assert result[0].step == 8 and result[0].evidence["first_key"] == key
+
+
+def _collapsed_at_step_2(key, start, after, *, seed, n=40):
+    """A signal at ``start`` for one step, then at ``after`` (noisy): a collapse inside the early
+    window, which a frozen baseline of the first points cannot see; the reward flat."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(1, n + 1)
+    values = np.where(steps == 1, start, after) * np.exp(rng.normal(0, 0.2, n))
+    reward = 0.3 + rng.normal(0, 0.02, n)
+    return {key: (steps, values), K.SCORE_MEAN: (steps, reward)}
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize(
+    ("kind", "key", "start", "after"),
+    [
+        ("entropy_collapse", K.ACTOR_ENTROPY, 1.0, 0.02),
+        ("length_collapse", K.RESPONSE_LENGTH_MEAN, 200.0, 4.0),
+        ("length_collapse", K.TRL_COMPLETIONS_MEAN_LENGTH, 53.0, 4.5),
+    ],
+    ids=["entropy", "length-verl", "length-trl"],
+)
+def test_a_collapse_within_the_first_steps_is_found(kind, key, start, after, seed):
+    h = _collapsed_at_step_2(key, start, after, seed=seed)
+    (finding,) = [f for f in diagnose(h, kinds=[kind]).findings]
+    assert finding.evidence["baseline"] >= 0.5 * start  # judged from the level before the collapse
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+def test_a_length_that_falls_while_the_reward_rises_is_learning_not_collapse(seed):
+    """From the limit to a fifth of it in two steps, as a policy learns to stop, with the reward
+    rising: not a collapse."""
+    h = _collapsed_at_step_2(K.RESPONSE_LENGTH_MEAN, 1024.0, 200.0, seed=seed)
+    steps, _ = h[K.SCORE_MEAN]
+    h[K.SCORE_MEAN] = (steps, np.linspace(0.1, 0.8, steps.size))
+    assert not diagnose(h, kinds=["length_collapse"]).findings

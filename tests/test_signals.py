@@ -20,7 +20,9 @@ def series(*values: float, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
 def test_every_candidate_is_a_keys_constant_or_a_pattern_of_one(signal):
     for candidate in SIGNALS[signal]:
         if "*" in candidate:
-            assert candidate.startswith(f"{K.VAL_CORE_PREFIX}/") or candidate in KEY_STRINGS
+            assert candidate.startswith(
+                (f"{K.VAL_CORE_PREFIX}/", K.VERL_LEGACY_TEST_SCORE_PREFIX, K.VERL_LEGACY_VAL_PREFIX)
+            )
         elif candidate.startswith(("train/", "eval/")):  # a TRL key as TensorBoard/W&B hold it
             bare = candidate.removeprefix("train/")
             assert bare in KEY_STRINGS or candidate.replace("eval/", K.TRL_EVAL_PREFIX, 1) in KEY_STRINGS

@@ -164,7 +164,7 @@ def test_jsonl_without_orjson_writes_the_same(tmp_path, monkeypatch):
 
 def test_jsonl_fsync(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr("rlmetrics.tracking.os.fsync", lambda fd: calls.append(fd))
+    monkeypatch.setattr("rlmetrics.tracking.jsonl.os.fsync", lambda fd: calls.append(fd))
     with Tracker("p", "e", log_dir=tmp_path, fsync=True) as tr:
         log_all(tr)
     assert len(calls) == len(STEPS)
@@ -906,11 +906,11 @@ def test_mlflow_round_trip_and_failed_status(tmp_path):
     assert tr4.backends["mlflow"].run_id != backend.run_id
     assert client.get_run(tr4.backends["mlflow"].run_id).info.run_name == "e-2"
     # a name MLflow still refuses (here forced through a broken mapping) drops that key alone
-    import rlmetrics.tracking as tracking
+    import rlmetrics.tracking.mlflow as tracking_mlflow
 
-    real = tracking.mlflow_key
+    real = tracking_mlflow.mlflow_key
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(tracking, "mlflow_key", lambda key: "bad//name" if key == "bad" else real(key))
+        mp.setattr(tracking_mlflow, "mlflow_key", lambda key: "bad//name" if key == "bad" else real(key))
         with Tracker("p", "e3", backends=("mlflow",), log_dir=tmp_path) as tr5:
             with pytest.warns(
                 RuntimeWarning, match=r"'mlflow', step 0: key 'bad' dropped: MLflow refuses it"

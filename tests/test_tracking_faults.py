@@ -205,7 +205,7 @@ def test_a_read_only_log_dir_is_a_clear_error_at_construction(tmp_path, monkeypa
 def test_a_run_dir_whose_files_cannot_be_opened_is_a_clear_error(tmp_path, monkeypatch):
     import builtins
 
-    import rlmetrics.tracking as tracking
+    import rlmetrics.tracking.jsonl as tracking
 
     def refuse(path, mode="r", *args, **kwargs):
         if "a" in mode or "w" in mode:

@@ -121,6 +121,7 @@ from typing import Any
 
 import numpy as np
 
+from rlmetrics import keys as K
 from rlmetrics.health.findings import ERROR, WARNING, Diagnosis, Finding, History, Series, Skipped, as_history
 from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, with_signals
 from rlmetrics.health.smoothing import (
@@ -255,8 +256,22 @@ def _reward_not_rising(
     return np.isfinite(gain) & ((gain < limit) | ((gain <= 0) & (limit == 0)))
 
 
-def _below_baseline(kind: str, s: Series, p: Params, fraction: float, *, log: bool = False) -> Result:
-    """Shared body: ``s`` below ``fraction`` of its frozen early level for k of n points."""
+def _start_level(values: np.ndarray, level: float, *, skip: int = 0) -> float:
+    """The higher of a frozen early level and the run's first point (after ``skip``).
+
+    A collapse within the first steps (a learning rate far too high) drags the early window down
+    with it, and the frozen level then hides it: the first point is the level before it.
+    """
+    x = values[skip:]
+    first = x[np.isfinite(x) & (x > 0)][:1]
+    return max(level, float(first[0])) if first.size else level
+
+
+def _below_baseline(
+    kind: str, s: Series, p: Params, fraction: float, *, log: bool = False, from_start: bool = False
+) -> Result:
+    """Shared body: ``s`` below ``fraction`` of its frozen early level for k of n points
+    (``from_start``: of the higher of that level and the first point)."""
     _, steps, values = s
     window, skip = int(p["baseline"]), int(p.get("skip", 0))
     if short := _too_short(kind, s, window + skip + int(p["k"])):
@@ -264,7 +279,8 @@ def _below_baseline(kind: str, s: Series, p: Params, fraction: float, *, log: bo
     base = frozen_baseline(values, window=window, log=log, skip=skip)
     if base is None:  # in log space, points <= 0 cannot set the level
         return Skipped(kind, f"{s.key} has fewer than {window} positive points to set its early level")
-    hit = _persist(values < fraction * base.level, p, start=base.last_index + 1)
+    level = _start_level(values, base.level, skip=skip) if from_start else base.level
+    hit = _persist(values < fraction * level, p, start=base.last_index + 1)
     if hit is None:
         return None
     return _finding(
@@ -273,8 +289,8 @@ def _below_baseline(kind: str, s: Series, p: Params, fraction: float, *, log: bo
         steps,
         *hit,
         s,
-        baseline=base.level,
-        threshold=fraction * base.level,
+        baseline=level,
+        threshold=fraction * level,
         baseline_window=[int(steps[0]), int(steps[base.last_index])],
     )
 
@@ -317,7 +333,7 @@ def nonfinite(history: History, p: Params) -> Result:
     return Finding("nonfinite", ERROR, first[0], tuple(bad), evidence, ADVICE["nonfinite"])
 
 
-_VALIDATION_PREFIXES = ("val-", "val/", "val_", "eval", "test")
+_VALIDATION_PREFIXES = ("val-", K.VERL_LEGACY_VAL_PREFIX, "val_", "eval", "test")
 
 
 def _is_training_loss_or_grad(key: str) -> bool:
@@ -418,14 +434,16 @@ def entropy_collapse(history: History, p: Params) -> Result:
     s = _series(history, "entropy_collapse", "entropy")
     if isinstance(s, Skipped):
         return s
-    found = _below_baseline("entropy_collapse", s[0], p, p["fraction"], log=True)
+    found = _below_baseline("entropy_collapse", s[0], p, p["fraction"], log=True, from_start=True)
     if not isinstance(found, Finding):
         return found
     n = int(p["n"])
     solved = _tail_median(resolve(history, "frac_all_solved"), n)
     if solved is not None and solved >= p["solved_level"]:
         return None
-    severe = isinstance(_below_baseline("entropy_collapse", s[0], p, p["error_fraction"], log=True), Finding)
+    severe = isinstance(
+        _below_baseline("entropy_collapse", s[0], p, p["error_fraction"], log=True, from_start=True), Finding
+    )
     rise = _reward_rise(history, n)
     learned = rise is not None and rise >= p["reward_sigmas"]
     evidence = dict(found.evidence)
@@ -744,12 +762,14 @@ def _length_change(
     base = frozen_baseline(values, window=window, log=True)
     if base is None:  # in log space, lengths <= 0 cannot set the level
         return Skipped(kind, f"{length.key} has fewer than {window} positive points to set its early level")
-    flags = flags_of(values, base.level) & _reward_not_rising(reward, steps, int(p["n"]), p["reward_sigmas"])
+    # a collapse is judged from the start of the run too (it may happen within the early window)
+    level = _start_level(values, base.level) if kind == "length_collapse" else base.level
+    flags = flags_of(values, level) & _reward_not_rising(reward, steps, int(p["n"]), p["reward_sigmas"])
     hit = _persist(flags, p, start=base.last_index + 1)
     if hit is None:
         return None
     onset, end = hit
-    ratio = float(np.median(values[onset : end + 1])) / base.level
+    ratio = float(np.median(values[onset : end + 1])) / level
     severity = ERROR if kind == "length_collapse" and ratio < p["error_fraction"] else WARNING
     return _finding(
         kind,
@@ -759,7 +779,7 @@ def _length_change(
         end,
         length,
         metric=(length.key, reward.key),
-        baseline=base.level,
+        baseline=level,
         ratio=ratio,
         reward_gain=_reward_gain(reward, steps[end : end + 1], int(p["n"]))[0],
     )

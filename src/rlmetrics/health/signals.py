@@ -33,6 +33,10 @@ __all__ = ["SIGNALS", "resolve", "resolve_all", "with_signals"]
 #: ``val-core/<source>/<var>/mean@<n>``: verl's validation score of every data source.
 _VAL_CORE_MEAN = K.val_metric(K.VAL_CORE_PREFIX, "*", "*", f"{K.ValName.MEAN}@*")
 
+#: Older verl's validation: ``test_score/<source>`` (``val/test_score/<source>`` in its first releases).
+_LEGACY_TEST_SCORE = f"{K.VERL_LEGACY_TEST_SCORE_PREFIX}*"
+_LEGACY_VAL_TEST_SCORE = f"{K.VERL_LEGACY_VAL_PREFIX}{_LEGACY_TEST_SCORE}"
+
 #: The prefixes transformers' TensorBoard and W&B callbacks put on the Trainer's logged keys
 #: (``rewrite_logs``): ``eval_`` becomes ``eval/``, every other key gets ``train/``.
 _HF_TRAIN_PREFIX = "train/"
@@ -69,7 +73,7 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
     # reward of the training rollouts (verl: the task score before the KL penalty)
     "reward": (K.SCORE_MEAN, K.TRL_REWARD),
     # validation score: verl's val-core mean@n (older verl: test_score/<source>), TRL's evaluation reward
-    "val_score": (_VAL_CORE_MEAN, K.VERL_LEGACY_VAL_TEST_SCORE, K.VERL_LEGACY_TEST_SCORE, K.TRL_EVAL_REWARD),
+    "val_score": (_VAL_CORE_MEAN, _LEGACY_VAL_TEST_SCORE, _LEGACY_TEST_SCORE, K.TRL_EVAL_REWARD),
     "loss": (K.ACTOR_PG_LOSS, K.TRL_LOSS),
     "advantage": (K.ADV_MEAN,),
     "grad_norm": (K.ACTOR_GRAD_NORM, K.TRL_GRAD_NORM),

@@ -14,18 +14,28 @@ source kind               what is read
 ``"wandb-offline"``       a W&B offline run (``offline-run-*/run-*.wandb``): its history records,
                           as wandb's own reader prints them (``wandb leet inspect --json``,
                           wandb >= 0.31)
+``"verl-console"``        a verl console log as printed or pasted: its ``step:N - key:value``
+                          records (colour codes, Ray prefixes, other lines and hard wraps
+                          allowed; see :mod:`rlmetrics.health.textlogs`)
+``"trl-printed"``         a TRL / transformers console log: the ``{'loss': ..., ...}`` dicts the
+                          trainer prints (numbered 1, 2, ... unless they hold a step), or a
+                          notebook progress table (``Step | Training Loss | ...``)
 ========================= ======================================================================
 
 A directory is searched in this order, the first match wins: ``metrics.jsonl``;
 ``trainer_state.json`` (else the one of the highest-numbered ``checkpoint-*``); TensorBoard
 event files anywhere below it (outside ``wandb`` folders); a W&B run (``run-*.wandb`` in it, in
-a run folder below it, or in its ``wandb/``); a single ``*.jsonl`` file. TensorBoard's rule
+a run folder below it, or in its ``wandb/``); a single ``*.jsonl`` file. A file is told by its
+name (``events.out.tfevents.*``, ``*.wandb``, ``*.json``), else by its content: a first line that is a
+JSON object is a jsonl run; else the file's first 512 KiB are read as a verl console log, then as a
+TRL printed log (and a ``trainer_state.json`` saved under another name is read as one). TensorBoard's rule
 holds for event files: a directory holding them is one run (all its event files, a restarted run
 included), so a directory whose subdirectories hold several runs is an error that lists them;
 pass one of them.
 
 Every failure to read is a :class:`RunReadError` (a ``ValueError``) naming the path and what was
-expected. A cut-off last line (a run still writing, or a crash) is skipped with a warning.
+expected. A cut-off last line (a run still writing, or a crash) is skipped with a warning, and so
+are the damaged records of a text log (one warning per file, with their count).
 """
 
 from __future__ import annotations
@@ -43,6 +53,8 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
+from rlmetrics.errors import RunReadError, RunReadWarning
+from rlmetrics.health import textlogs
 from rlmetrics.health.findings import as_history
 from rlmetrics.tracking import read_jsonl
 
@@ -50,7 +62,9 @@ __all__ = [
     "RLMETRICS_JSONL",
     "SOURCES",
     "TENSORBOARD",
+    "TRL_PRINTED",
     "TRL_TRAINER_STATE",
+    "VERL_CONSOLE",
     "VERL_JSONL",
     "WANDB_OFFLINE",
     "RunReadError",
@@ -62,24 +76,32 @@ VERL_JSONL = "verl-jsonl"
 TENSORBOARD = "tensorboard"
 TRL_TRAINER_STATE = "trl-trainer-state"
 WANDB_OFFLINE = "wandb-offline"
+VERL_CONSOLE = "verl-console"
+TRL_PRINTED = "trl-printed"
 #: Every source kind :func:`load_history` returns.
-SOURCES = (RLMETRICS_JSONL, VERL_JSONL, TENSORBOARD, TRL_TRAINER_STATE, WANDB_OFFLINE)
+SOURCES = (
+    RLMETRICS_JSONL,
+    VERL_JSONL,
+    TENSORBOARD,
+    TRL_TRAINER_STATE,
+    WANDB_OFFLINE,
+    VERL_CONSOLE,
+    TRL_PRINTED,
+)
 
 _EXPECTED = (
     "a rlmetrics metrics.jsonl, a verl file-logger .jsonl, a TensorBoard log directory "
     "(events.out.tfevents.*), a trainer_state.json (TRL / transformers) or a W&B offline run "
-    "(offline-run-*/run-*.wandb)"
+    "(offline-run-*/run-*.wandb), or a text log: a verl console log (step:N - key:value lines) or "
+    "the {'loss': ...} dicts (or progress table) a TRL / transformers trainer prints"
 )
+_TEXT_HEAD = 512 * 1024  # how much of a file is read to tell a text log
 _EVENTS_GLOB = "events.out.tfevents.*"
 _TRAINER_STATE = "trainer_state.json"
 _LOG_HISTORY = "log_history"
 _VERL_STEP, _VERL_DATA = "step", "data"  # verl's FileLogger record: {"step": s, "data": {...}}
 _History = dict[str, tuple[np.ndarray, np.ndarray]]
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
-
-
-class RunReadError(ValueError):
-    """A run that could not be read: the message names the path and what was expected."""
 
 
 def load_history(path: str | os.PathLike[str]) -> tuple[_History, str]:
@@ -153,14 +175,36 @@ def _detect_file(p: Path) -> tuple[str, Path]:
     try:
         record = json.loads(first)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise RunReadError(f"{str(p)!r}: the first line is not JSON ({err}); expected {_EXPECTED}") from None
+        kind = _detect_text(p)
+        if kind is None:
+            raise RunReadError(
+                f"{str(p)!r}: the first line is not JSON ({err}) and no text log was recognised in the "
+                f"file; expected {_EXPECTED}"
+            ) from None
+        return kind, p
     if not isinstance(record, dict):
-        raise RunReadError(
-            f"{str(p)!r}: expected a JSON object per line; the first line is a {type(record).__name__}"
-        )
+        kind = _detect_text(p)
+        if kind is None:
+            raise RunReadError(
+                f"{str(p)!r}: expected a JSON object per line; the first line is a {type(record).__name__}"
+            )
+        return kind, p
     if set(record) == {_VERL_STEP, _VERL_DATA} and isinstance(record[_VERL_DATA], dict):
         return VERL_JSONL, p
     return RLMETRICS_JSONL, p
+
+
+def _detect_text(p: Path) -> str | None:
+    """The kind of the text log ``p`` by its first :data:`_TEXT_HEAD` bytes, or None."""
+    with open(p, "rb") as fh:
+        head = fh.read(_TEXT_HEAD).decode("utf-8", errors="replace")
+    if head.lstrip().startswith("{") and f'"{_LOG_HISTORY}"' in head:  # a renamed trainer_state.json
+        return TRL_TRAINER_STATE
+    if textlogs.is_verl_console(head):
+        return VERL_CONSOLE
+    if textlogs.is_trl_printed(head):
+        return TRL_PRINTED
+    return None
 
 
 def _first_line(p: Path) -> bytes | None:
@@ -266,6 +310,27 @@ def _read_trainer_state(p: Path) -> _History:
             + (f" with keys {sorted(state)[:10]}" if isinstance(state, dict) else "")
         )
     return as_history(logs)
+
+
+def _read_text_log(p: Path, parse: Callable[[str], tuple[list[dict[str, Any]], int]], what: str) -> _History:
+    text = p.read_bytes().decode("utf-8", errors="replace")
+    rows, skipped = parse(text)
+    if skipped:
+        warnings.warn(
+            f"{p}: {skipped} damaged {what} record{'s' if skipped > 1 else ''} skipped "
+            f"({len(rows)} read): cut off, or a field that does not read back",
+            RunReadWarning,
+            stacklevel=4,
+        )
+    return as_history(rows)
+
+
+def _read_verl_console(p: Path) -> _History:
+    return _read_text_log(p, textlogs.parse_verl_console, "verl console")
+
+
+def _read_trl_printed(p: Path) -> _History:
+    return _read_text_log(p, textlogs.parse_trl_printed, "TRL printed")
 
 
 def _read_tensorboard(p: Path) -> _History:
@@ -386,7 +451,7 @@ def _read_wandb(p: Path) -> _History:
         warnings.warn(
             f"{p}: {len(rows)} steps read; the file ends in an incomplete record (a run still "
             "writing, or one that crashed)",
-            RuntimeWarning,
+            RunReadWarning,
             stacklevel=4,
         )
     return as_history(rows)
@@ -398,4 +463,6 @@ _READERS: dict[str, Callable[[Path], _History]] = {
     TENSORBOARD: _read_tensorboard,
     TRL_TRAINER_STATE: _read_trainer_state,
     WANDB_OFFLINE: _read_wandb,
+    VERL_CONSOLE: _read_verl_console,
+    TRL_PRINTED: _read_trl_printed,
 }

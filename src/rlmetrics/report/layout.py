@@ -88,7 +88,9 @@ _HIGHER_KEYS = frozenset(
     }
 )
 #: Keys where lower is better: a value loss, and held-out losses (TRL/transformers' evaluation).
-_LOWER_KEYS = frozenset({K.CRITIC_VF_LOSS, f"{K.TRL_EVAL_PREFIX}loss", "eval/loss", "val/loss"})
+_LOWER_KEYS = frozenset(
+    {K.CRITIC_VF_LOSS, f"{K.TRL_EVAL_PREFIX}loss", "eval/loss", f"{K.VERL_LEGACY_VAL_PREFIX}loss"}
+)
 #: The variables of a validation whose estimators go up with quality.
 _SCORE_WORDS = frozenset({"acc", "accuracy", "score", "reward", "rewards", K.ValName.ACC_SUCCESS_ONLY})
 #: A validation estimator: mean@N, pass@k, best@k, worst@k, maj@k, cover@tau (verl's bootstrap

@@ -1,0 +1,87 @@
+"""Run names and run folders: names checked, files written atomically, the last step logged."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from rlmetrics import keys as K
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``path`` through a temporary file and a rename: a reader sees the old or the new text."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _unwritable(path: Path, err: OSError, what: str) -> OSError:
+    """A clear error for a run directory that cannot be created or written."""
+    reason = err.strerror or str(err)
+    return type(err)(
+        err.errno or errno.EACCES,
+        f"cannot {what} ({reason}); pass a log_dir you can write to",
+        str(path),
+    )
+
+
+def _name_problem(value: str) -> str | None:
+    if value in (".", ".."):
+        return "is '.' or '..'"
+    seps = {"/", "\\", os.sep} | ({os.altsep} if os.altsep else set())
+    if any(sep in value for sep in seps):
+        return "holds a path separator"
+    if "\0" in value:
+        return "holds a NUL character"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 (a lone surrogate)"
+    if size > 200:
+        return f"is {size} bytes long (at most 200: a folder name, with room for a suffix)"
+    return None
+
+
+def _check_name(value: Any, arg: str) -> str:
+    """``value`` as a plain folder name, or an error naming ``arg``."""
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{arg} must be a non-empty str; got {value!r}")
+    value = str.__str__(value)
+    problem = _name_problem(value)
+    if problem is not None:
+        raise ValueError(
+            f"{arg} must be a plain name (it is a folder under log_dir: no path separators, "
+            f"'.', '..' or NUL); got {value!r}, which {problem}"
+        )
+    return value
+
+
+def _last_logged_step(path: Path, tail: int = 1 << 20) -> int | None:
+    """The largest step among the last complete records of a metrics.jsonl (its last ``tail`` bytes)."""
+    if not path.is_file():  # missing, or not a regular file (a device reads forever)
+        return None
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, size - tail))
+        data = fh.read(tail)
+    lines = data.split(b"\n")
+    if size > tail:
+        lines = lines[1:]  # the first one is cut by the window
+    best: int | None = None
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            step = json.loads(raw).get(K.TRACKING_STEP)
+        except (ValueError, AttributeError):  # a cut or foreign line
+            continue
+        if isinstance(step, int) and not isinstance(step, bool) and (best is None or step > best):
+            best = step
+    return best

@@ -1,0 +1,196 @@
+"""The ``mlflow`` backend (a local sqlite store by default) and :func:`mlflow_key`, MLflow's names."""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rlmetrics.tracking._backend import MAX_STEP_INT64
+from rlmetrics.tracking._files import _unwritable
+
+__all__ = ["mlflow_key"]
+
+
+_MLFLOW_BAD_CHARS = re.compile(r"[^\w\-. /:]")
+
+
+_MLFLOW_MAX_KEY = 250  # MLflow's MAX_ENTITY_KEY_LENGTH (metric and param names)
+
+
+_MLFLOW_MAX_PARAM = 6000  # MLflow's MAX_PARAM_VAL_LENGTH
+
+
+def _hash8(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
+
+
+def _with_hash(name: str, key: str) -> str:
+    """``name`` ending in ``-`` and 8 hex digits of ``key``'s SHA-256, within MLflow's 250 characters."""
+    return name[: _MLFLOW_MAX_KEY - 9] + "-" + _hash8(key)
+
+
+def mlflow_key(key: str) -> str:
+    """An MLflow-legal metric/param name for ``key``; the same key always gives the same name.
+
+    1. ``@`` -> ``_at_`` (as verl does); characters MLflow refuses (not a letter, digit, ``_``,
+       ``-``, ``.``, space, ``/`` or ``:``) -> ``_``;
+    2. MLflow names are paths: an empty, ``.`` or ``..`` segment (``a//b``, ``/a``, ``a/``,
+       ``a/./b``) -> as many ``_`` (one for an empty one), and a leading ``..`` -> ``_.``;
+    3. a name over 250 characters (MLflow's limit) keeps its first 241 and ends in ``-`` and
+       the first 8 hex digits of the SHA-256 of the full key.
+
+    Examples
+    --------
+    >>> mlflow_key("val-core/gsm8k/acc/mean@8")
+    'val-core/gsm8k/acc/mean_at_8'
+    >>> mlflow_key("a//b/"), mlflow_key("")
+    ('a/_/b/_', '_')
+    >>> name = mlflow_key("k" * 300)
+    >>> len(name), name[:3], name[-9]
+    (250, 'kkk', '-')
+    """
+    name = _MLFLOW_BAD_CHARS.sub("_", key.replace("@", "_at_"))
+    if name == "" or name.startswith(("/", "..")) or posixpath.normpath(name) != name:
+        parts = ("_" * max(1, len(part)) if part in ("", ".", "..") else part for part in name.split("/"))
+        name = "/".join(parts)
+        if name.startswith(".."):
+            name = "_" + name[1:]
+    if len(name) > _MLFLOW_MAX_KEY:
+        name = _with_hash(name, key)
+    return name
+
+
+class _MlflowBackend:
+    name = "mlflow"
+    max_step = MAX_STEP_INT64  # a metric's step is an int64
+    _BATCH = 1000  # MLflow's limit of metrics per log_batch call
+    _PARAM_BATCH = 100
+
+    def __init__(
+        self,
+        project: str,
+        experiment: str,
+        log_dir: Path,
+        params: Mapping[str, Any],
+        *,
+        tracking_uri: str | None = None,
+        resume: bool = False,
+    ) -> None:
+        try:
+            from mlflow.entities import Metric as MlMetric
+            from mlflow.entities import Param
+            from mlflow.exceptions import MlflowException
+            from mlflow.tracking import MlflowClient
+        except ImportError:
+            raise ImportError("the mlflow backend needs mlflow: pip install 'rlmetrics[mlflow]'") from None
+        self._Metric, self._MlflowException = MlMetric, MlflowException
+        #: Warnings for the tracker to give (the constructor cannot return them).
+        self.notes: list[str] = []
+        self._names: dict[str, str] = {}  # key -> MLflow name
+        self._owners: dict[str, str] = {}  # MLflow name -> key
+        if tracking_uri is None:
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise _unwritable(log_dir, err, "create log_dir for MLflow's store") from None
+            tracking_uri = f"sqlite:///{(log_dir / 'mlflow.db').resolve()}"
+        self.tracking_uri = tracking_uri
+        self.client = MlflowClient(tracking_uri=tracking_uri)
+        exp = self.client.get_experiment_by_name(project)
+        exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(project)
+        run = self._find_run(exp_id, experiment) if resume else None
+        old: dict[str, str] = {}
+        if run is None:
+            self.run_id = self.client.create_run(exp_id, run_name=experiment).info.run_id
+        else:
+            self.run_id = run.info.run_id
+            old = dict(run.data.params)
+            self.client.update_run(self.run_id, status="RUNNING")
+        items = []
+        for key, value in params.items():
+            name, text = self._name(str(key), self.notes), str(value)
+            if len(text) > _MLFLOW_MAX_PARAM:
+                self.notes.append(
+                    f"param {key!r}: its value of {len(text)} characters is cut to MLflow's "
+                    f"{_MLFLOW_MAX_PARAM}"
+                )
+                text = text[:_MLFLOW_MAX_PARAM]
+            if name in old:
+                if old[name] != text:
+                    self.notes.append(
+                        f"param {key!r} is {text[:60]!r} here but {old[name][:60]!r} in the resumed run; "
+                        "MLflow keeps a run's first value"
+                    )
+                continue
+            items.append(Param(name, text))
+        for i in range(0, len(items), self._PARAM_BATCH):
+            self.client.log_batch(self.run_id, params=items[i : i + self._PARAM_BATCH])
+
+    def _find_run(self, exp_id: str, experiment: str) -> Any:
+        """The latest run named ``experiment`` in the experiment, or None."""
+        if "'" in experiment and '"' in experiment:
+            return None  # not expressible in MLflow's filter syntax: a new run
+        quote = '"' if "'" in experiment else "'"
+        runs = self.client.search_runs(
+            [exp_id],
+            filter_string=f"attributes.run_name = {quote}{experiment}{quote}",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        return runs[0] if runs else None
+
+    def _name(self, key: str, notes: list[str]) -> str:
+        """The MLflow name of ``key``: :func:`mlflow_key`, with a hash suffix if another key has that name."""
+        name = self._names.get(key)
+        if name is not None:
+            return name
+        name = mlflow_key(key)
+        if len(key.replace("@", "_at_")) > _MLFLOW_MAX_KEY:
+            notes.append(
+                f"key {key[:60]!r}... is over MLflow's {_MLFLOW_MAX_KEY} characters: logged as {name!r}"
+            )
+        owner = self._owners.get(name)
+        if owner is not None and owner != key:
+            taken = name
+            name = _with_hash(name, key)
+            notes.append(
+                f"key {key!r} maps to the MLflow name {taken!r} of key {owner!r}: logged as {name!r}"
+            )
+        self._owners.setdefault(name, key)
+        self._names[key] = name
+        return name
+
+    def log(self, metrics: dict[str, float], step: int) -> list[str]:
+        notes: list[str] = []
+        ts = int(time.time() * 1000)
+        items = [self._Metric(self._name(k, notes), v, ts, step) for k, v in metrics.items()]
+        for i in range(0, len(items), self._BATCH):
+            chunk = items[i : i + self._BATCH]
+            try:
+                self.client.log_batch(self.run_id, metrics=chunk)
+            except self._MlflowException as err:
+                if getattr(err, "error_code", None) != "INVALID_PARAMETER_VALUE":
+                    raise
+                notes.extend(self._log_one_by_one(chunk))
+        return notes
+
+    def _log_one_by_one(self, chunk: list[Any]) -> list[str]:
+        """MLflow refused a batch: log its metrics one at a time, dropping only those it refuses."""
+        notes = []
+        keys = {name: key for key, name in self._names.items()}
+        for item in chunk:
+            try:
+                self.client.log_batch(self.run_id, metrics=[item])
+            except self._MlflowException as err:
+                notes.append(
+                    f"key {keys.get(item.key, item.key)!r} dropped: MLflow refuses it ({err.message})"
+                )
+        return notes
+
+    def finish(self, exit_code: int = 0) -> None:
+        self.client.set_terminated(self.run_id, status="FINISHED" if exit_code == 0 else "FAILED")
