@@ -362,3 +362,18 @@ def test_bad_signals_are_one_line_and_exit_2(tmp_path, item, message):
     res = runner.invoke(app, ["diagnose", str(run), "--signal", item], env={"COLUMNS": "250"})
     assert res.exit_code == 2
     assert message in flat(res.output) and "Traceback" not in res.output
+
+
+def test_a_console_log_piped_in_on_stdin(tmp_path):
+    log = "\n".join(
+        f"\x1b[36m(TaskRunner pid=7)\x1b[0m step:{s} - actor/pg_loss:{'nan' if s == 3 else 0.1}"
+        " - critic/score/mean:0.2"
+        for s in range(1, 6)
+    )
+    out = tmp_path / "h.json"
+    res = runner.invoke(app, ["diagnose", "-", "--json", str(out)], input=log + "\n", env={"COLUMNS": "250"})
+    assert res.exit_code == 1, res.output  # the NaN loss is an error finding
+    assert "stdin (<stdin>, verl-console): 1 error(s)" in flat(res.stdout)
+    (record,) = json.loads(out.read_text())["runs"]
+    assert record["source"] == "<stdin>" and record["findings"][0]["kind"] == "nonfinite"
+    assert record["findings"][0]["step"] == 3

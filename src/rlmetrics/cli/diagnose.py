@@ -8,6 +8,8 @@ The library functions are :func:`rlmetrics.health.sources.load_history` (any run
 from __future__ import annotations
 
 import math
+import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,8 +34,14 @@ Examples:
 
   rlmetrics diagnose my_loop/metrics.jsonl --signal reward=train_reward --signal entropy=ent
 
+  ssh node1 cat nohup.out | rlmetrics diagnose -
+
 Exit status: 0 no error finding, 1 an error finding in some run, 2 unreadable input.
 """
+
+
+#: The run argument that reads the log from standard input.
+STDIN = "-"
 
 
 def run_name(path: Path) -> str:
@@ -117,12 +125,12 @@ def parse_thresholds(
     return out
 
 
-def _print_run(console: Console, name: str, source: Path, kind: str, diagnosis: Any) -> None:
+def _print_run(console: Console, name: str, source: str, kind: str, diagnosis: Any) -> None:
     from rich.table import Table
 
     n_err = sum(f.severity == "error" for f in diagnosis.findings)
     n_warn = len(diagnosis.findings) - n_err
-    head = f"[bold]{escape(name)}[/bold] [dim]({escape(str(source))}, {escape(kind)})[/dim]: "
+    head = f"[bold]{escape(name)}[/bold] [dim]({escape(source)}, {escape(kind)})[/dim]: "
     if not diagnosis.findings:
         console.print(head + "[green]no findings[/green]", soft_wrap=True)
     else:
@@ -152,7 +160,8 @@ def diagnose(
         list[Path],
         typer.Argument(
             help="Runs: a rlmetrics metrics.jsonl or run folder, a verl file-logger .jsonl, a TensorBoard "
-            "log directory, a trainer_state.json (TRL) or a W&B offline run.",
+            "log directory, a trainer_state.json (TRL), a W&B offline run, or a console log (verl's, "
+            "TRL's printed dicts); - reads one from standard input.",
             show_default=False,
         ),
     ],
@@ -205,11 +214,18 @@ def diagnose(
 
     records: list[dict[str, Any]] = []
     code = 0
+    stdin_dir = tempfile.TemporaryDirectory(prefix="rlmetrics-stdin-") if STDIN in map(str, runs) else None
     for i, path in enumerate(runs):
-        name = run_name(path)
+        name = "stdin" if str(path) == STDIN else run_name(path)
+        source = "<stdin>" if str(path) == STDIN else str(path)
         if i:
             out.print()
         try:
+            if str(path) == STDIN:  # a log piped in (`tail -f nohup.out | ...` ends at EOF)
+                assert stdin_dir is not None
+                path = Path(stdin_dir.name) / "stdin.log"
+                if not path.exists():
+                    path.write_bytes(sys.stdin.buffer.read())
             history, kind = load_history(path)
             diagnosis = run_diagnose(history, thresholds=thresholds, signals=signals)
         except Exception as exc:
@@ -225,7 +241,7 @@ def diagnose(
             records.append(
                 {
                     "run": name,
-                    "source": str(path),
+                    "source": source,
                     "kind_of_source": None,
                     "error": shown,
                     "findings": [],
@@ -234,10 +250,12 @@ def diagnose(
             )
             code = max(code, _EXIT_BAD_INPUT)
             continue
-        _print_run(out, name, path, kind, diagnosis)
-        records.append({"run": name, "source": str(path), "kind_of_source": kind, **diagnosis.to_dict()})
+        _print_run(out, name, source, kind, diagnosis)
+        records.append({"run": name, "source": source, "kind_of_source": kind, **diagnosis.to_dict()})
         if diagnosis.has_error:
             code = max(code, _EXIT_ERROR)
+    if stdin_dir is not None:
+        stdin_dir.cleanup()
     if json_out is not None:
         try:
             write_json(json_out, {"runs": records})
