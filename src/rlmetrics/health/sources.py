@@ -20,6 +20,9 @@ source kind               what is read
 ``"trl-printed"``         a TRL / transformers console log: the ``{'loss': ..., ...}`` dicts the
                           trainer prints (numbered 1, 2, ... unless they hold a step), or a
                           notebook progress table (``Step | Training Loss | ...``)
+``"csv-export"``          a metric history exported as CSV: W&B's panel export (``Step``,
+                          ``<run> - <key>`` columns), TensorBoard's scalar CSV (``Wall time,
+                          Step,Value``), a long ``key,value,step`` table (MLflow)
 ========================= ======================================================================
 
 A directory is searched in this order, the first match wins: ``metrics.jsonl``;
@@ -54,11 +57,12 @@ import numpy as np
 
 from rlmetrics import keys as K
 from rlmetrics.errors import RunReadError, RunReadWarning
-from rlmetrics.health import textlogs
+from rlmetrics.health import csvlogs, textlogs
 from rlmetrics.health.findings import as_history
 from rlmetrics.tracking import read_jsonl
 
 __all__ = [
+    "CSV_EXPORT",
     "RLMETRICS_JSONL",
     "SOURCES",
     "TENSORBOARD",
@@ -78,6 +82,7 @@ TRL_TRAINER_STATE = "trl-trainer-state"
 WANDB_OFFLINE = "wandb-offline"
 VERL_CONSOLE = "verl-console"
 TRL_PRINTED = "trl-printed"
+CSV_EXPORT = "csv-export"
 #: Every source kind :func:`load_history` returns.
 SOURCES = (
     RLMETRICS_JSONL,
@@ -87,13 +92,15 @@ SOURCES = (
     WANDB_OFFLINE,
     VERL_CONSOLE,
     TRL_PRINTED,
+    CSV_EXPORT,
 )
 
 _EXPECTED = (
     "a rlmetrics metrics.jsonl, a verl file-logger .jsonl, a TensorBoard log directory "
     "(events.out.tfevents.*), a trainer_state.json (TRL / transformers) or a W&B offline run "
     "(offline-run-*/run-*.wandb), or a text log: a verl console log (step:N - key:value lines) or "
-    "the {'loss': ...} dicts (or progress table) a TRL / transformers trainer prints"
+    "the {'loss': ...} dicts (or progress table) a TRL / transformers trainer prints, or a CSV export "
+    "(W&B, TensorBoard, MLflow: a step column and metric columns, or key,value,step rows)"
 )
 _TEXT_HEAD = 512 * 1024  # how much of a file is read to tell a text log
 _EVENTS_GLOB = "events.out.tfevents.*"
@@ -204,6 +211,8 @@ def _detect_text(p: Path) -> str | None:
         return VERL_CONSOLE
     if textlogs.is_trl_printed(head):
         return TRL_PRINTED
+    if csvlogs.is_csv_export(head):
+        return CSV_EXPORT
     return None
 
 
@@ -331,6 +340,10 @@ def _read_verl_console(p: Path) -> _History:
 
 def _read_trl_printed(p: Path) -> _History:
     return _read_text_log(p, textlogs.parse_trl_printed, "TRL printed")
+
+
+def _read_csv_export(p: Path) -> _History:
+    return _read_text_log(p, lambda text: csvlogs.parse_csv_export(text, name=p.stem), "CSV")
 
 
 def _read_tensorboard(p: Path) -> _History:
@@ -465,4 +478,5 @@ _READERS: dict[str, Callable[[Path], _History]] = {
     WANDB_OFFLINE: _read_wandb,
     VERL_CONSOLE: _read_verl_console,
     TRL_PRINTED: _read_trl_printed,
+    CSV_EXPORT: _read_csv_export,
 }
