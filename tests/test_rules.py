@@ -465,3 +465,38 @@ def test_a_length_that_falls_while_the_reward_rises_is_learning_not_collapse(see
     steps, _ = h[K.SCORE_MEAN]
     h[K.SCORE_MEAN] = (steps, np.linspace(0.1, 0.8, steps.size))
     assert not diagnose(h, kinds=["length_collapse"]).findings
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "values", "expected"),
+    [
+        ("length_truncation", K.RESPONSE_LENGTH_CLIP_RATIO, [0.97, 1.0, 0.99], ERROR),
+        ("length_truncation", K.TRL_COMPLETIONS_CLIPPED_RATIO, [0.2, 0.97, 1.0], WARNING),
+        ("length_truncation", K.RESPONSE_LENGTH_CLIP_RATIO, [0.97, 0.02, 0.99], None),
+        ("length_truncation", K.RESPONSE_LENGTH_CLIP_RATIO, [1.0], ERROR),
+        ("advantage_collapse", K.TRL_FRAC_REWARD_ZERO_STD, [1.0, 1.0, 0.98, 1.0], ERROR),
+        ("advantage_collapse", K.TRL_FRAC_REWARD_ZERO_STD, [0.3, 0.4], None),
+        ("length_truncation", K.RESPONSE_LENGTH_CLIP_RATIO, [0.9, 0.9, 0.9, 0.9, 0.9, 0.9], "early"),
+    ],
+    ids=[
+        "all-cut-error",
+        "all-above-level-warning",
+        "one-point-fine",
+        "one-step",
+        "no-spread",
+        "spread",
+        "first-steps-of-a-random-policy",
+    ],
+)
+def test_a_run_of_a_few_logged_steps_is_judged_on_every_point(kind, key, values, expected):
+    """Under k points no persistence can be judged, yet every point above the level is damning
+    (truncation only past the first steps, where a fresh policy has not learnt to stop yet)."""
+    steps = np.arange(1, len(values) + 1) * (1 if expected == "early" else 50)  # logged every 50 steps
+    expected = None if expected == "early" else expected
+    diagnosis = diagnose({key: (steps, np.asarray(values))}, kinds=[kind])
+    found = [f for f in diagnosis.findings if f.kind == kind]
+    if expected is None:
+        assert not found and [s.kind for s in diagnosis.skipped] == [kind]  # still too short to judge
+    else:
+        (finding,) = found
+        assert finding.severity == expected and finding.evidence["every_point_of"] == len(values)

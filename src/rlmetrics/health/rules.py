@@ -341,13 +341,41 @@ def _is_training_loss_or_grad(key: str) -> bool:
     return (last.endswith("loss") or last == "grad_norm") and not key.lower().startswith(_VALIDATION_PREFIXES)
 
 
+def _every_point_above(kind: str, s: Series, p: Params, **evidence: Any) -> Finding | None:
+    """A short run (under ``k`` points): a finding when every finite point is above ``level``."""
+    finite = np.isfinite(s.values)
+    if not finite.any() or not np.all(s.values[finite] >= p["level"]):
+        return None
+    where = np.flatnonzero(finite)
+    severity = ERROR if np.all(s.values[finite] >= p["error_level"]) else WARNING
+    return _finding(
+        kind,
+        severity,
+        s.steps,
+        int(where[0]),
+        int(where[-1]),
+        s,
+        level=p["level"],
+        error_level=p["error_level"],
+        every_point_of=int(finite.sum()),
+        **evidence,
+    )
+
+
 def _above_level(kind: str, s: Series, p: Params, *, to_the_end: bool = False, **evidence: Any) -> Result:
     """Shared body: a fraction above ``level`` (error above ``error_level``) for k of n points.
 
-    ``to_the_end``: only a stretch that still holds over the last ``n`` points counts.
+    ``to_the_end``: only a stretch that still holds over the last ``n`` points counts. A run
+    logged at fewer than ``k`` points is judged on all of them: every point above the level is
+    damning by itself (every group without reward spread, every response cut at the limit), but
+    with ``to_the_end`` only once the run is past its first ``n`` steps.
     """
     if short := _too_short(kind, s, int(p["k"])):
-        return short
+        # a policy's first steps may all truncate (it learns to stop later): a short run that
+        # ends within them is not judged when only a stretch lasting to the end counts
+        if to_the_end and not (s.steps.size and s.steps[-1] >= p["n"]):
+            return short
+        return _every_point_above(kind, s, p, **evidence) or short
     _, steps, values = s
     k, n = int(p["k"]), int(p["n"])
 
