@@ -26,7 +26,7 @@ class StandIn:
         self.calls: list[dict] = []
         self.answer = answer or (lambda history: Diagnosis(findings=()))
 
-    def __call__(self, history, *, thresholds=None):
+    def __call__(self, history, *, thresholds=None, signals=None):
         self.calls.append(
             {"n_steps": max((len(s) for s, _ in history.values()), default=0), "thresholds": thresholds}
         )
@@ -113,7 +113,7 @@ def test_the_budget_spaces_dear_diagnoses(monkeypatch, cost, gap, budget, checke
     monkeypatch.setattr(monitor_module, "_clock", lambda: now[0])
     calls = []
 
-    def dear(history, *, thresholds=None):
+    def dear(history, *, thresholds=None, signals=None):
         calls.append(max((int(s[-1]) for s, _ in history.values()), default=-1))
         now[0] += cost
         return Diagnosis(())
@@ -146,7 +146,7 @@ def test_history_equals_as_history_of_the_rows(rows, every):
     mon = HealthMonitor(every=every, budget=None)
     mon_checks = []
     original = monitor_module._diagnose
-    monitor_module._diagnose = lambda history, thresholds=None: (
+    monitor_module._diagnose = lambda history, thresholds=None, signals=None: (
         mon_checks.append(dict(history)) or Diagnosis(())
     )
     try:
@@ -273,3 +273,26 @@ def test_a_healthy_run_reports_no_error():
     mon.check()
     assert [f for f in mon.reported if f.severity == "error"] == []
     assert len(mon.reported) <= 1
+
+
+def test_signals_named_for_a_loop_of_ones_own_feed_the_live_rules():
+    """A loop that logs its loss under its own name: the NaN is found once that key is logged."""
+    monitor = HealthMonitor(every=1, budget=None, signals={"loss": "my_loss"})
+    assert monitor.update({"other": 1.0}, 0) == []  # the named key not logged yet: no error
+    found = monitor.update({"my_loss": float("nan")}, 1)
+    assert [f.kind for f in found] == ["nonfinite"] and found[0].evidence["first_key"] == "my_loss"
+
+
+@pytest.mark.parametrize(
+    "signals", [{"rewrad": "x"}, {"reward": 3}], ids=["unknown-signal", "key-not-a-string"]
+)
+def test_bad_signals_fail_when_the_monitor_is_made(signals):
+    with pytest.raises(ValueError, match=r"signals: expected signal -> key"):
+        HealthMonitor(signals=signals)
+
+
+def test_a_nan_in_any_training_loss_is_found_live():
+    monitor = HealthMonitor(every=1, budget=None)
+    monitor.update({"critic/vf_loss": 0.3}, 0)
+    found = monitor.update({"critic/vf_loss": float("inf")}, 1)
+    assert [(f.kind, f.step, f.evidence["first_key"]) for f in found] == [("nonfinite", 1, "critic/vf_loss")]

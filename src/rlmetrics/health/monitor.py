@@ -28,7 +28,7 @@ import numpy as np
 
 from rlmetrics._core.checks import check_int
 from rlmetrics.health.findings import Diagnosis, Finding, as_history
-from rlmetrics.health.rules import diagnose
+from rlmetrics.health.rules import diagnose, watched_for_nonfinite
 from rlmetrics.health.signals import SIGNALS
 
 __all__ = ["HealthMonitor"]
@@ -42,8 +42,13 @@ _PATTERNS = tuple(key for key in _CANDIDATES if _PATTERN_CHARS & set(key))
 
 
 def _read_by_rules(key: str) -> bool:
-    """Whether a rule can read ``key`` (a candidate key of some signal, or matching a pattern)."""
-    return key in _EXACT or any(fnmatch.fnmatch(key, pattern) for pattern in _PATTERNS)
+    """Whether a rule can read ``key`` (a candidate key of some signal, matching a pattern, or a
+    training loss or gradient norm, which ``nonfinite`` watches)."""
+    return (
+        key in _EXACT
+        or any(fnmatch.fnmatch(key, pattern) for pattern in _PATTERNS)
+        or watched_for_nonfinite(key)
+    )
 
 
 class _TableHistory(Mapping[str, tuple[np.ndarray, np.ndarray]]):
@@ -98,6 +103,9 @@ class HealthMonitor:
     thresholds : dict, optional, keyword-only
         ``kind -> parameter -> value`` overrides of
         :data:`rlmetrics.health.rules.THRESHOLDS`, passed to every diagnosis.
+    signals : dict, optional, keyword-only
+        ``signal -> key``: keys of your own loop a signal reads (``{"reward": "train_reward"}``),
+        as in :func:`rlmetrics.health.rules.diagnose`; each from the first step it is logged.
     every : int, keyword-only
         Diagnose after every ``every`` distinct steps (>= 1).
     budget : float or None, keyword-only
@@ -138,6 +146,7 @@ class HealthMonitor:
         self,
         *,
         thresholds: Mapping[str, Mapping[str, float]] | None = None,
+        signals: Mapping[str, str] | None = None,
         every: int = 10,
         budget: float | None = 0.02,
     ) -> None:
@@ -155,6 +164,14 @@ class HealthMonitor:
         self.thresholds = None if thresholds is None else {k: dict(v) for k, v in thresholds.items()}
         if self.thresholds:
             _diagnose({}, thresholds=self.thresholds)  # unknown kinds or parameters fail here, not mid-run
+        self.signals = dict(signals or {})
+        for signal, key in self.signals.items():  # names checked now; keys as they are logged
+            if signal not in SIGNALS or not isinstance(key, str):
+                raise ValueError(
+                    f"signals: expected signal -> key with signals among {', '.join(sorted(SIGNALS))}; "
+                    f"got {signal!r} -> {key!r}"
+                )
+        self._named_keys = frozenset(self.signals.values())
         self.reported: list[Finding] = []
         self.last: Diagnosis | None = None
         self.n_steps = 0  #: distinct steps given so far
@@ -216,7 +233,9 @@ class HealthMonitor:
         """Diagnose what is held now and return the findings of kinds not reported before."""
         start = _clock()
         self._since_check = 0
-        diagnosis = _diagnose(self.history(), thresholds=self.thresholds)
+        history = self.history()
+        named = {signal: key for signal, key in self.signals.items() if key in history}
+        diagnosis = _diagnose(history, thresholds=self.thresholds, signals=named or None)
         self.last = diagnosis
         fresh: list[Finding] = []
         for finding in sorted(diagnosis.findings, key=lambda f: f.step):
@@ -243,7 +262,10 @@ class HealthMonitor:
     def _layout(self, names: tuple[str, ...]) -> _Layout:
         """The layout of a step with these keys (new kept keys get a column)."""
         kept = self._kept
-        picked = [i for i, name in enumerate(names) if kept.setdefault(name, _read_by_rules(name))]
+        named = self._named_keys
+        picked = [
+            i for i, name in enumerate(names) if kept.setdefault(name, name in named or _read_by_rules(name))
+        ]
         for i in picked:
             self._columns.setdefault(names[i], len(self._columns))
         self._reserve(cols=len(self._columns))
@@ -314,5 +336,5 @@ def _as_matrix(block: list[tuple[int, _Layout, Any]], layout: _Layout) -> np.nda
         raise
 
 
-def _diagnose(history: Any, *, thresholds: Any) -> Diagnosis:
-    return diagnose(history, thresholds=thresholds)
+def _diagnose(history: Any, *, thresholds: Any, signals: Any = None) -> Diagnosis:
+    return diagnose(history, thresholds=thresholds, signals=signals)

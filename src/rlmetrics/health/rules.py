@@ -315,7 +315,7 @@ def nonfinite(history: History, p: Params) -> Result:
         for sig in ("loss", "grad_norm", "reward", "advantage", "kl_ref", "mismatch_kl")
         for k in resolve_all(history, sig)
     ]
-    watched += sorted(k for k in history if k not in watched and _is_training_loss_or_grad(k))
+    watched += sorted(k for k in history if k not in watched and watched_for_nonfinite(k))
     if not watched:
         return Skipped("nonfinite", "needs a loss, gradient norm, reward, advantage or KL; none is logged")
     first: tuple[int, str] | None = None
@@ -336,7 +336,8 @@ def nonfinite(history: History, p: Params) -> Result:
 _VALIDATION_PREFIXES = ("val-", K.VERL_LEGACY_VAL_PREFIX, "val_", "eval", "test")
 
 
-def _is_training_loss_or_grad(key: str) -> bool:
+def watched_for_nonfinite(key: str) -> bool:
+    """Whether ``nonfinite`` watches ``key`` beyond the signals: a training loss or gradient norm."""
     last = key.rsplit("/", 1)[-1].lower()
     return (last.endswith("loss") or last == "grad_norm") and not key.lower().startswith(_VALIDATION_PREFIXES)
 
