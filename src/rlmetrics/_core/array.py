@@ -74,7 +74,7 @@ def check_dense(x: Any, name: str) -> Any:
         raise TypeError(
             f"{name} must be a dense tensor; got layout {x.layout} ({describe(x)}): call .to_dense()"
         )
-    if x.device.type == "meta":
+    if x.is_meta:
         raise TypeError(
             f"{name} is on the meta device, a shape without data ({describe(x)}): materialise it first"
         )

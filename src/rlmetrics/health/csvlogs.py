@@ -118,10 +118,10 @@ def parse_csv_export(text: str, *, name: str = "value") -> tuple[list[dict[str, 
     [{'step': 10, 'train_reward': 0.25}]
     """
     found = _header(text)
-    if found is None or _layout(found[0]) is None:
+    layout = None if found is None else _layout(found[0])
+    if found is None or layout is None:
         return [], 0
     cells, delimiter = found
-    layout = _layout(cells)
     lower = [c.lower() for c in cells]
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
     next(reader)  # the header
