@@ -3,6 +3,7 @@ hook, the Ray runtime_env (one real local Ray instance), and verl's file logger 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import json
@@ -281,6 +282,92 @@ def test_bad_options_are_named_by_patch_and_runtime_env(options, error, match):
         with pytest.raises(error, match=match):
             call(**options)
     assert not rv.report().active
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"max_response_length": True}, TypeError, r"max_response_length must be an integer >= 1; got bool"),
+        (
+            {"flops_per_token": math.inf, "peak_flops": 1e15},
+            ValueError,
+            r"flops_per_token must be a positive",
+        ),
+        ({"ks": "124"}, TypeError, r"ks must be a non-empty list of integers >= 1 or None; got '124'"),
+        ({"preload": 1}, TypeError, r"preload must be True or False; got int 1"),
+        ({"packages": ["verl", 3]}, ValueError, r"top-level package names such as 'verl'; got 3"),
+        ({"flops_per_token": 1e9}, ValueError, r"need peak_flops="),
+        ({"peak_flops": "H100", "num_params": 1e9, "flops_per_token": 1e9}, ValueError, r"exactly one of"),
+        ({"max_response_lenght": 5}, TypeError, r"unexpected keyword argument 'max_response_lenght'"),
+    ],
+    ids=["bool-length", "inf-flops", "ks-str", "preload-int", "package-int", "flops-alone", "both", "typo"],
+)
+def test_patch_options_are_checked_when_built(options, error, match):
+    with pytest.raises(error, match=match):
+        rv.VerlPatchOptions(**options)
+
+
+def test_patch_options_are_normalised_and_frozen():
+    options = rv.VerlPatchOptions(
+        max_response_length=np.int64(8),
+        num_params=7,
+        peak_flops="H100",
+        ks=np.array([1, 4]),
+        packages=["verl"],
+    )
+    assert options.max_response_length == 8 and type(options.max_response_length) is int
+    assert options.num_params == 7.0 and type(options.num_params) is float
+    assert options.ks == (1, 4) and options.packages == ("verl",)
+    assert options.as_dict(only=["ks", "packages"]) == {"ks": [1, 4], "packages": ["verl"]}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.ks = (2,)  # type: ignore[misc]
+    assert rv.VerlPatchOptions() == rv.VerlPatchOptions(packages=["verl"])  # one default, however spelled
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"max_response_length": 7, "ks": [1, 2]},
+        {"peak_flops": "H100", "num_params": 7e9, "pass_at_k": False},
+        {"peak_flops": 9.9e14, "flops_per_token": 1.5e10, "max_prompt_length": 512},
+        {"packages": ["verl", "recipe"], "preload": False},
+    ],
+    ids=["defaults", "lengths-ks", "mfu-name", "mfu-flops", "packages"],
+)
+def test_patch_options_round_trip_through_the_ray_environment(options, monkeypatch):
+    built = rv.VerlPatchOptions(**options)
+    assert rv.VerlPatchOptions.from_json(built.to_json()) == built
+    raw = rv.runtime_env(**options)["env_vars"][rv.OPTIONS_ENV]
+    assert set(json.loads(raw)) == set(options)  # only what was given travels
+    # in the workers, what was not given takes its default, preload False
+    assert rv.VerlPatchOptions.from_json(raw, preload=False) == dataclasses.replace(
+        built, preload=options.get("preload", False)
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "error", "match"),
+    [
+        ("[1, 2]", ValueError, r"RLMETRICS_VERL_OPTIONS must be a JSON object; got '\[1, 2\]'"),
+        (
+            "{ks: [1]}",
+            ValueError,
+            r"must be a JSON object of rlmetrics\.integrations\.verl\.patch\(\) options",
+        ),
+        ('{"pass_at_k": "no"}', TypeError, r"pass_at_k must be True or False; got str 'no'"),
+        ('{"max_response_lenght": 5}', TypeError, r"unexpected keyword argument 'max_response_lenght'"),
+    ],
+    ids=["array", "not-json", "bad-option", "typo"],
+)
+def test_patch_options_from_bad_json_are_refused(raw, error, match):
+    with pytest.raises(error, match=match):
+        rv.VerlPatchOptions.from_json(raw)
+
+
+def test_patch_reports_the_options_it_built(verl):
+    given = {"max_response_length": 9, "ks": (1, 3), "preload": False}
+    assert quiet_patch(**given).options == rv.VerlPatchOptions(**given).as_dict()
 
 
 # ----------------------------------------------------------------------------- the replacements

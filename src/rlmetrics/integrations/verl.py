@@ -47,6 +47,7 @@ version gets a :class:`VerlPatchWarning` naming what was and was not patched.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import importlib.metadata
@@ -58,7 +59,8 @@ import re
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -82,6 +84,7 @@ __all__ = [
     "SETUP_HOOK",
     "TESTED_VERSION",
     "PatchReport",
+    "VerlPatchOptions",
     "VerlPatchWarning",
     "merge_runtime_env",
     "patch",
@@ -140,16 +143,106 @@ class PatchReport(NamedTuple):
 
 
 # ----------------------------------------------------------------------------- options
-class _Options(NamedTuple):
+@dataclass(frozen=True)
+class VerlPatchOptions:
+    """The options of :func:`patch`, checked once; every replacement runs with them.
+
+    :func:`patch`, :func:`runtime_env` / :func:`merge_runtime_env` and :func:`setup_worker` all
+    build one of these from their keywords (an unknown keyword is a ``TypeError`` naming it), and
+    the Ray workers receive it as JSON (:meth:`to_json`, :meth:`from_json`) in :data:`OPTIONS_ENV`.
+    The attributes are those of :func:`patch` (its docstring says what each does), normalised:
+    ``ks`` and ``packages`` as tuples, the lengths as ``int``, the FLOP counts as ``float``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        An option of the wrong type or value (the message names it, what was expected and what
+        came); ``peak_flops`` without exactly one of ``flops_per_token`` / ``num_params``, or
+        either of those without ``peak_flops``.
+
+    Examples
+    --------
+    >>> from rlmetrics.integrations.verl import VerlPatchOptions
+    >>> options = VerlPatchOptions(max_response_length=1024, ks=[1, 4])
+    >>> options.ks, options.to_json(only=["ks"])
+    ((1, 4), '{"ks": [1, 4]}')
+    >>> VerlPatchOptions.from_json(options.to_json()) == options
+    True
+    """
+
     max_response_length: int | None = None
     max_prompt_length: int | None = None
     flops_per_token: float | None = None
     num_params: float | None = None
     peak_flops: float | str | None = None
     pass_at_k: bool = True
-    ks: tuple[int, ...] | None = None
-    packages: tuple[str, ...] = ("verl",)
+    #: any sequence of ints; kept as a tuple
+    ks: Sequence[int] | None = None
+    #: any sequence of top-level package names; kept as a tuple
+    packages: Sequence[str] = ("verl",)
     preload: bool = True
+
+    def __post_init__(self) -> None:
+        lengths = {
+            name: _optional_length(getattr(self, name), name)
+            for name in ("max_response_length", "max_prompt_length")
+        }
+        flops = {
+            name: _optional_positive(getattr(self, name), name) for name in ("flops_per_token", "num_params")
+        }
+        _check_mfu(self.peak_flops, flops["flops_per_token"], flops["num_params"])
+        checked = {
+            **lengths,
+            **flops,
+            "ks": _optional_ks(self.ks),
+            "pass_at_k": _flag(self.pass_at_k, "pass_at_k"),
+            "preload": _flag(self.preload, "preload"),
+            "packages": _strings(self.packages, "packages"),
+        }
+        for name, value in checked.items():  # frozen: the normalised values are set once, here
+            object.__setattr__(self, name, value)
+
+    def as_dict(self, *, only: Iterable[str] | None = None) -> dict[str, Any]:
+        """The options as plain JSON values (tuples as lists); ``only`` keeps the named ones."""
+        names = [f.name for f in dataclasses.fields(self)] if only is None else list(only)
+        return {name: _plain(getattr(self, name)) for name in names}
+
+    def to_json(self, *, only: Iterable[str] | None = None) -> str:
+        """The options as a JSON object (sorted keys); ``only`` keeps the named ones (the others
+        then take their defaults in :meth:`from_json`)."""
+        return json.dumps(self.as_dict(only=only), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, raw: str, **defaults: Any) -> VerlPatchOptions:
+        """The options of a JSON object (``""``: none), checked; ``defaults`` fill the keys it lacks.
+
+        Raises
+        ------
+        ValueError
+            ``raw`` is not a JSON object.
+        TypeError, ValueError
+            An option is unknown or bad (as the constructor).
+        """
+        raw = raw.strip()
+        try:
+            given = json.loads(raw) if raw else {}
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"{OPTIONS_ENV} must be a JSON object of rlmetrics.integrations.verl.patch() options, "
+                f'e.g. {{"max_response_length": 1024}}; got {raw!r} ({err}). verl does not resolve '
+                f"OmegaConf interpolations in ray_kwargs.ray_init.runtime_env: write the numbers"
+            ) from None
+        if not isinstance(given, dict):
+            raise ValueError(f"{OPTIONS_ENV} must be a JSON object; got {raw!r}")
+        return cls(**{**defaults, **given})
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _optional_length(value: Any, name: str) -> int | None:
+    return None if value is None else check_int(value, name, minimum=1)
 
 
 def _optional_positive(value: Any, name: str) -> float | None:
@@ -162,6 +255,14 @@ def _optional_positive(value: Any, name: str) -> float | None:
     return float(value)
 
 
+def _optional_ks(ks: Any) -> tuple[int, ...] | None:
+    if ks is None:
+        return None
+    if isinstance(ks, str | bytes) or not isinstance(ks, Sequence | np.ndarray) or len(ks) == 0:
+        raise TypeError(f"ks must be a non-empty list of integers >= 1 or None; got {ks!r}")
+    return tuple(check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(ks))
+
+
 def _strings(value: Any, name: str) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Sequence) or not value:
         raise TypeError(f"{name} must be a non-empty list of package names; got {value!r}")
@@ -171,23 +272,14 @@ def _strings(value: Any, name: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _make_options(
-    *,
-    max_response_length: int | None = None,
-    max_prompt_length: int | None = None,
-    flops_per_token: float | None = None,
-    num_params: float | None = None,
-    peak_flops: float | str | None = None,
-    pass_at_k: bool = True,
-    ks: Sequence[int] | None = None,
-    packages: Sequence[str] = ("verl",),
-    preload: bool = True,
-) -> _Options:
-    """The checked options; an unknown keyword is a TypeError naming it."""
-    given = {"max_response_length": max_response_length, "max_prompt_length": max_prompt_length}
-    lengths = {name: None if v is None else check_int(v, name, minimum=1) for name, v in given.items()}
-    flops_per_token = _optional_positive(flops_per_token, "flops_per_token")
-    num_params = _optional_positive(num_params, "num_params")
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False; got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def _check_mfu(peak_flops: Any, flops_per_token: float | None, num_params: float | None) -> None:
+    """``perf/mfu`` needs the peak and exactly one of the FLOP counts, or none of the three."""
     if peak_flops is not None:
         _peak_flops(peak_flops)  # an accelerator name or FLOP/s, checked now rather than at step 1
         if (flops_per_token is None) == (num_params is None):
@@ -198,25 +290,6 @@ def _make_options(
         raise ValueError(
             "flops_per_token= and num_params= need peak_flops= (FLOP/s or a name such as 'H100')"
         )
-    ks_checked = None
-    if ks is not None:
-        if isinstance(ks, str | bytes) or not isinstance(ks, Sequence | np.ndarray) or len(ks) == 0:
-            raise TypeError(f"ks must be a non-empty list of integers >= 1 or None; got {ks!r}")
-        ks_checked = tuple(check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(ks))
-    for name, flag in (("pass_at_k", pass_at_k), ("preload", preload)):
-        if not isinstance(flag, bool | np.bool_):
-            raise TypeError(f"{name} must be True or False; got {type(flag).__name__} {flag!r}")
-    return _Options(
-        max_response_length=lengths["max_response_length"],
-        max_prompt_length=lengths["max_prompt_length"],
-        flops_per_token=flops_per_token,
-        num_params=num_params,
-        peak_flops=peak_flops,
-        pass_at_k=bool(pass_at_k),
-        ks=ks_checked,
-        packages=_strings(packages, "packages"),
-        preload=bool(preload),
-    )
 
 
 # ----------------------------------------------------------------------------- the replacements
@@ -326,7 +399,7 @@ def _add_pass_at_k(
     sample_uids: Any,
     infos_dict: Mapping[str, Sequence[Any]],
     expected: Mapping[tuple[Any, Any], int] | None,
-    ks: tuple[int, ...] | None,
+    ks: Sequence[int] | None,
 ) -> None:
     """Add ``pass@k`` (mean over the prompts with >= k samples) to each 0/1 variable of ``out``."""
     sources, uids = list(data_sources), list(sample_uids)
@@ -393,7 +466,7 @@ class _State:
 
     def reset(self) -> None:
         self.active = False
-        self.options = _Options()
+        self.options = VerlPatchOptions()
         self.finder: _Finder | None = None
         # id(verl's function) -> (it, its replacement); id(replacement) -> the same pair
         self.by_original: dict[int, tuple[Any, Any]] = {}
@@ -602,7 +675,7 @@ def _binding_modules(packages: tuple[str, ...]) -> tuple[str, ...]:
 def _preload() -> None:
     """Import the definers and every module that refers to their functions; a module that fails
     to import is skipped with a warning naming it."""
-    targets = [*_DEFINITIONS, *_binding_modules(_STATE.options.packages)]
+    targets = [*_DEFINITIONS, *_binding_modules(tuple(_STATE.options.packages))]
     for name in dict.fromkeys(targets):
         if name in sys.modules or name in _STATE.failed:
             continue
@@ -616,7 +689,7 @@ def _preload() -> None:
                 f"verl module {name} failed to import ({type(err).__name__}: {err}); skipped, "
                 f"its metric functions are not patched (patched when it imports later)",
                 VerlPatchWarning,
-                stacklevel=3,
+                stacklevel=4,  # _preload, _install, patch, the caller
             )
 
 
@@ -634,11 +707,10 @@ def report() -> PatchReport:
     >>> rv.report().active
     False
     """
-    options = {k: list(v) if isinstance(v, tuple) else v for k, v in _STATE.options._asdict().items()}
     return PatchReport(
         active=_STATE.active,
         version=_verl_version(),
-        options=options,
+        options=_STATE.options.as_dict(),
         patched=tuple(sorted(s.label for s in _STATE.sites.values())),
         missing=tuple(sorted(_STATE.missing)),
         failed=tuple(f"{name}: {err}" for name, err in sorted(_STATE.failed.items())),
@@ -710,7 +782,7 @@ def patch(
     >>> rv.report().active
     False
     """
-    options = _make_options(
+    options = VerlPatchOptions(
         max_response_length=max_response_length,
         max_prompt_length=max_prompt_length,
         flops_per_token=flops_per_token,
@@ -721,6 +793,11 @@ def patch(
         packages=packages,
         preload=preload,
     )
+    return _install(options)
+
+
+def _install(options: VerlPatchOptions) -> PatchReport:
+    """Install the replacements and the import hook with ``options``; warn where verl differs."""
     _require_verl()
     _STATE.options = options
     if not _STATE.active:
@@ -738,7 +815,7 @@ def patch(
             f"not patched: {', '.join(result.missing + result.failed) or 'nothing known'}"
             + ("" if options.preload else " (modules imported later are patched as they load)"),
             VerlPatchWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return result
 
@@ -815,12 +892,9 @@ def runtime_env(**options: Any) -> dict[str, Any]:
     >>> env["worker_process_setup_hook"], env["env_vars"]["RLMETRICS_VERL_OPTIONS"]
     ('rlmetrics.integrations.verl.setup_worker', '{"max_response_length": 2048}')
     """
-    checked = _make_options(**options)._asdict()
-    given = {k: list(v) if isinstance(v, tuple) else v for k, v in checked.items() if k in options}
-    return {
-        "worker_process_setup_hook": SETUP_HOOK,
-        "env_vars": {OPTIONS_ENV: json.dumps(given, sort_keys=True)},
-    }
+    checked = VerlPatchOptions(**options)
+    # only the options given: the others take the workers' defaults (preload=False there)
+    return {"worker_process_setup_hook": SETUP_HOOK, "env_vars": {OPTIONS_ENV: checked.to_json(only=options)}}
 
 
 def merge_runtime_env(base: Mapping[str, Any] | None, **options: Any) -> dict[str, Any]:
@@ -878,16 +952,4 @@ def setup_worker() -> None:
     ValueError
         The variable is not a JSON object (Ray then stops the worker with this message).
     """
-    raw = os.environ.get(OPTIONS_ENV, "").strip()
-    try:
-        options = json.loads(raw) if raw else {}
-    except json.JSONDecodeError as err:
-        raise ValueError(
-            f"{OPTIONS_ENV} must be a JSON object of rlmetrics.integrations.verl.patch() options, "
-            f'e.g. {{"max_response_length": 1024}}; got {raw!r} ({err}). verl does not resolve '
-            f"OmegaConf interpolations in ray_kwargs.ray_init.runtime_env: write the numbers"
-        ) from None
-    if not isinstance(options, dict):
-        raise ValueError(f"{OPTIONS_ENV} must be a JSON object; got {raw!r}")
-    options.setdefault("preload", False)
-    patch(**options)
+    _install(VerlPatchOptions.from_json(os.environ.get(OPTIONS_ENV, ""), preload=False))
