@@ -145,40 +145,28 @@ class RLMetricsCallback(TrainerCallback):
         log_config: bool = True,
         **tracker_options: Any,
     ) -> None:
-        if not isinstance(project, str) or not project:
-            raise TypeError(f"project must be a non-empty str; got {project!r}")
-        if experiment is not None and (not isinstance(experiment, str) or not experiment):
-            raise TypeError(f"experiment must be a non-empty str or None; got {experiment!r}")
-        unknown = sorted(set(tracker_options) - _TRACKER_OPTIONS)
-        if unknown:
-            raise TypeError(
-                f"unknown option(s) {', '.join(map(repr, unknown))}; Tracker options are "
-                f"{', '.join(sorted(_TRACKER_OPTIONS))}"
-            )
-        for name, flag in (("group_metrics", group_metrics), ("log_config", log_config)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool; got {type(flag).__name__} {flag!r}")
-        if isinstance(solved_threshold, bool) or not isinstance(solved_threshold, numbers.Real):
-            raise TypeError(f"solved_threshold must be a number; got {solved_threshold!r}")
-        if not math.isfinite(solved_threshold):
-            raise ValueError(f"solved_threshold must be finite; got {solved_threshold}")
+        _check_options(project, experiment, tracker_options, group_metrics, log_config, solved_threshold)
         self.project: str = project
         self.experiment: str | None = experiment
         self.backends: str | Sequence[Any] = backends
         self.log_dir: str | Path | None = log_dir
         self.monitor: Any = monitor
-        self.group_metrics: bool = group_metrics
         self.solved_threshold: float = float(solved_threshold)
         self.log_config: bool = log_config
         self.tracker_options: dict[str, Any] = tracker_options
         self.tracker: Tracker | None = None
         self.trainer: Any = None
-        # the weighted rewards of each generation batch since the last log
-        self._window: list[np.ndarray] = []
-        # the trainer's count of generation batches since its last log, as last read
-        self._seen: int = 0
-        self._group_size: int = 0
-        self._skipped_keys: set[Any] = set()
+        self._groups = _GroupWindow(enabled=group_metrics)
+        self._numeric = _NumericRecord()
+
+    @property
+    def group_metrics(self) -> bool:
+        """Whether the exact group statistics are added (False once they were switched off)."""
+        return self._groups.enabled
+
+    @group_metrics.setter
+    def group_metrics(self, value: bool) -> None:
+        self._groups.enabled = bool(value)
 
     # --- set-up ----------------------------------------------------------------------------------
 
@@ -214,24 +202,15 @@ class RLMetricsCallback(TrainerCallback):
         if self.tracker is not None and not self.tracker._finished:
             return self.tracker
         output_dir = Path(getattr(args, "output_dir", None) or ".")
-        experiment = self.experiment or getattr(args, "run_name", None) or output_dir.resolve().name or "run"
-        # a run name such as "org/model-grpo" is one folder name here (the Tracker refuses separators)
-        experiment = experiment.replace("/", "_").replace("\\", "_").strip(".") or "run"
         log_dir = Path(self.log_dir) if self.log_dir is not None else output_dir / "rlmetrics"
-        if self.monitor is True:
-            from rlmetrics.health.monitor import HealthMonitor
-
-            monitor: Any = HealthMonitor()
-        else:
-            monitor = self.monitor or None
         config = args.to_dict() if self.log_config and callable(getattr(args, "to_dict", None)) else None
         self.tracker = Tracker(
             self.project,
-            str(experiment),
+            _experiment_name(self.experiment, args, output_dir),
             self.backends,
             config,
             log_dir=log_dir,
-            monitor=monitor,
+            monitor=_live_monitor(self.monitor),
             **self.tracker_options,
         )
         return self.tracker
@@ -250,15 +229,15 @@ class RLMetricsCallback(TrainerCallback):
                 TrackingWarning,
                 stacklevel=2,
             )
-        self._window, self._seen = [], self._generation_count()
+        self._groups.start(self.trainer)
 
     def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
-            self._collect()
+            self._groups.collect(self.trainer)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
-            self._collect()
+            self._groups.collect(self.trainer)
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kwargs: Any
@@ -267,20 +246,76 @@ class RLMetricsCallback(TrainerCallback):
             return
         tracker = self._open(args)
         record = self._numeric(logs)
-        if self._training():
-            self._collect()
-            record.update(self._window_metrics())
-            # TRL empties its per-log lists right after this hook: its generation count restarts
-            self._window, self._seen = [], 0
+        if _training(self.trainer):
+            record.update(self._groups.take(self.trainer, self.solved_threshold))
         tracker.log(record, step=int(state.global_step))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.tracker is not None:
             self.tracker.finish()
 
-    # --- the logged record -------------------------------------------------------------------
 
-    def _numeric(self, logs: Mapping[str, Any]) -> dict[str, Any]:
+# --- the callback's pieces ---------------------------------------------------------------------
+
+
+def _check_options(
+    project: Any,
+    experiment: Any,
+    tracker_options: Mapping[str, Any],
+    group_metrics: Any,
+    log_config: Any,
+    solved_threshold: Any,
+) -> None:
+    """The callback's arguments, or an error naming the bad one."""
+    if not isinstance(project, str) or not project:
+        raise TypeError(f"project must be a non-empty str; got {project!r}")
+    if experiment is not None and (not isinstance(experiment, str) or not experiment):
+        raise TypeError(f"experiment must be a non-empty str or None; got {experiment!r}")
+    unknown = sorted(set(tracker_options) - _TRACKER_OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"unknown option(s) {', '.join(map(repr, unknown))}; Tracker options are "
+            f"{', '.join(sorted(_TRACKER_OPTIONS))}"
+        )
+    for name, flag in (("group_metrics", group_metrics), ("log_config", log_config)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool; got {type(flag).__name__} {flag!r}")
+    if isinstance(solved_threshold, bool) or not isinstance(solved_threshold, numbers.Real):
+        raise TypeError(f"solved_threshold must be a number; got {solved_threshold!r}")
+    if not math.isfinite(solved_threshold):
+        raise ValueError(f"solved_threshold must be finite; got {solved_threshold}")
+
+
+def _experiment_name(experiment: str | None, args: Any, output_dir: Path) -> str:
+    """The run's name: the one given, else the trainer's ``run_name``, else its output folder's."""
+    name = experiment or getattr(args, "run_name", None) or output_dir.resolve().name or "run"
+    # a run name such as "org/model-grpo" is one folder name here (the Tracker refuses separators)
+    return str(name.replace("/", "_").replace("\\", "_").strip(".") or "run")
+
+
+def _live_monitor(monitor: Any) -> Any:
+    """The tracker's monitor: ``True`` a default :class:`HealthMonitor`, a false value none."""
+    if monitor is True:
+        from rlmetrics.health.monitor import HealthMonitor
+
+        return HealthMonitor()
+    return monitor or None
+
+
+def _training(trainer: Any) -> bool:
+    """Whether the trainer's model is in training mode (an evaluation log has no new rewards)."""
+    model = getattr(trainer, "model", None)
+    return bool(getattr(model, "training", True))
+
+
+class _NumericRecord:
+    """A logged record as the tracker takes it: numbers kept, ``None`` as NaN, the rest left out
+    with one warning per key."""
+
+    def __init__(self) -> None:
+        self._skipped_keys: set[Any] = set()
+
+    def __call__(self, logs: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in logs.items():
             if not isinstance(key, str) or key in K.TRACKING_FIELDS:
@@ -302,29 +337,31 @@ class RLMetricsCallback(TrainerCallback):
             warnings.warn(
                 f"RLMetricsCallback: {why}; it is left out of the rlmetrics run",
                 TrackingWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
 
-    # --- exact group statistics -------------------------------------------------------------
 
-    def _training(self) -> bool:
-        model = getattr(self.trainer, "model", None)
-        return bool(getattr(model, "training", True))
+class _GroupWindow:
+    """The weighted rewards of the generation batches of one logging window, read from the
+    trainer after each micro-step, and their exact group statistics at the log. Any surprise in
+    the trainer's layout switches them off, with one warning."""
 
-    def _generation_count(self) -> int:
-        """How many generation batches TRL has scored since its last log (its ``reward`` list)."""
-        if not self.group_metrics or self.trainer is None:
-            return 0
-        try:
-            return len(self.trainer._metrics[_TRAIN].get(K.TRL_REWARD, ()))
-        except (AttributeError, KeyError, TypeError) as err:
-            self._switch_off(f"the trainer has no TRL metrics store ({type(err).__name__}: {err})")
-            return 0
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        # the weighted rewards of each generation batch since the last log
+        self._window: list[np.ndarray] = []
+        # the trainer's count of generation batches since its last log, as last read
+        self._seen: int = 0
+        self._group_size: int = 0
 
-    def _collect(self) -> None:
+    def start(self, trainer: Any) -> None:
+        """A new training run: an empty window, the trainer's count as it is now."""
+        self._window, self._seen = [], self._generation_count(trainer)
+
+    def collect(self, trainer: Any) -> None:
         """Take the rewards of a generation batch scored since the last look."""
-        n = self._generation_count()
-        if n <= self._seen or not self.group_metrics:
+        n = self._generation_count(trainer)
+        if n <= self._seen or not self.enabled:
             return
         try:
             if n > self._seen + 1:
@@ -332,65 +369,87 @@ class RLMetricsCallback(TrainerCallback):
                     f"{n - self._seen} generation batches were scored between two micro-steps; only the "
                     "last one's rewards can be read"
                 )
-            self._window.append(self._generation_rewards())
+            rewards, self._group_size = _generation_rewards(trainer)
+            self._window.append(rewards)
             self._seen = n
         except Exception as err:
             self._switch_off(f"{type(err).__name__}: {err}")
 
-    def _generation_rewards(self) -> np.ndarray:
-        """The weighted reward of every completion of the newest generation batch, in TRL's order."""
-        t = self.trainer
-        names = list(t.reward_func_names)
-        if len(set(names)) != len(names):
-            raise _GroupLayoutError(f"two reward functions share a name ({names}): their logs are merged")
-        # the completion log keeps the newest generation batch (TRL: maxlen=generation_batch_size)
-        n = int(t.args.generation_batch_size)
-        columns = [np.asarray(list(t._logs["rewards"][name])[-n:], dtype=np.float64) for name in names]
-        size = int(t.num_generations)
-        if any(c.shape != (n,) for c in columns) or n == 0 or n % size:
-            raise _GroupLayoutError(
-                f"reward logs of lengths {[c.shape[0] for c in columns]} for a generation batch of {n} "
-                f"in groups of {size}"
-            )
-        prompts = list(t._logs["prompt"])[-n:]
-        if len(prompts) == n and any(prompts[i] != prompts[i - i % size] for i in range(n)):
-            raise _GroupLayoutError(f"the completions are not in consecutive groups of {size} per prompt")
-        weights = np.asarray(t.reward_weights.detach().cpu().double().numpy(), dtype=np.float64)
-        per_func = np.stack(columns, axis=1)
-        rewards = np.nansum(per_func * weights, axis=1)
-        rewards[np.isnan(per_func).all(axis=1)] = np.nan
-        self._group_size = size
-        return rewards
+    def take(self, trainer: Any, solved_threshold: float) -> dict[str, float]:
+        """The window's statistics at a training log; the window then starts again."""
+        self.collect(trainer)
+        out = self._metrics(solved_threshold)
+        # TRL empties its per-log lists right after this hook: its generation count restarts
+        self._window, self._seen = [], 0
+        return out
 
-    def _window_metrics(self) -> dict[str, float]:
-        if not self._window or not self.group_metrics:
+    def _generation_count(self, trainer: Any) -> int:
+        """How many generation batches TRL has scored since its last log (its ``reward`` list)."""
+        if not self.enabled or trainer is None:
+            return 0
+        try:
+            return len(trainer._metrics[_TRAIN].get(K.TRL_REWARD, ()))
+        except (AttributeError, KeyError, TypeError) as err:
+            self._switch_off(f"the trainer has no TRL metrics store ({type(err).__name__}: {err})")
+            return 0
+
+    def _metrics(self, solved_threshold: float) -> dict[str, float]:
+        if not self._window or not self.enabled:
             return {}
         try:
-            rewards = np.concatenate(self._window)
-            sizes = [len(w) // self._group_size for w in self._window]
-            offsets = np.cumsum([0, *sizes[:-1]])
-            uids = np.concatenate(
-                [off + np.arange(len(w)) // self._group_size for off, w in zip(offsets, self._window)]
-            )
-            out = compute_group_metrics(uids, rewards, definition="trl", prefix=K.GRPO_TRL_PREFIX)
-            scorable = ~np.isnan(rewards)
-            if scorable.any():
-                out.update(
-                    compute_group_metrics(
-                        uids[scorable], rewards[scorable], solved_threshold=self.solved_threshold
-                    )
-                )
-            return out
+            return _window_metrics(self._window, self._group_size, solved_threshold)
         except Exception as err:
             self._switch_off(f"{type(err).__name__}: {err}")
             return {}
 
     def _switch_off(self, why: str) -> None:
-        self.group_metrics = False
+        self.enabled = False
         self._window = []
         warnings.warn(
             f"RLMetricsCallback: the exact group statistics are switched off ({why}); the trainer's own "
             "records are still mirrored",
             TrackingWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
+
+
+def _generation_rewards(trainer: Any) -> tuple[np.ndarray, int]:
+    """The weighted reward of every completion of the newest generation batch, in TRL's order,
+    and the group size."""
+    t = trainer
+    names = list(t.reward_func_names)
+    if len(set(names)) != len(names):
+        raise _GroupLayoutError(f"two reward functions share a name ({names}): their logs are merged")
+    # the completion log keeps the newest generation batch (TRL: maxlen=generation_batch_size)
+    n = int(t.args.generation_batch_size)
+    columns = [np.asarray(list(t._logs["rewards"][name])[-n:], dtype=np.float64) for name in names]
+    size = int(t.num_generations)
+    if any(c.shape != (n,) for c in columns) or n == 0 or n % size:
+        raise _GroupLayoutError(
+            f"reward logs of lengths {[c.shape[0] for c in columns]} for a generation batch of {n} "
+            f"in groups of {size}"
+        )
+    prompts = list(t._logs["prompt"])[-n:]
+    if len(prompts) == n and any(prompts[i] != prompts[i - i % size] for i in range(n)):
+        raise _GroupLayoutError(f"the completions are not in consecutive groups of {size} per prompt")
+    weights = np.asarray(t.reward_weights.detach().cpu().double().numpy(), dtype=np.float64)
+    per_func = np.stack(columns, axis=1)
+    rewards = np.nansum(per_func * weights, axis=1)
+    rewards[np.isnan(per_func).all(axis=1)] = np.nan
+    return rewards, size
+
+
+def _window_metrics(window: list[np.ndarray], group_size: int, solved_threshold: float) -> dict[str, float]:
+    """TRL's definitions under ``grpo-trl/`` and verl's under ``grpo/`` (scorable completions only)
+    over every completion of the window, each batch's groups numbered apart."""
+    rewards = np.concatenate(window)
+    sizes = [len(w) // group_size for w in window]
+    offsets = np.cumsum([0, *sizes[:-1]])
+    uids = np.concatenate([off + np.arange(len(w)) // group_size for off, w in zip(offsets, window)])
+    out = compute_group_metrics(uids, rewards, definition="trl", prefix=K.GRPO_TRL_PREFIX)
+    scorable = ~np.isnan(rewards)
+    if scorable.any():
+        out.update(
+            compute_group_metrics(uids[scorable], rewards[scorable], solved_threshold=solved_threshold)
+        )
+    return out
