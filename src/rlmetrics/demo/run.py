@@ -314,6 +314,11 @@ def _gae(
     return (adv - mean) * torch.rsqrt(var + 1e-8), returns
 
 
+def _response_log_probs(torch: Any, logits: Any, responses: Any) -> Any:
+    """The log-probability of each response token under ``logits``."""
+    return torch.log_softmax(logits, dim=-1).gather(2, responses[..., None]).squeeze(-1)
+
+
 def _low_var_kl(torch: Any, logp: Any, ref_logp: Any) -> Any:
     """verl's ``low_var_kl`` (k3) estimator of KL(pi || ref), clamped to [-10, 10]."""
     d = (ref_logp - logp).clamp(-20.0, 20.0)
@@ -372,95 +377,130 @@ class _Run:
 
     # -- one training step ---------------------------------------------------------------------
     def step(self, step: int) -> dict[str, float]:
-        torch, cfg = self.torch, self.cfg
+        """One training step (stages ``gen`` to ``update_actor``) and its metrics."""
         timing_raw: dict[str, float] = {}
         metrics_lists: dict[str, list[float]] = {}
         with timer(K.STAGE_STEP, timing_raw):
-            strings = self.task.sample(self.prompt_rng, cfg.n_prompts)
-            strings = [s for s in strings for _ in range(cfg.group_size)]
-            uids = np.repeat(np.arange(cfg.n_prompts) + step * cfg.n_prompts, cfg.group_size).astype(str)
-            prompt_np, prompt_mask_np = self.task.encode_prompts(strings)
-            prompts, prompt_mask = torch.from_numpy(prompt_np), torch.from_numpy(prompt_mask_np)
-            with timer(K.STAGE_GEN, timing_raw):
-                responses, response_mask, rollout_log_probs = generate(
-                    self.actor,
-                    prompts,
-                    prompt_mask,
-                    config=self.pcfg,
-                    max_response_len=self.R,
-                    generator=self.sample_gen,
-                    temperature=cfg.rollout_temperature,
-                    dtype=self.rollout_precision,
-                )
-            input_ids = torch.cat([prompts, responses], dim=1)
-            attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
-            mask = response_mask.float()
-            resp_len = response_mask.sum(dim=1)
-
-            with timer(K.STAGE_REWARD, timing_raw):
-                score_np, acc_np, _ = self.task.score(strings, responses.numpy())
-                reward_np = score_np if cfg.reward == "score" else acc_np.astype(np.float64)
-                scores = torch.from_numpy(reward_np).float()
-                token_level_scores = torch.zeros_like(mask)
-                last = (resp_len - 1).clamp(min=0)
-                token_level_scores[torch.arange(len(strings)), last] = scores * (resp_len > 0).float()
-                token_level_rewards = token_level_scores.clone()
-
-            with timer(K.STAGE_OLD_LOG_PROB, timing_raw), torch.no_grad():
-                logits = response_logits(self.actor, input_ids, attention_mask, self.P, config=self.pcfg)
-                old_log_probs = torch.log_softmax(logits, dim=-1).gather(2, responses[..., None]).squeeze(-1)
-                entropy, sum_pi_squared = entropy_and_sum_pi_squared_from_logits(logits)
-                old_log_probs = old_log_probs * mask
-                metrics_lists[K.ACTOR_ENTROPY] = [float(_masked_mean(entropy, mask))]
-
-            with timer(K.STAGE_REF, timing_raw), torch.no_grad():
-                ref_logits = response_logits(self.ref, input_ids, attention_mask, self.P, config=self.pcfg)
-                ref_logp_all = torch.log_softmax(ref_logits, dim=-1)
-                ref_log_prob = ref_logp_all.gather(2, responses[..., None]).squeeze(-1)
-
-            values = None
-            if self.critic is not None:
-                with timer(K.STAGE_VALUES, timing_raw), torch.no_grad():
-                    _, values = response_logits(
-                        self.critic, input_ids, attention_mask, self.P, config=self.pcfg, values=True
-                    )
-                    values = values * mask
-
-            with timer(K.STAGE_ADV, timing_raw):
-                if values is None:
-                    advantages = _grpo_advantages(torch, token_level_rewards.sum(dim=1), mask, cfg.group_size)
-                    returns = advantages.clone()
-                else:
-                    advantages, returns = _gae(torch, token_level_rewards, values, mask)
-                    advantages, returns = advantages * mask, returns * mask
-
-            batch: dict[str, Any] = {
-                "prompts": prompts,
-                "responses": responses,
-                "input_ids": input_ids,
-                "attention_mask": attention_mask,
-                "response_mask": response_mask,
-                "token_level_scores": token_level_scores,
-                "token_level_rewards": token_level_rewards,
-                "advantages": advantages,
-                "returns": returns,
-                "old_log_probs": old_log_probs,
-                "ref_log_prob": ref_log_prob,
-                "rollout_log_probs": rollout_log_probs,
-                "sum_pi_squared": sum_pi_squared,
-                "uid": uids,
-                "meta_info": {"global_token_num": attention_mask.sum(dim=1).tolist()},
-            }
-            if values is not None:
-                batch["values"] = values
-
+            batch, acc_np = self._rollout(step, timing_raw, metrics_lists)
             if self.critic is not None:
                 with timer(K.STAGE_UPDATE_CRITIC, timing_raw):
                     self._update_critic(batch, metrics_lists)
             with timer(K.STAGE_UPDATE_ACTOR, timing_raw):
                 self._update_actor(batch, metrics_lists)
-
         self.last_batch, self.last_timing = batch, timing_raw  # kept for inspection and bench/bench_demo.py
+        return self._step_metrics(step, batch, timing_raw, metrics_lists, acc_np)
+
+    def _rollout(
+        self, step: int, timing_raw: dict[str, float], metrics_lists: dict[str, list[float]]
+    ) -> tuple[dict[str, Any], np.ndarray]:
+        """Stages ``gen`` to ``adv``: the batch in verl's layout, and each response's accuracy."""
+        torch = self.torch
+        strings, uids, prompts, prompt_mask = self._prompts(step)
+        with timer(K.STAGE_GEN, timing_raw):
+            responses, response_mask, rollout_log_probs = generate(
+                self.actor,
+                prompts,
+                prompt_mask,
+                config=self.pcfg,
+                max_response_len=self.R,
+                generator=self.sample_gen,
+                temperature=self.cfg.rollout_temperature,
+                dtype=self.rollout_precision,
+            )
+        input_ids = torch.cat([prompts, responses], dim=1)
+        attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
+        mask = response_mask.float()
+        resp_len = response_mask.sum(dim=1)
+
+        with timer(K.STAGE_REWARD, timing_raw):
+            token_level_scores, acc_np = self._scores(strings, responses, mask, resp_len)
+            token_level_rewards = token_level_scores.clone()
+
+        with timer(K.STAGE_OLD_LOG_PROB, timing_raw), torch.no_grad():
+            logits = response_logits(self.actor, input_ids, attention_mask, self.P, config=self.pcfg)
+            old_log_probs = _response_log_probs(torch, logits, responses)
+            entropy, sum_pi_squared = entropy_and_sum_pi_squared_from_logits(logits)
+            old_log_probs = old_log_probs * mask
+            metrics_lists[K.ACTOR_ENTROPY] = [float(_masked_mean(entropy, mask))]
+
+        with timer(K.STAGE_REF, timing_raw), torch.no_grad():
+            ref_logits = response_logits(self.ref, input_ids, attention_mask, self.P, config=self.pcfg)
+            ref_log_prob = _response_log_probs(torch, ref_logits, responses)
+
+        values = self._values(input_ids, attention_mask, mask, timing_raw)
+        with timer(K.STAGE_ADV, timing_raw):
+            advantages, returns = self._advantages(token_level_rewards, values, mask)
+
+        batch: dict[str, Any] = {
+            "prompts": prompts,
+            "responses": responses,
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "response_mask": response_mask,
+            "token_level_scores": token_level_scores,
+            "token_level_rewards": token_level_rewards,
+            "advantages": advantages,
+            "returns": returns,
+            "old_log_probs": old_log_probs,
+            "ref_log_prob": ref_log_prob,
+            "rollout_log_probs": rollout_log_probs,
+            "sum_pi_squared": sum_pi_squared,
+            "uid": uids,
+            "meta_info": {"global_token_num": attention_mask.sum(dim=1).tolist()},
+        }
+        if values is not None:
+            batch["values"] = values
+        return batch, acc_np
+
+    def _prompts(self, step: int) -> tuple[list[Any], np.ndarray, Any, Any]:
+        """The step's prompts, each repeated ``group_size`` times: strings, uids, tokens, mask."""
+        cfg = self.cfg
+        strings = self.task.sample(self.prompt_rng, cfg.n_prompts)
+        strings = [s for s in strings for _ in range(cfg.group_size)]
+        uids = np.repeat(np.arange(cfg.n_prompts) + step * cfg.n_prompts, cfg.group_size).astype(str)
+        prompt_np, prompt_mask_np = self.task.encode_prompts(strings)
+        return strings, uids, self.torch.from_numpy(prompt_np), self.torch.from_numpy(prompt_mask_np)
+
+    def _scores(self, strings: list[Any], responses: Any, mask: Any, resp_len: Any) -> tuple[Any, np.ndarray]:
+        """The verifiable reward on each response's last token, and each response's accuracy."""
+        torch = self.torch
+        score_np, acc_np, _ = self.task.score(strings, responses.numpy())
+        reward_np = score_np if self.cfg.reward == "score" else acc_np.astype(np.float64)
+        scores = torch.from_numpy(reward_np).float()
+        token_level_scores = torch.zeros_like(mask)
+        last = (resp_len - 1).clamp(min=0)
+        token_level_scores[torch.arange(len(strings)), last] = scores * (resp_len > 0).float()
+        return token_level_scores, acc_np
+
+    def _values(self, input_ids: Any, attention_mask: Any, mask: Any, timing_raw: dict[str, float]) -> Any:
+        """The critic's values on the response tokens (stage ``values``); None without a critic."""
+        if self.critic is None:
+            return None
+        with timer(K.STAGE_VALUES, timing_raw), self.torch.no_grad():
+            _, values = response_logits(
+                self.critic, input_ids, attention_mask, self.P, config=self.pcfg, values=True
+            )
+            return values * mask
+
+    def _advantages(self, token_level_rewards: Any, values: Any, mask: Any) -> tuple[Any, Any]:
+        """GRPO's group-normalised advantages (no critic) or GAE's, and the returns."""
+        if values is None:
+            advantages = _grpo_advantages(
+                self.torch, token_level_rewards.sum(dim=1), mask, self.cfg.group_size
+            )
+            return advantages, advantages.clone()
+        advantages, returns = _gae(self.torch, token_level_rewards, values, mask)
+        return advantages * mask, returns * mask
+
+    def _step_metrics(
+        self,
+        step: int,
+        batch: dict[str, Any],
+        timing_raw: dict[str, float],
+        metrics_lists: dict[str, list[float]],
+        acc_np: np.ndarray,
+    ) -> dict[str, float]:
+        """Every metric family of the step, from its batch, timings and update statistics."""
         metrics: dict[str, float] = {K.GLOBAL_STEP: float(step)}
         metrics.update(reduce_metrics(metrics_lists))
         metrics[K.TRAIN_ACC] = float(acc_np.mean())
@@ -472,11 +512,15 @@ class _Run:
                 timing_raw,
                 n_gpus=1,
                 flops_per_token=self.pcfg.flops_per_token,
-                peak_flops=cfg.peak_flops,
+                peak_flops=self.cfg.peak_flops,
             )
         )
         metrics.update(compute_variance_proxy_metrics(batch, gradient_norm=metrics[K.ACTOR_GRAD_NORM]))
-        metrics.update(compute_rollout_mismatch_metrics(old_log_probs, rollout_log_probs, response_mask))
+        metrics.update(
+            compute_rollout_mismatch_metrics(
+                batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"]
+            )
+        )
         metrics.update(compute_group_metrics(batch, solved_threshold=1.0))
         return metrics
 
