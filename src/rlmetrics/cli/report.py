@@ -4,14 +4,14 @@ function is :func:`rlmetrics.report.write_report`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from rlmetrics.cli._files import check_folder
-from rlmetrics.report import write_report
+from rlmetrics.report import ReportResult, write_report
 
 __all__ = ["report"]
 
@@ -40,33 +40,46 @@ def report(
 ) -> None:
     """Draw runs into report.html: findings, key panels, every metric by group; hover, zoom, smoothing."""
     console = Console()
+    _check_runs(runs)
+    _check_packages(console, png=png)  # before any run is read
+    first = runs[0]
+    out_dir = out if out is not None else (first if first.is_dir() else first.parent) / "report"
+    if problem := check_folder(out_dir, "--out"):
+        _fail(console, problem)
+    try:
+        result = write_report(runs, out_dir, names=name or None, title=title, png=png)
+    except (ValueError, ImportError) as err:
+        _fail(console, str(err))
+    except OSError as err:  # the disk filled, or the folder changed under us
+        _fail(console, f"cannot write the report into {out_dir}: {err}")
+    _print_summary(console, result, out_dir)
+
+
+def _fail(console: Console, message: str) -> NoReturn:
+    """Print ``message`` as the command's error and exit with status 1."""
+    console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(code=1)
+
+
+def _check_runs(runs: list[Path]) -> None:
+    """Every run given exists, or a usage error naming the missing ones."""
     missing = [str(p) for p in runs if not p.exists()]
     if missing:
         raise typer.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="RUNS")
+
+
+def _check_packages(console: Console, *, png: bool) -> None:
+    """plotly (and matplotlib for ``--png``) are installed, or the command exits saying so."""
     import importlib.util
 
     needed = ["plotly"] + (["matplotlib"] if png else [])
     absent = [pkg for pkg in needed if importlib.util.find_spec(pkg) is None]
-    if absent:  # before any run is read
-        message = f"the report needs {', '.join(absent)}: pip install 'rlmetrics[plot]'"
-        console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
-        raise typer.Exit(code=1)
-    first = runs[0]
-    out_dir = out if out is not None else (first if first.is_dir() else first.parent) / "report"
-    if problem := check_folder(out_dir, "--out"):
-        console.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True)
-        raise typer.Exit(code=1)
-    try:
-        result = write_report(runs, out_dir, names=name or None, title=title, png=png)
-    except (ValueError, ImportError) as err:
-        console.print(f"[red]error:[/] {escape(str(err))}", soft_wrap=True)
-        raise typer.Exit(code=1) from None
-    except OSError as err:  # the disk filled, or the folder changed under us
-        console.print(
-            f"[red]error:[/] cannot write the report into {escape(str(out_dir))}: {escape(str(err))}",
-            soft_wrap=True,
-        )
-        raise typer.Exit(code=1) from None
+    if absent:
+        _fail(console, f"the report needs {', '.join(absent)}: pip install 'rlmetrics[plot]'")
+
+
+def _print_summary(console: Console, result: ReportResult, out_dir: Path) -> None:
+    """A line per run (metrics, steps, findings), the panels, the PNGs and the page's path."""
     for run, diagnosis in zip(result.runs, result.diagnoses):
         found = len(diagnosis.findings)
         console.print(
