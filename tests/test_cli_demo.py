@@ -131,3 +131,18 @@ def test_an_output_folder_that_cannot_be_written_fails_before_training(
     assert "training" not in result.output  # refused before the first step
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
     assert (tmp_path / "afile").read_text() == "kept"
+
+
+def test_every_option_but_the_run_options_is_a_config_field():
+    """The command builds its DemoConfig from its own parameters, by name: none may be dropped."""
+    import dataclasses
+    import inspect
+
+    from rlmetrics.cli import demo as cli_demo
+    from rlmetrics.demo.run import DemoConfig
+
+    params = set(inspect.signature(cli_demo.demo).parameters)
+    fields = {f.name for f in dataclasses.fields(DemoConfig)}
+    assert params - cli_demo._RUN_OPTIONS <= fields
+    assert cli_demo._RUN_OPTIONS <= params
+    assert len(params - cli_demo._RUN_OPTIONS) == 18

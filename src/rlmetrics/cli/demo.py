@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.markup import escape
 
 from rlmetrics import keys as K
 from rlmetrics.cli._files import check_folder
-from rlmetrics.demo.run import SUMMARY_KEYS, DemoConfig, run_demo, val_acc_key
+from rlmetrics.demo.run import SUMMARY_KEYS, DemoConfig, DemoResult, run_demo, val_acc_key
 from rlmetrics.demo.task import TORCH_INSTALL
 
 __all__ = ["demo"]
@@ -97,46 +98,62 @@ def demo(
     or --kl-coef 0 --lr 0.003 --n-letters 20 --warm-start-steps 0 (the policy drifts from the
     reference, the reward stays flat).
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
-
+    given = dict(locals())  # the options as typed: the first statement, before any other name
     console = Console()
+    cfg = _config(given)
+    _check_ready(console, out_dir)
+    _print_start(console, cfg)
+    result = _train(console, cfg, out_dir=out_dir, backends=backends, experiment=experiment, quiet=quiet)
+    _print_summary(console, cfg, result)
+
+
+#: The demo's options that are not :class:`DemoConfig` fields: where the run goes, how it shows.
+_RUN_OPTIONS = frozenset({"out_dir", "backends", "experiment", "quiet"})
+
+
+def _config(given: Mapping[str, Any]) -> DemoConfig:
+    """The :class:`DemoConfig` of the command's options (each named as its field); a bad value is
+    a usage error naming the option."""
+    fields = {name: value for name, value in given.items() if name not in _RUN_OPTIONS}
     try:
-        cfg = DemoConfig(
-            steps=steps,
-            seed=seed,
-            algo=algo,
-            group_size=group_size,
-            n_prompts=n_prompts,
-            val_every=val_every,
-            lr=lr,
-            critic_lr=critic_lr,
-            kl_coef=kl_coef,
-            entropy_coef=entropy_coef,
-            max_response_length=max_response_length,
-            rollout_temperature=rollout_temperature,
-            reward=reward,
-            min_len=min_len,
-            max_len=max_len,
-            n_letters=n_letters,
-            rollout_dtype=rollout_dtype,
-            warm_start_steps=warm_start_steps,
-        )
+        return DemoConfig(**fields)
     except ValueError as err:  # DemoConfig names the field first: "algo must be ..."
         field = str(err).split(" ", 1)[0]
         hint = f"--{field.replace('_', '-')}" if field in DemoConfig.__dataclass_fields__ else None
         raise typer.BadParameter(str(err), param_hint=hint) from None
+
+
+def _fail(console: Console, message: str) -> NoReturn:
+    """Print ``message`` (rich markup) as the command's error and exit with status 1."""
+    console.print(message, soft_wrap=True)
+    raise typer.Exit(code=1)
+
+
+def _check_ready(console: Console, out_dir: Path) -> None:
+    """torch is installed and the run folder can be written, or the command exits saying so."""
     try:
         import torch  # noqa: F401
     except ImportError:
-        console.print("[red]the demo needs torch:[/] " + escape(TORCH_INSTALL))
-        raise typer.Exit(code=1) from None
+        _fail(console, "[red]the demo needs torch:[/] " + escape(TORCH_INSTALL))
     if problem := check_folder(out_dir, "--out-dir"):  # before any training
-        console.print(f"[red]error:[/] {escape(problem)}", soft_wrap=True)
-        raise typer.Exit(code=1)
+        _fail(console, f"[red]error:[/] {escape(problem)}")
 
-    val_key = val_acc_key(cfg)
-    state = {"val": math.nan}
+
+def _print_start(console: Console, cfg: DemoConfig) -> None:
+    console.print(
+        f"rlmetrics demo: {cfg.algo.upper()} on string reversal, {cfg.steps} step{'s' * (cfg.steps != 1)} of "
+        f"{cfg.n_prompts} prompts x {cfg.group_size} samples, seed {cfg.seed}, "
+        f"rollout in {cfg.rollout_precision}",
+        soft_wrap=True,
+    )
+
+
+def _train(
+    console: Console, cfg: DemoConfig, *, out_dir: Path, backends: str, experiment: str | None, quiet: bool
+) -> DemoResult:
+    """:func:`run_demo` under a progress bar; its errors as the command's."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -146,6 +163,28 @@ def demo(
         console=console,
         disable=quiet,
     )
+    try:
+        with progress, warnings.catch_warnings():
+            # the summary says it, in a line of its own, instead of a Python warning
+            warnings.filterwarnings(
+                "ignore", message=r"run directory .* exists: this run is", category=RuntimeWarning
+            )
+            on_step = _progress_line(progress, progress.add_task("training", total=cfg.steps, info=""), cfg)
+            return run_demo(cfg, out_dir=out_dir, backends=backends, experiment=experiment, on_step=on_step)
+    except ValueError as err:  # an unknown backend name
+        raise typer.BadParameter(str(err), param_hint="--backends") from None
+    except ImportError as err:  # a backend's package is not installed
+        _fail(console, f"[red]error:[/] {escape(str(err))}")
+    except OSError as err:  # the run folder could not be written (a full disk, permissions)
+        _fail(
+            console, f"[red]error:[/] cannot write the run under {escape(str(out_dir))}: {escape(str(err))}"
+        )
+
+
+def _progress_line(progress: Any, task_id: Any, cfg: DemoConfig) -> Callable[[int, dict[str, float]], None]:
+    """The ``on_step`` of :func:`run_demo`: the bar at the step, the score and the last validation."""
+    val_key = val_acc_key(cfg)
+    state = {"val": math.nan}
 
     def on_step(step: int, m: dict[str, float]) -> None:
         if val_key in m:
@@ -153,31 +192,12 @@ def demo(
         score = m.get(K.SCORE_MEAN, math.nan)
         progress.update(task_id, completed=step, info=f"score {score:.3f}  val acc {state['val']:.3f}")
 
-    console.print(
-        f"rlmetrics demo: {cfg.algo.upper()} on string reversal, {cfg.steps} step{'s' * (cfg.steps != 1)} of "
-        f"{cfg.n_prompts} prompts x {cfg.group_size} samples, seed {cfg.seed}, "
-        f"rollout in {cfg.rollout_precision}",
-        soft_wrap=True,
-    )
-    try:
-        with progress, warnings.catch_warnings():
-            # the summary says it, in a line of its own, instead of a Python warning
-            warnings.filterwarnings(
-                "ignore", message=r"run directory .* exists: this run is", category=RuntimeWarning
-            )
-            task_id = progress.add_task("training", total=cfg.steps, info="")
-            result = run_demo(cfg, out_dir=out_dir, backends=backends, experiment=experiment, on_step=on_step)
-    except ValueError as err:  # an unknown backend name
-        raise typer.BadParameter(str(err), param_hint="--backends") from None
-    except ImportError as err:  # a backend's package is not installed
-        console.print(f"[red]error:[/] {escape(str(err))}")
-        raise typer.Exit(code=1) from None
-    except OSError as err:  # the run folder could not be written (a full disk, permissions)
-        where = escape(str(out_dir))
-        console.print(
-            f"[red]error:[/] cannot write the run under {where}: {escape(str(err))}", soft_wrap=True
-        )
-        raise typer.Exit(code=1) from None
+    return on_step
+
+
+def _print_summary(console: Console, cfg: DemoConfig, result: DemoResult) -> None:
+    """The last step's key metrics as a table, then where the run is and the next command."""
+    from rich.table import Table
 
     table = Table(title=f"rlmetrics demo: {result.seconds:.1f} s", show_lines=False)
     table.add_column("metric")
