@@ -147,9 +147,9 @@ class PatchReport(NamedTuple):
 class VerlPatchOptions:
     """The options of :func:`patch`, checked once; every replacement runs with them.
 
-    :func:`patch`, :func:`runtime_env` / :func:`merge_runtime_env` and :func:`setup_worker` all
-    build one of these from their keywords (an unknown keyword is a ``TypeError`` naming it), and
-    the Ray workers receive it as JSON (:meth:`to_json`, :meth:`from_json`) in :data:`OPTIONS_ENV`.
+    :func:`patch` and :func:`runtime_env` / :func:`merge_runtime_env` build one from their keywords
+    (an unknown keyword is a ``TypeError`` naming it); the Ray workers receive it as JSON
+    (:meth:`to_json`) in :data:`OPTIONS_ENV`, which :func:`setup_worker` reads (:meth:`from_json`).
     The attributes are those of :func:`patch` (its docstring says what each does), normalised:
     ``ks`` and ``packages`` as tuples, the lengths as ``int``, the FLOP counts as ``float``.
 
@@ -733,7 +733,8 @@ def patch(
 
     Every binding of verl's metric functions in a loaded module of ``packages`` is replaced
     (found by identity), and modules imported later are patched as they load (an import hook).
-    Calling it again is harmless: the same replacements, the new options.
+    Calling it again is harmless: the same replacements, the new options. The options are
+    checked once, into a :class:`VerlPatchOptions`.
 
     Parameters
     ----------
