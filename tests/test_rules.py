@@ -417,6 +417,26 @@ def test_every_rule_is_declared_once_with_its_thresholds_and_advice():
         ("val-core/gsm8k/reward/std@1", False),  # an undefined validation statistic
         ("eval_loss", False),
         ("critic/values/mean", False),
+        # value losses, rewards, returns, KLs of verl, TRL's PPO, OpenRLHF and NeMo-RL
+        ("loss/value_avg", True),
+        ("train/loss/value_avg", True),
+        ("critic_loss", True),
+        ("train/critic_loss", True),
+        ("critic/rewards/mean", True),
+        ("critic/returns/mean", True),
+        ("objective/scores", True),
+        ("objective/rlhf_reward", True),
+        ("return", True),
+        ("train/kl_penalty", True),
+        ("actor/ppo_kl", True),
+        ("gen_kl_error", True),
+        # undefined by design on a degenerate step, or not a reward at all
+        ("rewards/format_reward/mean", False),
+        ("train/rewards/format_reward", False),
+        ("grpo/frac_reward_zero_std", False),
+        ("grpo/reward_std/mean", False),
+        ("validation/accuracy", False),
+        ("timing_s/reward", False),
     ],
     ids=lambda v: str(v),
 )

@@ -304,11 +304,12 @@ def _below_baseline(
     "and the loss scaling, and restart from the last finite checkpoint.",
 )
 def nonfinite(history: History, p: Params) -> Result:
-    """NaN or inf in a loss, gradient norm, reward, advantage or KL.
+    """NaN or inf in a loss, value loss, gradient norm, reward, return, advantage or KL.
 
-    Besides the signals' keys, every training key whose last segment is a loss or a gradient
-    norm (``critic/vf_loss``, ``critic/grad_norm``, ``train/policy_loss`` ...) is watched;
-    validation keys are not (an undefined validation statistic may be NaN by design).
+    Besides the signals' keys, every training key :func:`watched_for_nonfinite` names is
+    watched (``critic/vf_loss``, ``critic/grad_norm``, ``train/policy_loss``, ``critic_loss``,
+    ``loss/value_avg``, ``critic/rewards/mean`` ...); validation keys are not (an undefined
+    validation statistic may be NaN by design).
     """
     watched = [
         k
@@ -333,13 +334,43 @@ def nonfinite(history: History, p: Params) -> Result:
     return Finding("nonfinite", ERROR, first[0], tuple(bad), evidence, ADVICE["nonfinite"])
 
 
-_VALIDATION_PREFIXES = ("val-", K.VERL_LEGACY_VAL_PREFIX, "val_", "eval", "test")
+_VALIDATION_PREFIXES = ("val-", K.VERL_LEGACY_VAL_PREFIX, "val_", "validation", "eval", "test")
+#: Words of a metric's name that make it a reward, return, advantage or KL: a NaN there is a
+#: broken reward function or a broken log-probability, and reaches the update.
+_NONFINITE_WORDS = frozenset({"reward", "rewards", "score", "scores", "return", "returns", "advantage"})
+_NONFINITE_WORDS |= {"advantages", "kl"}
+#: ... unless the name is a statistic of their spread or a share (``reward_std``,
+#: ``frac_reward_zero_std``), which is undefined by design on a degenerate batch.
+_SPREAD_WORDS = frozenset({"std", "var", "frac", "num", "count"})
+#: The statistics verl and rlmetrics put after a metric's name (``critic/score/mean``).
+_STAT_SEGMENTS = frozenset({"mean", "max", "min", "avg"})
 
 
 def watched_for_nonfinite(key: str) -> bool:
-    """Whether ``nonfinite`` watches ``key`` beyond the signals: a training loss or gradient norm."""
-    last = key.rsplit("/", 1)[-1].lower()
-    return (last.endswith("loss") or last == "grad_norm") and not key.lower().startswith(_VALIDATION_PREFIXES)
+    """Whether ``nonfinite`` watches ``key`` beyond the signals: a training loss (value losses
+    included), gradient norm, reward, return, advantage or KL.
+
+    The name is the last segment (the one before it for ``.../mean``, ``/max``, ``/min``):
+    ``critic/vf_loss``, ``loss/value_avg`` (TRL's PPO groups its losses), ``critic_loss``,
+    ``critic/grad_norm``, ``critic/rewards/mean``, ``objective/scores`` (TRL's PPO), ``kl_penalty`` are
+    watched. Validation keys are not (an undefined validation statistic may be NaN by design),
+    nor TRL's per-function ``rewards/<function>/mean`` (the mean over a step where that function
+    returned None for every sample is NaN by design), nor the value predictions' own statistics
+    (``critic/values/mean``: a NaN there comes with a NaN value loss).
+    """
+    lowered = key.lower()
+    if lowered.startswith(_VALIDATION_PREFIXES):
+        return False
+    # TensorBoard/W&B's train/ prefix aside; stage timings (timing_s/reward) are not rewards
+    lowered = lowered.removeprefix("train/")
+    segments = lowered.split("/")
+    if segments[0] == K.TRL_REWARDS_GROUP or lowered.startswith((K.TIMING_S_PREFIX, K.TIMING_PER_TOKEN_MS_PREFIX)):
+        return False
+    name = segments[-2] if len(segments) > 1 and segments[-1] in _STAT_SEGMENTS else segments[-1]
+    if name.endswith("loss") or segments[0] == "loss" or "grad_norm" in name or "gradient_norm" in name:
+        return True
+    words = set(name.replace("-", "_").split("_"))
+    return bool(words & _NONFINITE_WORDS) and not words & _SPREAD_WORDS
 
 
 def _every_point_above(kind: str, s: Series, p: Params, **evidence: Any) -> Finding | None:
