@@ -119,7 +119,7 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
         K.ACTOR_ENTROPY,
         K.VERL_LEGACY_ENTROPY,
         K.TRL_ENTROPY,
-            K.OPENRLHF_ENTROPY,
+        K.OPENRLHF_ENTROPY,
         K.NEMO_RL_APPROX_ENTROPY,
     ),
     # KL to the reference policy: verl's KL loss or KL-in-reward penalty (older verl: critic/kl),
@@ -129,7 +129,7 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
         K.ACTOR_REWARD_KL_PENALTY,
         K.VERL_LEGACY_KL,
         K.TRL_KL,
-            K.NEMO_RL_KL_PENALTY,
+        K.NEMO_RL_KL_PENALTY,
     ),
     # KL to the policy of the rollouts (the PPO update's own step size)
     "ppo_kl": (K.PPO_KL, K.TRL_PPO_APPROXKL, K.OPENRLHF_PPO_KL),
