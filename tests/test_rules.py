@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from planted_runs import KINDS_BY_VOCABULARY, healthy_run, plant, to_history, to_rows
 from rlmetrics import keys as K
-from rlmetrics.health import rules
+from rlmetrics.health import load_history, rules
 from rlmetrics.health.findings import ERROR, WARNING
 from rlmetrics.health.rules import KINDS, THRESHOLDS, diagnose, resolve_thresholds
 
@@ -614,3 +615,19 @@ def test_kl_drift_not_when_the_kl_doubles_within_the_noise_of_the_reference():
     assert not diagnose(h, kinds=["kl_drift"]).findings
     (finding,) = diagnose({**h, K.TRL_KL: (t, kl * 10)}, kinds=["kl_drift"]).findings
     assert finding.evidence["compared_with"] == "the window before"
+
+
+def test_reward_gaming_not_on_the_shipped_demo_even_without_its_validation():
+    """The demo solves its task (reward ~0.95, entropy to a few percent): not gaming, with or
+    without the validation that would leave it to reward_hacking."""
+    read = load_history(Path(__file__).parent / "data" / "demo_shipped.jsonl")
+    history = read[0] if isinstance(read, tuple) else read
+    training_only = {
+        k: v for k, v in history.items() if not k.startswith((K.VAL_CORE_PREFIX, K.VAL_AUX_PREFIX))
+    }
+    assert not any(k.startswith(K.VAL_CORE_PREFIX) for k in training_only)
+    for h in (history, training_only):
+        d = diagnose(h)
+        assert not d.has_error and len(d.findings) <= 1, summary(d)
+        assert "reward_gaming" not in {f.kind for f in d.findings}
+    assert "reward_gaming" not in {s.kind for s in diagnose(training_only).skipped}
