@@ -189,5 +189,5 @@ def test_every_format_reads_back_the_run_it_was_written_from(tmp_path, fmt):
     history = read[0] if isinstance(read, tuple) else read
     for key in (K.SCORE_MEAN, K.ACTOR_ENTROPY) if vocabulary == "verl" else (K.TRL_REWARD, K.TRL_ENTROPY):
         steps, values = history[key]
-        assert len(values) == N_STEPS
+        assert len(values) == N_STEPS and np.all(np.diff(steps) == 1)
         np.testing.assert_allclose(values, run[key], rtol=1e-12)
