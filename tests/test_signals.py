@@ -120,6 +120,8 @@ LEGACY = [
     ("val_score", "val/test_score/openai/gsm8k", "verl 0.2 validation"),
     ("response_length", K.TRL_LEGACY_COMPLETION_LENGTH, "TRL < 0.16"),
     ("response_length", "train/completion_length", "TRL < 0.16 through TensorBoard"),
+    ("clip_fraction", K.TRL_LEGACY_CLIP_RATIO, "TRL 0.16-0.17"),
+    ("clip_fraction", "train/clip_ratio", "TRL 0.16-0.17 through W&B"),
     # OpenRLHF's PPO actor status (printed bare; W&B and TensorBoard add train/)
     ("loss", K.OPENRLHF_POLICY_LOSS, "OpenRLHF ppo_actor"),
     ("kl_ref", "train/kl", "OpenRLHF through W&B"),

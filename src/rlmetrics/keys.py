@@ -266,6 +266,9 @@ VERL_LEGACY_TEST_SCORE_PREFIX = "test_score/"
 VERL_LEGACY_VAL_PREFIX = "val/"
 #: TRL before 0.16: the mean completion length (now ``completions/mean_length``).
 TRL_LEGACY_COMPLETION_LENGTH = "completion_length"
+#: TRL 0.16 and 0.17: the share of clipped tokens (now ``clip_ratio/region_mean`` and its
+#: ``low_``/``high_`` parts).
+TRL_LEGACY_CLIP_RATIO = "clip_ratio"
 
 #: TRL's ``PPOTrainer`` and ``RLOOTrainer`` (0.11 to 0.2x, later ``trl.experimental``): its losses
 #: and PPO's own statistics. (Its ``objective/scores``, ``objective/kl``, ``objective/entropy``

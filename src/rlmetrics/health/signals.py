@@ -62,6 +62,7 @@ _TRAINER_KEYS = {
     K.TRL_FRAC_REWARD_ZERO_STD,
     K.TRL_COMPLETIONS_MEAN_LENGTH,
     K.TRL_LEGACY_COMPLETION_LENGTH,
+    K.TRL_LEGACY_CLIP_RATIO,
     K.TRL_COMPLETIONS_CLIPPED_RATIO,
     K.TRL_LEARNING_RATE,
     K.TRL_SAMPLING_IS_RATIO_MEAN,
@@ -133,7 +134,13 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
     ),
     # KL to the policy of the rollouts (the PPO update's own step size)
     "ppo_kl": (K.PPO_KL, K.TRL_PPO_APPROXKL, K.OPENRLHF_PPO_KL),
-    "clip_fraction": (K.PG_CLIPFRAC, K.TRL_CLIP_RATIO_REGION_MEAN, K.TRL_PPO_CLIPFRAC, K.OPENRLHF_CLIP_RATIO),
+    "clip_fraction": (
+        K.PG_CLIPFRAC,
+        K.TRL_CLIP_RATIO_REGION_MEAN,
+        K.TRL_LEGACY_CLIP_RATIO,
+        K.TRL_PPO_CLIPFRAC,
+        K.OPENRLHF_CLIP_RATIO,
+    ),
     "frac_reward_zero_std": (K.GRPO_FRAC_REWARD_ZERO_STD, K.TRL_FRAC_REWARD_ZERO_STD),
     "response_length": (
         K.RESPONSE_LENGTH_MEAN,
