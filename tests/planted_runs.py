@@ -53,6 +53,7 @@ KINDS_BY_VOCABULARY: dict[tuple[str, str], tuple[str, ...]] = {
         "length_collapse",
         "length_explosion",
         "no_learning_signal",
+        "reward_gaming",
     ),
     ("verl", "ppo"): ("critic_failure", "nonfinite", "grad_spike", "entropy_collapse"),
     ("trl", "grpo"): (
@@ -68,6 +69,7 @@ KINDS_BY_VOCABULARY: dict[tuple[str, str], tuple[str, ...]] = {
         "length_collapse",
         "length_explosion",
         "no_learning_signal",
+        "reward_gaming",
     ),
 }
 
@@ -338,6 +340,15 @@ def plant(run: Run, kind: str, onset: int, *, seed: int = 0) -> Run:
         freeze("reward")
     elif kind == "critic_failure":
         put(K.VF_EXPLAINED_VAR, np.where(after, -0.5 + rng.normal(0, 0.1, n), col(K.VF_EXPLAINED_VAR)))
+    elif kind == "reward_gaming":
+        # the policy finds an exploit: the reward jumps to its ceiling while the KL and the
+        # length run away; no validation is logged (it would be reward_hacking's to judge)
+        ramp = np.clip((dt + 1.0) / 3.0, 0.0, 1.0) * after
+        ceiling = np.clip(0.97 + rng.normal(0, 0.01, n), 0, 1)
+        put("reward", np.where(after, col("reward") + ramp * (ceiling - col("reward")), col("reward")))
+        put("kl", col("kl") * np.exp(dt / 5.0))
+        put("length", col("length") * (1.0 + dt / 10.0))
+        out[names["val"]] = [None] * n
     elif kind == "no_learning_signal":
         put("grad_norm", col("grad_norm") * np.where(after, 0.005, 1.0))
         freeze("reward")

@@ -209,8 +209,25 @@ def test_bad_update_arguments(stand_in, metrics, step, exc, match):
         (K.ROLLOUT_CORR_CHI2_TOKEN, True),
         (FILLER, False),
         (K.timing_s(K.STAGE_GEN), False),
+        (K.NEMO_RL_APPROX_ENTROPY, True),
+        ("train/" + K.OPENRLHF_RESPONSE_LENGTH, True),
+        (K.ROLLOUT_CORR_TRAINING_PPL, True),
+        (K.CRITIC_VF_LOSS, True),
+        (K.REWARDS_MEAN, True),
     ],
-    ids=["verl-entropy", "trl-entropy", "val-core-pattern", "chi2", "filler", "timing"],
+    ids=[
+        "verl-entropy",
+        "trl-entropy",
+        "val-core-pattern",
+        "chi2",
+        "filler",
+        "timing",
+        "nemo-rl-entropy",
+        "openrlhf-length-wandb",
+        "perplexity",
+        "value-loss",
+        "reward-mean",
+    ],
 )
 def test_only_the_keys_the_rules_read_are_kept(stand_in, key, kept):
     mon = HealthMonitor(every=1, budget=None)
@@ -296,3 +313,15 @@ def test_a_nan_in_any_training_loss_is_found_live():
     monitor.update({"critic/vf_loss": 0.3}, 0)
     found = monitor.update({"critic/vf_loss": float("inf")}, 1)
     assert [(f.kind, f.step, f.evidence["first_key"]) for f in found] == [("nonfinite", 1, "critic/vf_loss")]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [K.OPENRLHF_CRITIC_LOSS, K.TRL_PPO_VALUE_LOSS, K.RETURNS_MEAN, "train/" + K.NEMO_RL_KL_PENALTY],
+    ids=["openrlhf-critic-loss", "trl-ppo-value-loss", "returns", "nemo-rl-kl"],
+)
+def test_a_nan_in_a_value_loss_return_or_kl_is_found_live(key):
+    monitor = HealthMonitor(every=1, budget=None)
+    monitor.update({key: 0.3}, 0)
+    found = monitor.update({key: math.nan}, 1)
+    assert [(f.kind, f.step, f.evidence["first_key"]) for f in found] == [("nonfinite", 1, key)]

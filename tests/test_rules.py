@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from planted_runs import KINDS_BY_VOCABULARY, healthy_run, plant, to_history, to_rows
 from rlmetrics import keys as K
-from rlmetrics.health import rules
+from rlmetrics.health import load_history, rules
 from rlmetrics.health.findings import ERROR, WARNING
 from rlmetrics.health.rules import KINDS, THRESHOLDS, diagnose, resolve_thresholds
 
@@ -417,6 +418,26 @@ def test_every_rule_is_declared_once_with_its_thresholds_and_advice():
         ("val-core/gsm8k/reward/std@1", False),  # an undefined validation statistic
         ("eval_loss", False),
         ("critic/values/mean", False),
+        # value losses, rewards, returns, KLs of verl, TRL's PPO, OpenRLHF and NeMo-RL
+        ("loss/value_avg", True),
+        ("train/loss/value_avg", True),
+        ("critic_loss", True),
+        ("train/critic_loss", True),
+        ("critic/rewards/mean", True),
+        ("critic/returns/mean", True),
+        ("objective/scores", True),
+        ("objective/rlhf_reward", True),
+        ("return", True),
+        ("train/kl_penalty", True),
+        ("actor/ppo_kl", True),
+        ("gen_kl_error", True),
+        # undefined by design on a degenerate step, or not a reward at all
+        ("rewards/format_reward/mean", False),
+        ("train/rewards/format_reward", False),
+        ("grpo/frac_reward_zero_std", False),
+        ("grpo/reward_std/mean", False),
+        ("validation/accuracy", False),
+        ("timing_s/reward", False),
     ],
     ids=lambda v: str(v),
 )
@@ -500,3 +521,113 @@ def test_a_run_of_a_few_logged_steps_is_judged_on_every_point(kind, key, values,
     else:
         (finding,) = found
         assert finding.severity == expected and finding.evidence["every_point_of"] == len(values)
+
+
+# --- reward gaming from training signals alone ------------------------------------------------
+
+
+def _saturating(
+    *, seed, n=120, top=2.5, rise_until=40, kl_from=None, key=K.TRL_KL, kl_level=0.01, growth=8.0
+):
+    """A reward (unbounded: a sum of reward functions) that rises to ``top`` by ``rise_until``
+    and stays; ``key`` (the KL by default) at ``kl_level``, running away from ``kl_from`` on."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n, dtype=np.float64)
+    reward = 0.5 + (top - 0.5) * np.clip(t / rise_until, 0.0, 1.0) + rng.normal(0.0, 0.05, n)
+    other = kl_level * np.exp(rng.normal(0.0, 0.1, n))
+    if kl_from is not None:
+        other *= np.where(t >= kl_from, np.minimum(np.exp((t - kl_from) / 5.0), growth), 1.0)
+    return {K.TRL_REWARD: (t.astype(int), reward), key: (t.astype(int), other)}
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize(
+    ("key", "level"),
+    [(K.TRL_KL, 0.02), (K.TRL_COMPLETIONS_MEAN_LENGTH, 300.0), (K.ROLLOUT_CORR_TRAINING_PPL, 1.3)],
+    ids=["kl", "length", "perplexity"],
+)
+def test_reward_gaming_a_saturated_reward_while_a_signal_runs_away(seed, key, level):
+    h = _saturating(seed=seed, kl_from=80, key=key, kl_level=level)
+    (finding,) = diagnose(h, kinds=["reward_gaming"]).findings
+    assert finding.severity == WARNING and abs(finding.step - 80) <= 10, finding
+    signal = {K.TRL_KL: "kl_ref", K.TRL_COMPLETIONS_MEAN_LENGTH: "response_length"}.get(key, "perplexity")
+    assert finding.evidence["running_away"] == [signal]
+    assert finding.evidence["saturated_at"] < 80
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+def test_reward_gaming_not_on_a_converged_run_with_a_stable_kl(seed):
+    """A run continued past convergence: the reward at its top, a KL well above the floor that stays."""
+    assert not diagnose(_saturating(seed=seed, kl_level=0.3), kinds=["reward_gaming"]).findings
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+def test_reward_gaming_not_while_the_kl_buys_reward(seed):
+    """The KL grows while the reward still rises: the policy moves to gain reward."""
+    h = _saturating(seed=seed, n=120, rise_until=119, kl_from=60)
+    assert not diagnose(h, kinds=["reward_gaming"]).findings
+
+
+def test_reward_gaming_leaves_runs_with_validation_to_reward_hacking():
+    h = _saturating(seed=0, kl_from=80)
+    h[K.TRL_EVAL_REWARD] = (np.arange(0, 120, 10), np.full(12, 0.5))
+    (skipped,) = [s for s in diagnose(h, kinds=["reward_gaming"]).skipped]
+    assert "validation is logged (eval_reward): reward_hacking judges this run" in skipped.why
+
+
+def _at_ceiling_then_entropy_collapse(*, seed, n=100, solved=None):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    reward = np.clip(0.96 + rng.normal(0.0, 0.02, n), 0.0, 1.0)
+    entropy = 0.8 * np.where(t >= 50, np.maximum(np.exp(-(t - 50) / 4.0), 0.01), 1.0)
+    h = {K.SCORE_MEAN: (t, reward), K.ACTOR_ENTROPY: (t, entropy * np.exp(rng.normal(0, 0.05, n)))}
+    if solved is not None:
+        h[K.GRPO_FRAC_ALL_SOLVED] = (t, np.full(n, solved))
+    return h
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+def test_reward_gaming_a_reward_at_its_ceiling_while_the_entropy_collapses(seed):
+    (finding,) = diagnose(_at_ceiling_then_entropy_collapse(seed=seed), kinds=["reward_gaming"]).findings
+    assert finding.severity == WARNING and finding.evidence["running_away"] == ["entropy"]
+    assert 45 <= finding.step <= 62
+
+
+def test_reward_gaming_no_entropy_arm_when_the_groups_are_solved():
+    h = _at_ceiling_then_entropy_collapse(seed=0, solved=0.8)
+    assert not diagnose(h, kinds=["reward_gaming"]).findings
+
+
+def test_reward_gaming_two_signals_running_away_is_an_error():
+    run = plant(healthy_run(N_STEPS, seed=0), "reward_gaming", ONSET)
+    (finding,) = diagnose(to_rows(run), kinds=["reward_gaming"]).findings
+    assert finding.severity == ERROR
+    assert finding.evidence["running_away"] == ["kl_ref", "response_length"]
+
+
+def test_kl_drift_not_when_the_kl_doubles_within_the_noise_of_the_reference():
+    """The window before is floored at min_kl: 0.003 -> 0.012 nats over a plateau is no drift."""
+    rng = np.random.default_rng(0)
+    t = np.arange(120)
+    kl = np.where(t < 60, 0.003, 0.012) * np.exp(rng.normal(0, 0.1, 120))
+    reward = 1.0 + rng.normal(0, 0.05, 120)
+    h = {K.TRL_KL: (t, kl), K.TRL_REWARD: (t, reward)}
+    assert not diagnose(h, kinds=["kl_drift"]).findings
+    (finding,) = diagnose({**h, K.TRL_KL: (t, kl * 10)}, kinds=["kl_drift"]).findings
+    assert finding.evidence["compared_with"] == "the window before"
+
+
+def test_reward_gaming_not_on_the_shipped_demo_even_without_its_validation():
+    """The demo solves its task (reward ~0.95, entropy to a few percent): not gaming, with or
+    without the validation that would leave it to reward_hacking."""
+    read = load_history(Path(__file__).parent / "data" / "demo_shipped.jsonl")
+    history = read[0] if isinstance(read, tuple) else read
+    training_only = {
+        k: v for k, v in history.items() if not k.startswith((K.VAL_CORE_PREFIX, K.VAL_AUX_PREFIX))
+    }
+    assert not any(k.startswith(K.VAL_CORE_PREFIX) for k in training_only)
+    for h in (history, training_only):
+        d = diagnose(h)
+        assert not d.has_error and len(d.findings) <= 1, summary(d)
+        assert "reward_gaming" not in {f.kind for f in d.findings}
+    assert "reward_gaming" not in {s.kind for s in diagnose(training_only).skipped}

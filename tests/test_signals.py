@@ -120,6 +120,30 @@ LEGACY = [
     ("val_score", "val/test_score/openai/gsm8k", "verl 0.2 validation"),
     ("response_length", K.TRL_LEGACY_COMPLETION_LENGTH, "TRL < 0.16"),
     ("response_length", "train/completion_length", "TRL < 0.16 through TensorBoard"),
+    ("clip_fraction", K.TRL_LEGACY_CLIP_RATIO, "TRL 0.16-0.17"),
+    ("clip_fraction", "train/clip_ratio", "TRL 0.16-0.17 through W&B"),
+    # OpenRLHF's PPO actor status (printed bare; W&B and TensorBoard add train/)
+    ("loss", K.OPENRLHF_POLICY_LOSS, "OpenRLHF ppo_actor"),
+    ("kl_ref", "train/kl", "OpenRLHF through W&B"),
+    ("reward", "train/reward", "OpenRLHF through W&B"),
+    ("response_length", K.OPENRLHF_RESPONSE_LENGTH, "OpenRLHF experience maker"),
+    ("response_length", "train/response_length", "OpenRLHF through W&B"),
+    ("learning_rate", "train/actor_lr", "OpenRLHF through W&B"),
+    ("entropy", K.OPENRLHF_ENTROPY, "OpenRLHF with an entropy coefficient"),
+    ("clip_fraction", "train/ppo_clip_ratio", "OpenRLHF through W&B"),
+    ("ppo_kl", K.OPENRLHF_PPO_KL, "OpenRLHF ppo_actor"),
+    # NeMo-RL's GRPO (logged with prefix="train"; validation under validation/)
+    ("kl_ref", "train/kl_penalty", "NeMo-RL"),
+    ("entropy", "train/approx_entropy", "NeMo-RL"),
+    ("response_length", "train/mean_gen_tokens_per_sample", "NeMo-RL"),
+    ("length_clip_ratio", "train/truncation_rate", "NeMo-RL (NeMo-Gym rollouts)"),
+    ("ppl_ratio", "train/token_mult_prob_error", "NeMo-RL"),
+    ("mismatch_kl", "train/gen_kl_error", "NeMo-RL"),
+    ("val_score", K.NEMO_RL_VAL_ACCURACY, "NeMo-RL validation"),
+    ("grad_norm", "train/grad_norm", "NeMo-RL"),
+    # TRL's PPOTrainer
+    ("loss", K.TRL_PPO_POLICY_LOSS, "TRL PPOTrainer"),
+    ("ppo_kl", "train/policy/approxkl_avg", "TRL PPOTrainer through W&B"),
 ]
 
 
@@ -127,6 +151,13 @@ LEGACY = [
 def test_older_vocabularies_feed_the_signals(signal, key, where):
     found = resolve({key: series(0.5, 0.4), "other/x": series(1.0, 2.0)}, signal)
     assert found is not None and found.key == key, where
+
+
+def test_verl_keys_win_over_openrlhf_and_nemo_rl_names():
+    h = {K.RESPONSE_LENGTH_MEAN: series(300.0), K.OPENRLHF_RESPONSE_LENGTH: series(1.0)}
+    assert resolve(h, "response_length").key == K.RESPONSE_LENGTH_MEAN
+    h = {K.TRL_ENTROPY: series(0.3), K.NEMO_RL_APPROX_ENTROPY: series(0.9)}
+    assert resolve(h, "entropy").key == K.TRL_ENTROPY
 
 
 def test_the_current_name_wins_over_an_older_one():

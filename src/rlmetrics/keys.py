@@ -250,6 +250,9 @@ TRL_CLIP_RATIO_REGION_MEAN = "clip_ratio/region_mean"
 TRL_SAMPLING_LOGP_DIFFERENCE_MEAN = "sampling/sampling_logp_difference/mean"  # mean |logp_train - logp_vllm|
 TRL_SAMPLING_IS_RATIO_MEAN = "sampling/importance_sampling_ratio/mean"
 TRL_EVAL_PREFIX = "eval_"
+#: The group of each reward function's own mean and std: ``rewards/<function>/mean``
+#: (``rewards/<function>`` before 0.17).
+TRL_REWARDS_GROUP = "rewards"
 TRL_EVAL_REWARD = f"{TRL_EVAL_PREFIX}{TRL_REWARD}"
 
 # --- older vocabularies (read by health.signals; rlmetrics never logs these) -------------------
@@ -263,6 +266,51 @@ VERL_LEGACY_TEST_SCORE_PREFIX = "test_score/"
 VERL_LEGACY_VAL_PREFIX = "val/"
 #: TRL before 0.16: the mean completion length (now ``completions/mean_length``).
 TRL_LEGACY_COMPLETION_LENGTH = "completion_length"
+#: TRL 0.16 and 0.17: the share of clipped tokens (now ``clip_ratio/region_mean`` and its
+#: ``low_``/``high_`` parts).
+TRL_LEGACY_CLIP_RATIO = "clip_ratio"
+
+#: TRL's ``PPOTrainer`` and ``RLOOTrainer`` (0.11 to 0.2x, later ``trl.experimental``): its losses
+#: and PPO's own statistics. (Its ``objective/scores``, ``objective/kl``, ``objective/entropy``
+#: wait for ``health.textlogs`` to name the ``objective/`` group by a constant.)
+TRL_PPO_POLICY_LOSS = "loss/policy_avg"
+TRL_PPO_VALUE_LOSS = "loss/value_avg"
+TRL_PPO_APPROXKL = "policy/approxkl_avg"
+TRL_PPO_CLIPFRAC = "policy/clipfrac_avg"
+
+# --- OpenRLHF (read by health.signals; rlmetrics never logs these) ------------------------------
+#: The status dicts of OpenRLHF's PPO actor and critic (``ppo_actor.py``, ``ppo_critic.py``,
+#: ``experience_maker.py``), printed bare and logged with ``train/`` to W&B and TensorBoard. Its
+#: ``entropy_loss`` is the policy entropy itself (the term an entropy bonus multiplies).
+OPENRLHF_POLICY_LOSS = "policy_loss"
+OPENRLHF_CRITIC_LOSS = "critic_loss"
+OPENRLHF_KL = "kl"
+OPENRLHF_PPO_KL = "ppo_kl"
+OPENRLHF_REWARD = "reward"
+OPENRLHF_RETURN = "return"
+OPENRLHF_RESPONSE_LENGTH = "response_length"
+OPENRLHF_TOTAL_LENGTH = "total_length"
+OPENRLHF_ACTOR_LR = "actor_lr"
+OPENRLHF_ENTROPY = "entropy_loss"
+OPENRLHF_CLIP_RATIO = "ppo_clip_ratio"
+OPENRLHF_VALUES = "values"
+
+# --- NeMo-RL (read by health.signals; rlmetrics never logs these) -------------------------------
+#: The training metrics of NeMo-RL's GRPO (``grpo.py`` and ``ClippedPGLossFn``), logged with
+#: ``train/`` to W&B, TensorBoard and MLflow; validation under ``validation/``.
+#: ``kl_penalty`` is the KL to the reference (the penalty divided by its coefficient),
+#: ``approx_entropy`` the policy entropy estimated on the generated tokens,
+#: ``token_mult_prob_error`` the training/generation probability error ratio (>= 1, 1 when they agree).
+NEMO_RL_LOSS = "loss"
+NEMO_RL_REWARD = "reward"
+NEMO_RL_GRAD_NORM = "grad_norm"
+NEMO_RL_KL_PENALTY = "kl_penalty"
+NEMO_RL_APPROX_ENTROPY = "approx_entropy"
+NEMO_RL_TOKEN_MULT_PROB_ERROR = "token_mult_prob_error"
+NEMO_RL_GEN_KL_ERROR = "gen_kl_error"
+NEMO_RL_MEAN_GEN_TOKENS = "mean_gen_tokens_per_sample"
+NEMO_RL_TRUNCATION_RATE = "truncation_rate"
+NEMO_RL_VAL_ACCURACY = "validation/accuracy"
 
 # --- tracking (tracking) ------------------------------------------------------------------------
 #: Fields the jsonl backend writes on every line: reserved, not allowed as metric keys.

@@ -51,7 +51,8 @@ kl_drift                baseline                3        the KL at the start: th
                                                          at the reference; a jump in the first
                                                          steps must not set the level)
 kl_drift                min_kl                  0.01     KL to the reference below it is noise
-                                                         around the start (nats per token)
+                                                         around the start (nats per token): both
+                                                         levels compared with are floored at it
 kl_drift                reward_sigmas           1.0      reward gain across the two windows
                                                          under one noise sigma: stalled
 kl_drift                start_reward_sigmas     3.0      reward gain since the start under 3
@@ -71,6 +72,29 @@ reward_hacking          val_sigmas              4.0      validation (a median of
 reward_hacking          error_sigmas            8.0      a fall of 8 noise sigmas
 reward_hacking          train_sigmas            1.0      training reward above its level at the
                                                          validation peak by one noise sigma
+reward_gaming           window                  10       points of each window median (reward,
+                                                         KL, length, perplexity, entropy)
+reward_gaming           rise_sigmas             3.0      reward risen 3 noise sigmas above its
+                                                         first window: it learned, then ...
+reward_gaming           plateau_sigmas          1.0      ... gained under one sigma over the
+                                                         last window: saturated
+reward_gaming           top_sigmas              2.0      within 2 sigmas of its best window so
+                                                         far: still at its top
+reward_gaming           ceiling_level           0.9      a [0, 1] reward at 0.9 or above is at
+                                                         its ceiling, risen or not
+reward_gaming           kl_growth, min_kl       4.0/0.1  KL 4x its level at saturation and over
+                                                         0.1 nats: healthy GRPO/PPO runs here
+                                                         (planted, demo, eight real logs) stay
+                                                         under 0.05
+reward_gaming           length_growth           2.0      responses twice as long as at
+                                                         saturation (healthy: +30% over a run)
+reward_gaming           ppl_growth              2.0      perplexity doubled since saturation
+reward_gaming           entropy_fraction        0.1      entropy under 10% of its level at the
+                                                         ceiling (as entropy_collapse)
+reward_gaming           solved_level            0.5      no entropy arm when most groups are all
+                                                         solved (a solved task is deterministic)
+reward_gaming           min_val_points          5        validation logged: reward_hacking
+                                                         judges the run instead
 rollout_mismatch        is_mean_low/high        0.5/2.0  verl rollout-correction health check
 rollout_mismatch        ess_min                 0.3      verl rollout-correction health check
 rollout_mismatch        is_std_max              1.0      verl rollout-correction health check
@@ -304,11 +328,12 @@ def _below_baseline(
     "and the loss scaling, and restart from the last finite checkpoint.",
 )
 def nonfinite(history: History, p: Params) -> Result:
-    """NaN or inf in a loss, gradient norm, reward, advantage or KL.
+    """NaN or inf in a loss, value loss, gradient norm, reward, return, advantage or KL.
 
-    Besides the signals' keys, every training key whose last segment is a loss or a gradient
-    norm (``critic/vf_loss``, ``critic/grad_norm``, ``train/policy_loss`` ...) is watched;
-    validation keys are not (an undefined validation statistic may be NaN by design).
+    Besides the signals' keys, every training key :func:`watched_for_nonfinite` names is
+    watched (``critic/vf_loss``, ``critic/grad_norm``, ``train/policy_loss``, ``critic_loss``,
+    ``loss/value_avg``, ``critic/rewards/mean`` ...); validation keys are not (an undefined
+    validation statistic may be NaN by design).
     """
     watched = [
         k
@@ -333,13 +358,45 @@ def nonfinite(history: History, p: Params) -> Result:
     return Finding("nonfinite", ERROR, first[0], tuple(bad), evidence, ADVICE["nonfinite"])
 
 
-_VALIDATION_PREFIXES = ("val-", K.VERL_LEGACY_VAL_PREFIX, "val_", "eval", "test")
+_VALIDATION_PREFIXES = ("val-", K.VERL_LEGACY_VAL_PREFIX, "val_", "validation", "eval", "test")
+#: Words of a metric's name that make it a reward, return, advantage or KL: a NaN there is a
+#: broken reward function or a broken log-probability, and reaches the update.
+_NONFINITE_WORDS = frozenset({"reward", "rewards", "score", "scores", "return", "returns", "advantage"})
+_NONFINITE_WORDS |= {"advantages", "kl"}
+#: ... unless the name is a statistic of their spread or a share (``reward_std``,
+#: ``frac_reward_zero_std``), which is undefined by design on a degenerate batch.
+_SPREAD_WORDS = frozenset({"std", "var", "frac", "num", "count"})
+#: The statistics verl and rlmetrics put after a metric's name (``critic/score/mean``).
+_STAT_SEGMENTS = frozenset({"mean", "max", "min", "avg"})
 
 
 def watched_for_nonfinite(key: str) -> bool:
-    """Whether ``nonfinite`` watches ``key`` beyond the signals: a training loss or gradient norm."""
-    last = key.rsplit("/", 1)[-1].lower()
-    return (last.endswith("loss") or last == "grad_norm") and not key.lower().startswith(_VALIDATION_PREFIXES)
+    """Whether ``nonfinite`` watches ``key`` beyond the signals: a training loss (value losses
+    included), gradient norm, reward, return, advantage or KL.
+
+    The name is the last segment (the one before it for ``.../mean``, ``/max``, ``/min``):
+    ``critic/vf_loss``, ``loss/value_avg`` (TRL's PPO groups its losses), ``critic_loss``,
+    ``critic/grad_norm``, ``critic/rewards/mean``, ``objective/scores`` (TRL's PPO), ``kl_penalty`` are
+    watched. Validation keys are not (an undefined validation statistic may be NaN by design),
+    nor TRL's per-function ``rewards/<function>/mean`` (the mean over a step where that function
+    returned None for every sample is NaN by design), nor the value predictions' own statistics
+    (``critic/values/mean``: a NaN there comes with a NaN value loss).
+    """
+    lowered = key.lower()
+    if lowered.startswith(_VALIDATION_PREFIXES):
+        return False
+    # TensorBoard/W&B's train/ prefix aside; stage timings (timing_s/reward) are not rewards
+    lowered = lowered.removeprefix("train/")
+    segments = lowered.split("/")
+    if segments[0] == K.TRL_REWARDS_GROUP or lowered.startswith(
+        (K.TIMING_S_PREFIX, K.TIMING_PER_TOKEN_MS_PREFIX)
+    ):
+        return False
+    name = segments[-2] if len(segments) > 1 and segments[-1] in _STAT_SEGMENTS else segments[-1]
+    if name.endswith("loss") or segments[0] == "loss" or "grad_norm" in name or "gradient_norm" in name:
+        return True
+    words = set(name.replace("-", "_").split("_"))
+    return bool(words & _NONFINITE_WORDS) and not words & _SPREAD_WORDS
 
 
 def _every_point_above(kind: str, s: Series, p: Params, **evidence: Any) -> Finding | None:
@@ -504,9 +561,10 @@ def kl_drift(history: History, p: Params) -> Result:
     Two spans are judged, each ending at the window of the last ``window`` points: from the
     window before it (the KL median doubled, the reward stalled) and from the start of the run
     (the KL median ``start_growth`` times its start level, the reward no higher than over the
-    first ``window`` points). The start level is the smallest of the first ``baseline`` points,
-    floored at ``min_kl``: a policy that jumps away from the reference in its first steps and
-    then wanders has drifted as much as one that drifts slowly.
+    first ``window`` points). The start level is the smallest of the first ``baseline`` points:
+    a policy that jumps away from the reference in its first steps and then wanders has drifted
+    as much as one that drifts slowly. Both levels are floored at ``min_kl``: a KL that doubles
+    within the noise around the reference is no drift.
     """
     s = _series(history, "kl_drift", "kl_ref", "reward")
     if isinstance(s, Skipped):
@@ -517,11 +575,14 @@ def kl_drift(history: History, p: Params) -> Result:
         return short
     _, steps, values = kl
     recent = window_median(values, window=w)
+    # both references floored at min_kl: a KL that doubles from 0.003 to 0.012 nats is still noise
+    # around the reference (an Unsloth GRPO run's 0.04 at its end is a healthy one)
     before = np.concatenate([np.full(w, np.nan), recent[:-w]])
+    before = np.where(np.isnan(before), np.nan, np.fmax(before, p["min_kl"]))
     first = values[np.isfinite(values)][: int(p["baseline"])]
     start = max(float(first.min()), p["min_kl"])
     with np.errstate(invalid="ignore"):
-        doubled = (recent > p["growth"] * before) & (recent > p["min_kl"])
+        doubled = recent > p["growth"] * before
         doubled &= _reward_not_rising(reward, steps, w, p["reward_sigmas"])
         from_start = recent > p["start_growth"] * start
         from_start &= _reward_not_rising(reward, steps, w, p["start_reward_sigmas"], since_start=True)
@@ -624,6 +685,139 @@ def reward_hacking(history: History, p: Params) -> Result:
         val_best_step=int(steps[peak[end]]),
         val_now=values[end],
         val_noise_sigma=sigma,
+    )
+
+
+def _saturated(reward: Series, p: Params) -> tuple[np.ndarray, np.ndarray]:
+    """Per finite reward point: whether the reward sits at its top, and whether it saturated there.
+
+    At its top: the median of the last ``window`` points within ``top_sigmas`` noise sigmas of
+    its best so far, or, for a reward bounded in [0, 1], at ``ceiling_level`` or above.
+    Saturated: at its top, no longer rising (less than ``plateau_sigmas`` gained over the last
+    ``window`` points) and either risen ``rise_sigmas`` above its first ``window`` points or at
+    the ceiling of a [0, 1] reward.
+    """
+    w = int(p["window"])
+    x = reward.values
+    wm = window_median(x, window=w)
+    sigma = noise_sigma(x)
+    with np.errstate(invalid="ignore"):
+        best = np.fmax.accumulate(wm)
+        bounded = bool(np.all((x >= 0.0) & (x <= 1.0)))
+        at_ceiling = bounded & (wm >= p["ceiling_level"])
+        top = (wm >= best - p["top_sigmas"] * sigma) | at_ceiling
+        before = np.concatenate([np.full(w, np.nan), wm[:-w]])
+        flat = wm - before <= p["plateau_sigmas"] * sigma
+        risen = (wm - wm[w - 1] >= p["rise_sigmas"] * sigma) & (wm > wm[w - 1])
+    return top, top & ((flat & risen) | at_ceiling)
+
+
+def _runaway(
+    s: Series, t0: int, high_at: Callable[[np.ndarray], np.ndarray], w: int, flags_of: Callable[..., Any]
+) -> tuple[np.ndarray, float] | None:
+    """Flags of ``s`` past step ``t0`` (the reward still high), and its level at ``t0``: the
+    median of its last ``w`` points up to ``t0``. None when it has no point up to ``t0``."""
+    upto = s.values[(s.steps <= t0) & np.isfinite(s.values)][-w:]
+    if upto.size == 0:
+        return None
+    anchor = float(np.median(upto))
+    recent = window_median(s.values, window=w)
+    with np.errstate(invalid="ignore"):
+        flags = (s.steps > t0) & high_at(s.steps) & flags_of(recent, anchor)
+    return flags, anchor
+
+
+def _gaming_arms(
+    history: History, reward: Series, p: Params
+) -> dict[str, Callable[[np.ndarray, float], np.ndarray]]:
+    """The signals reward_gaming watches, each with its runaway test ``(window median, level at
+    saturation) -> flags``; the entropy only under a [0, 1] reward at its ceiling and a task not
+    solved."""
+    arms: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
+        "kl_ref": lambda x, a: (x >= p["kl_growth"] * a) & (x >= p["min_kl"]),
+        "response_length": lambda x, a: x >= p["length_growth"] * a,
+        "perplexity": lambda x, a: x >= p["ppl_growth"] * a,
+    }
+    solved = _tail_median(resolve(history, "frac_all_solved"), int(p["n"]))
+    bounded = bool(np.all((reward.values >= 0.0) & (reward.values <= 1.0)))
+    top = np.nanmax(window_median(reward.values, window=int(p["window"])))
+    if bounded and top >= p["ceiling_level"] and (solved is None or solved < p["solved_level"]):
+        arms["entropy"] = lambda x, a: x <= p["entropy_fraction"] * a
+    return arms
+
+
+@_rule(
+    thresholds={
+        "window": 10.0,
+        "rise_sigmas": 3.0,
+        "plateau_sigmas": 1.0,
+        "top_sigmas": 2.0,
+        "ceiling_level": 0.9,
+        "kl_growth": 4.0,
+        "min_kl": 0.1,
+        "length_growth": 2.0,
+        "ppl_growth": 2.0,
+        "entropy_fraction": 0.1,
+        "solved_level": 0.5,
+        "min_val_points": 5.0,
+        **_PERSIST,
+    },
+    advice="The reward sits at its top while the policy runs away (KL, length, perplexity) or "
+    "stops exploring: the policy may exploit the reward. Read samples, log a held-out "
+    "validation score, harden the reward, and keep the checkpoint from before the runaway.",
+)
+def reward_gaming(history: History, p: Params) -> Result:
+    """Reward gaming from training signals alone: the reward saturated at its top while the KL
+    to the reference, the response length or the perplexity run away from their level when it
+    saturated, or, a [0, 1] reward at its ceiling, while the entropy collapses.
+
+    Judged only where no validation score is logged (:func:`reward_hacking` judges those runs);
+    an error when two of the signals run away together.
+    """
+    s = _series(history, "reward_gaming", "reward")
+    if isinstance(s, Skipped):
+        return s
+    val = resolve(history, "val_score")
+    if val is not None and np.isfinite(val.values).sum() >= p["min_val_points"]:
+        return Skipped("reward_gaming", f"validation is logged ({val.key}): reward_hacking judges this run")
+    w, k = int(p["window"]), int(p["k"])
+    finite = np.isfinite(s[0].values)
+    reward = Series(s[0].key, s[0].steps[finite], s[0].values[finite])
+    if short := _too_short("reward_gaming", reward, 2 * w + k):
+        return short
+    top, saturated = _saturated(reward, p)
+    sat = _persist(saturated, p)
+    if sat is None:
+        return None
+    t0 = int(reward.steps[sat[0]])
+
+    def high_at(steps: np.ndarray) -> np.ndarray:
+        at = np.searchsorted(reward.steps, steps, side="right") - 1
+        return np.where(at >= 0, top[np.maximum(at, 0)], False)
+
+    hits: dict[str, tuple[Series, int, int, float]] = {}
+    for signal, flags_of in _gaming_arms(history, reward, p).items():
+        x = resolve(history, signal)
+        found = _runaway(x, t0, high_at, w, flags_of) if x is not None else None
+        if x is not None and found is not None and (hit := _persist(found[0], p)) is not None:
+            hits[signal] = (x, hit[0], hit[1], found[1])
+    if not hits:
+        return None
+    first, onset, end, _ = min(hits.values(), key=lambda h: int(h[0].steps[h[1]]))
+    start = max(onset - w + 1, int(np.searchsorted(first.steps, t0, side="right")))
+    return _finding(
+        "reward_gaming",
+        ERROR if len(hits) >= 2 else WARNING,
+        first.steps,
+        start,
+        end,
+        first,
+        metric=(reward.key, *(h[0].key for h in hits.values())),
+        saturated_at=t0,
+        reward_at_saturation=float(np.median(reward.values[max(sat[0] - w + 1, 0) : sat[0] + 1])),
+        running_away=sorted(hits),
+        level_at_saturation={h[0].key: _num(h[3]) for h in hits.values()},
+        level_now={h[0].key: _num(np.median(h[0].values[h[1] : h[2] + 1])) for h in hits.values()},
     )
 
 

@@ -1,16 +1,22 @@
-"""The signals the health rules read, and the keys each is logged under by rlmetrics/verl and TRL.
+"""The signals the health rules read, and the keys each is logged under by rlmetrics/verl, TRL,
+OpenRLHF and NeMo-RL.
 
 A *signal* is a quantity a rule needs (the policy entropy, the KL to the reference, the mean
 response length ...). Trainers log it under different keys: rlmetrics and verl 0.9.1 under
-``actor/entropy``, TRL's ``GRPOTrainer`` under ``entropy``. :data:`SIGNALS` lists, for every
-signal, its candidate keys, rlmetrics/verl first, then TRL; :func:`resolve` picks the first one
+``actor/entropy`` (verl before 0.4 and OpenRLHF under the name of its loss term,
+``actor/entropy_loss``, ``entropy_loss``), TRL's ``GRPOTrainer`` under ``entropy``, NeMo-RL
+under ``approx_entropy``. :data:`SIGNALS`
+lists, for every signal, its candidate keys, rlmetrics/verl first (verl 0.2 to 0.9: the keys
+of 0.9 and the older names it renamed), then TRL (0.14 to 1.16: ``completion_length`` before
+``completions/mean_length``), OpenRLHF and NeMo-RL; :func:`resolve` picks the first one
 the history holds. A candidate may be a shell pattern (``*``), as the validation keys are
 (``val-core/<source>/<var>/mean@<n>``): of several keys that match, the one with the most finite
 points is taken (``acc`` before ``reward``, then by name, on a tie).
 
 TRL's metrics read from TensorBoard or W&B carry the prefix transformers' logging callbacks
 give them (``train/reward``, ``train/kl``; evaluation ``eval/reward`` where
-``trainer_state.json`` holds ``eval_reward``): every TRL candidate is listed in both forms.
+``trainer_state.json`` holds ``eval_reward``); OpenRLHF and NeMo-RL log ``train/<key>`` too:
+every such candidate is listed in both forms.
 
 Keys not listed are ignored; a signal none of whose keys is present makes the rules that need it
 report that they could not run. A run of your own loop names its signals itself:
@@ -42,7 +48,10 @@ _LEGACY_VAL_TEST_SCORE = f"{K.VERL_LEGACY_VAL_PREFIX}{_LEGACY_TEST_SCORE}"
 _HF_TRAIN_PREFIX = "train/"
 _HF_EVAL_PREFIX = "eval/"
 
-_TRL_KEYS = {
+#: Bare keys of trainers whose TensorBoard and W&B loggers add ``train/`` (``eval/`` to an
+#: ``eval_`` key): transformers' Trainer (TRL), OpenRLHF (``"train/%s" % k``) and NeMo-RL
+#: (``prefix="train"``).
+_TRAINER_KEYS = {
     K.TRL_REWARD,
     K.TRL_EVAL_REWARD,
     K.TRL_LOSS,
@@ -53,16 +62,37 @@ _TRL_KEYS = {
     K.TRL_FRAC_REWARD_ZERO_STD,
     K.TRL_COMPLETIONS_MEAN_LENGTH,
     K.TRL_LEGACY_COMPLETION_LENGTH,
+    K.TRL_LEGACY_CLIP_RATIO,
     K.TRL_COMPLETIONS_CLIPPED_RATIO,
     K.TRL_LEARNING_RATE,
     K.TRL_SAMPLING_IS_RATIO_MEAN,
     K.TRL_SAMPLING_LOGP_DIFFERENCE_MEAN,
+    K.TRL_PPO_POLICY_LOSS,
+    K.TRL_PPO_APPROXKL,
+    K.TRL_PPO_CLIPFRAC,
+    K.OPENRLHF_POLICY_LOSS,
+    K.OPENRLHF_KL,
+    K.OPENRLHF_PPO_KL,
+    K.OPENRLHF_REWARD,
+    K.OPENRLHF_RESPONSE_LENGTH,
+    K.OPENRLHF_ACTOR_LR,
+    K.OPENRLHF_ENTROPY,
+    K.OPENRLHF_CLIP_RATIO,
+    K.NEMO_RL_LOSS,
+    K.NEMO_RL_REWARD,
+    K.NEMO_RL_GRAD_NORM,
+    K.NEMO_RL_KL_PENALTY,
+    K.NEMO_RL_APPROX_ENTROPY,
+    K.NEMO_RL_TOKEN_MULT_PROB_ERROR,
+    K.NEMO_RL_GEN_KL_ERROR,
+    K.NEMO_RL_MEAN_GEN_TOKENS,
+    K.NEMO_RL_TRUNCATION_RATE,
 }
 
 
 def _logged_forms(key: str) -> tuple[str, ...]:
-    """A TRL key as the Trainer logs it and as TensorBoard/W&B hold it."""
-    if key not in _TRL_KEYS:
+    """A trainer's bare key as it prints it and as TensorBoard/W&B hold it."""
+    if key not in _TRAINER_KEYS:
         return (key,)
     if key.startswith(K.TRL_EVAL_PREFIX):
         return key, _HF_EVAL_PREFIX + key.removeprefix(K.TRL_EVAL_PREFIX)
@@ -70,47 +100,85 @@ def _logged_forms(key: str) -> tuple[str, ...]:
 
 
 _CANDIDATES: dict[str, tuple[str, ...]] = {
-    # reward of the training rollouts (verl: the task score before the KL penalty)
+    # reward of the training rollouts (verl: the task score before the KL penalty), then
+    # TRL/OpenRLHF/NeMo-RL's reward
     "reward": (K.SCORE_MEAN, K.TRL_REWARD),
-    # validation score: verl's val-core mean@n (older verl: test_score/<source>), TRL's evaluation reward
-    "val_score": (_VAL_CORE_MEAN, _LEGACY_VAL_TEST_SCORE, _LEGACY_TEST_SCORE, K.TRL_EVAL_REWARD),
-    "loss": (K.ACTOR_PG_LOSS, K.TRL_LOSS),
+    # validation score: verl's val-core mean@n (older verl: test_score/<source>), TRL's evaluation
+    # reward, NeMo-RL's validation accuracy
+    "val_score": (
+        _VAL_CORE_MEAN,
+        _LEGACY_VAL_TEST_SCORE,
+        _LEGACY_TEST_SCORE,
+        K.TRL_EVAL_REWARD,
+        K.NEMO_RL_VAL_ACCURACY,
+    ),
+    "loss": (K.ACTOR_PG_LOSS, K.TRL_LOSS, K.TRL_PPO_POLICY_LOSS, K.OPENRLHF_POLICY_LOSS),
     "advantage": (K.ADV_MEAN,),
     "grad_norm": (K.ACTOR_GRAD_NORM, K.TRL_GRAD_NORM),
-    "entropy": (K.ACTOR_ENTROPY, K.VERL_LEGACY_ENTROPY, K.TRL_ENTROPY),
+    # policy entropy (older verl and OpenRLHF log it under the name of its loss term)
+    "entropy": (
+        K.ACTOR_ENTROPY,
+        K.VERL_LEGACY_ENTROPY,
+        K.TRL_ENTROPY,
+        K.OPENRLHF_ENTROPY,
+        K.NEMO_RL_APPROX_ENTROPY,
+    ),
     # KL to the reference policy: verl's KL loss or KL-in-reward penalty (older verl: critic/kl),
-    # TRL's kl (beta > 0)
-    "kl_ref": (K.ACTOR_KL_LOSS, K.ACTOR_REWARD_KL_PENALTY, K.VERL_LEGACY_KL, K.TRL_KL),
+    # TRL's and OpenRLHF's kl (beta > 0), NeMo-RL's kl_penalty
+    "kl_ref": (
+        K.ACTOR_KL_LOSS,
+        K.ACTOR_REWARD_KL_PENALTY,
+        K.VERL_LEGACY_KL,
+        K.TRL_KL,
+        K.NEMO_RL_KL_PENALTY,
+    ),
     # KL to the policy of the rollouts (the PPO update's own step size)
-    "ppo_kl": (K.PPO_KL,),
-    "clip_fraction": (K.PG_CLIPFRAC, K.TRL_CLIP_RATIO_REGION_MEAN),
+    "ppo_kl": (K.PPO_KL, K.TRL_PPO_APPROXKL, K.OPENRLHF_PPO_KL),
+    "clip_fraction": (
+        K.PG_CLIPFRAC,
+        K.TRL_CLIP_RATIO_REGION_MEAN,
+        K.TRL_LEGACY_CLIP_RATIO,
+        K.TRL_PPO_CLIPFRAC,
+        K.OPENRLHF_CLIP_RATIO,
+    ),
     "frac_reward_zero_std": (K.GRPO_FRAC_REWARD_ZERO_STD, K.TRL_FRAC_REWARD_ZERO_STD),
     "response_length": (
         K.RESPONSE_LENGTH_MEAN,
         K.TRL_COMPLETIONS_MEAN_LENGTH,
         K.TRL_LEGACY_COMPLETION_LENGTH,
+        K.OPENRLHF_RESPONSE_LENGTH,
+        K.NEMO_RL_MEAN_GEN_TOKENS,
     ),
-    "length_clip_ratio": (K.RESPONSE_LENGTH_CLIP_RATIO, K.TRL_COMPLETIONS_CLIPPED_RATIO),
+    "length_clip_ratio": (
+        K.RESPONSE_LENGTH_CLIP_RATIO,
+        K.TRL_COMPLETIONS_CLIPPED_RATIO,
+        K.NEMO_RL_TRUNCATION_RATE,
+    ),
     "throughput": (K.PERF_THROUGHPUT,),
     "explained_variance": (K.VF_EXPLAINED_VAR,),
-    "learning_rate": (K.ACTOR_LR, K.TRL_LEARNING_RATE),
-    # rollout/training mismatch (verl's rollout_corr/*, TRL's vLLM importance sampling)
+    "learning_rate": (K.ACTOR_LR, K.TRL_LEARNING_RATE, K.OPENRLHF_ACTOR_LR),
+    # rollout/training mismatch (verl's rollout_corr/*, TRL's vLLM importance sampling, NeMo-RL's
+    # generation KL and probability error)
     "is_weight_mean": (K.ROLLOUT_CORR_IS_MEAN, K.TRL_SAMPLING_IS_RATIO_MEAN),
     "is_weight_std": (K.ROLLOUT_CORR_IS_STD,),
     "is_ess": (K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE,),
-    "mismatch_kl": (K.ROLLOUT_CORR_KL, K.ROLLOUT_CORR_K3_KL),
+    "mismatch_kl": (K.ROLLOUT_CORR_KL, K.ROLLOUT_CORR_K3_KL, K.NEMO_RL_GEN_KL_ERROR),
     "chi2_token": (K.ROLLOUT_CORR_CHI2_TOKEN,),
-    # training/rollout perplexity ratio (verl); mean |logp_train - logp_rollout| per token (TRL)
-    "ppl_ratio": (K.ROLLOUT_CORR_PPL_RATIO,),
+    # training/rollout perplexity ratio (verl), NeMo-RL's token probability error ratio (>= 1);
+    # mean |logp_train - logp_rollout| per token (TRL)
+    "ppl_ratio": (K.ROLLOUT_CORR_PPL_RATIO, K.NEMO_RL_TOKEN_MULT_PROB_ERROR),
     "logp_abs_diff": (K.TRL_SAMPLING_LOGP_DIFFERENCE_MEAN,),
     # share of groups whose every sample has full marks (rlmetrics; TRL logs none)
     "frac_all_solved": (K.GRPO_FRAC_ALL_SOLVED,),
+    # perplexity of the training policy on its own rollouts (verl's rollout correction)
+    "perplexity": (K.ROLLOUT_CORR_TRAINING_PPL,),
 }
 
-#: Canonical signal -> candidate keys, rlmetrics/verl 0.9.1 first, then TRL (1.16) as its
-#: Trainer logs it, then as TensorBoard/W&B hold it (``train/``, ``eval/``).
+#: Canonical signal -> candidate keys, rlmetrics/verl 0.9.1 first, then TRL (1.16), OpenRLHF and
+#: NeMo-RL as they print them, each followed by its form in TensorBoard/W&B (``train/``, ``eval/``).
 SIGNALS: dict[str, tuple[str, ...]] = {
-    signal: tuple(form for key in keys for form in _logged_forms(key)) for signal, keys in _CANDIDATES.items()
+    signal: tuple(dict.fromkeys(form for key in keys for form in _logged_forms(key)))
+    for signal, keys in _CANDIDATES.items()
 }
 
 _PATTERN_CHARS = frozenset("*?[")
