@@ -27,8 +27,8 @@ from rlmetrics._core.checks import check_int, check_seed, warn_undefined
 from rlmetrics.errors import UndefinedMetricWarning
 from rlmetrics.keys import ValName
 from rlmetrics.validation._args import check_level
-from rlmetrics.validation.estimators import _maj_win_weights, _order_stat_weights
-from rlmetrics.validation.inputs import (
+from rlmetrics.validation.exact.estimators import _maj_win_weights, _order_stat_weights
+from rlmetrics.validation.exact.inputs import (
     Predictions,
     Prompts,
     as_list,
@@ -38,7 +38,7 @@ from rlmetrics.validation.inputs import (
     predictions,
     read_column,
 )
-from rlmetrics.validation.intervals import CI_METHODS, column_intervals
+from rlmetrics.validation.exact.intervals import CI_METHODS, column_intervals
 
 __all__ = [
     "DEFAULT_TAUS",

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rlmetrics.validation import draws
+from rlmetrics.validation.verl import draws
 
 __all__ = ["BestWorst", "best_worst_stats", "rank_counts", "weighted_mean_std", "weighted_mean_std_blocks"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from rlmetrics.validation.compare import (
+from rlmetrics.validation.comparison.curves import (
     CurveComparison,
     PairedDifference,
     compare_curves,
@@ -26,8 +26,8 @@ from rlmetrics.validation.compare import (
     pass_at_k_curves,
     unpaired_difference,
 )
-from rlmetrics.validation.intervals import IntervalTable, column_intervals
-from rlmetrics.validation.summary import PromptTable
+from rlmetrics.validation.exact.intervals import IntervalTable, column_intervals
+from rlmetrics.validation.exact.summary import PromptTable
 
 __all__ = ["TableComparison", "compare_summaries", "compare_tables"]
 
@@ -109,7 +109,7 @@ def compare_tables(
 
     Examples
     --------
-    >>> from rlmetrics.validation.summary import prompt_estimates
+    >>> from rlmetrics.validation.exact.summary import prompt_estimates
     >>> uids = [u for u in "abcdefgh" for _ in range(4)]
     >>> run_a = prompt_estimates(["m"] * 32, uids, {"acc": [1, 0, 0, 0] * 8})
     >>> run_b = prompt_estimates(["m"] * 32, uids, {"acc": [1, 1, 0, 0] * 6 + [1, 0, 0, 0] * 2})
@@ -195,7 +195,7 @@ def compare_summaries(
 
     Examples
     --------
-    >>> from rlmetrics.validation.summary import summarize_validation
+    >>> from rlmetrics.validation.exact.summary import summarize_validation
     >>> uids = [u for u in "abcdefgh" for _ in range(4)]
     >>> s_a = summarize_validation(["m"] * 32, uids, {"acc": [1, 0, 0, 0] * 8})
     >>> s_b = summarize_validation(["m"] * 32, uids, {"acc": [1, 1, 0, 0] * 6 + [1, 0, 0, 0] * 2})

@@ -26,14 +26,14 @@ import numpy as np
 from rlmetrics import keys
 from rlmetrics._core.checks import check_int
 from rlmetrics.keys import ValName
-from rlmetrics.validation import draws
-from rlmetrics.validation.extremes import (
+from rlmetrics.validation.verl import draws
+from rlmetrics.validation.verl.extremes import (
     best_worst_stats,
     rank_counts,
     weighted_mean_std,
     weighted_mean_std_blocks,
 )
-from rlmetrics.validation.inputs import (
+from rlmetrics.validation.exact.inputs import (
     Column,
     Predictions,
     Prompts,
@@ -44,7 +44,7 @@ from rlmetrics.validation.inputs import (
     read_column,
     unique_rows,
 )
-from rlmetrics.validation.majority import majority_counts, pattern_counts
+from rlmetrics.validation.verl.majority import majority_counts, pattern_counts
 
 __all__ = [
     "MAX_DRAWS",

@@ -39,7 +39,7 @@ from rlmetrics.validation._args import (
     check_scalar,
     check_vector,
 )
-from rlmetrics.validation.intervals import standard_errors
+from rlmetrics.validation.exact.intervals import standard_errors
 
 __all__ = [
     "CurveComparison",
