@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.validation import bootstrap as V
+from rlmetrics.validation.verl import bootstrap as V
 from rlmetrics.validation.bootstrap import (
     MAX_SAMPLES_PER_PROMPT,
     bootstrap_indices,

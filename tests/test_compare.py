@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.validation import compare as C
+from rlmetrics.validation.comparison import curves as C
 from rlmetrics.validation.compare import (
     compare_curves,
     match_prompts,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.validation import estimators as E
+from rlmetrics.validation.exact import estimators as E
 from rlmetrics.validation.bootstrap import bootstrap_metric
 from rlmetrics.validation.estimators import best_at_k, maj_at_k, pass_at_k, pass_hat_k, worst_at_k
 

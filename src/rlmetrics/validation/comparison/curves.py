@@ -1,57 +1,32 @@
-"""Comparing two evaluation runs on the same prompts: paired differences and pass@k curves.
+"""Per-prompt pass@k / pass^k curves of two runs, their difference and a simultaneous band.
 
-Per prompt ``i`` there is an estimate ``a_i`` of a metric for run (or checkpoint) A and ``b_i``
-for run B: mean@N accuracy, unbiased pass@k, maj@k, pass^k. The prompts are the sample, so the
-statistics are over prompts (Miller 2024, "Adding Error Bars to Evals", arXiv 2411.00640):
-
-* :func:`match_prompts` pairs the two runs' prompts by key.
-* :func:`paired_difference`: the mean of ``d_i = b_i - a_i`` with the paired standard error
-  ``sd(d) / sqrt(P)`` (Miller eq. 7), or the cluster-robust one when prompts share a cluster
-  (Miller eq. 4, in the CR1 form), a Student-t interval and p-value with ``P - 1`` (or
-  ``G - 1``) degrees of freedom (normal intervals under-cover below a few hundred prompts,
-  Bowyer et al. 2025), the correlation of ``a`` and ``b``, and the minimum detectable effect
-  (Miller eqs. 9-10, with t quantiles).
-* :func:`unpaired_difference`: Welch's t from the two runs' summaries alone.
 * :func:`pass_at_k_curves`, :func:`pass_hat_k_curves`: per-prompt unbiased pass@k and pass^k
   for many k at once.
 * :func:`compare_curves`: the difference of two such curves with a simultaneous bootstrap band
   over all k, and where the runs swap places (RL raises pass@1 while the base model overtakes
-  it at large k: Yue et al. 2025).
+  it at large k: Yue et al. 2025). It returns data (:class:`CurveComparison`);
+  :func:`describe_curves` puts the finding in a sentence.
 
-scipy is imported inside the functions that need it.
+:func:`compare_curves` runs in small steps: the inputs are checked (:func:`_curve_pair`), the
+per-prompt differences reduced to sums per prompt or cluster (:func:`_curve_moments`), the
+bootstrap replicates' t statistics drawn (:func:`_replicate_t`), the pointwise intervals and
+the band taken from them (:func:`_bands`), and the crossover read off (:func:`_crossover`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from rlmetrics._core.checks import check_int, check_seed, warn_undefined
-from rlmetrics.validation._args import (
-    check_cluster_codes,
-    check_counts,
-    check_ks,
-    check_level,
-    check_scalar,
-    check_vector,
-)
-from rlmetrics.validation.exact.intervals import standard_errors
+from rlmetrics.validation._args import check_cluster_codes, check_counts, check_ks, check_level
+from rlmetrics.validation.comparison.paired import ROUNDING, fmt_level
 
-__all__ = [
-    "CurveComparison",
-    "Matched",
-    "PairedDifference",
-    "compare_curves",
-    "match_prompts",
-    "paired_difference",
-    "pass_at_k_curves",
-    "pass_hat_k_curves",
-    "unpaired_difference",
-]
+__all__ = ["CurveComparison", "compare_curves", "describe_curves", "pass_at_k_curves", "pass_hat_k_curves"]
 
 # Bootstrap weights are drawn in chunks of at most this many entries (replicates x clusters),
 # so the weights of one chunk take at most 32 MB.
@@ -64,384 +39,6 @@ _SMALL_PRODUCT = 10_000_000
 _SE_FLOOR = 0.25
 # Default ks of the curves (1 .. min n) are refused above this many points: give ks=.
 _MAX_DEFAULT_K = 1 << 16
-# Differences b_i - a_i that agree within this many ulps of the inputs count as equal.
-_ROUNDING = 4 * np.finfo(np.float64).eps
-
-
-def _fmt_level(confidence: float) -> str:
-    return f"{100 * confidence:g}%"
-
-
-# --------------------------------------------------------------------------------------------
-# matching
-
-
-class Matched(NamedTuple):
-    """Prompts present in both runs: ``keys_a[a[j]] == keys_b[b[j]]`` for every ``j``.
-
-    Attributes
-    ----------
-    a, b : int64 arrays, shape (M,)
-        Positions in ``keys_a`` and ``keys_b`` of the M common keys, in the order of ``keys_a``.
-    n_only_a, n_only_b : int
-        Keys in one run only.
-    """
-
-    a: np.ndarray
-    b: np.ndarray
-    n_only_a: int
-    n_only_b: int
-
-
-def _key_index(keys: Any, name: str) -> dict[Hashable, int]:
-    if isinstance(keys, np.ndarray):
-        # rows of a 2-D array (e.g. (source, uid) columns) become tuples
-        keys = [tuple(k) if isinstance(k, list) else k for k in keys.tolist()]
-    elif isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
-        raise TypeError(f"{name} must be a sequence of prompt keys; got {type(keys).__name__}")
-    index: dict[Hashable, int] = {}
-    for i, key in enumerate(keys):
-        try:
-            j = index.setdefault(key, i)
-        except TypeError:
-            raise TypeError(
-                f"{name} must hold hashable keys (e.g. (source, uid) tuples); "
-                f"got {type(key).__name__} at position {i}"
-            ) from None
-        if j != i:
-            raise ValueError(f"{name} has a duplicate key {key!r} (positions {j} and {i})")
-    return index
-
-
-def match_prompts(keys_a: Any, keys_b: Any) -> Matched:
-    """Pair the prompts of two runs by key.
-
-    Parameters
-    ----------
-    keys_a, keys_b : sequences of hashables
-        One key per prompt of each run, e.g. ``(data_source, uid)`` tuples (a 2-D array's rows
-        are taken as tuples). Keys must be unique within a run.
-
-    Returns
-    -------
-    Matched
-        Index arrays ``a`` and ``b`` (shape (M,), in the order of ``keys_a``) and the number of
-        keys found in one run only.
-
-    Raises
-    ------
-    ValueError
-        A key appears twice in one run (the message names the run and the key).
-    TypeError
-        A key is not hashable.
-
-    Examples
-    --------
-    >>> m = match_prompts([("gsm8k", 1), ("gsm8k", 2), ("math", 7)], [("math", 7), ("gsm8k", 1)])
-    >>> m.a.tolist(), m.b.tolist(), m.n_only_a, m.n_only_b
-    ([0, 2], [1, 0], 1, 0)
-    """
-    index_a = _key_index(keys_a, "keys_a")
-    index_b = _key_index(keys_b, "keys_b")
-    pairs = [(i, index_b[k]) for k, i in index_a.items() if k in index_b]
-    a = np.fromiter((i for i, _ in pairs), dtype=np.int64, count=len(pairs))
-    b = np.fromiter((j for _, j in pairs), dtype=np.int64, count=len(pairs))
-    return Matched(a, b, len(index_a) - len(pairs), len(index_b) - len(pairs))
-
-
-# --------------------------------------------------------------------------------------------
-# paired and unpaired differences
-
-
-@dataclass(frozen=True)
-class PairedDifference:
-    """The difference ``B - A`` of two runs' means over prompts, with its uncertainty.
-
-    Attributes
-    ----------
-    mean_a, mean_b : float
-        Means over prompts of each run.
-    diff : float
-        ``mean_b - mean_a`` (for paired data: the mean of ``b_i - a_i``).
-    se : float
-        Standard error of ``diff``.
-    ci_low, ci_high : float
-        Two-sided Student-t interval at ``confidence``.
-    p_value : float
-        Two-sided p-value of H0: no difference.
-    n : int
-        Matched prompts (paired), or ``n_a + n_b`` (unpaired).
-    n_clusters : int or None
-        Clusters, when the standard error is clustered.
-    correlation : float
-        Pearson correlation of ``a_i`` and ``b_i`` over prompts: NaN when undefined (fewer than
-        two prompts, a constant run, or unpaired data). The higher it is, the more the pairing
-        gains over an unpaired comparison.
-    mde : float
-        Minimum detectable effect: the ``|difference|`` that a two-sided test at level
-        ``1 - confidence`` detects with probability ``power``, ``(t_{1-alpha/2} + t_power) * se``.
-    method : str
-        ``"paired t"``, ``"paired t, clustered (G clusters)"`` or ``"unpaired (Welch)"``.
-    confidence, power : float
-        The levels used.
-    df : float
-        Degrees of freedom of the t distribution: ``P - 1``, ``G - 1`` or Welch-Satterthwaite.
-    statistic : float
-        ``diff / se``.
-    """
-
-    mean_a: float
-    mean_b: float
-    diff: float
-    se: float
-    ci_low: float
-    ci_high: float
-    p_value: float
-    n: int
-    n_clusters: int | None
-    correlation: float
-    mde: float
-    method: str
-    confidence: float
-    power: float
-    df: float
-    statistic: float
-
-    def summary(self) -> str:
-        """One line for a paper or a log: the difference, its interval, p-value and method.
-
-        Examples
-        --------
-        >>> r = paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0])
-        >>> r.summary()
-        'B - A = 0.25 (95% CI [-0.209, 0.709], p = 0.182, n = 4, paired t, corr = 0.71, MDE = 0.6)'
-        """
-        corr = "" if math.isnan(self.correlation) else f", corr = {self.correlation:.2g}"
-        return (
-            f"B - A = {self.diff:.3g} ({_fmt_level(self.confidence)} CI [{self.ci_low:.3g}, "
-            f"{self.ci_high:.3g}], p = {self.p_value:.3g}, n = {self.n}, {self.method}{corr}, "
-            f"MDE = {self.mde:.2g})"
-        )
-
-
-def _t_inference(
-    diff: float, se: float, df: float, confidence: float, power: float
-) -> tuple[float, float, float, float, float]:
-    """(ci_low, ci_high, p_value, mde, statistic) of ``diff`` with standard error ``se``."""
-    if se == 0.0:
-        # every paired difference equal: no sampling variation, the difference is exact
-        stat = 0.0 if diff == 0.0 else math.copysign(math.inf, diff)
-        return diff, diff, 1.0 if diff == 0.0 else 0.0, 0.0, stat
-    if math.isnan(se) or math.isnan(df):
-        nan = math.nan
-        return nan, nan, nan, nan, nan
-    from scipy import special
-
-    half = float(special.stdtrit(df, 0.5 + confidence / 2.0))
-    stat = diff / se
-    p_value = float(min(1.0, 2.0 * special.stdtr(df, -abs(stat))))
-    mde = (half + float(special.stdtrit(df, power))) * se
-    return diff - half * se, diff + half * se, p_value, mde, stat
-
-
-def paired_difference(
-    a: Any,
-    b: Any,
-    *,
-    confidence: float = 0.95,
-    clusters: Any = None,
-    power: float = 0.8,
-) -> PairedDifference:
-    """Paired difference ``B - A`` over matched prompts, with a Student-t interval and p-value.
-
-    With ``d_i = b_i - a_i`` over ``P`` prompts: ``diff = mean(d)``, ``se = sd(d) / sqrt(P)``
-    (Miller 2024, eq. 7) with ``P - 1`` degrees of freedom (Bowyer et al. 2025: normal intervals
-    under-cover on a few hundred prompts or fewer). With ``clusters`` (prompts that share a
-    passage, a template, a source problem), the cluster-robust standard error
-
-    ``se^2 = G / (G - 1) * (1 / P^2) * sum_c (sum_{i in c} (d_i - diff))^2``
-
-    (Miller eq. 4 with the usual CR1 small-sample factor ``G / (G - 1)``, which makes one prompt
-    per cluster give exactly the unclustered ``se``) and ``G - 1`` degrees of freedom.
-
-    Parameters
-    ----------
-    a, b : array_like of float, shape (P,)
-        Per-prompt estimates of the metric for runs A and B, on the same prompts in the same
-        order (see :func:`match_prompts`). Finite; bools count as 0/1.
-    confidence : float, keyword-only
-        Level of the interval; the test's level is ``1 - confidence``.
-    clusters : sequence of hashables, shape (P,), optional, keyword-only
-        Cluster label of each prompt.
-    power : float, keyword-only
-        Power at which ``mde`` is reported.
-
-    Returns
-    -------
-    PairedDifference
-        With fewer than two prompts (or clusters) the standard error, interval, p-value and MDE
-        are NaN, with an ``UndefinedMetricWarning``. When every ``d_i`` is the same the standard error is
-        0, the interval is ``[diff, diff]`` and the p-value 0.0 (1.0 if ``diff == 0``).
-
-    Raises
-    ------
-    TypeError, ValueError
-        ``a``, ``b`` not 1-D finite numbers of the same length, ``clusters`` of another length,
-        levels outside (0, 1).
-
-    Examples
-    --------
-    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25])
-    >>> round(r.diff, 3), round(r.se, 3), round(r.p_value, 3), r.n, r.method
-    (0.15, 0.061, 0.07, 5, 'paired t')
-    >>> paired_difference([0.5, 1.0], [0.75, 1.25]).p_value
-    0.0
-    """
-    confidence = check_level(confidence, "confidence")
-    power = check_level(power, "power")
-    a = check_vector(a, "a")
-    b = check_vector(b, "b")
-    if a.shape != b.shape:
-        raise ValueError(f"a and b must have the same length (matched prompts); got {a.size} and {b.size}")
-    p = int(a.size)
-    codes, g = (None, None) if clusters is None else check_cluster_codes(clusters, p)
-    method = "paired t" if g is None else f"paired t, clustered ({g} clusters)"
-    nan = math.nan
-    if p == 0:
-        warn_undefined("paired_difference needs at least two prompts; got 0: returning NaN")
-        return PairedDifference(
-            nan, nan, nan, nan, nan, nan, nan, 0, g, nan, nan, method, confidence, power, nan, nan
-        )
-    mean_a, mean_b = float(a.mean()), float(b.mean())
-    d = b - a
-    diff = float(d.mean())
-    # every d_i the same up to the rounding of b_i - a_i: no spread to estimate
-    constant = bool(np.ptp(d) <= _ROUNDING * max(np.abs(a).max(), np.abs(b).max()))
-    correlation = nan
-    if p >= 2 and np.ptp(a) > 0 and np.ptp(b) > 0:
-        correlation = float(np.clip(np.corrcoef(a, b)[0, 1], -1.0, 1.0))
-    units = p if g is None else g
-    if units < 2:
-        what = "prompts" if g is None else "clusters"
-        warn_undefined(
-            f"paired_difference needs at least two {what} for a standard error; got {units}: "
-            "returning NaN for se, interval, p-value and MDE"
-        )
-        se, df = nan, nan
-    elif constant:
-        se, df = 0.0, float(units - 1)
-    else:
-        # the SE of the mean difference over prompts (clustered: Miller 2024, eq. 4, CR1)
-        se = float(
-            standard_errors(d[:, None], np.ones((p, 1), bool), np.array([diff]), np.array([p]), codes)[0]
-        )
-        df = float(units - 1)
-    ci_low, ci_high, p_value, mde, stat = _t_inference(diff, se, df, confidence, power)
-    return PairedDifference(
-        mean_a=mean_a,
-        mean_b=mean_b,
-        diff=diff,
-        se=se,
-        ci_low=ci_low,
-        ci_high=ci_high,
-        p_value=p_value,
-        n=p,
-        n_clusters=g,
-        correlation=correlation,
-        mde=mde,
-        method=method,
-        confidence=confidence,
-        power=power,
-        df=df,
-        statistic=stat,
-    )
-
-
-def unpaired_difference(
-    mean_a: float,
-    se_a: float,
-    n_a: int,
-    mean_b: float,
-    se_b: float,
-    n_b: int,
-    *,
-    confidence: float = 0.95,
-    power: float = 0.8,
-) -> PairedDifference:
-    """Difference ``B - A`` from the two runs' summaries alone: Welch's t.
-
-    For runs on different prompts, or when the per-prompt values are gone. ``se =
-    sqrt(se_a^2 + se_b^2)`` with the Welch-Satterthwaite degrees of freedom
-    ``se^4 / (se_a^4 / (n_a - 1) + se_b^4 / (n_b - 1))``. On the same prompts a paired
-    comparison (:func:`paired_difference`) is tighter whenever the runs are positively
-    correlated.
-
-    Parameters
-    ----------
-    mean_a, se_a : float
-        Run A's mean over prompts and its standard error (``sd / sqrt(n_a)``).
-    n_a : int
-        Run A's prompts.
-    mean_b, se_b, n_b
-        The same for run B.
-    confidence, power : float, keyword-only
-        As in :func:`paired_difference`.
-
-    Returns
-    -------
-    PairedDifference
-        ``method="unpaired (Welch)"``, ``n = n_a + n_b``, ``correlation`` NaN. With fewer than
-        two prompts on a side: NaN standard error and interval, with an ``UndefinedMetricWarning``.
-
-    Examples
-    --------
-    >>> r = unpaired_difference(0.50, 0.02, 500, 0.56, 0.02, 500)
-    >>> round(r.diff, 3), round(r.se, 4), round(r.df, 1), round(r.p_value, 4), r.method
-    (0.06, 0.0283, 998.0, 0.0341, 'unpaired (Welch)')
-    """
-    confidence = check_level(confidence, "confidence")
-    power = check_level(power, "power")
-    mean_a = check_scalar(mean_a, "mean_a")
-    mean_b = check_scalar(mean_b, "mean_b")
-    se_a = check_scalar(se_a, "se_a", minimum=0.0)
-    se_b = check_scalar(se_b, "se_b", minimum=0.0)
-    n_a = check_int(n_a, "n_a", minimum=1)
-    n_b = check_int(n_b, "n_b", minimum=1)
-    diff = mean_b - mean_a
-    nan = math.nan
-    if n_a < 2 or n_b < 2:
-        warn_undefined(
-            f"unpaired_difference needs at least two prompts per run; got n_a={n_a}, n_b={n_b}: "
-            "returning NaN for se, interval, p-value and MDE"
-        )
-        se, df = nan, nan
-    else:
-        va, vb = se_a * se_a, se_b * se_b
-        se = math.sqrt(va + vb)
-        df = (va + vb) ** 2 / (va * va / (n_a - 1) + vb * vb / (n_b - 1)) if se > 0 else nan
-    ci_low, ci_high, p_value, mde, stat = _t_inference(diff, se, df, confidence, power)
-    return PairedDifference(
-        mean_a=mean_a,
-        mean_b=mean_b,
-        diff=diff,
-        se=se,
-        ci_low=ci_low,
-        ci_high=ci_high,
-        p_value=p_value,
-        n=n_a + n_b,
-        n_clusters=None,
-        correlation=nan,
-        mde=mde,
-        method="unpaired (Welch)",
-        confidence=confidence,
-        power=power,
-        df=df,
-        statistic=stat,
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# per-prompt curves
 
 
 def _curve_inputs(n: Any, c: Any, ks: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -593,7 +190,9 @@ class CurveComparison:
         the last k where the first leader is surely better and the first k after it where the
         other is; the crossing lies between them at the stated level.
     statement : str
-        The finding in a sentence.
+        The finding in a sentence: :func:`describe_curves` of this result. Deprecated (kept for
+        compatibility): the numbers are the result, the words are the caller's; call
+        :func:`describe_curves`.
     confidence : float
     n_boot : int
     n_clusters : int or None
@@ -751,6 +350,58 @@ def compare_curves(
     """
     confidence = check_level(confidence, "confidence")
     n_boot = check_int(n_boot, "n_boot", minimum=1)
+    xa, xb, k_a, codes, g = _curve_pair(curves_a, curves_b, ks, clusters)
+    rng = np.random.default_rng(check_seed(seed))
+    mo = _curve_moments(xa, xb, codes, g)
+    _, se_arr = _mean_and_se(mo.moments(mo.stack.sum(axis=0, keepdims=True)))
+    se = se_arr[0]
+    lonely = ~np.isfinite(se)
+    if lonely.any():
+        what = "prompts" if codes is None else "clusters"
+        warn_undefined(
+            f"compare_curves needs at least two {what} defined on both runs at each k; "
+            f"k = {k_a[lonely].tolist()} have fewer: NaN standard errors and bands there",
+            stacklevel=3,
+        )
+    bands = _bands(mo.diff, se, _replicate_t(mo, se, n_boot, rng), confidence)
+    with np.errstate(invalid="ignore"):
+        b_mask, a_mask = bands.band_low > 0, bands.band_high < 0
+    crossover, crossover_interval = _crossover(mo.diff, b_mask, a_mask, k_a)
+    result = CurveComparison(
+        ks=_frozen(k_a),
+        mean_a=_frozen(mo.mean_a),
+        mean_b=_frozen(mo.mean_b),
+        diff=_frozen(mo.diff),
+        se=_frozen(se),
+        ci_low=_frozen(bands.ci_low),
+        ci_high=_frozen(bands.ci_high),
+        band_low=_frozen(bands.band_low),
+        band_high=_frozen(bands.band_high),
+        n=_frozen(mo.count.astype(np.int64)),
+        n_differ=_frozen(mo.n_differ.astype(np.int64)),
+        b_better=[int(k) for k in k_a[b_mask]],
+        a_better=[int(k) for k in k_a[a_mask]],
+        crossover=crossover,
+        crossover_interval=crossover_interval,
+        statement="",
+        confidence=confidence,
+        n_boot=n_boot,
+        n_clusters=g,
+        band_quantile=bands.band_quantile,
+    )
+    return dataclasses.replace(result, statement=describe_curves(result))
+
+
+def _frozen(x: np.ndarray) -> np.ndarray:
+    x = np.ascontiguousarray(x)
+    x.setflags(write=False)
+    return x
+
+
+def _curve_pair(
+    curves_a: Any, curves_b: Any, ks: Any, clusters: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int | None]:
+    """The checked inputs of :func:`compare_curves`: both (P, K) curves, the ks, cluster codes and G."""
     xa = _curves(curves_a, "curves_a")
     xb = _curves(curves_b, "curves_b")
     if xa.shape != xb.shape:
@@ -761,9 +412,37 @@ def compare_curves(
         raise ValueError(f"ks must have one k per column ({kk}); got {k_a.size}")
     if p == 0:
         raise ValueError("compare_curves needs at least one prompt; got curves of shape (0, K)")
-    codes, g = (None, None) if clusters is None else check_cluster_codes(clusters, p)
-    rng = np.random.default_rng(check_seed(seed))
+    if clusters is None:
+        return xa, xb, k_a, None, None
+    codes, g = check_cluster_codes(clusters, p)
+    return xa, xb, k_a, codes, g
 
+
+class _CurveMoments(NamedTuple):
+    """The sample's means and counts per k, and the per-unit sums the bootstrap reweights."""
+
+    mean_a: np.ndarray
+    mean_b: np.ndarray
+    diff: np.ndarray
+    #: prompts defined on both runs, and of those the ones where the runs differ, per k
+    count: np.ndarray
+    n_differ: np.ndarray
+    #: (units, J * K) per prompt (or cluster) sums, J blocks of K columns
+    stack: np.ndarray
+    #: which block of ``stack`` each :class:`_Moments` field is
+    parts: tuple[int, ...]
+    #: prompts, or clusters
+    units: int
+
+    def moments(self, sums: np.ndarray) -> _Moments:
+        """The :class:`_Moments` of reweighted sums ``(R, J * K)`` of :attr:`stack`."""
+        kk = self.diff.shape[0]
+        cols = [sums[:, j * kk : (j + 1) * kk] for j in range(max(self.parts) + 1)]
+        return _Moments(*(cols[j] for j in self.parts))
+
+
+def _curve_moments(xa: np.ndarray, xb: np.ndarray, codes: np.ndarray | None, g: int | None) -> _CurveMoments:
+    """Means and counts at each k over the prompts defined on both runs, and the sums per unit."""
     mask = ~(np.isnan(xa) | np.isnan(xb))
     count = mask.sum(axis=0)
     n_differ = (mask & (xa != xb)).sum(axis=0)
@@ -779,148 +458,130 @@ def compare_curves(
         # paired_difference
         spread = np.where(mask, d, -np.inf).max(axis=0) - np.where(mask, d, np.inf).min(axis=0)
         scale = np.where(mask, np.maximum(np.abs(xa), np.abs(xb)), 0.0).max(axis=0)
-        dc[:, spread <= _ROUNDING * scale] = 0.0
+        dc[:, spread <= ROUNDING * scale] = 0.0
     if codes is None:
         # one prompt per cluster: the six sums collapse onto three columns (counts are 0/1)
-        units = p
         stack = np.hstack([dc, dc * dc, mf])
-        parts = (0, 1, 0, 2, 2, 2)
-    else:
-        assert g is not None
-        units = g
-        order = np.argsort(codes, kind="stable")
-        starts = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0])
-        s_c = np.add.reduceat(dc[order], starts, axis=0)
-        n_c = np.add.reduceat(mf[order], starts, axis=0)
-        stack = np.hstack([s_c, s_c * s_c, s_c * n_c, n_c, n_c * n_c, (n_c > 0).astype(np.float64)])
-        parts = (0, 1, 2, 3, 4, 5)
-        del s_c, n_c
-    del d, dc, mf
+        return _CurveMoments(mean_a, mean_b, diff, count, n_differ, stack, (0, 1, 0, 2, 2, 2), xa.shape[0])
+    assert g is not None
+    order = np.argsort(codes, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0])
+    s_c = np.add.reduceat(dc[order], starts, axis=0)
+    n_c = np.add.reduceat(mf[order], starts, axis=0)
+    stack = np.hstack([s_c, s_c * s_c, s_c * n_c, n_c, n_c * n_c, (n_c > 0).astype(np.float64)])
+    return _CurveMoments(mean_a, mean_b, diff, count, n_differ, stack, (0, 1, 2, 3, 4, 5), g)
 
-    def moments(sums: np.ndarray) -> _Moments:
-        cols = [sums[:, j * kk : (j + 1) * kk] for j in range(max(parts) + 1)]
-        return _Moments(*(cols[j] for j in parts))
 
-    _, se_arr = _mean_and_se(moments(stack.sum(axis=0, keepdims=True)))
-    se = se_arr[0]
-    lonely = ~np.isfinite(se)
-    what = "prompts" if codes is None else "clusters"
-    if lonely.any():
-        warn_undefined(
-            f"compare_curves needs at least two {what} defined on both runs at each k; "
-            f"k = {k_a[lonely].tolist()} have fewer: NaN standard errors and bands there",
-            stacklevel=3,
-        )
+def _replicate_t(mo: _CurveMoments, se: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``|t*(k)|`` of each bootstrap replicate's centred mean, (n_boot, K).
 
-    # replicate t statistics of the centred mean, (n_boot, K)
-    t_star = np.empty((n_boot, kk))
+    Each replicate redraws the units (prompts or clusters) with replacement, as integer weights
+    on :attr:`_CurveMoments.stack`, drawn in chunks of at most ``_WEIGHT_CHUNK`` entries.
+    """
+    units = mo.units
+    t_star = np.empty((n_boot, mo.diff.shape[0]))
     chunk = max(1, _WEIGHT_CHUNK // units)
     for lo in range(0, n_boot, chunk):
         r = min(chunk, n_boot - lo)
-        draws = rng.integers(0, units, size=(r, units))
-        draws += np.arange(r)[:, None] * units
-        weights = np.bincount(draws.ravel(), minlength=r * units).reshape(r, units).astype(np.float64)
-        mu, se_b = _mean_and_se(moments(_weighted_sums(weights, stack)))
+        drawn = rng.integers(0, units, size=(r, units))
+        drawn += np.arange(r)[:, None] * units
+        weights = np.bincount(drawn.ravel(), minlength=r * units).reshape(r, units).astype(np.float64)
+        mu, se_b = _mean_and_se(mo.moments(_weighted_sums(weights, mo.stack)))
         with np.errstate(divide="ignore", invalid="ignore"):
             # se* floored at a quarter of the sample's se: where a few prompts carry most of the spread
             # at k (near-saturated pass@k), replicates that miss them have a tiny se* and a
             # huge t*, which would widen the band at every k
-            t = np.abs(mu) / np.maximum(np.nan_to_num(se_b), _SE_FLOOR * se)
-        t_star[lo : lo + r] = t
+            t_star[lo : lo + r] = np.abs(mu) / np.maximum(np.nan_to_num(se_b), _SE_FLOOR * se)
+    return t_star
 
+
+class _Bands(NamedTuple):
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    band_low: np.ndarray
+    band_high: np.ndarray
+    band_quantile: float
+
+
+def _bands(diff: np.ndarray, se: np.ndarray, t_star: np.ndarray, confidence: float) -> _Bands:
+    """Pointwise intervals (quantile of ``|t*(k)|`` at each k) and the simultaneous band (of
+    ``max_k |t*(k)|``); ``[diff, diff]`` where ``se`` is 0, NaN where it is undefined."""
     informative = np.isfinite(se) & (se > 0)
+    band_q = math.nan
     if informative.any():
-        band_q = float(
-            np.quantile(
-                np.nan_to_num(t_star[:, informative], nan=0.0).max(axis=1), confidence, method="higher"
-            )
-        )
-    else:
-        band_q = math.nan
+        worst = np.nan_to_num(t_star[:, informative], nan=0.0).max(axis=1)
+        band_q = float(np.quantile(worst, confidence, method="higher"))
     with np.errstate(invalid="ignore", all="ignore"):
         point_q = np.array(
             [
                 np.nanquantile(t_star[:, j], confidence, method="higher") if informative[j] else math.nan
-                for j in range(kk)
+                for j in range(se.shape[0])
             ]
         )
-    half_band = np.where(informative, band_q * np.where(informative, se, 0.0), np.where(se == 0, 0.0, np.nan))
-    half_point = np.where(
-        informative, point_q * np.where(informative, se, 0.0), np.where(se == 0, 0.0, np.nan)
-    )
-    band_low, band_high = diff - half_band, diff + half_band
-    ci_low, ci_high = diff - half_point, diff + half_point
+    se_used = np.where(informative, se, 0.0)
+    flat = np.where(se == 0, 0.0, np.nan)  # half-width where the replicates say nothing
+    half_band = np.where(informative, band_q * se_used, flat)
+    half_point = np.where(informative, point_q * se_used, flat)
+    return _Bands(diff - half_point, diff + half_point, diff - half_band, diff + half_band, band_q)
 
-    with np.errstate(invalid="ignore"):
-        b_mask = band_low > 0
-        a_mask = band_high < 0
-    b_better = [int(k) for k in k_a[b_mask]]
-    a_better = [int(k) for k in k_a[a_mask]]
 
+def _crossover(
+    diff: np.ndarray, b_mask: np.ndarray, a_mask: np.ndarray, ks: np.ndarray
+) -> tuple[int | None, tuple[int, int] | None]:
+    """The first k where ``diff`` changes sign, and the sure crossing (see :class:`CurveComparison`)."""
     crossover: int | None = None
     signs = np.sign(np.nan_to_num(diff, nan=0.0))
     nonzero = np.flatnonzero(signs != 0)
     if nonzero.size:
-        first = signs[nonzero[0]]
-        flips = np.flatnonzero(signs == -first)
+        flips = np.flatnonzero(signs == -signs[nonzero[0]])
         if flips.size:
-            crossover = int(k_a[flips[0]])
-
-    crossover_interval: tuple[int, int] | None = None
+            crossover = int(ks[flips[0]])
     sure = np.flatnonzero(b_mask | a_mask)
-    leader = "B"
-    if sure.size:
-        lead_mask, other_mask = (b_mask, a_mask) if b_mask[sure[0]] else (a_mask, b_mask)
-        leader = "B" if b_mask[sure[0]] else "A"
-        after = np.flatnonzero(other_mask)
-        if after.size:
-            j = int(after[0])
-            i = int(np.flatnonzero(lead_mask[:j])[-1])
-            crossover_interval = (int(k_a[i]), int(k_a[j]))
+    if not sure.size:
+        return crossover, None
+    lead_mask, other_mask = (b_mask, a_mask) if b_mask[sure[0]] else (a_mask, b_mask)
+    after = np.flatnonzero(other_mask)
+    if not after.size:
+        return crossover, None
+    j = int(after[0])
+    i = int(np.flatnonzero(lead_mask[:j])[-1])
+    return crossover, (int(ks[i]), int(ks[j]))
 
-    level = f"at {_fmt_level(confidence)} (simultaneous)"
-    findings = []
-    for name, m in sorted((("B", b_mask), ("A", a_mask)), key=lambda nm: nm[0] != leader):
-        if m.any():
-            findings.append(f"{name} better on {_ranges(k_a, m)}")
-    if findings:
-        statement = ", ".join(findings) + f" {level}"
-    else:
-        statement = f"no difference on any k <= {int(k_a[-1])} {level}"
-    if crossover_interval is not None:
-        lo_k, hi_k = crossover_interval
+
+def describe_curves(cmp: CurveComparison) -> str:
+    """The finding of :func:`compare_curves` in a sentence (what ``rlmetrics compare`` prints).
+
+    Which run the band shows better on which ks (the run that leads at the smallest k first),
+    where the runs swap places, and the ks without a standard error.
+
+    Examples
+    --------
+    >>> a = pass_at_k_curves([4] * 40, [1] * 20 + [2] * 20, ks=[1, 2, 4])
+    >>> b = pass_at_k_curves([4] * 40, [3] * 40, ks=[1, 2, 4])
+    >>> describe_curves(compare_curves(a, b, [1, 2, 4], n_boot=200))
+    'B better on k in [1, 2] at 95% (simultaneous); no reversal within k <= 4'
+    """
+    ks = np.asarray(cmp.ks)
+    b_mask, a_mask = np.isin(ks, cmp.b_better), np.isin(ks, cmp.a_better)
+    sure = np.flatnonzero(b_mask | a_mask)
+    leader = "A" if sure.size and a_mask[sure[0]] else "B"
+    level = f"at {fmt_level(cmp.confidence)} (simultaneous)"
+    findings = [
+        f"{name} better on {_ranges(ks, m)}"
+        for name, m in sorted((("B", b_mask), ("A", a_mask)), key=lambda nm: nm[0] != leader)
+        if m.any()
+    ]
+    last = int(ks[-1])
+    statement = ", ".join(findings) + f" {level}" if findings else f"no difference on any k <= {last} {level}"
+    if cmp.crossover_interval is not None:
+        lo_k, hi_k = cmp.crossover_interval
         statement += f"; crossover between k = {lo_k} and k = {hi_k}"
-        if crossover is not None:
-            statement += f" (first sign change at k = {crossover})"
+        if cmp.crossover is not None:
+            statement += f" (first sign change at k = {cmp.crossover})"
     else:
-        statement += f"; no reversal within k <= {int(k_a[-1])}"
+        statement += f"; no reversal within k <= {last}"
+    lonely = ~np.isfinite(np.asarray(cmp.se))
     if lonely.any():
-        statement += f" (undefined at {_ranges(k_a, lonely)}: fewer than two {what})"
-
-    def frozen(x: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(x)
-        x.setflags(write=False)
-        return x
-
-    return CurveComparison(
-        ks=frozen(k_a),
-        mean_a=frozen(mean_a),
-        mean_b=frozen(mean_b),
-        diff=frozen(diff),
-        se=frozen(se),
-        ci_low=frozen(ci_low),
-        ci_high=frozen(ci_high),
-        band_low=frozen(band_low),
-        band_high=frozen(band_high),
-        n=frozen(count.astype(np.int64)),
-        n_differ=frozen(n_differ.astype(np.int64)),
-        b_better=b_better,
-        a_better=a_better,
-        crossover=crossover,
-        crossover_interval=crossover_interval,
-        statement=statement,
-        confidence=confidence,
-        n_boot=n_boot,
-        n_clusters=g,
-        band_quantile=band_q,
-    )
+        what = "prompts" if cmp.n_clusters is None else "clusters"
+        statement += f" (undefined at {_ranges(ks, lonely)}: fewer than two {what})"
+    return statement

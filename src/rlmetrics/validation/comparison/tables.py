@@ -3,9 +3,9 @@
 :func:`compare_tables` takes the per-prompt tables of two runs (:func:`~rlmetrics.validation.
 summary.prompt_estimates` of each), matches their prompts by ``(source, uid)``, and for every
 data source, variable and metric both have, reports the paired difference of B minus A with its
-interval, p-value and minimum detectable difference (:func:`~rlmetrics.validation.compare.
-paired_difference`); for 0/1 variables also the pass@k curves for every k up to the samples of
-the matched prompts and where they cross (:func:`~rlmetrics.validation.compare.compare_curves`).
+interval, p-value and minimum detectable difference (:func:`~rlmetrics.validation.comparison.
+paired.paired_difference`); for 0/1 variables also the pass@k curves for every k up to the samples of
+the matched prompts and where they cross (:func:`~rlmetrics.validation.comparison.curves.compare_curves`).
 :func:`compare_summaries` does what can be done from two summaries alone (an unpaired test).
 """
 
@@ -17,13 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from rlmetrics.validation.comparison.curves import (
-    CurveComparison,
+from rlmetrics.validation.comparison.curves import CurveComparison, compare_curves, pass_at_k_curves
+from rlmetrics.validation.comparison.paired import (
     PairedDifference,
-    compare_curves,
     match_prompts,
     paired_difference,
-    pass_at_k_curves,
     unpaired_difference,
 )
 from rlmetrics.validation.exact.intervals import IntervalTable, column_intervals
@@ -91,7 +89,7 @@ def compare_tables(
     Parameters
     ----------
     a, b : mapping source -> variable -> PromptTable
-        :func:`~rlmetrics.validation.summary.prompt_estimates` of each run (the same ``ks``).
+        :func:`~rlmetrics.validation.exact.summary.prompt_estimates` of each run (the same ``ks``).
     confidence : float, keyword-only
         Level of the intervals (and of the curves' simultaneous band).
     power : float, keyword-only
@@ -187,7 +185,7 @@ def compare_summaries(
     confidence: float = 0.95,
     power: float = 0.8,
 ) -> list[TableComparison]:
-    """B minus A from two :func:`~rlmetrics.validation.summary.summarize_validation` results alone.
+    """B minus A from two :func:`~rlmetrics.validation.exact.summary.summarize_validation` results alone.
 
     Without the prompts the pairing is lost: each metric gets Welch's unpaired test from the
     means, standard errors and prompt counts (wider than the paired one when the runs are
