@@ -17,7 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.validation.comparison import curves as C
 from rlmetrics.validation.compare import (
     compare_curves,
     match_prompts,
@@ -26,6 +25,7 @@ from rlmetrics.validation.compare import (
     pass_hat_k_curves,
     unpaired_difference,
 )
+from rlmetrics.validation.comparison import curves as C
 
 # --------------------------------------------------------------------------------------------
 # helpers

@@ -19,13 +19,6 @@ The arrows: comparison -> exact <- verl (verl reads its inputs and vote patterns
 
 from __future__ import annotations
 
-from rlmetrics.validation.verl.bootstrap import (
-    bootstrap_indices,
-    bootstrap_metric,
-    calc_maj_val,
-    flatten_validation_metrics,
-    process_validation_metrics,
-)
 from rlmetrics.validation.comparison.curves import (
     CurveComparison,
     compare_curves,
@@ -38,6 +31,7 @@ from rlmetrics.validation.comparison.paired import (
     paired_difference,
     unpaired_difference,
 )
+from rlmetrics.validation.comparison.tables import TableComparison, compare_summaries, compare_tables
 from rlmetrics.validation.exact.estimators import (
     Estimate,
     best_at_k,
@@ -47,7 +41,6 @@ from rlmetrics.validation.exact.estimators import (
     pass_hat_k,
     worst_at_k,
 )
-from rlmetrics.validation.comparison.tables import TableComparison, compare_summaries, compare_tables
 from rlmetrics.validation.exact.intervals import (
     CI_METHODS,
     Interval,
@@ -61,6 +54,13 @@ from rlmetrics.validation.exact.summary import (
     prompt_estimates,
     summarize_table,
     summarize_validation,
+)
+from rlmetrics.validation.verl.bootstrap import (
+    bootstrap_indices,
+    bootstrap_metric,
+    calc_maj_val,
+    flatten_validation_metrics,
+    process_validation_metrics,
 )
 
 __all__ = [

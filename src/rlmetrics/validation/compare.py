@@ -6,19 +6,19 @@ New code imports from the new place; this module only re-exports its public name
 
 from __future__ import annotations
 
-from rlmetrics.validation.comparison.paired import (
-    Matched,
-    PairedDifference,
-    match_prompts,
-    paired_difference,
-    unpaired_difference,
-)
 from rlmetrics.validation.comparison.curves import (
     CurveComparison,
     compare_curves,
     describe_curves,
     pass_at_k_curves,
     pass_hat_k_curves,
+)
+from rlmetrics.validation.comparison.paired import (
+    Matched,
+    PairedDifference,
+    match_prompts,
+    paired_difference,
+    unpaired_difference,
 )
 
 __all__ = [

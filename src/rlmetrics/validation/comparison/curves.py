@@ -377,7 +377,7 @@ def compare_curves(
         ci_high=_frozen(bands.ci_high),
         band_low=_frozen(bands.band_low),
         band_high=_frozen(bands.band_high),
-        n=_frozen(mo.count.astype(np.int64)),
+        n=_frozen(mo.n_both.astype(np.int64)),
         n_differ=_frozen(mo.n_differ.astype(np.int64)),
         b_better=[int(k) for k in k_a[b_mask]],
         a_better=[int(k) for k in k_a[a_mask]],
@@ -425,7 +425,7 @@ class _CurveMoments(NamedTuple):
     mean_b: np.ndarray
     diff: np.ndarray
     #: prompts defined on both runs, and of those the ones where the runs differ, per k
-    count: np.ndarray
+    n_both: np.ndarray
     n_differ: np.ndarray
     #: (units, J * K) per prompt (or cluster) sums, J blocks of K columns
     stack: np.ndarray

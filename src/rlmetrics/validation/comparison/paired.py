@@ -40,6 +40,7 @@ def fmt_level(confidence: float) -> str:
     """``95%`` for 0.95."""
     return f"{100 * confidence:g}%"
 
+
 # --------------------------------------------------------------------------------------------
 # matching
 
@@ -300,7 +301,9 @@ def paired_difference(
     )
 
 
-def _paired_inputs(a: Any, b: Any, clusters: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int | None]:
+def _paired_inputs(
+    a: Any, b: Any, clusters: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int | None]:
     """``a`` and ``b`` as float64 vectors of one length, and the cluster codes and count (or None)."""
     a = check_vector(a, "a")
     b = check_vector(b, "b")
@@ -425,5 +428,3 @@ def unpaired_difference(
         df=df,
         statistic=stat,
     )
-
-

@@ -23,12 +23,10 @@ from typing import Any
 import numpy as np
 
 from rlmetrics._core.checks import check_int, check_seed, warn_undefined
+from rlmetrics.validation.exact.votes import MC_DRAWS, first_positions, maj_stats, pattern_weights
 
 __all__ = ["Estimate", "best_at_k", "cover_at_tau", "maj_at_k", "pass_at_k", "pass_hat_k", "worst_at_k"]
 
-# Count vectors enumerated at most by maj_at_k before switching to Monte Carlo.
-_MAJ_ENUM_LIMIT = 200_000
-_MAJ_MC_DRAWS = 20_000
 
 
 class Estimate(tuple):
@@ -490,102 +488,6 @@ def worst_at_k(values: Any, k: int, *, replace: bool = False) -> Estimate:
 
 
 # ----------------------------------------------------------------------------- majority vote
-def _log_fact(n: int) -> np.ndarray:
-    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1, dtype=np.float64)))])
-
-
-def _n_count_vectors_above(m: int, k: int, limit: int) -> bool:
-    """Whether the vote vectors of ``k`` draws with replacement over ``m`` answers,
-    ``C(k + m - 1, m - 1)`` of them, are more than ``limit`` (stops as soon as they are)."""
-    count = 1
-    for i in range(1, m):
-        count = count * (k + i) // i
-        if count > limit:
-            return True
-    return False
-
-
-def _count_vectors(sizes: Sequence[int], k: int, replace: bool, limit: int) -> np.ndarray | None:
-    """All (x_1..x_m) with sum k (0 <= x_a <= sizes[a] without replacement); None if over ``limit``."""
-    m = len(sizes)
-    if replace and _n_count_vectors_above(m, k, limit):
-        return None  # before building ``k + 1`` candidates per answer
-    rows = np.zeros((1, 0), dtype=np.int64)
-    totals = np.zeros(1, dtype=np.int64)
-    for a in range(m - 1):
-        cap = k if replace else min(k, sizes[a])
-        xs = np.arange(cap + 1, dtype=np.int64)
-        new_tot = totals[:, None] + xs[None, :]
-        keep = new_tot <= k
-        r_idx, x_idx = np.nonzero(keep)
-        if r_idx.size > limit:
-            return None
-        rows = np.concatenate([rows[r_idx], xs[x_idx][:, None]], axis=1)
-        totals = new_tot[keep]
-    last = k - totals
-    ok = last >= 0 if replace else (last >= 0) & (last <= sizes[m - 1])
-    return np.concatenate([rows[ok], last[ok][:, None]], axis=1)
-
-
-@functools.lru_cache(maxsize=4096)
-def _maj_win_weights(sizes: tuple[int, ...], k: int, replace: bool, seed: int) -> tuple[np.ndarray, bool]:
-    """P(answer a wins the k-draw vote), ties split evenly; exact when enumerable, else Monte Carlo.
-
-    ``sizes`` are the answers' sample counts. Returns (weights of shape (m,), exact). The Monte
-    Carlo draws each vote's counts (multinomial with replacement, multivariate hypergeometric
-    without), so its cost grows with the number of answers, not with ``k`` or ``n``.
-
-    Raises
-    ------
-    ValueError
-        ``k`` of 2**63 or more with several answers (beyond the int64 counts of the draws).
-    """
-    n = sum(sizes)
-    m = len(sizes)
-    if m == 1:  # one answer wins every vote
-        return np.ones(1), True
-    if k > _MAX_COUNT:
-        raise ValueError(f"k must be below 2**63 for maj@k; got {k}")
-    vectors = _count_vectors(sizes, k, replace, _MAJ_ENUM_LIMIT)
-    if vectors is not None:
-        # k <= n without replacement; with it, k + 1 <= the vectors enumerated (<= the limit)
-        lf = _log_fact(max(n, k))
-        sz = np.asarray(sizes, dtype=np.int64)
-        if replace:
-            logp = lf[k] - lf[vectors].sum(axis=1) + (vectors * np.log(sz / n)[None, :]).sum(axis=1)
-        else:
-            logp = (lf[sz][None, :] - lf[vectors] - lf[sz[None, :] - vectors]).sum(axis=1) - (
-                lf[n] - lf[k] - lf[n - k]
-            )
-        prob = np.exp(logp)
-        top = vectors.max(axis=1, keepdims=True)
-        tied = vectors == top
-        share = tied / tied.sum(axis=1, keepdims=True)
-        weights = prob @ share
-        return weights / weights.sum(), True
-    rng = np.random.default_rng(seed)
-    sz = np.asarray(sizes, dtype=np.int64)
-    wins = np.zeros(m)
-    per_chunk = max(1, (1 << 20) // m)
-    done = 0
-    while done < _MAJ_MC_DRAWS:
-        b = min(per_chunk, _MAJ_MC_DRAWS - done)
-        if replace:
-            votes = rng.multinomial(k, sz / n, size=b)
-        else:
-            votes = rng.multivariate_hypergeometric(sz, k, size=b, method="marginals")
-        tied = votes == votes.max(axis=1, keepdims=True)
-        # uniform tie-break among the most voted
-        wins += np.bincount(np.where(tied, rng.random((b, m)), -1.0).argmax(axis=1), minlength=m)
-        done += b
-    # Answers of equal size are exchangeable: average their estimates.
-    weights = wins / wins.sum()
-    for size in np.unique(sz).tolist():
-        same = sz == size
-        weights[same] = weights[same].mean()
-    return weights, False
-
-
 def maj_at_k(preds: Sequence[Any], values: Any, k: int, *, replace: bool = False, seed: int = 0) -> Estimate:
     """Exact (mean, std) of the majority-vote value of ``k`` draws from one prompt's samples.
 
@@ -638,22 +540,9 @@ def maj_at_k(preds: Sequence[Any], values: Any, k: int, *, replace: bool = False
         codes = np.asarray([code_of.setdefault(p, len(code_of)) for p in preds], dtype=np.int64)
     except TypeError as err:
         raise TypeError(f"preds must hold hashable values ({err})") from None
-    mean, std, exact = _maj_from_codes(codes, vals, k, replace, seed)
-    mc_error = 0.0 if exact else std / math.sqrt(_MAJ_MC_DRAWS)
-    return Estimate(mean, std, mc_error)
-
-
-def _maj_from_codes(
-    codes: np.ndarray, vals: np.ndarray, k: int, replace: bool, seed: int
-) -> tuple[float, float, bool]:
-    m = int(codes.max()) + 1
-    sizes = np.bincount(codes, minlength=m)
-    order = np.argsort(-sizes, kind="stable")  # canonical signature: sizes descending
-    sig = tuple(int(s) for s in sizes[order])
-    weights, exact = _maj_win_weights(sig, k, bool(replace), int(seed))
-    w = np.empty(m)
-    w[order] = weights
-    mu = np.bincount(codes, weights=vals, minlength=m) / sizes
-    mean = float(w @ mu)
-    dev2 = np.bincount(codes, weights=(vals - mean) ** 2, minlength=m) / sizes
-    return mean, float(math.sqrt(max(float(w @ dev2), 0.0))), exact
+    # the one vote counter of prompt_estimates, on this prompt's single row
+    local = first_positions(codes)[None, :]
+    weights, exact = pattern_weights(local, k, bool(replace), seed)
+    mean, std = maj_stats(local, vals[None, :], weights)
+    mean_f, std_f = float(mean[0]), float(std[0])
+    return Estimate(mean_f, std_f, 0.0 if exact else std_f / math.sqrt(MC_DRAWS))

@@ -1,11 +1,11 @@
 """A validation summary with exact estimators and honest error bars across prompts.
 
 :func:`summarize_validation` reports, per data source and variable, the mean over samples and
-the exact pass@k / pass^k / best@k / worst@k / maj@k (see :mod:`rlmetrics.validation.estimators`)
+the exact pass@k / pass^k / best@k / worst@k / maj@k (see :mod:`rlmetrics.validation.exact.estimators`)
 for k = 1, 2, 4, ... N, plus the shares of prompts solved by all, by none, and at a rate of at
 least tau (cover@tau) for 0/1 variables. Each is the mean over prompts of a per-prompt estimate
-(:func:`prompt_estimates`: the table :mod:`rlmetrics.validation.compare` pairs across runs) with
-its standard error over prompts and an interval (:mod:`rlmetrics.validation.intervals`: Wilson
+(:func:`prompt_estimates`: the table :mod:`rlmetrics.validation.comparison` pairs across runs) with
+its standard error over prompts and an interval (:mod:`rlmetrics.validation.exact.intervals`: Wilson
 on the effective number of prompts by default, which stays inside [0, 1]).
 
 Prompts with different numbers of samples are kept apart where it matters: each statistic says
@@ -16,8 +16,10 @@ the number of prompts per sample count is reported.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -27,9 +29,8 @@ from rlmetrics._core.checks import check_int, check_seed, warn_undefined
 from rlmetrics.errors import UndefinedMetricWarning
 from rlmetrics.keys import ValName
 from rlmetrics.validation._args import check_level
-from rlmetrics.validation.exact.estimators import _maj_win_weights, _order_stat_weights
+from rlmetrics.validation.exact.estimators import _order_stat_weights
 from rlmetrics.validation.exact.inputs import (
-    Predictions,
     Prompts,
     as_list,
     factorize,
@@ -38,11 +39,13 @@ from rlmetrics.validation.exact.inputs import (
     predictions,
     read_column,
 )
-from rlmetrics.validation.exact.intervals import CI_METHODS, column_intervals
+from rlmetrics.validation.exact.intervals import CI_METHODS, Interval, column_intervals
+from rlmetrics.validation.exact.votes import Votes, answer_means, pattern_weights, vote_means
 
 __all__ = [
     "DEFAULT_TAUS",
     "PromptTable",
+    "SummaryOptions",
     "default_ks",
     "prompt_estimates",
     "summarize_table",
@@ -67,52 +70,6 @@ def default_ks(n_max: int) -> list[int]:
     return ks
 
 
-class _VoteLayout:
-    """Per-prompt vote structure of rows of prediction codes (P, n), shared by every k and variable."""
-
-    def __init__(self, codes: np.ndarray) -> None:
-        p, n = codes.shape
-        local = local_codes(codes)
-        self.lin = (np.repeat(np.arange(p), n) * n + local.ravel()).astype(np.int64)
-        self.shape = (p, n)
-        self.sizes = np.bincount(self.lin, minlength=p * n).reshape(p, n).astype(np.float64)
-        self.order = np.argsort(-self.sizes, axis=1, kind="stable")
-        sig = np.take_along_axis(self.sizes, self.order, axis=1).astype(np.int64)
-        self.signatures, inverse = np.unique(sig, axis=0, return_inverse=True)
-        self.inverse = inverse.reshape(-1)
-        # each signature's answer sizes (largest first), shared by every k
-        self._sizes_of = [tuple(row[row > 0].tolist()) for row in self.signatures]
-        self._weights: dict[tuple[int, bool, int], tuple[np.ndarray, bool]] = {}
-
-    def weights(self, k: int, replace: bool, seed: int) -> tuple[np.ndarray, bool]:
-        """(P, n) probability that each prompt's answer (named by its first position) wins."""
-        key = (k, replace, seed)
-        if key not in self._weights:
-            p, n = self.shape
-            wfull = np.zeros((self.signatures.shape[0], n))
-            exact = True
-            for s, sizes_s in enumerate(self._sizes_of):
-                w, ok = _maj_win_weights(sizes_s, k, replace, seed)
-                wfull[s, : len(w)] = w
-                exact = exact and ok
-            weights = np.zeros((p, n))
-            np.put_along_axis(weights, self.order, wfull[self.inverse], axis=1)
-            self._weights[key] = (weights, exact)
-        return self._weights[key]
-
-    def answer_means(self, vals: np.ndarray) -> np.ndarray:
-        """(P, n): the mean value of each prompt's answer (named by its first position), 0 elsewhere;
-        the rows of ``vals`` (P, n) are the prompts' sample values."""
-        p, n = self.shape
-        sums = np.bincount(self.lin, weights=vals.ravel(), minlength=p * n).reshape(p, n)
-        return np.divide(sums, self.sizes, out=np.zeros_like(sums), where=self.sizes > 0)
-
-    def maj(self, answer_means: np.ndarray, k: int, replace: bool, seed: int) -> tuple[np.ndarray, bool]:
-        """Exact maj@k of each prompt, from :meth:`answer_means` of its values."""
-        weights, exact = self.weights(k, replace, seed)
-        return np.einsum("pn,pn->p", weights, answer_means), exact
-
-
 #: Default thresholds of cover@tau.
 DEFAULT_TAUS = (0.5, 1.0)
 
@@ -123,7 +80,7 @@ class PromptTable(NamedTuple):
     ``values[i, j]`` is prompt ``i``'s estimate of metric ``names[j]`` (its mean over samples,
     its unbiased pass@k ...), NaN where it is undefined (``k`` above the prompt's samples, no
     predictions for maj@k). :func:`summarize_table` turns it into means with intervals;
-    :mod:`rlmetrics.validation.compare` pairs two of them prompt by prompt.
+    :mod:`rlmetrics.validation.comparison` pairs two of them prompt by prompt.
     """
 
     #: (source, uid) of each of the P prompts
@@ -144,90 +101,79 @@ class PromptTable(NamedTuple):
     indicators: frozenset[str]
 
 
-def prompt_estimates(
-    data_sources: Sequence[Any] | np.ndarray,
-    sample_uids: Sequence[Any] | np.ndarray,
-    infos_dict: Mapping[str, Sequence[Any]],
-    *,
-    ks: Sequence[int] | None = None,
-    pred_key: str = ValName.PRED,
-    replace: bool = False,
-    seed: int = 0,
-    clusters: Sequence[Any] | np.ndarray | None = None,
-    taus: Sequence[float] = DEFAULT_TAUS,
-) -> dict[str, dict[str, PromptTable]]:
-    """Per data source and variable, every prompt's mean, pass@k, pass^k, best@k, worst@k, maj@k.
+@dataclass(frozen=True)
+class SummaryOptions:
+    """The options of :func:`summarize_validation`, checked once, passed down as one object.
 
-    Parameters are those of :func:`summarize_validation` (``clusters``: one label per sample,
-    the same for every sample of a prompt).
+    Every field is checked (and normalised: ``ks`` and ``taus`` become tuples) when the object
+    is made, so an error names the argument before any work is done.
 
-    Returns
-    -------
-    dict
-        ``{source: {variable: PromptTable}}``.
+    Attributes
+    ----------
+    ks : sequence of int or None
+        The k values (>= 1, below 2**63); None: 1, 2, 4, ... and the largest number of samples.
+    pred_key : str
+        Name of the prediction variable.
+    replace : bool
+        Draws with replacement (the expectation of verl's bootstrap) instead of unbiased ones.
+    confidence : float
+        Level of the intervals, in (0, 1).
+    ci : {"wilson", "t", "bootstrap"}
+        The interval (:mod:`~rlmetrics.validation.exact.intervals`).
+    taus : sequence of float
+        Thresholds of cover@tau, in [0, 1] (repeats dropped).
+    n_boot : int
+        Resamples of ``ci="bootstrap"`` (>= 10).
+    seed : int
+        Seed of the maj@k Monte Carlo fallback and of the bootstrap (>= 0).
 
     Examples
     --------
-    >>> t = prompt_estimates(["m"] * 4, ["a", "a", "b", "b"], {"acc": [1, 0, 1, 1]})["m"]["acc"]
-    >>> t.names[:4], t.values[:, :4].tolist()
-    (['mean@2', 'pass@1', 'best@1', 'worst@1'], [[0.5, 0.5, 0.5, 0.5], [1.0, 1.0, 1.0, 1.0]])
+    >>> SummaryOptions(ks=[1, 4], ci="t").ks
+    (1, 4)
+    >>> SummaryOptions(confidence=1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: confidence must be in (0, 1); got 1.5
     """
-    sources = as_list(data_sources, "data_sources")
-    uids = as_list(sample_uids, "sample_uids")
-    n = len(sources)
-    if len(uids) != n:
-        raise ValueError(f"sample_uids must have one entry per sample ({n}); got {len(uids)}")
-    if n == 0:
-        raise ValueError("data_sources must hold at least one sample; got an empty sequence")
-    if not isinstance(infos_dict, Mapping):
-        raise TypeError(
-            f"infos_dict must be a mapping of variable name to values; got {type(infos_dict).__name__}"
-        )
-    if ks is not None:
-        if isinstance(ks, str | bytes) or not isinstance(ks, Sequence | np.ndarray):
-            raise TypeError(f"ks must be a list of integers >= 1; got {type(ks).__name__}")
-        ks = [check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(ks)]
-        if any(k > 2**63 - 1 for k in ks):
-            raise ValueError(f"ks must be integers below 2**63; got {max(ks)}")
-        if not ks:
-            raise ValueError("ks must be a non-empty list of integers >= 1; got []")
-    options = _Options(ks, bool(replace), check_seed(seed), _check_taus(taus))
 
-    prompts = group_prompts(sources, uids)
-    cluster_codes = None if clusters is None else _prompt_clusters(clusters, prompts, n)
-    pred = predictions(infos_dict[pred_key], prompts, pred_key) if pred_key in infos_dict else None
-    result: dict[str, dict[str, PromptTable]] = {str(src): {} for src in prompts.sources}
-    votes = _Votes(pred, prompts)
-    all_keys = prompts.keys()
-    short: list[str] = []
-    for name, raw in infos_dict.items():
-        if name == pred_key:
-            continue
-        rows = _numeric_rows(raw, name, n, prompts, pred)
-        if rows is None:  # a text variable
-            continue
-        for s, src in enumerate(map(str, prompts.sources)):
-            active = np.flatnonzero((rows.counts > 0) & (prompts.src_of == s))
-            if active.size:
-                codes = None if cluster_codes is None else local_codes(cluster_codes[active][None, :])[0]
-                table = _table(rows, active, votes, options, [all_keys[i] for i in active], codes)
-                result[src][name] = table
-                short.extend(_short_prompts(table, options, f"{src}/{name}"))
-    if short:
-        shown = "; ".join(short[:5]) + (f"; and {len(short) - 5} more" if len(short) > 5 else "")
-        warnings.warn(
-            f"a requested k is above the samples of some prompts, which are left out of those @k "
-            f"metrics (their n_prompts says how many remain): {shown}",
-            UndefinedMetricWarning,
-            stacklevel=3 if _called_by_summary() else 2,
-        )
-    return {src: body for src, body in result.items() if body}
+    ks: Sequence[int] | None = None
+    pred_key: str = ValName.PRED
+    replace: bool = False
+    confidence: float = 0.95
+    ci: str = "wilson"
+    taus: Sequence[float] = DEFAULT_TAUS
+    n_boot: int = 2000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        put = functools.partial(object.__setattr__, self)
+        put("ks", _check_ks(self.ks))
+        if not isinstance(self.pred_key, str):
+            raise TypeError(
+                f"pred_key must be the name of the prediction variable (a string); got "
+                f"{type(self.pred_key).__name__} {self.pred_key!r}"
+            )
+        put("replace", bool(self.replace))
+        put("confidence", check_level(self.confidence, "confidence"))
+        if not isinstance(self.ci, str) or self.ci not in CI_METHODS:
+            raise ValueError(f"ci must be one of {', '.join(CI_METHODS)}; got {self.ci!r}")
+        put("taus", _check_taus(self.taus))
+        put("n_boot", check_int(self.n_boot, "n_boot", minimum=10))
+        put("seed", check_seed(self.seed))
 
 
-def _called_by_summary() -> bool:
-    import sys
-
-    return sys._getframe(2).f_code.co_name == "summarize_validation"
+def _check_ks(ks: Any) -> tuple[int, ...] | None:
+    if ks is None:
+        return None
+    if isinstance(ks, str | bytes) or not isinstance(ks, Sequence | np.ndarray):
+        raise TypeError(f"ks must be a list of integers >= 1; got {type(ks).__name__}")
+    out = tuple(check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(ks))
+    if any(k > 2**63 - 1 for k in out):
+        raise ValueError(f"ks must be integers below 2**63; got {max(out)}")
+    if not out:
+        raise ValueError("ks must be a non-empty list of integers >= 1; got []")
+    return out
 
 
 def _check_taus(taus: Any) -> tuple[float, ...]:
@@ -241,6 +187,116 @@ def _check_taus(taus: Any) -> tuple[float, ...]:
             raise ValueError(f"taus[{i}] must be in [0, 1]; got {tau!r}")
         out.append(float(tau))
     return tuple(dict.fromkeys(out))
+
+
+_DEFAULTS = SummaryOptions()
+
+
+def _options(options: Any, fn: str, **given: Any) -> SummaryOptions:
+    """``options``, or a :class:`SummaryOptions` of the keywords ``given``; not both."""
+    if options is None:
+        return SummaryOptions(**given)
+    if not isinstance(options, SummaryOptions):
+        raise TypeError(f"options must be a SummaryOptions; got {type(options).__name__}")
+    changed = [name for name, value in given.items() if not _is_default(value, getattr(_DEFAULTS, name))]
+    if changed:
+        raise TypeError(
+            f"{fn} takes options= or the keywords it holds, not both; got options= and {', '.join(changed)}"
+        )
+    return options
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if value is default:
+        return True
+    if isinstance(default, tuple) and isinstance(value, list | tuple):
+        return tuple(value) == default
+    return type(value) is type(default) and value == default
+
+
+def prompt_estimates(
+    data_sources: Sequence[Any] | np.ndarray,
+    sample_uids: Sequence[Any] | np.ndarray,
+    infos_dict: Mapping[str, Sequence[Any]],
+    *,
+    ks: Sequence[int] | None = None,
+    pred_key: str = ValName.PRED,
+    replace: bool = False,
+    seed: int = 0,
+    clusters: Sequence[Any] | np.ndarray | None = None,
+    taus: Sequence[float] = DEFAULT_TAUS,
+    options: SummaryOptions | None = None,
+) -> dict[str, dict[str, PromptTable]]:
+    """Per data source and variable, every prompt's mean, pass@k, pass^k, best@k, worst@k, maj@k.
+
+    Parameters are those of :func:`summarize_validation` (``clusters``: one label per sample,
+    the same for every sample of a prompt); ``options`` holds the others at once.
+
+    Returns
+    -------
+    dict
+        ``{source: {variable: PromptTable}}``.
+
+    Examples
+    --------
+    >>> t = prompt_estimates(["m"] * 4, ["a", "a", "b", "b"], {"acc": [1, 0, 1, 1]})["m"]["acc"]
+    >>> t.names[:4], t.values[:, :4].tolist()
+    (['mean@2', 'pass@1', 'best@1', 'worst@1'], [[0.5, 0.5, 0.5, 0.5], [1.0, 1.0, 1.0, 1.0]])
+    """
+    opts = _options(
+        options, "prompt_estimates", ks=ks, pred_key=pred_key, replace=replace, seed=seed, taus=taus
+    )
+    return _prompt_tables(data_sources, sample_uids, infos_dict, opts, clusters)
+
+
+def _check_data(data_sources: Any, sample_uids: Any, infos_dict: Any) -> tuple[list[Any], list[Any]]:
+    sources = as_list(data_sources, "data_sources")
+    uids = as_list(sample_uids, "sample_uids")
+    n = len(sources)
+    if len(uids) != n:
+        raise ValueError(f"sample_uids must have one entry per sample ({n}); got {len(uids)}")
+    if n == 0:
+        raise ValueError("data_sources must hold at least one sample; got an empty sequence")
+    if not isinstance(infos_dict, Mapping):
+        raise TypeError(
+            f"infos_dict must be a mapping of variable name to values; got {type(infos_dict).__name__}"
+        )
+    return sources, uids
+
+
+def _prompt_tables(
+    data_sources: Any, sample_uids: Any, infos_dict: Any, opts: SummaryOptions, clusters: Any
+) -> dict[str, dict[str, PromptTable]]:
+    """:func:`prompt_estimates` with its options checked; warns once for the prompts left out."""
+    sources, uids = _check_data(data_sources, sample_uids, infos_dict)
+    n = len(sources)
+    prompts = group_prompts(sources, uids)
+    cluster_codes = None if clusters is None else _prompt_clusters(clusters, prompts, n)
+    key = opts.pred_key
+    votes = Votes(predictions(infos_dict[key], prompts, key) if key in infos_dict else None, prompts.sizes)
+    result: dict[str, dict[str, PromptTable]] = {str(src): {} for src in prompts.sources}
+    all_keys = prompts.keys()
+    short: list[str] = []
+    for name, raw in infos_dict.items():
+        rows = None if name == key else _numeric_rows(raw, name, n, prompts, votes.complete)
+        if rows is None:  # the predictions, or a text variable
+            continue
+        for s, src in enumerate(map(str, prompts.sources)):
+            active = np.flatnonzero((rows.counts > 0) & (prompts.src_of == s))
+            if active.size:
+                codes = None if cluster_codes is None else local_codes(cluster_codes[active][None, :])[0]
+                table = _table(rows, active, votes, opts, [all_keys[i] for i in active], codes)
+                result[src][name] = table
+                short.extend(_short_prompts(table, opts, f"{src}/{name}"))
+    if short:
+        shown = "; ".join(short[:5]) + (f"; and {len(short) - 5} more" if len(short) > 5 else "")
+        warnings.warn(
+            f"a requested k is above the samples of some prompts, which are left out of those @k "
+            f"metrics (their n_prompts says how many remain): {shown}",
+            UndefinedMetricWarning,
+            stacklevel=3,  # the caller of prompt_estimates or summarize_validation
+        )
+    return {src: body for src, body in result.items() if body}
 
 
 def _prompt_clusters(clusters: Any, prompts: Prompts, n: int) -> np.ndarray:
@@ -268,8 +324,11 @@ def summarize_table(
     confidence: float = 0.95,
     n_boot: int = 2000,
     seed: int = 0,
+    options: SummaryOptions | None = None,
 ) -> dict[str, Any]:
     """The summary of one :class:`PromptTable`: each metric's mean over prompts with its interval.
+
+    ``options`` holds ``ci``, ``confidence``, ``n_boot`` and ``seed`` at once.
 
     Returns
     -------
@@ -277,6 +336,11 @@ def summarize_table(
         ``{"n_prompts", "n_samples", "samples_per_prompt", "binary", "ci", "metrics"}`` as in
         :func:`summarize_validation`.
     """
+    opts = _options(options, "summarize_table", ci=ci, confidence=confidence, n_boot=n_boot, seed=seed)
+    return _summarize_table(table, opts)
+
+
+def _summarize_table(table: PromptTable, opts: SummaryOptions) -> dict[str, Any]:
     present = ~np.isnan(table.values)
     max_n_eff = table.counts.astype(np.float64) @ present
     for j, name in enumerate(table.names):
@@ -284,31 +348,16 @@ def summarize_table(
             max_n_eff[j] = present[:, j].sum()
     iv = column_intervals(
         table.values,
-        method=ci,
-        confidence=confidence,
+        method=opts.ci,
+        confidence=opts.confidence,
         clusters=table.clusters,
         max_n_eff=max_n_eff,
-        n_boot=n_boot,
-        seed=seed,
+        n_boot=opts.n_boot,
+        seed=opts.seed,
     )
-    metrics: dict[str, dict[str, Any]] = {}
-    for j, name in enumerate(table.names):
-        if not iv.n_prompts[j]:
-            continue
-        m = iv.row(j)
-        entry: dict[str, Any] = {
-            "value": m.value,
-            "se": m.se,
-            "ci_low": m.ci_low,
-            "ci_high": m.ci_high,
-            "n_prompts": m.n_prompts,
-            "method": m.method,
-        }
-        if m.n_clusters is not None:
-            entry["n_clusters"] = m.n_clusters
-        if name in table.exact_maj:
-            entry["exact"] = table.exact_maj[name]
-        metrics[name] = entry
+    metrics = {
+        name: _metric_entry(table, iv.row(j), name) for j, name in enumerate(table.names) if iv.n_prompts[j]
+    }
     n_values, n_of = np.unique(table.counts, return_counts=True)
     n_clusters = None if table.clusters is None else int(np.unique(table.clusters).shape[0])
     return {
@@ -316,9 +365,25 @@ def summarize_table(
         "n_samples": int(table.counts.sum()),
         "samples_per_prompt": {str(int(v)): int(c) for v, c in zip(n_values, n_of)},
         "binary": table.binary,
-        "ci": {"method": ci, "confidence": float(confidence), "n_clusters": n_clusters},
+        "ci": {"method": opts.ci, "confidence": opts.confidence, "n_clusters": n_clusters},
         "metrics": metrics,
     }
+
+
+def _metric_entry(table: PromptTable, m: Interval, name: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "value": m.value,
+        "se": m.se,
+        "ci_low": m.ci_low,
+        "ci_high": m.ci_high,
+        "n_prompts": m.n_prompts,
+        "method": m.method,
+    }
+    if m.n_clusters is not None:
+        entry["n_clusters"] = m.n_clusters
+    if name in table.exact_maj:
+        entry["exact"] = table.exact_maj[name]
+    return entry
 
 
 def summarize_validation(
@@ -335,12 +400,13 @@ def summarize_validation(
     taus: Sequence[float] = DEFAULT_TAUS,
     n_boot: int = 2000,
     seed: int = 0,
+    options: SummaryOptions | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Per data source and variable: mean, pass@k, pass^k, best@k, worst@k, maj@k, cover@tau with intervals.
 
     Every statistic is the mean over prompts of a per-prompt estimate (:func:`prompt_estimates`),
     with its standard error over prompts (over clusters of prompts with ``clusters``) and a
-    confidence interval (:mod:`rlmetrics.validation.intervals`).
+    confidence interval (:mod:`rlmetrics.validation.exact.intervals`).
 
     Parameters
     ----------
@@ -361,7 +427,7 @@ def summarize_validation(
     confidence : float, keyword-only
         Level of the intervals.
     ci : {"wilson", "t", "bootstrap"}, keyword-only
-        The interval (:mod:`~rlmetrics.validation.intervals`); each metric names the one used.
+        The interval (:mod:`~rlmetrics.validation.exact.intervals`); each metric names the one used.
     clusters : sequence of length n, keyword-only, optional
         A cluster label per sample (constant within a prompt): clustered standard errors.
     taus : sequence of float, keyword-only
@@ -371,6 +437,9 @@ def summarize_validation(
     seed : int, keyword-only
         Seed of the maj@k Monte Carlo fallback (only for vote patterns too large to enumerate)
         and of the bootstrap.
+    options : SummaryOptions, keyword-only, optional
+        All of ``ks``, ``pred_key``, ``replace``, ``confidence``, ``ci``, ``taus``, ``n_boot``
+        and ``seed`` at once, checked when it was made (then leave those keywords out).
 
     Returns
     -------
@@ -382,6 +451,13 @@ def summarize_validation(
         (when predictions exist), ``all_solved``, ``none_solved`` and ``cover@tau`` (0/1
         variables). A maj@k computed partly by Monte Carlo is flagged ``"exact": False``.
 
+    Raises
+    ------
+    TypeError
+        ``options`` together with one of the keywords it holds, or an option of the wrong type.
+    ValueError
+        An option out of range (named), or inputs that do not line up.
+
     Examples
     --------
     >>> s = summarize_validation(["m"] * 6, ["a", "a", "a", "b", "b", "b"],
@@ -392,45 +468,35 @@ def summarize_validation(
     >>> round(m["maj@3"]["value"], 4), m["maj@3"]["n_prompts"], m["pass^3"]["method"]
     (0.6667, 2, 'wilson')
     """
-    confidence = check_level(confidence, "confidence")
-    if ci not in CI_METHODS:
-        raise ValueError(f"ci must be one of {', '.join(CI_METHODS)}; got {ci!r}")
-    n_boot = check_int(n_boot, "n_boot", minimum=10)
-    tables = prompt_estimates(
-        data_sources,
-        sample_uids,
-        infos_dict,
+    opts = _options(
+        options,
+        "summarize_validation",
         ks=ks,
         pred_key=pred_key,
         replace=replace,
-        seed=seed,
-        clusters=clusters,
+        confidence=confidence,
+        ci=ci,
         taus=taus,
+        n_boot=n_boot,
+        seed=seed,
     )
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    lonely: list[str] = []
-    for src, per_var in tables.items():
-        out[src] = {}
-        for name, table in per_var.items():
-            body = summarize_table(table, ci=ci, confidence=confidence, n_boot=n_boot, seed=seed)
-            units = "prompts" if table.clusters is None else "clusters"
-            lonely.extend(
-                f"{src}/{name}/{metric}"
-                for metric, m in body["metrics"].items()
-                if m.get("n_clusters", m["n_prompts"]) < 2
-            )
-            out[src][name] = body
+    tables = _prompt_tables(data_sources, sample_uids, infos_dict, opts, clusters)
+    out = {
+        src: {name: _summarize_table(t, opts) for name, t in per_var.items()}
+        for src, per_var in tables.items()
+    }
+    units = "prompts" if clusters is None else "clusters"
+    lonely = [
+        f"{src}/{name}/{metric}"
+        for src, per_var in out.items()
+        for name, body in per_var.items()
+        for metric, m in body["metrics"].items()
+        if m.get("n_clusters", m["n_prompts"]) < 2
+    ]
     if lonely:
         shown = ", ".join(lonely[:5]) + (f" and {len(lonely) - 5} more" if len(lonely) > 5 else "")
         warn_undefined(f"standard errors across {units} need at least 2 {units}; NaN for {shown}")
     return out
-
-
-class _Options(NamedTuple):
-    ks: list[int] | None
-    replace: bool
-    seed: int
-    taus: tuple[float, ...]
 
 
 class _Rows(NamedTuple):
@@ -446,8 +512,10 @@ class _Rows(NamedTuple):
     has_pred: np.ndarray
 
 
-def _numeric_rows(raw: Any, name: str, n: int, prompts: Prompts, pred: Predictions | None) -> _Rows | None:
+def _numeric_rows(raw: Any, name: str, n: int, prompts: Prompts, complete: np.ndarray) -> _Rows | None:
     """The non-None values of a numeric variable per prompt; None for a text variable.
+
+    ``complete`` says which prompts have all their predictions.
 
     Raises
     ------
@@ -469,89 +537,117 @@ def _numeric_rows(raw: Any, name: str, n: int, prompts: Prompts, pred: Predictio
     count = np.bincount(prompts.pid[order][keep], minlength=n_prompts)
     starts = np.zeros(n_prompts + 1, dtype=np.int64)
     np.cumsum(count, out=starts[1:])
-    complete = pred.complete if pred is not None else np.zeros(n_prompts, dtype=bool)
     return _Rows(col.values[order][keep], count, starts, complete & (count == prompts.sizes))
 
 
-class _Votes:
-    """The vote layouts of the prompts with predictions, per number of samples and prompt set."""
+class _Spec(NamedTuple):
+    """What one variable's table holds: its rows, votes, ks, kind and options."""
 
-    def __init__(self, pred: Predictions | None, prompts: Prompts) -> None:
-        self._pred = pred
-        self._starts = np.concatenate([[0], np.cumsum(prompts.sizes)])
-        self._layouts: dict[tuple[int, bytes], _VoteLayout] = {}
+    rows: _Rows
+    votes: Votes
+    ks: list[int]
+    binary: bool
+    opts: SummaryOptions
+    #: metric name -> column
+    col: dict[str, int]
 
-    def layout(self, prompts: np.ndarray, n_samples: int) -> _VoteLayout:
-        """:class:`_VoteLayout` of ``prompts`` (every one with ``n_samples`` predictions)."""
-        assert self._pred is not None
-        key = (n_samples, prompts.tobytes())
-        if key not in self._layouts:
-            codes = self._pred.codes[self._starts[prompts][:, None] + np.arange(n_samples)[None, :]]
-            self._layouts[key] = _VoteLayout(codes)
-        return self._layouts[key]
+
+def _names(
+    counts: np.ndarray, ks: list[int], binary: bool, has_maj: bool, taus: Sequence[float]
+) -> list[str]:
+    """The metric names of a table, in report order (the 0/1 indicators last)."""
+    n_max, n_min = int(counts.max()), int(counts.min())
+    mean_name = (
+        keys.at_k(ValName.MEAN, n_max) if n_min == n_max else keys.at_k_range(ValName.MEAN, n_min, n_max)
+    )
+    names = [mean_name]
+    for k in ks:
+        names += [keys.at_k(ValName.PASS, k)] if binary else []
+        names += [keys.at_k(ValName.BEST, k), keys.at_k(ValName.WORST, k)]
+        names += [keys.pass_hat(k)] if binary else []
+        names += [keys.at_k(ValName.MAJ, k)] if has_maj else []
+    return names + (_indicators(taus) if binary else [])
+
+
+def _indicators(taus: Sequence[float]) -> list[str]:
+    return [ValName.ALL_SOLVED, ValName.NONE_SOLVED] + [keys.cover_at(t) for t in taus]
 
 
 def _table(
     rows: _Rows,
     active: np.ndarray,
-    votes: _Votes,
-    options: _Options,
+    votes: Votes,
+    opts: SummaryOptions,
     keys_of: list[tuple[Any, Any]],
     clusters: np.ndarray | None,
 ) -> PromptTable:
     """The per-prompt estimates of one variable over the prompts ``active`` (of one source)."""
     counts_a = rows.counts[active]
-    n_max, n_min = int(counts_a.max()), int(counts_a.min())
     binary = bool(np.all((rows.values == 0.0) | (rows.values == 1.0)))
-    ks = list(options.ks) if options.ks is not None else default_ks(n_max)
-    has_maj = bool(rows.has_pred[active].any())
-    mean_name = (
-        keys.at_k(ValName.MEAN, n_max) if n_min == n_max else keys.at_k_range(ValName.MEAN, n_min, n_max)
-    )
-    names = [mean_name]
-    for k in dict.fromkeys(ks):
-        names += [keys.at_k(ValName.PASS, k)] if binary else []
-        names += [keys.at_k(ValName.BEST, k), keys.at_k(ValName.WORST, k)]
-        names += [keys.pass_hat(k)] if binary else []
-        names += [keys.at_k(ValName.MAJ, k)] if has_maj else []
-    indicators: list[str] = []
-    if binary:
-        indicators = [ValName.ALL_SOLVED, ValName.NONE_SOLVED] + [keys.cover_at(t) for t in options.taus]
-        names += indicators
-    col = {name: j for j, name in enumerate(names)}
+    ks = list(dict.fromkeys(opts.ks if opts.ks is not None else default_ks(int(counts_a.max()))))
+    names = _names(counts_a, ks, binary, bool(rows.has_pred[active].any()), opts.taus)
+    spec = _Spec(rows, votes, ks, binary, opts, {name: j for j, name in enumerate(names)})
     values = np.full((active.shape[0], len(names)), np.nan)
     exact_maj: dict[str, bool] = {}
     for nv in np.unique(counts_a).tolist():
         sel = np.flatnonzero(counts_a == nv)
-        prompts = active[sel]
-        vals = rows.values[rows.starts[prompts][:, None] + np.arange(nv)[None, :]]
-        values[sel, 0] = vals.mean(axis=1)
-        srt = np.sort(vals, axis=1)
-        pred_rows = rows.has_pred[prompts]
-        layout = votes.layout(prompts[pred_rows], nv) if pred_rows.any() else None
-        answer_means = layout.answer_means(vals[pred_rows]) if layout is not None else None
-        for k in dict.fromkeys(ks):
-            if k > nv and not options.replace:
-                continue
-            w = _order_stat_weights(nv, k, options.replace)
-            best, worst = srt @ w, srt @ w[::-1]
-            values[sel, col[keys.at_k(ValName.BEST, k)]] = best
-            values[sel, col[keys.at_k(ValName.WORST, k)]] = worst
-            if binary:
-                values[sel, col[keys.at_k(ValName.PASS, k)]] = best
-                values[sel, col[keys.pass_hat(k)]] = worst
-            if layout is not None and answer_means is not None:
-                maj, exact = layout.maj(answer_means, k, options.replace, options.seed)
-                name = keys.at_k(ValName.MAJ, k)
-                values[sel[pred_rows], col[name]] = maj
-                exact_maj[name] = exact_maj.get(name, True) and exact
+        exact_maj.update(_fill(values, sel, active[sel], nv, spec, exact_maj))
+    indicators = _indicators(opts.taus) if binary else []
     if binary:
         means = values[:, 0]
-        values[:, col[ValName.ALL_SOLVED]] = means == 1.0
-        values[:, col[ValName.NONE_SOLVED]] = means == 0.0
-        for tau in options.taus:
-            values[:, col[keys.cover_at(tau)]] = cover_indicator(counts_a, means * counts_a, tau)
+        values[:, spec.col[ValName.ALL_SOLVED]] = means == 1.0
+        values[:, spec.col[ValName.NONE_SOLVED]] = means == 0.0
+        for tau in opts.taus:
+            values[:, spec.col[keys.cover_at(tau)]] = cover_indicator(counts_a, means * counts_a, tau)
     return PromptTable(keys_of, counts_a, names, values, binary, clusters, exact_maj, frozenset(indicators))
+
+
+def _fill(
+    values: np.ndarray, sel: np.ndarray, prompts: np.ndarray, nv: int, spec: _Spec, exact_maj: dict[str, bool]
+) -> dict[str, bool]:
+    """Fill the rows ``sel`` (the ``prompts`` with ``nv`` values each) of every @k column.
+
+    Returns the maj@k names with whether each is still exact (ANDed with ``exact_maj``).
+    """
+    rows, col, opts = spec.rows, spec.col, spec.opts
+    vals = rows.values[rows.starts[prompts][:, None] + np.arange(nv)[None, :]]
+    values[sel, 0] = vals.mean(axis=1)
+    srt = np.sort(vals, axis=1)
+    pred_rows = rows.has_pred[prompts]
+    maj = _MajRows(spec.votes, prompts[pred_rows], vals[pred_rows], nv) if pred_rows.any() else None
+    exact = dict(exact_maj)
+    for k in spec.ks:
+        if k > nv and not opts.replace:
+            continue
+        w = _order_stat_weights(nv, k, opts.replace)
+        best, worst = srt @ w, srt @ w[::-1]
+        values[sel, col[keys.at_k(ValName.BEST, k)]] = best
+        values[sel, col[keys.at_k(ValName.WORST, k)]] = worst
+        if spec.binary:
+            values[sel, col[keys.at_k(ValName.PASS, k)]] = best
+            values[sel, col[keys.pass_hat(k)]] = worst
+        if maj is not None:
+            name = keys.at_k(ValName.MAJ, k)
+            values[sel[pred_rows], col[name]], ok = maj.at(k, opts.replace, opts.seed)
+            exact[name] = exact.get(name, True) and ok
+    return exact
+
+
+class _MajRows:
+    """Exact maj@k of some prompts with ``n`` samples, from the shared :class:`Votes`."""
+
+    def __init__(self, votes: Votes, prompts: np.ndarray, vals: np.ndarray, n: int) -> None:
+        self._votes, self._n = votes, n
+        self._table = votes.patterns(n)
+        at = votes.rows(prompts, n)
+        self._inverse = self._table.inverse[at]
+        self._means = answer_means(self._table.local[at], vals)
+
+    def at(self, k: int, replace: bool, seed: int) -> tuple[np.ndarray, bool]:
+        """Each prompt's maj@k, and whether it is exact (not Monte Carlo)."""
+        compute = functools.partial(pattern_weights, self._table.patterns, k, replace, seed)
+        weights, exact = self._votes.memo(("exact", self._n, k, replace, seed), compute)
+        return vote_means(weights[self._inverse], self._means), exact
 
 
 def cover_indicator(n: np.ndarray, c: np.ndarray, tau: float) -> np.ndarray:
@@ -559,11 +655,11 @@ def cover_indicator(n: np.ndarray, c: np.ndarray, tau: float) -> np.ndarray:
     return (np.asarray(c, np.float64) >= tau * n - 1e-9 * n).astype(np.float64)
 
 
-def _short_prompts(table: PromptTable, options: _Options, what: str) -> list[str]:
+def _short_prompts(table: PromptTable, opts: SummaryOptions, what: str) -> list[str]:
     """One line per k that leaves prompts out (k above their samples), naming a few of them."""
-    if options.replace:
+    if opts.replace:
         return []
-    ks = options.ks if options.ks is not None else default_ks(int(table.counts.max()))
+    ks = opts.ks if opts.ks is not None else default_ks(int(table.counts.max()))
     lines = []
     for k in dict.fromkeys(ks):
         short = np.flatnonzero(table.counts < k)

@@ -2,9 +2,10 @@
 
 verl 0.9.1 estimates best@k, worst@k and maj@k of every prompt with a 1000-draw bootstrap run
 as a Python loop per prompt, variable and k. Here the draws are shared
-(:mod:`~rlmetrics.validation.draws`), best@k and worst@k come from rank counts
-(:mod:`~rlmetrics.validation.extremes`), maj@k from exact vote scores
-(:mod:`~rlmetrics.validation.majority`), for all prompts with the same number of samples at
+(:mod:`~rlmetrics.validation.verl.draws`), best@k and worst@k come from rank counts
+(:mod:`~rlmetrics.validation.verl.extremes`), maj@k from exact vote scores
+(:mod:`~rlmetrics.validation.verl.majority`, on the vote patterns of
+:class:`~rlmetrics.validation.exact.votes.Votes`), for all prompts with the same number of samples at
 once. Only the means and standard deviations over the draws are needed, so each prompt's
 statistic is the weighted mean and std of its values under integer counts (float64; the results
 agree with verl's to about 1e-15).
@@ -26,23 +27,22 @@ import numpy as np
 from rlmetrics import keys
 from rlmetrics._core.checks import check_int
 from rlmetrics.keys import ValName
-from rlmetrics.validation.verl import draws
-from rlmetrics.validation.verl.extremes import (
-    best_worst_stats,
-    rank_counts,
-    weighted_mean_std,
-    weighted_mean_std_blocks,
-)
 from rlmetrics.validation.exact.inputs import (
     Column,
-    Predictions,
     Prompts,
     as_list,
     group_prompts,
     local_codes,
     predictions,
     read_column,
-    unique_rows,
+)
+from rlmetrics.validation.exact.votes import Votes
+from rlmetrics.validation.verl import draws
+from rlmetrics.validation.verl.extremes import (
+    best_worst_stats,
+    rank_counts,
+    weighted_mean_std,
+    weighted_mean_std_blocks,
 )
 from rlmetrics.validation.verl.majority import majority_counts, pattern_counts
 
@@ -495,46 +495,20 @@ def _metric_names(n_resps: int, has_pred: bool) -> list[str]:
     return names
 
 
-class _Votes:
-    """maj@k counts of the prompts with complete predictions, per number of samples and ``k``.
+def _maj_stats(
+    votes: Votes, prompts: np.ndarray, vals: np.ndarray, k: int, n_bootstrap: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """verl's bootstrap maj@k mean and std of ``prompts`` (sorted, complete, one number of samples).
 
-    Computed on first use; the prediction patterns of one number of samples are shared by every
-    ``k`` and variable.
+    The vote patterns come from the shared :class:`~rlmetrics.validation.exact.votes.Votes`;
+    each pattern's counts of verl's picks (:func:`~rlmetrics.validation.verl.majority.pattern_counts`)
+    are computed once per ``k`` and shared by every variable.
     """
-
-    def __init__(self, pred: Predictions | None, sizes: np.ndarray, n_bootstrap: int, seed: int) -> None:
-        self.complete = np.zeros(sizes.shape[0], dtype=bool)
-        if pred is not None:
-            self.complete[: pred.complete.shape[0]] = pred.complete
-        self._pred = pred
-        self._starts = np.concatenate([[0], np.cumsum(sizes)])
-        self._sizes = sizes
-        self._n_bootstrap, self._seed = n_bootstrap, seed
-        self._patterns: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._counts: dict[tuple[int, int], np.ndarray] = {}
-
-    def _layout(self, n_resps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(prompts with complete predictions and ``n_resps`` samples, their patterns, prompt -> pattern)."""
-        if n_resps not in self._patterns:
-            assert self._pred is not None
-            prompts = np.flatnonzero(self.complete & (self._sizes == n_resps))
-            codes = self._pred.codes[self._starts[prompts][:, None] + np.arange(n_resps)[None, :]]
-            self._patterns[n_resps] = (prompts, *unique_rows(local_codes(codes)))
-        return self._patterns[n_resps]
-
-    def stats(self, prompts: np.ndarray, vals: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """maj@k mean and std of ``prompts`` (sorted, complete, one number of samples) with ``vals``."""
-        n_resps = vals.shape[1]
-        all_prompts, patterns, inverse = self._layout(n_resps)
-        if (n_resps, k) not in self._counts:
-            self._counts[(n_resps, k)] = pattern_counts(patterns, k, self._n_bootstrap, self._seed)
-        rows = (
-            np.arange(prompts.shape[0])
-            if np.array_equal(all_prompts, prompts)
-            else np.searchsorted(all_prompts, prompts)
-        )
-        counts = self._counts[(n_resps, k)][inverse[rows]]
-        return weighted_mean_std_blocks(vals, counts, self._n_bootstrap)
+    n = vals.shape[1]
+    table = votes.patterns(n)
+    compute = functools.partial(pattern_counts, table.patterns, k, n_bootstrap, seed)
+    counts = votes.memo(("verl", n, k, n_bootstrap, seed), compute)
+    return weighted_mean_std_blocks(vals, counts[table.inverse[votes.rows(prompts, n)]], n_bootstrap)
 
 
 class _VarMetrics(NamedTuple):
@@ -571,7 +545,7 @@ def _mean_std(
 
 
 def _variable_metrics(
-    name: str, var: _Variable, layout: _Layout, votes: _Votes, n_bootstrap: int, seed: int
+    name: str, var: _Variable, layout: _Layout, votes: Votes, n_bootstrap: int, seed: int
 ) -> _VarMetrics | None:
     """verl's per-prompt metrics of one variable, for all prompts with the same number of values
     at once; None when no prompt has a value."""
@@ -610,7 +584,7 @@ def _variable_metrics(
             add(keys.val_moment(ValName.WORST, k, ValName.MEAN), prompts, bw.worst_mean)
             add(keys.val_moment(ValName.WORST, k, ValName.STD), prompts, bw.worst_std)
             if vote_rows.any():
-                mean, std = votes.stats(prompts[vote_rows], vals[vote_rows], k)
+                mean, std = _maj_stats(votes, prompts[vote_rows], vals[vote_rows], k, n_bootstrap, seed)
                 add(keys.val_moment(ValName.MAJ, k, ValName.MEAN), prompts[vote_rows], mean)
                 add(keys.val_moment(ValName.MAJ, k, ValName.STD), prompts[vote_rows], std)
     return _VarMetrics(parts, active, count[active], has_pred[active])
@@ -776,7 +750,7 @@ def process_validation_metrics(
     pred = (
         predictions(infos_dict[ValName.PRED], prompts, ValName.PRED) if ValName.PRED in infos_dict else None
     )
-    votes = _Votes(pred, layout.sizes, n_bootstrap, seed)
+    votes = Votes(pred, layout.sizes)
 
     per_var: dict[str, _VarMetrics] = {}
     done: dict[str, _Variable] = {}

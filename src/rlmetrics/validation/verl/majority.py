@@ -19,8 +19,8 @@ import functools
 
 import numpy as np
 
-from rlmetrics.validation.verl import draws
 from rlmetrics.validation.exact.inputs import unique_rows
+from rlmetrics.validation.verl import draws
 
 __all__ = ["majority_counts", "majority_counts_distinct", "pattern_counts"]
 
