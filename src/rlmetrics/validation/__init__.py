@@ -50,6 +50,7 @@ from rlmetrics.validation.exact.intervals import (
 )
 from rlmetrics.validation.exact.summary import (
     PromptTable,
+    SummaryOptions,
     default_ks,
     prompt_estimates,
     summarize_table,
@@ -70,6 +71,7 @@ __all__ = [
     "Interval",
     "PairedDifference",
     "PromptTable",
+    "SummaryOptions",
     "TableComparison",
     "best_at_k",
     "bootstrap_indices",
