@@ -28,7 +28,6 @@ from rlmetrics.validation.exact.votes import MC_DRAWS, first_positions, maj_stat
 __all__ = ["Estimate", "best_at_k", "cover_at_tau", "maj_at_k", "pass_at_k", "pass_hat_k", "worst_at_k"]
 
 
-
 class Estimate(tuple):
     """``(mean, std)`` of a statistic over the draws, plus ``mc_error``.
 

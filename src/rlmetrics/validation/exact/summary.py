@@ -40,7 +40,7 @@ from rlmetrics.validation.exact.inputs import (
     read_column,
 )
 from rlmetrics.validation.exact.intervals import CI_METHODS, Interval, column_intervals
-from rlmetrics.validation.exact.votes import Votes, answer_means, pattern_weights, vote_means
+from rlmetrics.validation.exact.votes import Votes, answer_means, pattern_weights, signatures, vote_means
 
 __all__ = [
     "DEFAULT_TAUS",
@@ -645,8 +645,10 @@ class _MajRows:
 
     def at(self, k: int, replace: bool, seed: int) -> tuple[np.ndarray, bool]:
         """Each prompt's maj@k, and whether it is exact (not Monte Carlo)."""
-        compute = functools.partial(pattern_weights, self._table.patterns, k, replace, seed)
-        weights, exact = self._votes.memo(("exact", self._n, k, replace, seed), compute)
+        votes, patterns = self._votes, self._table.patterns
+        sig = votes.memo(("signatures", self._n), functools.partial(signatures, patterns))
+        compute = functools.partial(pattern_weights, patterns, k, replace, seed, sig=sig)
+        weights, exact = votes.memo(("exact", self._n, k, replace, seed), compute)
         return vote_means(weights[self._inverse], self._means), exact
 
 

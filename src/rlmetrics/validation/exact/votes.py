@@ -31,12 +31,14 @@ import numpy as np
 from rlmetrics.validation.exact.inputs import Predictions, local_codes, unique_rows
 
 __all__ = [
+    "Signatures",
     "VotePatterns",
     "Votes",
     "answer_means",
     "first_positions",
     "maj_stats",
     "pattern_weights",
+    "signatures",
     "vote_means",
     "win_weights",
 ]
@@ -145,28 +147,49 @@ def _answer_sizes(local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.bincount(lin, minlength=r * n).reshape(r, n).astype(np.float64), lin
 
 
-def pattern_weights(patterns: np.ndarray, k: int, replace: bool, seed: int) -> tuple[np.ndarray, bool]:
-    """(U, n) chance that each pattern's answer (at its first position) wins a vote of ``k`` draws.
+class Signatures(NamedTuple):
+    """Vote patterns grouped by their answers' sizes (a vote's odds depend on nothing else)."""
 
-    Patterns with the same answer sizes (their *signature*) share one :func:`win_weights` call.
-    Returns the weights and whether all of them are exact (not Monte Carlo).
-    """
-    u, n = patterns.shape
+    #: (U, n) each pattern's positions by answer size, largest first (stable)
+    order: np.ndarray
+    #: each signature's answer sizes, largest first
+    sizes: list[tuple[int, ...]]
+    #: (U,) pattern -> signature
+    inverse: np.ndarray
+
+
+def signatures(patterns: np.ndarray) -> Signatures:
+    """The :class:`Signatures` of vote patterns (U, n), shared by every ``k``."""
+    u = patterns.shape[0]
     sizes, _ = _answer_sizes(patterns)
     order = np.argsort(-sizes, axis=1, kind="stable")
     sig = np.take_along_axis(sizes, order, axis=1).astype(np.int64)
     if u == 1:  # one prompt (maj_at_k): nothing to share, and no row sort of a long row
-        signatures, inverse = sig, np.zeros(1, dtype=np.int64)
+        distinct, inverse = sig, np.zeros(1, dtype=np.int64)
     else:
-        signatures, inverse = np.unique(sig, axis=0, return_inverse=True)
-    per_sig = np.zeros((signatures.shape[0], n))
+        distinct, inverse = np.unique(sig, axis=0, return_inverse=True)
+    return Signatures(order, [tuple(row[row > 0].tolist()) for row in distinct], inverse.reshape(-1))
+
+
+def pattern_weights(
+    patterns: np.ndarray, k: int, replace: bool, seed: int, *, sig: Signatures | None = None
+) -> tuple[np.ndarray, bool]:
+    """(U, n) chance that each pattern's answer (at its first position) wins a vote of ``k`` draws.
+
+    Patterns with the same answer sizes (``sig``, their :func:`signatures`, computed when not
+    given) share one :func:`win_weights` call. Returns the weights and whether all of them are
+    exact (not Monte Carlo).
+    """
+    u, n = patterns.shape
+    sig = signatures(patterns) if sig is None else sig
+    per_sig = np.zeros((len(sig.sizes), n))
     exact = True
-    for s, row in enumerate(signatures):
-        w, ok = win_weights(tuple(row[row > 0].tolist()), k, replace, seed)
+    for s, sizes in enumerate(sig.sizes):
+        w, ok = win_weights(sizes, k, replace, seed)
         per_sig[s, : len(w)] = w
         exact = exact and ok
     weights = np.zeros((u, n))
-    np.put_along_axis(weights, order, per_sig[inverse.reshape(-1)], axis=1)
+    np.put_along_axis(weights, sig.order, per_sig[sig.inverse], axis=1)
     return weights, exact
 
 
