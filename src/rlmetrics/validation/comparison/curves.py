@@ -344,7 +344,7 @@ def compare_curves(
     >>> cmp = compare_curves(base, rl, ks, n_boot=500)
     >>> cmp.b_better, cmp.a_better, cmp.crossover_interval
     ([1, 2, 4], [16, 32, 64], (4, 16))
-    >>> print(cmp.statement)
+    >>> print(describe_curves(cmp))
     B better on k in [1, 4], A better on k in [16, 64] at 95% (simultaneous);
     crossover between k = 4 and k = 16 (first sign change at k = 8)
     """

@@ -1,12 +1,13 @@
 """Is checkpoint B better than A? Two evaluations compared prompt by prompt.
 
-:func:`compare_tables` takes the per-prompt tables of two runs (:func:`~rlmetrics.validation.
-summary.prompt_estimates` of each), matches their prompts by ``(source, uid)``, and for every
-data source, variable and metric both have, reports the paired difference of B minus A with its
-interval, p-value and minimum detectable difference (:func:`~rlmetrics.validation.comparison.
-paired.paired_difference`); for 0/1 variables also the pass@k curves for every k up to the samples of
-the matched prompts and where they cross (:func:`~rlmetrics.validation.comparison.curves.compare_curves`).
-:func:`compare_summaries` does what can be done from two summaries alone (an unpaired test).
+:func:`compare_tables` takes the per-prompt tables of two runs
+(:func:`~rlmetrics.validation.exact.summary.prompt_estimates` of each), matches their prompts by
+``(source, uid)``, and for every data source, variable and metric both have, reports the paired
+difference of B minus A with its interval, p-value and minimum detectable difference
+(:func:`~rlmetrics.validation.comparison.paired.paired_difference`); for 0/1 variables also the
+pass@k curves for every k up to the samples of the matched prompts and where they cross
+(:func:`~rlmetrics.validation.comparison.curves.compare_curves`). :func:`compare_summaries` does
+what can be done from two summaries alone (an unpaired test).
 """
 
 from __future__ import annotations

@@ -32,11 +32,10 @@ from rlmetrics.validation.exact.inputs import (
     Prompts,
     as_list,
     group_prompts,
-    local_codes,
     predictions,
     read_column,
 )
-from rlmetrics.validation.exact.votes import Votes
+from rlmetrics.validation.exact.votes import Votes, first_positions
 from rlmetrics.validation.verl import draws
 from rlmetrics.validation.verl.extremes import (
     best_worst_stats,
@@ -60,7 +59,7 @@ _N_BOOTSTRAP = 1000
 #: Most samples per prompt (observed, or padded by ``expected_acc_counts``) that
 #: :func:`process_validation_metrics` takes: verl's bootstrap draws 1000 x that many indices
 #: per k, and 16384 already costs seconds and about 0.7 GB. The exact estimators of
-#: :func:`~rlmetrics.validation.summary.summarize_validation` have no such limit.
+#: :func:`~rlmetrics.validation.exact.summary.summarize_validation` have no such limit.
 MAX_SAMPLES_PER_PROMPT = 1 << 14
 #: Most indices (``n_bootstrap * subset_size``) one :func:`bootstrap_metric` or
 #: :func:`bootstrap_indices` call draws: 128 MB of int64.
@@ -231,7 +230,8 @@ def _reduced(
         if got is None:
             return None
         codes, vals = got
-        counts = majority_counts(local_codes(codes[None, :]), subset_size, n_bootstrap, seed)
+        # first positions in O(n log n): local_codes of one long row would compare every pair
+        counts = majority_counts(first_positions(codes)[None, :], subset_size, n_bootstrap, seed)
         order = np.argsort(vals, kind="stable")
         mean, std = weighted_mean_std(vals[order][None, :], counts[:, order], n_bootstrap)
         return float(mean[0]), float(std[0])

@@ -2,7 +2,7 @@
 
 The bootstrap max (min) of a prompt's values is the value of the highest (lowest) rank drawn, so
 only the *counts* of each rank being the max matter. With ``2**n`` small they come from the
-subset-sum table of the drawn position sets (:func:`~rlmetrics.validation.draws.subset_table`,
+subset-sum table of the drawn position sets (:func:`~rlmetrics.validation.verl.draws.subset_table`,
 ``Z[A]`` = draws inside ``A``) looked up at each prompt's sorted prefixes: the draws whose max
 rank is below ``r`` are ``Z[positions of the r smallest]``. Otherwise they come from the drawn
 ranks, one row gather per draw slot over all prompts. Each statistic is then the weighted mean

@@ -11,6 +11,10 @@ or two draws, or a single prediction, the first drawn sample always wins; beyond
 (scores over 2**53) a per-position score is used instead. From 192 samples per prompt the
 votes are counted from the drawn slots instead, in time that grows with ``k`` rather than
 with ``n``. Prompts sharing a pattern share their counts.
+
+The patterns are those of :class:`~rlmetrics.validation.exact.votes.Votes`, the vote counter
+this shares with the exact maj@k (which weighs each answer by its exact chance to win instead
+of counting verl's particular draws).
 """
 
 from __future__ import annotations
@@ -83,7 +87,7 @@ def majority_counts_distinct(
 
 def pattern_counts(patterns: np.ndarray, subset_size: int, n_bootstrap: int, seed: int) -> np.ndarray:
     """:func:`majority_counts` of distinct patterns (the rows of
-    :func:`~rlmetrics.validation.inputs.unique_rows`).
+    :func:`~rlmetrics.validation.exact.inputs.unique_rows`).
 
     Returns
     -------
@@ -135,7 +139,7 @@ def _scores_table(
     -------
     x_t : (n, R) float32 (float64 beyond k = 19)
     slot_pos : (k * R,) int32, the position drawn in slot ``t`` of draw ``r`` at ``t * R + r``
-    weights : (R,) or None, as :func:`~rlmetrics.validation.draws.fold_draws`
+    weights : (R,) or None, as :func:`~rlmetrics.validation.verl.draws.fold_draws`
     """
     idx, mult, first, weights = draws.distinct_draws(n, k, n_bootstrap, seed)
     dtype = np.float32 if k <= _FLOAT32_MAX_K else np.float64
