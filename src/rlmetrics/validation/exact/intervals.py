@@ -266,26 +266,35 @@ def column_intervals(
         low, high = _bootstrap(filled, present, codes, confidence, n_boot, seed)
         methods = ["bootstrap"] * m
     else:
-        low, high, methods = _analytic(filled, present, mean, se, units, method, confidence, max_n_eff)
+        cols = _Columns(filled, present, mean, se, units)
+        low, high, methods = _analytic(cols, method == "wilson", confidence, max_n_eff)
     undefined = ~(units >= 2)
     low, high = np.where(undefined, np.nan, low), np.where(undefined, np.nan, high)
     return IntervalTable(mean, se, low, high, methods, n.astype(np.int64), None if n_g is None else n_g)
 
 
+class _Columns(NamedTuple):
+    """A (P, M) table's columns as :func:`column_intervals` has reduced them."""
+
+    #: (P, M) values, 0 where missing
+    filled: np.ndarray
+    #: (P, M) whether each value is present
+    present: np.ndarray
+    #: (M,) mean and standard error of each column
+    mean: np.ndarray
+    se: np.ndarray
+    #: (M,) prompts (or clusters) behind each column
+    units: np.ndarray
+
+
 def _analytic(
-    filled: np.ndarray,
-    present: np.ndarray,
-    mean: np.ndarray,
-    se: np.ndarray,
-    units: np.ndarray,
-    method: str,
-    confidence: float,
-    max_n_eff: Any,
+    cols: _Columns, wilson: bool, confidence: float, max_n_eff: Any
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Wilson-on-effective-n where the column is in [0, 1] and ``method`` is ``"wilson"``, else t."""
+    """Wilson-on-effective-n where the column is in [0, 1] and ``wilson`` is asked for, else t."""
+    filled, present, mean, se, units = cols
     m = filled.shape[1]
     bounded = ((filled >= 0.0) & (filled <= 1.0) | ~present).all(axis=0) & (units >= 1)
-    use_wilson = bounded if method == "wilson" else np.zeros(m, dtype=bool)
+    use_wilson = bounded if wilson else np.zeros(m, dtype=bool)
     low, high = np.full(m, np.nan), np.full(m, np.nan)
     if use_wilson.any():
         p = np.clip(mean[use_wilson], 0.0, 1.0)
