@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.validation import bootstrap as V
 from rlmetrics.validation.bootstrap import (
     MAX_SAMPLES_PER_PROMPT,
     bootstrap_indices,
@@ -22,6 +21,7 @@ from rlmetrics.validation.bootstrap import (
     flatten_validation_metrics,
     process_validation_metrics,
 )
+from rlmetrics.validation.verl import bootstrap as V
 
 mu = pytest.importorskip("verl.trainer.ppo.metric_utils")
 

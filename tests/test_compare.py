@@ -8,6 +8,7 @@ intervals and of the simultaneous band over k (true pass@k curves in closed form
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import warnings
@@ -17,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.validation import compare as C
 from rlmetrics.validation.compare import (
     compare_curves,
     match_prompts,
@@ -26,6 +26,8 @@ from rlmetrics.validation.compare import (
     pass_hat_k_curves,
     unpaired_difference,
 )
+from rlmetrics.validation.comparison import curves as C
+from rlmetrics.validation.comparison.curves import describe_curves
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -813,3 +815,51 @@ def test_default_ks_of_huge_sample_counts_are_refused_not_allocated():
     """n = 10**10 samples: every k from 1 to n would be 10**10 curve points; the call says to give ks=."""
     with pytest.raises(ValueError, match=r"every k up to the fewest samples \(10000000000\) is too many"):
         pass_at_k_curves([10**10], [3])
+
+
+# ----------------------------------------------------------------------------- the sentence
+def _planted(b_better, a_better, crossover=None, interval=None, se=None, n_clusters=None):
+    """A CurveComparison on ks 1..6 holding only what describe_curves reads."""
+    res = compare_curves(np.zeros((3, 6)), np.zeros((3, 6)), [1, 2, 3, 4, 5, 6], n_boot=10)
+    return dataclasses.replace(
+        res,
+        b_better=b_better,
+        a_better=a_better,
+        crossover=crossover,
+        crossover_interval=interval,
+        se=np.ones(6) if se is None else np.asarray(se, dtype=float),
+        n_clusters=n_clusters,
+    )
+
+
+@pytest.mark.parametrize(
+    ("planted", "sentence"),
+    [
+        (
+            _planted([1, 2, 4], [5, 6], 5, (4, 5)),
+            "B better on k in [1, 2] and k = 4, A better on k in [5, 6] at 95% (simultaneous); "
+            "crossover between k = 4 and k = 5 (first sign change at k = 5)",
+        ),
+        (
+            _planted([6], [1, 2], None, (2, 6)),
+            "A better on k in [1, 2], B better on k = 6 at 95% (simultaneous); "
+            "crossover between k = 2 and k = 6",
+        ),
+        (_planted([], []), "no difference on any k <= 6 at 95% (simultaneous); no reversal within k <= 6"),
+        (
+            _planted([1], [], se=[1, np.nan, np.nan, 1, 1, 1], n_clusters=3),
+            "B better on k = 1 at 95% (simultaneous); no reversal within k <= 6 "
+            "(undefined at k in [2, 3]: fewer than two clusters)",
+        ),
+    ],
+    ids=["b-leads", "a-leads-no-sign-change", "nothing", "undefined-clusters"],
+)
+def test_describe_curves_words_the_data(planted, sentence):
+    assert describe_curves(planted) == sentence
+
+
+def test_statement_is_describe_curves_of_the_result():
+    rng = np.random.default_rng(12)
+    xa, xb = rng.random((60, 4)), rng.random((60, 4)) + np.array([0.3, 0.1, 0.0, -0.3])
+    res = compare_curves(xa, xb, [1, 2, 4, 8], n_boot=300, seed=2)
+    assert res.statement == describe_curves(res)

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.validation import estimators as E
 from rlmetrics.validation.bootstrap import bootstrap_metric
 from rlmetrics.validation.estimators import best_at_k, maj_at_k, pass_at_k, pass_hat_k, worst_at_k
+from rlmetrics.validation.exact import estimators as E
+from rlmetrics.validation.exact import votes
 
 
 def brute_extreme(vals, k, replace, fn):
@@ -133,10 +134,10 @@ def test_maj_at_k_monte_carlo_fallback(monkeypatch):
     preds = [str(v) for v in [0, 0, 0, 1, 1, 2, 3, 3, 0, 1]]
     vals = np.array([1, 1, 1, 0, 0, 0, 0, 0, 1, 0], dtype=float)
     exact = maj_at_k(preds, vals, 5)
-    monkeypatch.setattr(E, "_MAJ_ENUM_LIMIT", 0)
-    E._maj_win_weights.cache_clear()
+    monkeypatch.setattr(votes, "_MAJ_ENUM_LIMIT", 0)
+    votes.win_weights.cache_clear()
     approx = maj_at_k(preds, vals, 5, seed=1)
-    E._maj_win_weights.cache_clear()
+    votes.win_weights.cache_clear()
     assert approx.mc_error > 0.0
     assert abs(approx.mean - exact.mean) < 5 * approx.mc_error
     assert "mc_error" in repr(approx)
@@ -372,15 +373,15 @@ def test_maj_at_k_monte_carlo_without_replacement_many_samples(monkeypatch):
     preds = [str(v) for v in [0, 0, 0, 1, 1, 2, 3, 3, 0, 1]]
     vals = np.array([1, 1, 1, 0, 0, 0, 0, 0, 1, 0], dtype=float)
     exact = maj_at_k(preds, vals, 5)
-    monkeypatch.setattr(E, "_MAJ_ENUM_LIMIT", 0)
-    E._maj_win_weights.cache_clear()
+    monkeypatch.setattr(votes, "_MAJ_ENUM_LIMIT", 0)
+    votes.win_weights.cache_clear()
     try:
         approx = maj_at_k(preds, vals, 5, seed=3)
         t0 = time.perf_counter()
         big = maj_at_k(preds * 10**5, np.tile(vals, 10**5), 1001, seed=3)
         assert time.perf_counter() - t0 < 5.0
     finally:
-        E._maj_win_weights.cache_clear()
+        votes.win_weights.cache_clear()
     assert abs(approx.mean - exact.mean) < 5 * approx.mc_error
     assert 0.99 <= big.mean <= 1.0  # answer "0" (40% of the samples) wins 1001-draw votes
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlmetrics.validation import bootstrap as V
-from rlmetrics.validation import draws, extremes
+from rlmetrics.validation.verl import bootstrap as V
+from rlmetrics.validation.verl import draws, extremes
 from validation_refs import N_BOOT, SEED
 
 

@@ -8,8 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from rlmetrics.validation import draws, majority
 from rlmetrics.validation.inputs import unique_rows
+from rlmetrics.validation.verl import draws, majority
 from validation_refs import N_BOOT, SEED, first_positions
 
 

@@ -13,6 +13,11 @@ from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
 from rlmetrics.validation.estimators import best_at_k, maj_at_k, pass_at_k, worst_at_k
+from rlmetrics.validation.exact.summary import (
+    SummaryOptions,
+    prompt_estimates,
+    summarize_table,
+)
 from rlmetrics.validation.summary import default_ks, summarize_validation
 
 
@@ -344,3 +349,98 @@ def test_interval_option_errors(kwargs, exc, match):
 def test_ks_above_int64_are_named():
     with pytest.raises(ValueError, match=r"ks must be integers below 2\*\*63; got 1180591620717411303424"):
         summarize_validation(["s"] * 4, ["a", "a", "b", "b"], {"acc": [1, 0, 1, 1]}, ks=[2**70], replace=True)
+
+
+# ----------------------------------------------------------------------------- SummaryOptions
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"ks": [2, 0]}, ValueError, r"ks\[1\] must be an integer >= 1; got 0"),
+        ({"ks": []}, ValueError, r"ks must be a non-empty list of integers >= 1; got \[\]"),
+        ({"ks": "12"}, TypeError, "ks must be a list of integers >= 1; got str"),
+        ({"ks": [2**70]}, ValueError, r"ks must be integers below 2\*\*63; got 1180591620717411303424"),
+        ({"pred_key": 3}, TypeError, "pred_key must be the name of the prediction variable .*got int 3"),
+        ({"confidence": 1.5}, ValueError, r"confidence must be in \(0, 1\); got 1.5"),
+        ({"confidence": "high"}, TypeError, r"confidence must be a number in \(0, 1\); got str"),
+        ({"ci": "normal"}, ValueError, "ci must be one of wilson, t, bootstrap; got 'normal'"),
+        ({"ci": None}, ValueError, "ci must be one of wilson, t, bootstrap; got None"),
+        ({"taus": [1.5]}, ValueError, r"taus\[0\] must be in \[0, 1\]; got 1.5"),
+        ({"taus": 0.5}, TypeError, r"taus must be a list of numbers in \[0, 1\]; got float"),
+        ({"n_boot": 3}, ValueError, "n_boot must be an integer >= 10; got 3"),
+        ({"seed": -1}, ValueError, "seed must be an integer >= 0; got -1"),
+        ({"seed": 0.5}, TypeError, "seed must be an integer >= 0; got float"),
+    ],
+    ids=[
+        "k-zero",
+        "ks-empty",
+        "ks-str",
+        "ks-int64",
+        "pred-key",
+        "confidence-range",
+        "confidence-type",
+        "ci-unknown",
+        "ci-none",
+        "tau-range",
+        "taus-scalar",
+        "n-boot",
+        "seed-negative",
+        "seed-float",
+    ],
+)
+def test_summary_options_are_checked_when_made(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        SummaryOptions(**kwargs)
+
+
+def test_summary_options_normalise_and_hash():
+    opts = SummaryOptions(ks=np.array([1, 4]), taus=[0.5, 0.5, 1], replace=1, seed=np.int64(3))
+    assert opts.ks == (1, 4) and opts.taus == (0.5, 1.0) and opts.replace is True and opts.seed == 3
+    assert hash(opts) == hash(SummaryOptions(ks=[1, 4], taus=(0.5, 1.0), replace=True, seed=3))
+    with pytest.raises(AttributeError):
+        opts.ci = "t"  # type: ignore[misc]
+
+
+ROLLOUTS = (["s"] * 9, ["a"] * 3 + ["b"] * 3 + ["c"] * 3, {"acc": [1, 0, 0, 1, 1, 1, 0, 0, 1]})
+
+
+def test_options_give_what_the_keywords_give():
+    kwargs = {"ks": [1, 3], "ci": "bootstrap", "confidence": 0.9, "n_boot": 50, "seed": 4, "taus": [0.25]}
+    assert summarize_validation(*ROLLOUTS, options=SummaryOptions(**kwargs)) == summarize_validation(
+        *ROLLOUTS, **kwargs
+    )
+    by_opts = prompt_estimates(*ROLLOUTS, options=SummaryOptions(ks=[2], replace=True))["s"]["acc"]
+    by_kw = prompt_estimates(*ROLLOUTS, ks=[2], replace=True)["s"]["acc"]
+    assert by_opts.names == by_kw.names and np.array_equal(by_opts.values, by_kw.values)
+    assert summarize_table(by_kw, options=SummaryOptions(ci="t")) == summarize_table(by_kw, ci="t")
+
+
+@pytest.mark.parametrize(
+    ("call", "kwargs", "match"),
+    [
+        (summarize_validation, {"ci": "t"}, "summarize_validation takes options= or the keywords .* and ci"),
+        (prompt_estimates, {"ks": [2], "seed": 1}, "prompt_estimates takes options= .* and ks, seed"),
+        (summarize_validation, {"taus": [0.25]}, "and taus"),
+    ],
+    ids=["summary-ci", "estimates-ks-seed", "summary-taus"],
+)
+def test_options_and_the_keywords_they_hold_are_not_both_taken(call, kwargs, match):
+    with pytest.raises(TypeError, match=match):
+        call(*ROLLOUTS, options=SummaryOptions(), **kwargs)
+
+
+def test_keywords_left_at_their_defaults_go_with_options():
+    opts = SummaryOptions(ks=[1, 3])
+    # the defaults spelled out (a list for the tuple of taus) are not a conflict
+    got = summarize_validation(*ROLLOUTS, options=opts, taus=[0.5, 1.0], seed=0, pred_key="pred")
+    assert got == summarize_validation(*ROLLOUTS, ks=[1, 3])
+
+
+def test_options_must_be_summary_options():
+    with pytest.raises(TypeError, match="options must be a SummaryOptions; got dict"):
+        summarize_validation(*ROLLOUTS, options={"ci": "t"})  # type: ignore[arg-type]
+
+
+def test_summary_options_are_exported():
+    import rlmetrics.validation as validation
+
+    assert validation.SummaryOptions is SummaryOptions

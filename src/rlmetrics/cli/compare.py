@@ -5,7 +5,7 @@ Each argument is a rollout dump (JSONL/Parquet), a folder of them (verl's per-st
 --json`` summary. Every run after the first is compared with the first on the prompts they
 share: per data source and variable, the difference of each metric (mean@N, pass@k, pass^k,
 maj@k, cover@tau ...) with a paired t interval, p-value and the minimum detectable difference
-at 80% power (:func:`rlmetrics.validation.evals.compare_tables`), and the pass@k curves for
+at 80% power (:func:`rlmetrics.validation.comparison.tables.compare_tables`), and the pass@k curves for
 every k with a simultaneous band and where they cross. A summary has no per-prompt data: its
 comparison is unpaired (Welch) and has no curve.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -38,6 +38,7 @@ from rlmetrics.cli._rollouts import (
     ValueKeys,
     load_run,
 )
+from rlmetrics.validation.comparison.curves import describe_curves
 
 __all__ = ["compare"]
 
@@ -126,7 +127,7 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
     console.print(table)
     if cmp.curve is not None:
         console.print(
-            f"pass@k for k = 1..{int(cmp.curve.ks[-1])}: {escape(cmp.curve.statement)}",
+            f"pass@k for k = 1..{int(cmp.curve.ks[-1])}: {escape(describe_curves(cmp.curve))}",
             highlight=False,
             soft_wrap=True,
         )
@@ -228,114 +229,184 @@ def compare(
     ] = None,
 ) -> None:
     """Compare evaluations on the same prompts: paired differences, intervals, p-values, pass@k curves."""
-    from rlmetrics.validation.dumps import DumpError
-    from rlmetrics.validation.evals import compare_summaries, compare_tables
-    from rlmetrics.validation.summary import prompt_estimates, summarize_validation
-
+    _check_options(runs, confidence, n_boot, k, json_out, plot)
+    loaded = _load_runs(runs, KeyOptions(uid_key, source_key, value_keys, pred_key, cluster_key), step)
     out = Console()
     if not out.is_terminal:  # logs and pipes: a table as wide as it needs, not 80 columns
         out = Console(width=120)
+    for i, r in enumerate(loaded):
+        out.print(
+            f"{chr(65 + i)} = {escape(r.name)}: {escape(_describe(r))}", highlight=False, soft_wrap=True
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        try:
+            tables = _prompt_tables(loaded, k, pred_key, seed)
+            results = [
+                (
+                    other,
+                    _compare_pair(loaded[0], other, tables, k, pred_key, confidence, curves, n_boot, seed),
+                )
+                for other in loaded[1:]
+            ]
+        except (ValueError, TypeError) as e:
+            _fail(str(e))
+    if k is not None:
+        _check_k(k, tables)
     err = Console(stderr=True)
+    for w in caught:
+        err.print(f"[yellow]warning:[/yellow] {escape(str(w.message))}", highlight=False, soft_wrap=True)
+    _print_results(out, err, loaded[0], results, tables, confidence)
+    if json_out is not None:
+        try:
+            write_json(json_out, _payload(loaded, results, confidence))
+        except OSError as e:
+            _fail(f"--json: could not write {json_out}: {e.strerror or e}")
+        err.print(f"wrote {json_out}")
+    if plot is not None:
+        try:
+            _plot(loaded, results, plot)
+        except (ImportError, ValueError) as e:
+            _fail(str(e))
+        except OSError as e:
+            _fail(f"--plot: could not write {plot}: {e.strerror or e}")
+        err.print(f"wrote {plot}")
 
-    def fail(message: str) -> None:
-        err.print(f"[bold red]error:[/bold red] {escape(str(message))}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=_EXIT_BAD_INPUT)
 
+def _fail(message: str) -> NoReturn:
+    """Print ``message`` as an error and exit with status 2."""
+    Console(stderr=True).print(
+        f"[bold red]error:[/bold red] {escape(str(message))}", highlight=False, soft_wrap=True
+    )
+    raise typer.Exit(code=_EXIT_BAD_INPUT)
+
+
+def _check_options(
+    runs: list[Path],
+    confidence: float,
+    n_boot: int,
+    k: list[int] | None,
+    json_out: Path | None,
+    plot: Path | None,
+) -> None:
+    """Fail on a wrong option before reading anything."""
     if len(runs) < 2:
-        fail(f"compare needs at least two runs (A, then B ...); got {len(runs)}")
+        _fail(f"compare needs at least two runs (A, then B ...); got {len(runs)}")
     if not 0.0 < confidence < 1.0:
-        fail(f"--confidence must be in (0, 1); got {confidence}")
+        _fail(f"--confidence must be in (0, 1); got {confidence}")
     if n_boot < 100:
-        fail(f"--n-boot must be at least 100; got {n_boot}")
+        _fail(f"--n-boot must be at least 100; got {n_boot}")
     if k is not None and any(not 1 <= v <= MAX_K for v in k):
-        fail(f"--k values must be integers in [1, 2**63 - 1]; got {', '.join(map(str, k))}")
+        _fail(f"--k values must be integers in [1, 2**63 - 1]; got {', '.join(map(str, k))}")
     for target, opt in ((json_out, "--json"), (plot, "--plot")):
         problem = None if target is None else check_target(target, opt)
         if problem is not None:
-            fail(problem)
+            _fail(problem)
     if plot is not None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            fail("--plot needs matplotlib: pip install 'rlmetrics[plot]'")
-    opts = KeyOptions(uid_key, source_key, value_keys, pred_key, cluster_key)
+            _fail("--plot needs matplotlib: pip install 'rlmetrics[plot]'")
+
+
+def _load_runs(paths: list[Path], opts: KeyOptions, step: int | None) -> list[Run]:
+    """Each run read (a dump, a folder of dumps or a summary), same names told apart."""
+    from rlmetrics.validation.dumps import DumpError
+
     loaded: list[Run] = []
     names: dict[str, int] = {}
-    for path in runs:
+    for path in paths:
         try:
             run = load_run(path, opts, step=step)
         except (DumpError, ValueError, TypeError, ImportError) as e:
-            fail(str(e))
+            _fail(str(e))
         except OSError as e:  # a file that cannot be read (permissions, a device error)
-            fail(f"cannot read {path}: {e}")
+            _fail(f"cannot read {path}: {e}")
         except (RecursionError, MemoryError) as e:
-            fail(f"{path}: too large or too deeply nested to read ({type(e).__name__})")
+            _fail(f"{path}: too large or too deeply nested to read ({type(e).__name__})")
         if run.name in names:  # the same folder twice (e.g. two steps): tell them apart
             names[run.name] += 1
             run.name = f"{run.name}#{names[run.name]}" if run.step is None else f"{run.name}@{run.step}"
         else:
             names[run.name] = 1
         loaded.append(run)
-    for i, r in enumerate(loaded):
-        out.print(
-            f"{chr(65 + i)} = {escape(r.name)}: {escape(_describe(r))}", highlight=False, soft_wrap=True
-        )
-    base = loaded[0]
-    results: list[tuple[Run, list[Any]]] = []
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", RuntimeWarning)
-            tables = {}
-            for run in loaded:
-                if run.inputs is not None:
-                    data = run.inputs
-                    tables[id(run)] = prompt_estimates(
-                        data.sources,
-                        data.uids,
-                        data.infos,
-                        ks=k,
-                        pred_key=pred_key,
-                        clusters=data.clusters,
-                        seed=seed,
-                    )
-            for other in loaded[1:]:
-                if base.inputs is not None and other.inputs is not None:
-                    cmps = compare_tables(
-                        tables[id(base)],
-                        tables[id(other)],
-                        confidence=confidence,
-                        curves=curves,
-                        n_boot=n_boot,
-                        seed=seed,
-                    )
-                else:
-                    cmps = compare_summaries(
-                        _summary(base, k, pred_key, summarize_validation),
-                        _summary(other, k, pred_key, summarize_validation),
-                        confidence=confidence,
-                    )
-                results.append((other, cmps))
-    except (ValueError, TypeError) as e:
-        fail(str(e))
-    if k is not None:
-        most = max(
-            (
-                int(t.counts.max())
-                for run_tables in tables.values()
-                for by_var in run_tables.values()
-                for t in by_var.values()
-                if t.counts.size
-            ),
-            default=None,
-        )
-        above = [v for v in dict.fromkeys(k) if most is not None and v > most]
-        if above:
-            fail(
-                f"--k {', '.join(map(str, above))}: above the samples of every prompt (at most {most}); "
-                "@k needs k <= the samples of a prompt"
+    return loaded
+
+
+def _prompt_tables(loaded: list[Run], k: list[int] | None, pred_key: str, seed: int) -> dict[int, Any]:
+    """The per-prompt tables of each run with rollouts (summaries have none), by ``id(run)``."""
+    from rlmetrics.validation.exact.summary import prompt_estimates
+
+    tables = {}
+    for run in loaded:
+        if run.inputs is not None:
+            data = run.inputs
+            tables[id(run)] = prompt_estimates(
+                data.sources,
+                data.uids,
+                data.infos,
+                ks=k,
+                pred_key=pred_key,
+                clusters=data.clusters,
+                seed=seed,
             )
-    for w in caught:
-        err.print(f"[yellow]warning:[/yellow] {escape(str(w.message))}", highlight=False, soft_wrap=True)
+    return tables
+
+
+def _compare_pair(
+    base: Run,
+    other: Run,
+    tables: dict[int, Any],
+    k: list[int] | None,
+    pred_key: str,
+    confidence: float,
+    curves: bool,
+    n_boot: int,
+    seed: int,
+) -> list[Any]:
+    """B (``other``) against A (``base``): paired on their prompts, or unpaired from summaries."""
+    from rlmetrics.validation.comparison.tables import compare_summaries, compare_tables
+
+    if base.inputs is not None and other.inputs is not None:
+        return compare_tables(
+            tables[id(base)],
+            tables[id(other)],
+            confidence=confidence,
+            curves=curves,
+            n_boot=n_boot,
+            seed=seed,
+        )
+    return compare_summaries(_summary(base, k, pred_key), _summary(other, k, pred_key), confidence=confidence)
+
+
+def _check_k(k: list[int], tables: dict[int, Any]) -> None:
+    """Fail for a ``--k`` above the samples of every prompt of every run."""
+    most = max(
+        (
+            int(t.counts.max())
+            for run_tables in tables.values()
+            for by_var in run_tables.values()
+            for t in by_var.values()
+            if t.counts.size
+        ),
+        default=None,
+    )
+    above = [v for v in dict.fromkeys(k) if most is not None and v > most]
+    if above:
+        _fail(
+            f"--k {', '.join(map(str, above))}: above the samples of every prompt (at most {most}); "
+            "@k needs k <= the samples of a prompt"
+        )
+
+
+def _print_results(
+    out: Console,
+    err: Console,
+    base: Run,
+    results: list[tuple[Run, list[Any]]],
+    tables: dict[int, Any],
+    confidence: float,
+) -> None:
     for other, cmps in results:
         if not cmps:
             err.print(
@@ -344,49 +415,40 @@ def compare(
                 highlight=False,
             )
         for cmp in cmps:
-            binary = _is_binary(tables.get(id(base)), cmp)
-            _print_table(out, base, other, cmp, binary, confidence)
-    if json_out is not None:
-        payload = {
-            "runs": [
-                {
-                    "name": r.name,
-                    "path": str(r.path),
-                    "step": r.step,
-                    "n_steps": r.n_steps,
-                    "files": [str(f) for f in r.files],
-                    "kind": "summary" if r.summary is not None else "rollouts",
-                    "n_samples": None if r.inputs is None else r.inputs.n_rows,
-                }
-                for r in loaded
-            ],
-            "confidence": confidence,
-            "comparisons": [
-                {"a": base.name, "b": other.name, "tables": [c.as_dict() for c in cmps]}
-                for other, cmps in results
-            ],
-        }
-        try:
-            write_json(json_out, payload)
-        except OSError as e:
-            fail(f"--json: could not write {json_out}: {e.strerror or e}")
-        err.print(f"wrote {json_out}")
-    if plot is not None:
-        try:
-            _plot(loaded, results, plot)
-        except (ImportError, ValueError) as e:
-            fail(str(e))
-        except OSError as e:
-            fail(f"--plot: could not write {plot}: {e.strerror or e}")
-        err.print(f"wrote {plot}")
+            _print_table(out, base, other, cmp, _is_binary(tables.get(id(base)), cmp), confidence)
 
 
-def _summary(run: Run, k: list[int] | None, pred_key: str, summarize: Any) -> dict[str, Any]:
+def _payload(loaded: list[Run], results: list[tuple[Run, list[Any]]], confidence: float) -> dict[str, Any]:
+    """The ``--json`` document: the runs read and every comparison as plain data."""
+    return {
+        "runs": [
+            {
+                "name": r.name,
+                "path": str(r.path),
+                "step": r.step,
+                "n_steps": r.n_steps,
+                "files": [str(f) for f in r.files],
+                "kind": "summary" if r.summary is not None else "rollouts",
+                "n_samples": None if r.inputs is None else r.inputs.n_rows,
+            }
+            for r in loaded
+        ],
+        "confidence": confidence,
+        "comparisons": [
+            {"a": loaded[0].name, "b": other.name, "tables": [c.as_dict() for c in cmps]}
+            for other, cmps in results
+        ],
+    }
+
+
+def _summary(run: Run, k: list[int] | None, pred_key: str) -> dict[str, Any]:
+    from rlmetrics.validation.exact.summary import summarize_validation
+
     if run.summary is not None:
         return run.summary
     assert run.inputs is not None
     i = run.inputs
-    return summarize(i.sources, i.uids, i.infos, ks=k, pred_key=pred_key, clusters=i.clusters)
+    return summarize_validation(i.sources, i.uids, i.infos, ks=k, pred_key=pred_key, clusters=i.clusters)
 
 
 def _is_binary(tables: Any, cmp: Any) -> bool:

@@ -26,9 +26,10 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from rlmetrics import keys as K
@@ -46,6 +47,7 @@ from rlmetrics.cli._rollouts import (
     read_keys,
 )
 from rlmetrics.validation.dumps import Dump, ValidateInputError, find_dumps, load_rollouts
+from rlmetrics.validation.exact.summary import SummaryOptions
 
 __all__ = ["ValidateInputError", "load_rollouts", "validate"]
 
@@ -281,104 +283,130 @@ def validate(
     ] = False,
 ) -> None:
     """Summarise validation rollouts: mean, pass@k, pass^k, best@k, worst@k, maj@k, cover@tau, intervals."""
-    from rich.console import Console
-
-    from rlmetrics.validation.intervals import CI_METHODS
-
+    _check_options(json_out, plot, k, ci, confidence)
     out_console = Console()
     if not out_console.is_terminal:  # logs and pipes: tables as wide as they need, not 80 columns
         out_console = Console(width=120)
     err_console = Console(stderr=True)
-
-    def fail(message: str) -> None:
-        text = f"[bold red]error:[/bold red] {escape(str(message))}"
-        err_console.print(text, highlight=False, soft_wrap=True)
-        raise typer.Exit(code=1)
-
-    for target, opt in ((json_out, "--json"), (plot, "--plot")):
-        problem = None if target is None else check_target(target, opt)
-        if problem is not None:
-            fail(problem)
-    if k is not None and any(not 1 <= v <= MAX_K for v in k):
-        fail(f"--k values must be integers in [1, 2**63 - 1]; got {', '.join(map(str, k))}")
-    if ci not in CI_METHODS:
-        fail(f"--ci must be one of {', '.join(CI_METHODS)}; got {ci!r}")
-    if plot is not None and importlib.util.find_spec("matplotlib") is None:  # before any work
-        fail("--plot needs matplotlib: pip install 'rlmetrics[plot]'")
-    if not 0.0 < confidence < 1.0:
-        fail(f"--confidence must be in (0, 1); got {confidence}")
     opts = KeyOptions(uid_key, source_key, value_keys, pred_key, cluster_key)
-    options = {"ks": k, "pred_key": pred_key, "replace": replace, "ci": ci, "confidence": confidence}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         try:
+            options = SummaryOptions(ks=k, pred_key=pred_key, replace=replace, ci=ci, confidence=confidence)
             dumps = [d for path in paths for d in find_dumps(path)]
             steps = sorted({d.step for d in dumps if d.step is not None})
+            if len(steps) > 1 and verl_keys:
+                _fail("--verl summarises one evaluation; give the dump of one step")
             if len(steps) > 1:
-                if verl_keys:
-                    fail("--verl summarises one evaluation; give the dump of one step")
                 per_step = _summarize_steps(dumps, steps, opts, options, err_console)
             else:
                 columns, n_rows = _load(dumps, opts, err_console)
                 summary, verl_flat = _summarize(columns, n_rows, opts, options, verl_keys)
+                per_step = [(-1, [d.path for d in dumps], n_rows, summary)]
         except (ValidateInputError, ValueError, TypeError, ImportError) as err:
-            fail(str(err))
+            _fail(str(err))
         except OSError as err:  # a file that cannot be read (permissions, a device error)
-            fail(f"cannot read the input: {err}")
+            _fail(f"cannot read the input: {err}")
         except (RecursionError, MemoryError) as err:
-            fail(f"the input is too large or too deeply nested to summarise ({type(err).__name__})")
+            _fail(f"the input is too large or too deeply nested to summarise ({type(err).__name__})")
     if k is not None and not replace:
-        summaries = [summary for _, _, _, summary in per_step] if len(steps) > 1 else [summary]
-        _check_ks(k, summaries, fail)
+        _check_ks(k, [summary for _, _, _, summary in per_step])
     for w in caught:
         err_console.print(
             f"[yellow]warning:[/yellow] {escape(str(w.message))}", highlight=False, soft_wrap=True
         )
-
     if len(steps) > 1:
-        total = sum(n for _, _, n, _ in per_step)
-        curves = [(step, summary) for step, _, _, summary in per_step]
-        _print_steps(out_console, curves, total)
-        last_step, last_files, last_rows, last = per_step[-1]
-        out_console.print()
-        out_console.print(f"[bold]step {last_step}[/bold] in full:", highlight=False)
-        _print_tables(out_console, last, last_rows, len(last_files))
-        payload: dict[str, Any] = {
-            "files": [str(d.path) for d in dumps],
-            "n_samples": total,
-            "steps": [
-                {"step": step, "files": [str(f) for f in files], "n_samples": n, "summary": summary}
-                for step, files, n, summary in per_step
-            ],
-        }
-        draw = lambda target: _plot_steps(curves, target)  # noqa: E731
+        payload, draw = _render_steps(out_console, dumps, per_step)
     else:
-        _print_tables(out_console, summary, n_rows, len(dumps))
-        if verl_flat is not None:
-            _print_verl(out_console, verl_flat)
-        payload = {"files": [str(d.path) for d in dumps], "n_samples": n_rows, "summary": summary}
-        if verl_flat is not None:
-            payload["verl"] = verl_flat
-        draw = lambda target: _plot(summary, target)  # noqa: E731
+        payload, draw = _render_one(out_console, dumps, summary, n_rows, verl_flat)
+    _write_outputs(json_out, plot, payload, draw, err_console)
+
+
+def _fail(message: str) -> NoReturn:
+    """Print ``message`` as an error and exit with status 1."""
+    Console(stderr=True).print(
+        f"[bold red]error:[/bold red] {escape(str(message))}", highlight=False, soft_wrap=True
+    )
+    raise typer.Exit(code=1)
+
+
+def _check_options(
+    json_out: Path | None, plot: Path | None, k: list[int] | None, ci: str, confidence: float
+) -> None:
+    """Fail on a wrong option before reading anything."""
+    from rlmetrics.validation.exact.intervals import CI_METHODS
+
+    for target, opt in ((json_out, "--json"), (plot, "--plot")):
+        problem = None if target is None else check_target(target, opt)
+        if problem is not None:
+            _fail(problem)
+    if k is not None and any(not 1 <= v <= MAX_K for v in k):
+        _fail(f"--k values must be integers in [1, 2**63 - 1]; got {', '.join(map(str, k))}")
+    if ci not in CI_METHODS:
+        _fail(f"--ci must be one of {', '.join(CI_METHODS)}; got {ci!r}")
+    if plot is not None and importlib.util.find_spec("matplotlib") is None:  # before any work
+        _fail("--plot needs matplotlib: pip install 'rlmetrics[plot]'")
+    if not 0.0 < confidence < 1.0:
+        _fail(f"--confidence must be in (0, 1); got {confidence}")
+
+
+_Steps = list[tuple[int, list[Path], int, dict[str, Any]]]
+
+
+def _render_steps(console: Any, dumps: list[Dump], per_step: _Steps) -> tuple[dict[str, Any], Any]:
+    """Print the by-step tables and the last step in full; the --json payload and the --plot drawer."""
+    total = sum(n for _, _, n, _ in per_step)
+    curves = [(step, summary) for step, _, _, summary in per_step]
+    _print_steps(console, curves, total)
+    last_step, last_files, last_rows, last = per_step[-1]
+    console.print()
+    console.print(f"[bold]step {last_step}[/bold] in full:", highlight=False)
+    _print_tables(console, last, last_rows, len(last_files))
+    payload: dict[str, Any] = {
+        "files": [str(d.path) for d in dumps],
+        "n_samples": total,
+        "steps": [
+            {"step": step, "files": [str(f) for f in files], "n_samples": n, "summary": summary}
+            for step, files, n, summary in per_step
+        ],
+    }
+    return payload, lambda target: _plot_steps(curves, target)
+
+
+def _render_one(
+    console: Any, dumps: list[Dump], summary: dict[str, Any], n_rows: int, verl_flat: dict[str, float] | None
+) -> tuple[dict[str, Any], Any]:
+    """Print one evaluation's tables (and verl's keys); the --json payload and the --plot drawer."""
+    _print_tables(console, summary, n_rows, len(dumps))
+    payload = {"files": [str(d.path) for d in dumps], "n_samples": n_rows, "summary": summary}
+    if verl_flat is not None:
+        _print_verl(console, verl_flat)
+        payload["verl"] = verl_flat
+    return payload, lambda target: _plot(summary, target)
+
+
+def _write_outputs(
+    json_out: Path | None, plot: Path | None, payload: dict[str, Any], draw: Any, err: Any
+) -> None:
     if json_out is not None:
         try:
             write_json(json_out, payload)
-        except OSError as err:
-            fail(f"--json: could not write {json_out}: {err.strerror or err}")
-        err_console.print(f"wrote {json_out}")
+        except OSError as e:
+            _fail(f"--json: could not write {json_out}: {e.strerror or e}")
+        err.print(f"wrote {json_out}")
     if plot is not None:
         try:
             draw(plot)
-        except ImportError as err:
-            fail(str(err))
-        except OSError as err:
-            fail(f"--plot: could not write {plot}: {err.strerror or err}")
-        except ValueError as err:  # e.g. matplotlib's unknown file format
-            fail(f"--plot: {err}")
-        err_console.print(f"wrote {plot}")
+        except ImportError as e:
+            _fail(str(e))
+        except OSError as e:
+            _fail(f"--plot: could not write {plot}: {e.strerror or e}")
+        except ValueError as e:  # e.g. matplotlib's unknown file format
+            _fail(f"--plot: {e}")
+        err.print(f"wrote {plot}")
 
 
-def _check_ks(ks: list[int], summaries: list[dict[str, Any]], fail: Any) -> None:
+def _check_ks(ks: list[int], summaries: list[dict[str, Any]]) -> None:
     """Fail for a ``k`` above the samples of every prompt: no @k metric has a value for it."""
     most = max(
         (int(n) for summary in summaries for body in _bodies(summary) for n in body["samples_per_prompt"]),
@@ -386,7 +414,7 @@ def _check_ks(ks: list[int], summaries: list[dict[str, Any]], fail: Any) -> None
     )
     above = [v for v in dict.fromkeys(ks) if v > most]
     if above:
-        fail(
+        _fail(
             f"--k {', '.join(map(str, above))}: above the samples of every prompt (at most {most}); "
             "@k without replacement needs k <= the samples of a prompt (or give --replace)"
         )
@@ -410,14 +438,16 @@ def _print_verl(console: Any, verl_flat: dict[str, float]) -> None:
 
 
 def _summarize(
-    columns: dict[str, Any], n_rows: int, opts: KeyOptions, options: dict[str, Any], verl_keys: bool = False
+    columns: dict[str, Any], n_rows: int, opts: KeyOptions, options: SummaryOptions, verl_keys: bool = False
 ) -> tuple[dict[str, Any], dict[str, float] | None]:
     """The summary of one evaluation's columns (and verl's bootstrap metrics, with ``verl_keys``)."""
-    from rlmetrics.validation.bootstrap import flatten_validation_metrics, process_validation_metrics
-    from rlmetrics.validation.summary import summarize_validation
+    from rlmetrics.validation.exact.summary import summarize_validation
+    from rlmetrics.validation.verl.bootstrap import flatten_validation_metrics, process_validation_metrics
 
     data = inputs_of(columns, n_rows, opts)
-    summary = summarize_validation(data.sources, data.uids, data.infos, clusters=data.clusters, **options)
+    summary = summarize_validation(
+        data.sources, data.uids, data.infos, clusters=data.clusters, options=options
+    )
     verl_flat = None
     if verl_keys:
         verl_infos = dict(data.infos)
@@ -442,8 +472,8 @@ def _load(dumps: list[Dump], opts: KeyOptions, console: Any) -> tuple[dict[str, 
 
 
 def _summarize_steps(
-    dumps: list[Dump], steps: list[int], opts: KeyOptions, options: dict[str, Any], console: Any
-) -> list[tuple[int, list[Path], int, dict[str, Any]]]:
+    dumps: list[Dump], steps: list[int], opts: KeyOptions, options: SummaryOptions, console: Any
+) -> _Steps:
     """Each step's summary in turn (one step's columns in memory at a time)."""
     by_step: dict[int, list[Path]] = {}
     for d in dumps:

@@ -1,44 +1,38 @@
-"""Validation metrics: verl's bootstrap statistics, exact estimators and a summary with error bars.
+"""Validation metrics in three places, by job.
 
-* :mod:`~rlmetrics.validation.bootstrap`: verl 0.9.1's ``process_validation_metrics`` (same
-  keys and values), ``bootstrap_metric`` and ``calc_maj_val``, vectorised over prompts.
-* :mod:`~rlmetrics.validation.estimators`: exact pass@k, best@k, worst@k and maj@k.
-* :mod:`~rlmetrics.validation.summary`: those estimators (and pass^k, cover@tau) per source
-  and variable, per prompt and as means with intervals across prompts
-  (:mod:`~rlmetrics.validation.intervals`: Wilson on the effective number of prompts, t,
-  bootstrap; clustered standard errors).
-* :mod:`~rlmetrics.validation.evals`: two evaluations compared prompt by prompt (paired
-  differences, pass@k curves and their crossover), on :mod:`~rlmetrics.validation.compare`'s
-  statistics.
+* :mod:`~rlmetrics.validation.verl`: verl's bootstrap engine, verl 0.9.1's
+  ``process_validation_metrics`` (same keys and values), ``bootstrap_metric`` and
+  ``calc_maj_val``, vectorised over prompts.
+* :mod:`~rlmetrics.validation.exact`: exact pass@k, pass^k, best@k, worst@k, maj@k and cover@tau,
+  per prompt and as means with intervals across prompts (``summarize_validation``, its options
+  one ``SummaryOptions``); the input grouping and the one maj@k vote counter.
+* :mod:`~rlmetrics.validation.comparison`: two evaluations compared prompt by prompt (paired
+  differences, pass@k curves with a simultaneous band and their crossover, whole tables).
 * :mod:`~rlmetrics.validation.dumps`: rollout dumps (files, folders of per-step dumps) read
   with bounded memory.
 
-Their building blocks: :mod:`~rlmetrics.validation.inputs` (grouping and columns),
-:mod:`~rlmetrics.validation.draws` (verl's bootstrap draws, shared),
-:mod:`~rlmetrics.validation.extremes` (best@k / worst@k from rank counts) and
-:mod:`~rlmetrics.validation.majority` (maj@k from vote scores).
+The arrows: comparison -> exact <- verl (verl reads its inputs and vote patterns with exact's
+``inputs`` and ``votes``). The old flat modules (``rlmetrics.validation.bootstrap``,
+``.compare``, ``.evals``, ``.summary``, ``.intervals``, ``.estimators``, ``.majority``,
+``.extremes``, ``.draws``, ``.inputs``) re-export the same objects from their new places.
 """
 
 from __future__ import annotations
 
-from rlmetrics.validation.bootstrap import (
-    bootstrap_indices,
-    bootstrap_metric,
-    calc_maj_val,
-    flatten_validation_metrics,
-    process_validation_metrics,
-)
-from rlmetrics.validation.compare import (
+from rlmetrics.validation.comparison.curves import (
     CurveComparison,
-    PairedDifference,
     compare_curves,
-    match_prompts,
-    paired_difference,
     pass_at_k_curves,
     pass_hat_k_curves,
+)
+from rlmetrics.validation.comparison.paired import (
+    PairedDifference,
+    match_prompts,
+    paired_difference,
     unpaired_difference,
 )
-from rlmetrics.validation.estimators import (
+from rlmetrics.validation.comparison.tables import TableComparison, compare_summaries, compare_tables
+from rlmetrics.validation.exact.estimators import (
     Estimate,
     best_at_k,
     cover_at_tau,
@@ -47,20 +41,27 @@ from rlmetrics.validation.estimators import (
     pass_hat_k,
     worst_at_k,
 )
-from rlmetrics.validation.evals import TableComparison, compare_summaries, compare_tables
-from rlmetrics.validation.intervals import (
+from rlmetrics.validation.exact.intervals import (
     CI_METHODS,
     Interval,
     column_intervals,
     mean_interval,
     wilson_interval,
 )
-from rlmetrics.validation.summary import (
+from rlmetrics.validation.exact.summary import (
     PromptTable,
+    SummaryOptions,
     default_ks,
     prompt_estimates,
     summarize_table,
     summarize_validation,
+)
+from rlmetrics.validation.verl.bootstrap import (
+    bootstrap_indices,
+    bootstrap_metric,
+    calc_maj_val,
+    flatten_validation_metrics,
+    process_validation_metrics,
 )
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "Interval",
     "PairedDifference",
     "PromptTable",
+    "SummaryOptions",
     "TableComparison",
     "best_at_k",
     "bootstrap_indices",

@@ -1,0 +1,9 @@
+"""Two evaluations compared prompt by prompt: differences, curves over k, whole tables.
+
+* :mod:`~rlmetrics.validation.comparison.paired`: matching prompts, paired (and unpaired)
+  differences of one metric.
+* :mod:`~rlmetrics.validation.comparison.curves`: per-prompt pass@k / pass^k curves, their
+  difference with a simultaneous band and where the runs cross.
+* :mod:`~rlmetrics.validation.comparison.tables`: every metric of two runs' per-prompt tables
+  (:func:`~rlmetrics.validation.exact.summary.prompt_estimates`), or of two summaries.
+"""

@@ -1,0 +1,430 @@
+"""Two evaluation runs on the same prompts: matching, paired and unpaired differences.
+
+Per prompt ``i`` there is an estimate ``a_i`` of a metric for run (or checkpoint) A and ``b_i``
+for run B: mean@N accuracy, unbiased pass@k, maj@k, pass^k. The prompts are the sample, so the
+statistics are over prompts (Miller 2024, "Adding Error Bars to Evals", arXiv 2411.00640):
+
+* :func:`match_prompts` pairs the two runs' prompts by key.
+* :func:`paired_difference`: the mean of ``d_i = b_i - a_i`` with the paired standard error
+  ``sd(d) / sqrt(P)`` (Miller eq. 7), or the cluster-robust one when prompts share a cluster
+  (Miller eq. 4, in the CR1 form), a Student-t interval and p-value with ``P - 1`` (or
+  ``G - 1``) degrees of freedom (normal intervals under-cover below a few hundred prompts,
+  Bowyer et al. 2025), the correlation of ``a`` and ``b``, and the minimum detectable effect
+  (Miller eqs. 9-10, with t quantiles).
+* :func:`unpaired_difference`: Welch's t from the two runs' summaries alone.
+
+The curves over k are :mod:`~rlmetrics.validation.comparison.curves`. scipy is imported inside
+the functions that need it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from rlmetrics._core.checks import check_int, warn_undefined
+from rlmetrics.validation._args import check_cluster_codes, check_level, check_scalar, check_vector
+from rlmetrics.validation.exact.intervals import standard_errors
+
+__all__ = ["Matched", "PairedDifference", "match_prompts", "paired_difference", "unpaired_difference"]
+
+# Differences b_i - a_i that agree within this many ulps of the inputs count as equal.
+ROUNDING = 4 * np.finfo(np.float64).eps
+
+
+def fmt_level(confidence: float) -> str:
+    """``95%`` for 0.95."""
+    return f"{100 * confidence:g}%"
+
+
+# --------------------------------------------------------------------------------------------
+# matching
+
+
+class Matched(NamedTuple):
+    """Prompts present in both runs: ``keys_a[a[j]] == keys_b[b[j]]`` for every ``j``.
+
+    Attributes
+    ----------
+    a, b : int64 arrays, shape (M,)
+        Positions in ``keys_a`` and ``keys_b`` of the M common keys, in the order of ``keys_a``.
+    n_only_a, n_only_b : int
+        Keys in one run only.
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+    n_only_a: int
+    n_only_b: int
+
+
+def _key_index(keys: Any, name: str) -> dict[Hashable, int]:
+    if isinstance(keys, np.ndarray):
+        # rows of a 2-D array (e.g. (source, uid) columns) become tuples
+        keys = [tuple(k) if isinstance(k, list) else k for k in keys.tolist()]
+    elif isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
+        raise TypeError(f"{name} must be a sequence of prompt keys; got {type(keys).__name__}")
+    index: dict[Hashable, int] = {}
+    for i, key in enumerate(keys):
+        try:
+            j = index.setdefault(key, i)
+        except TypeError:
+            raise TypeError(
+                f"{name} must hold hashable keys (e.g. (source, uid) tuples); "
+                f"got {type(key).__name__} at position {i}"
+            ) from None
+        if j != i:
+            raise ValueError(f"{name} has a duplicate key {key!r} (positions {j} and {i})")
+    return index
+
+
+def match_prompts(keys_a: Any, keys_b: Any) -> Matched:
+    """Pair the prompts of two runs by key.
+
+    Parameters
+    ----------
+    keys_a, keys_b : sequences of hashables
+        One key per prompt of each run, e.g. ``(data_source, uid)`` tuples (a 2-D array's rows
+        are taken as tuples). Keys must be unique within a run.
+
+    Returns
+    -------
+    Matched
+        Index arrays ``a`` and ``b`` (shape (M,), in the order of ``keys_a``) and the number of
+        keys found in one run only.
+
+    Raises
+    ------
+    ValueError
+        A key appears twice in one run (the message names the run and the key).
+    TypeError
+        A key is not hashable.
+
+    Examples
+    --------
+    >>> m = match_prompts([("gsm8k", 1), ("gsm8k", 2), ("math", 7)], [("math", 7), ("gsm8k", 1)])
+    >>> m.a.tolist(), m.b.tolist(), m.n_only_a, m.n_only_b
+    ([0, 2], [1, 0], 1, 0)
+    """
+    index_a = _key_index(keys_a, "keys_a")
+    index_b = _key_index(keys_b, "keys_b")
+    pairs = [(i, index_b[k]) for k, i in index_a.items() if k in index_b]
+    a = np.fromiter((i for i, _ in pairs), dtype=np.int64, count=len(pairs))
+    b = np.fromiter((j for _, j in pairs), dtype=np.int64, count=len(pairs))
+    return Matched(a, b, len(index_a) - len(pairs), len(index_b) - len(pairs))
+
+
+# --------------------------------------------------------------------------------------------
+# paired and unpaired differences
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """The difference ``B - A`` of two runs' means over prompts, with its uncertainty.
+
+    Attributes
+    ----------
+    mean_a, mean_b : float
+        Means over prompts of each run.
+    diff : float
+        ``mean_b - mean_a`` (for paired data: the mean of ``b_i - a_i``).
+    se : float
+        Standard error of ``diff``.
+    ci_low, ci_high : float
+        Two-sided Student-t interval at ``confidence``.
+    p_value : float
+        Two-sided p-value of H0: no difference.
+    n : int
+        Matched prompts (paired), or ``n_a + n_b`` (unpaired).
+    n_clusters : int or None
+        Clusters, when the standard error is clustered.
+    correlation : float
+        Pearson correlation of ``a_i`` and ``b_i`` over prompts: NaN when undefined (fewer than
+        two prompts, a constant run, or unpaired data). The higher it is, the more the pairing
+        gains over an unpaired comparison.
+    mde : float
+        Minimum detectable effect: the ``|difference|`` that a two-sided test at level
+        ``1 - confidence`` detects with probability ``power``, ``(t_{1-alpha/2} + t_power) * se``.
+    method : str
+        ``"paired t"``, ``"paired t, clustered (G clusters)"`` or ``"unpaired (Welch)"``.
+    confidence, power : float
+        The levels used.
+    df : float
+        Degrees of freedom of the t distribution: ``P - 1``, ``G - 1`` or Welch-Satterthwaite.
+    statistic : float
+        ``diff / se``.
+    """
+
+    mean_a: float
+    mean_b: float
+    diff: float
+    se: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+    n_clusters: int | None
+    correlation: float
+    mde: float
+    method: str
+    confidence: float
+    power: float
+    df: float
+    statistic: float
+
+    def summary(self) -> str:
+        """One line for a paper or a log: the difference, its interval, p-value and method.
+
+        Examples
+        --------
+        >>> r = paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0])
+        >>> r.summary()
+        'B - A = 0.25 (95% CI [-0.209, 0.709], p = 0.182, n = 4, paired t, corr = 0.71, MDE = 0.6)'
+        """
+        corr = "" if math.isnan(self.correlation) else f", corr = {self.correlation:.2g}"
+        return (
+            f"B - A = {self.diff:.3g} ({fmt_level(self.confidence)} CI [{self.ci_low:.3g}, "
+            f"{self.ci_high:.3g}], p = {self.p_value:.3g}, n = {self.n}, {self.method}{corr}, "
+            f"MDE = {self.mde:.2g})"
+        )
+
+
+def _t_inference(
+    diff: float, se: float, df: float, confidence: float, power: float
+) -> tuple[float, float, float, float, float]:
+    """(ci_low, ci_high, p_value, mde, statistic) of ``diff`` with standard error ``se``."""
+    if se == 0.0:
+        # every paired difference equal: no sampling variation, the difference is exact
+        stat = 0.0 if diff == 0.0 else math.copysign(math.inf, diff)
+        return diff, diff, 1.0 if diff == 0.0 else 0.0, 0.0, stat
+    if math.isnan(se) or math.isnan(df):
+        nan = math.nan
+        return nan, nan, nan, nan, nan
+    from scipy import special
+
+    half = float(special.stdtrit(df, 0.5 + confidence / 2.0))
+    stat = diff / se
+    p_value = float(min(1.0, 2.0 * special.stdtr(df, -abs(stat))))
+    mde = (half + float(special.stdtrit(df, power))) * se
+    return diff - half * se, diff + half * se, p_value, mde, stat
+
+
+def paired_difference(
+    a: Any,
+    b: Any,
+    *,
+    confidence: float = 0.95,
+    clusters: Any = None,
+    power: float = 0.8,
+) -> PairedDifference:
+    """Paired difference ``B - A`` over matched prompts, with a Student-t interval and p-value.
+
+    With ``d_i = b_i - a_i`` over ``P`` prompts: ``diff = mean(d)``, ``se = sd(d) / sqrt(P)``
+    (Miller 2024, eq. 7) with ``P - 1`` degrees of freedom (Bowyer et al. 2025: normal intervals
+    under-cover on a few hundred prompts or fewer). With ``clusters`` (prompts that share a
+    passage, a template, a source problem), the cluster-robust standard error
+
+    ``se^2 = G / (G - 1) * (1 / P^2) * sum_c (sum_{i in c} (d_i - diff))^2``
+
+    (Miller eq. 4 with the usual CR1 small-sample factor ``G / (G - 1)``, which makes one prompt
+    per cluster give exactly the unclustered ``se``) and ``G - 1`` degrees of freedom.
+
+    Parameters
+    ----------
+    a, b : array_like of float, shape (P,)
+        Per-prompt estimates of the metric for runs A and B, on the same prompts in the same
+        order (see :func:`match_prompts`). Finite; bools count as 0/1.
+    confidence : float, keyword-only
+        Level of the interval; the test's level is ``1 - confidence``.
+    clusters : sequence of hashables, shape (P,), optional, keyword-only
+        Cluster label of each prompt.
+    power : float, keyword-only
+        Power at which ``mde`` is reported.
+
+    Returns
+    -------
+    PairedDifference
+        With fewer than two prompts (or clusters) the standard error, interval, p-value and MDE
+        are NaN, with an ``UndefinedMetricWarning``. When every ``d_i`` is the same the standard error is
+        0, the interval is ``[diff, diff]`` and the p-value 0.0 (1.0 if ``diff == 0``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``a``, ``b`` not 1-D finite numbers of the same length, ``clusters`` of another length,
+        levels outside (0, 1).
+
+    Examples
+    --------
+    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25])
+    >>> round(r.diff, 3), round(r.se, 3), round(r.p_value, 3), r.n, r.method
+    (0.15, 0.061, 0.07, 5, 'paired t')
+    >>> paired_difference([0.5, 1.0], [0.75, 1.25]).p_value
+    0.0
+    """
+    confidence = check_level(confidence, "confidence")
+    power = check_level(power, "power")
+    a, b, codes, g = _paired_inputs(a, b, clusters)
+    p = int(a.size)
+    method = "paired t" if g is None else f"paired t, clustered ({g} clusters)"
+    if p == 0:
+        warn_undefined("paired_difference needs at least two prompts; got 0: returning NaN")
+        nan = math.nan
+        return PairedDifference(
+            nan, nan, nan, nan, nan, nan, nan, 0, g, nan, nan, method, confidence, power, nan, nan
+        )
+    d = b - a
+    diff = float(d.mean())
+    se, df = _paired_se(a, b, d, diff, codes, g)
+    ci_low, ci_high, p_value, mde, stat = _t_inference(diff, se, df, confidence, power)
+    return PairedDifference(
+        mean_a=float(a.mean()),
+        mean_b=float(b.mean()),
+        diff=diff,
+        se=se,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        p_value=p_value,
+        n=p,
+        n_clusters=g,
+        correlation=_correlation(a, b),
+        mde=mde,
+        method=method,
+        confidence=confidence,
+        power=power,
+        df=df,
+        statistic=stat,
+    )
+
+
+def _paired_inputs(
+    a: Any, b: Any, clusters: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int | None]:
+    """``a`` and ``b`` as float64 vectors of one length, and the cluster codes and count (or None)."""
+    a = check_vector(a, "a")
+    b = check_vector(b, "b")
+    if a.shape != b.shape:
+        raise ValueError(f"a and b must have the same length (matched prompts); got {a.size} and {b.size}")
+    if clusters is None:
+        return a, b, None, None
+    codes, g = check_cluster_codes(clusters, int(a.size))
+    return a, b, codes, g
+
+
+def _correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson correlation of ``a`` and ``b``; NaN for fewer than two prompts or a constant run."""
+    if a.size >= 2 and np.ptp(a) > 0 and np.ptp(b) > 0:
+        return float(np.clip(np.corrcoef(a, b)[0, 1], -1.0, 1.0))
+    return math.nan
+
+
+def _paired_se(
+    a: np.ndarray, b: np.ndarray, d: np.ndarray, diff: float, codes: np.ndarray | None, g: int | None
+) -> tuple[float, float]:
+    """(standard error, degrees of freedom) of the mean difference ``diff`` of ``d = b - a``.
+
+    NaN (with a warning) below two prompts or clusters; 0 when every ``d_i`` is the same up to
+    the rounding of ``b_i - a_i`` (no spread to estimate); else over prompts, clustered with
+    ``codes`` (Miller 2024, eq. 4, CR1).
+    """
+    p = int(d.size)
+    units = p if g is None else g
+    if units < 2:
+        what = "prompts" if g is None else "clusters"
+        warn_undefined(
+            f"paired_difference needs at least two {what} for a standard error; got {units}: "
+            "returning NaN for se, interval, p-value and MDE",
+            stacklevel=None,
+        )
+        return math.nan, math.nan
+    if np.ptp(d) <= ROUNDING * max(np.abs(a).max(), np.abs(b).max()):
+        return 0.0, float(units - 1)
+    se = standard_errors(d[:, None], np.ones((p, 1), bool), np.array([diff]), np.array([p]), codes)[0]
+    return float(se), float(units - 1)
+
+
+def unpaired_difference(
+    mean_a: float,
+    se_a: float,
+    n_a: int,
+    mean_b: float,
+    se_b: float,
+    n_b: int,
+    *,
+    confidence: float = 0.95,
+    power: float = 0.8,
+) -> PairedDifference:
+    """Difference ``B - A`` from the two runs' summaries alone: Welch's t.
+
+    For runs on different prompts, or when the per-prompt values are gone. ``se =
+    sqrt(se_a^2 + se_b^2)`` with the Welch-Satterthwaite degrees of freedom
+    ``se^4 / (se_a^4 / (n_a - 1) + se_b^4 / (n_b - 1))``. On the same prompts a paired
+    comparison (:func:`paired_difference`) is tighter whenever the runs are positively
+    correlated.
+
+    Parameters
+    ----------
+    mean_a, se_a : float
+        Run A's mean over prompts and its standard error (``sd / sqrt(n_a)``).
+    n_a : int
+        Run A's prompts.
+    mean_b, se_b, n_b
+        The same for run B.
+    confidence, power : float, keyword-only
+        As in :func:`paired_difference`.
+
+    Returns
+    -------
+    PairedDifference
+        ``method="unpaired (Welch)"``, ``n = n_a + n_b``, ``correlation`` NaN. With fewer than
+        two prompts on a side: NaN standard error and interval, with an ``UndefinedMetricWarning``.
+
+    Examples
+    --------
+    >>> r = unpaired_difference(0.50, 0.02, 500, 0.56, 0.02, 500)
+    >>> round(r.diff, 3), round(r.se, 4), round(r.df, 1), round(r.p_value, 4), r.method
+    (0.06, 0.0283, 998.0, 0.0341, 'unpaired (Welch)')
+    """
+    confidence = check_level(confidence, "confidence")
+    power = check_level(power, "power")
+    mean_a = check_scalar(mean_a, "mean_a")
+    mean_b = check_scalar(mean_b, "mean_b")
+    se_a = check_scalar(se_a, "se_a", minimum=0.0)
+    se_b = check_scalar(se_b, "se_b", minimum=0.0)
+    n_a = check_int(n_a, "n_a", minimum=1)
+    n_b = check_int(n_b, "n_b", minimum=1)
+    diff = mean_b - mean_a
+    nan = math.nan
+    if n_a < 2 or n_b < 2:
+        warn_undefined(
+            f"unpaired_difference needs at least two prompts per run; got n_a={n_a}, n_b={n_b}: "
+            "returning NaN for se, interval, p-value and MDE"
+        )
+        se, df = nan, nan
+    else:
+        va, vb = se_a * se_a, se_b * se_b
+        se = math.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va * va / (n_a - 1) + vb * vb / (n_b - 1)) if se > 0 else nan
+    ci_low, ci_high, p_value, mde, stat = _t_inference(diff, se, df, confidence, power)
+    return PairedDifference(
+        mean_a=mean_a,
+        mean_b=mean_b,
+        diff=diff,
+        se=se,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        p_value=p_value,
+        n=n_a + n_b,
+        n_clusters=None,
+        correlation=nan,
+        mde=mde,
+        method="unpaired (Welch)",
+        confidence=confidence,
+        power=power,
+        df=df,
+        statistic=stat,
+    )

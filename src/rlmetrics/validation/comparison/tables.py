@@ -1,0 +1,229 @@
+"""Is checkpoint B better than A? Two evaluations compared prompt by prompt.
+
+:func:`compare_tables` takes the per-prompt tables of two runs
+(:func:`~rlmetrics.validation.exact.summary.prompt_estimates` of each), matches their prompts by
+``(source, uid)``, and for every data source, variable and metric both have, reports the paired
+difference of B minus A with its interval, p-value and minimum detectable difference
+(:func:`~rlmetrics.validation.comparison.paired.paired_difference`); for 0/1 variables also the
+pass@k curves for every k up to the samples of the matched prompts and where they cross
+(:func:`~rlmetrics.validation.comparison.curves.compare_curves`). :func:`compare_summaries` does
+what can be done from two summaries alone (an unpaired test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rlmetrics.validation.comparison.curves import CurveComparison, compare_curves, pass_at_k_curves
+from rlmetrics.validation.comparison.paired import (
+    PairedDifference,
+    match_prompts,
+    paired_difference,
+    unpaired_difference,
+)
+from rlmetrics.validation.exact.intervals import IntervalTable, column_intervals
+from rlmetrics.validation.exact.summary import PromptTable
+
+__all__ = ["TableComparison", "compare_summaries", "compare_tables"]
+
+
+@dataclass(frozen=True)
+class TableComparison:
+    """B against A for one data source and variable."""
+
+    source: str
+    variable: str
+    #: prompts in both runs (``None`` when compared from summaries)
+    n_matched: int | None
+    n_only_a: int | None
+    n_only_b: int | None
+    #: metric name -> difference of B minus A
+    metrics: dict[str, PairedDifference]
+    #: pass@k of both runs for k = 1 .. the fewest samples of a matched prompt (0/1 variables)
+    curve: CurveComparison | None
+    #: each run's own pass@k curve over the matched prompts, with pointwise (Wilson) intervals
+    curve_a: IntervalTable | None = None
+    curve_b: IntervalTable | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data (numbers, lists, strings) for JSON."""
+        out: dict[str, Any] = {
+            "source": self.source,
+            "variable": self.variable,
+            "n_matched": self.n_matched,
+            "n_only_a": self.n_only_a,
+            "n_only_b": self.n_only_b,
+            "metrics": {name: _plain(vars(d)) for name, d in self.metrics.items()},
+            "curve": None if self.curve is None else _plain(vars(self.curve)),
+            "curve_a": None if self.curve_a is None else _plain(self.curve_a._asdict()),
+            "curve_b": None if self.curve_b is None else _plain(self.curve_b._asdict()),
+        }
+        return out
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, list | tuple):
+        return [_plain(v) for v in obj]
+    return obj.item() if isinstance(obj, np.generic) else obj
+
+
+def compare_tables(
+    a: Mapping[str, Mapping[str, PromptTable]],
+    b: Mapping[str, Mapping[str, PromptTable]],
+    *,
+    confidence: float = 0.95,
+    power: float = 0.8,
+    curves: bool = True,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> list[TableComparison]:
+    """Paired differences of B minus A on the prompts the two runs share.
+
+    Parameters
+    ----------
+    a, b : mapping source -> variable -> PromptTable
+        :func:`~rlmetrics.validation.exact.summary.prompt_estimates` of each run (the same ``ks``).
+    confidence : float, keyword-only
+        Level of the intervals (and of the curves' simultaneous band).
+    power : float, keyword-only
+        Power of the minimum detectable difference.
+    curves : bool, keyword-only
+        Compare the pass@k curves of 0/1 variables (a bootstrap over prompts).
+    n_boot, seed : int, keyword-only
+        Bootstrap replicates and seed of the curve comparison.
+
+    Returns
+    -------
+    list of TableComparison
+        One per (source, variable) present in both runs, in A's order. Clusters of prompts
+        (``prompt_estimates(clusters=...)``) are taken from A.
+
+    Examples
+    --------
+    >>> from rlmetrics.validation.exact.summary import prompt_estimates
+    >>> uids = [u for u in "abcdefgh" for _ in range(4)]
+    >>> run_a = prompt_estimates(["m"] * 32, uids, {"acc": [1, 0, 0, 0] * 8})
+    >>> run_b = prompt_estimates(["m"] * 32, uids, {"acc": [1, 1, 0, 0] * 6 + [1, 0, 0, 0] * 2})
+    >>> cmp = compare_tables(run_a, run_b, curves=False)[0]
+    >>> d = cmp.metrics["mean@4"]
+    >>> cmp.n_matched, round(d.diff, 4), d.ci_low > 0, d.p_value < 0.05
+    (8, 0.1875, True, True)
+    """
+    out = []
+    for src, per_var in a.items():
+        for var, ta in per_var.items():
+            tb = b.get(src, {}).get(var)
+            if tb is None:
+                continue
+            out.append(_compare_pair(src, var, ta, tb, confidence, power, curves, n_boot, seed))
+    return out
+
+
+def _compare_pair(
+    src: str,
+    var: str,
+    ta: PromptTable,
+    tb: PromptTable,
+    confidence: float,
+    power: float,
+    curves: bool,
+    n_boot: int,
+    seed: int,
+) -> TableComparison:
+    matched = match_prompts(ta.keys, tb.keys)
+    ia, ib = matched.a, matched.b
+    clusters = None if ta.clusters is None else ta.clusters[ia]
+    col_b = {name: j for j, name in enumerate(tb.names)}
+    metrics: dict[str, PairedDifference] = {}
+    for ja, name in enumerate(ta.names):
+        jb = col_b.get(name)
+        if jb is None:
+            continue
+        xa, xb = ta.values[ia, ja], tb.values[ib, jb]
+        both = ~(np.isnan(xa) | np.isnan(xb))
+        if both.sum() < 2:
+            continue
+        metrics[name] = paired_difference(
+            xa[both],
+            xb[both],
+            confidence=confidence,
+            power=power,
+            clusters=None if clusters is None else clusters[both],
+        )
+    curve = band_a = band_b = None
+    if curves and ta.binary and tb.binary and ia.size >= 2:
+        n_a, n_b = ta.counts[ia], tb.counts[ib]
+        k_max = int(min(n_a.min(), n_b.min()))
+        if k_max >= 2:
+            ks = np.arange(1, k_max + 1)
+            c_a = np.rint(ta.values[ia, 0] * n_a).astype(np.int64)
+            c_b = np.rint(tb.values[ib, 0] * n_b).astype(np.int64)
+            curves_a, curves_b = pass_at_k_curves(n_a, c_a, ks=ks), pass_at_k_curves(n_b, c_b, ks=ks)
+            curve = compare_curves(
+                curves_a, curves_b, ks, confidence=confidence, n_boot=n_boot, seed=seed, clusters=clusters
+            )
+            band_a, band_b = (
+                column_intervals(c, confidence=confidence, clusters=clusters, max_n_eff=n.sum())
+                for c, n in ((curves_a, n_a), (curves_b, n_b))
+            )
+    return TableComparison(
+        src, var, int(ia.size), matched.n_only_a, matched.n_only_b, metrics, curve, band_a, band_b
+    )
+
+
+def compare_summaries(
+    a: Mapping[str, Mapping[str, Any]],
+    b: Mapping[str, Mapping[str, Any]],
+    *,
+    confidence: float = 0.95,
+    power: float = 0.8,
+) -> list[TableComparison]:
+    """B minus A from two :func:`~rlmetrics.validation.exact.summary.summarize_validation` results alone.
+
+    Without the prompts the pairing is lost: each metric gets Welch's unpaired test from the
+    means, standard errors and prompt counts (wider than the paired one when the runs are
+    correlated, as two checkpoints on the same prompts are).
+
+    Examples
+    --------
+    >>> from rlmetrics.validation.exact.summary import summarize_validation
+    >>> uids = [u for u in "abcdefgh" for _ in range(4)]
+    >>> s_a = summarize_validation(["m"] * 32, uids, {"acc": [1, 0, 0, 0] * 8})
+    >>> s_b = summarize_validation(["m"] * 32, uids, {"acc": [1, 1, 0, 0] * 6 + [1, 0, 0, 0] * 2})
+    >>> d = compare_summaries(s_a, s_b)[0].metrics["mean@4"]
+    >>> round(d.diff, 4), d.method
+    (0.1875, 'unpaired (Welch)')
+    """
+    out = []
+    for src, per_var in a.items():
+        for var, body_a in per_var.items():
+            body_b = b.get(src, {}).get(var)
+            if body_b is None:
+                continue
+            metrics = {}
+            for name, ma in body_a["metrics"].items():
+                mb = body_b["metrics"].get(name)
+                if mb is None or min(ma["n_prompts"], mb["n_prompts"]) < 2:
+                    continue
+                if not (np.isfinite(ma["se"]) and np.isfinite(mb["se"])):
+                    continue
+                metrics[name] = unpaired_difference(
+                    ma["value"],
+                    ma["se"],
+                    ma["n_prompts"],
+                    mb["value"],
+                    mb["se"],
+                    mb["n_prompts"],
+                    confidence=confidence,
+                    power=power,
+                )
+            out.append(TableComparison(src, var, None, None, None, metrics, None))
+    return out
