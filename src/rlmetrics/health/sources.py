@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -63,16 +64,19 @@ __all__ = [
 SOURCES = FORMATS
 
 
-def load_history(path: str | os.PathLike[str]) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], str]:
+def load_history(
+    path: str | os.PathLike[str] | IO[bytes],
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], str]:
     """Read a run's metrics from any of the formats above.
 
     Parameters
     ----------
-    path : str or Path
+    path : str, Path or binary file
         A file (``metrics.jsonl``, a verl ``.jsonl``, an event file, ``trainer_state.json``, a
         ``.wandb`` file, a console log, a CSV export) or a directory holding one run (a rlmetrics
         run folder, a TensorBoard log directory, a TRL output or checkpoint directory, a W&B
-        ``offline-run-*`` or ``wandb/`` folder with one run).
+        ``offline-run-*`` or ``wandb/`` folder with one run); or an open binary file (a log piped
+        in), read to its end and told by content.
 
     Returns
     -------
@@ -102,7 +106,11 @@ def load_history(path: str | os.PathLike[str]) -> tuple[dict[str, tuple[np.ndarr
     >>> source, history["actor/entropy"][0].tolist(), history["actor/entropy"][1].tolist()
     ('verl-jsonl', [1, 2], [0.9, nan])
     """
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}")
-    run = read_run(Path(path), strict=True)
+    if isinstance(path, str | os.PathLike):
+        path = Path(path)  # "-" is a file of that name here, not stdin
+    elif not callable(getattr(path, "read", None)):
+        raise TypeError(
+            f"path must be a str or os.PathLike; got {type(path).__name__} (or pass an open file)"
+        )
+    run = read_run(path, strict=True)
     return run.series, run.format
