@@ -124,7 +124,7 @@ def _number(value: Any) -> bool:
 
 def _row_into(pending: dict[str, tuple[list[int], list[float]]], row: Mapping[str, Any], step: int) -> int:
     """Add one row's numeric fields to ``pending``; the row's step (numbered after ``step`` if none)."""
-    raw = row.get(K.TRACKING_STEP)
+    raw: Any = row.get(K.TRACKING_STEP)
     step = int(raw) if _number(raw) and math.isfinite(raw) else step + 1
     for key, value in row.items():
         if key == K.TRACKING_STEP or not _number(value):
