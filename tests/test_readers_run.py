@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from rlmetrics.errors import RunReadError
+from rlmetrics.errors import RunReadError, RunReadWarning
 from rlmetrics.readers import (
     CSV_EXPORT,
     FORMATS,
@@ -136,3 +136,18 @@ def test_the_thin_users_read_through_it(tmp_path):
     assert kind == curves.source == VERL_CONSOLE and SOURCES == FORMATS
     assert history["reward"][0].tolist() == curves.series["reward"][0].tolist() == [1, 2]
     assert curves.series["reward"][0].dtype == np.float64  # the report's series are floats
+
+
+@pytest.mark.parametrize("through", ["read_run", "load_history", "load_run"])
+def test_a_warning_points_at_the_callers_line(tmp_path, through):
+    from rlmetrics.health.sources import load_history
+    from rlmetrics.report import load_run
+
+    path = tmp_path / "run.log"
+    path.write_text("step:1 - a:0.5\nstep:2 - a:1e-\nstep:3 - a:0.4\n")
+    read = {"read_run": read_run, "load_history": load_history, "load_run": load_run}[through]
+    with pytest.warns(
+        RunReadWarning, match=r"run\.log: 1 damaged verl console record skipped \(2 read\), at line 2"
+    ) as got:
+        read(path)
+    assert [w.filename for w in got] == [__file__]

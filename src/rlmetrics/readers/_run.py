@@ -26,6 +26,8 @@ __all__ = ["Notes", "Parsed", "Run", "Source"]
 
 _SHOWN_LINES = 10  # line numbers a warning lists
 _PACKAGE = str(Path(__file__).resolve().parent.parent)  # rlmetrics/
+# the top layers read runs as users do: a warning is attributed to their line
+_USERS = tuple(f"{_PACKAGE}/{layer}/" for layer in ("cli", "demo", "integrations"))
 
 
 @dataclass(frozen=True)
@@ -147,11 +149,16 @@ class Notes:
         )
 
 
+def _inside(filename: str) -> bool:
+    return filename.startswith(_PACKAGE) and not filename.startswith(_USERS)
+
+
 def _outside_stacklevel() -> int:
-    """The ``stacklevel`` of the first frame outside rlmetrics: the user's call that read the run."""
+    """The ``stacklevel`` of the first frame outside the library (the user's call that read the
+    run, or the CLI command's)."""
     frame: Any = sys._getframe(1)  # Notes.warn: stacklevel 1
     level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    while frame is not None and _inside(frame.f_code.co_filename):
         frame = frame.f_back
         level += 1
     return level if frame is not None else 1
