@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.validation import dumps
-from rlmetrics.validation.dumps import (
+from rlmetrics.readers import dumps
+from rlmetrics.readers.dumps import (
     Dump,
     DumpError,
     StepDump,
@@ -763,7 +763,7 @@ def test_hundred_thousand_levels_do_not_crash_the_process(tmp_path):
     path.write_text('{"uid": "a", "acc": 1}\n' * 3 + '{"uid": "b", "acc": 0, "x": ' + nested(100_000) + "}\n")
     script = (
         "import sys\n"
-        "from rlmetrics.validation.dumps import DumpError, load_rollouts, schema_keys\n"
+        "from rlmetrics.readers.dumps import DumpError, load_rollouts, schema_keys\n"
         "for read in (lambda p: load_rollouts([p]), lambda p: schema_keys([p])):\n"
         "    try:\n"
         "        read(sys.argv[1])\n"

@@ -314,7 +314,7 @@ def test_wandb_missing_package(tmp_path, monkeypatch):
 def test_wandb_records_to_rows():
     """wandb's JSON lines: NaN and +/-inf as W&B's strings, W&B's own keys dropped, other records
     and unparsable lines skipped, the step from ``_step`` or the record's step."""
-    from rlmetrics.health.sources import _wandb_rows
+    from rlmetrics.readers.wandb import _wandb_rows
 
     lines = [
         '{"num":1,"type":"header","header":{}}',
@@ -334,7 +334,7 @@ def test_wandb_records_to_rows():
 
 
 def test_wandb_without_its_reader_says_which_version(tmp_path, monkeypatch):
-    from rlmetrics.health import sources
+    from rlmetrics.readers import wandb as sources
 
     path = _write(tmp_path / "run-x.wandb", b":W&B\xe1\xbe\x00")
     old_cli = "import sys; sys.stderr.write(\"Error: No such command 'leet'.\\n\"); sys.exit(2)"

@@ -1,6 +1,6 @@
 """From rollout dump columns to the inputs of the validation statistics, for ``validate`` and ``compare``.
 
-A dump's columns (:mod:`rlmetrics.validation.dumps`) become data sources, prompt ids, the value
+A dump's columns (:mod:`rlmetrics.readers.dumps`) become data sources, prompt ids, the value
 variables, predictions and clusters: prompts by ``--uid-key`` (else by ``input``), sources by
 ``--source-key`` (else one source named ``all``), values by ``--value-key`` (else every numeric
 key that is not text or an id). Only those columns are read.
@@ -16,7 +16,7 @@ from typing import Annotated, Any, NamedTuple
 
 import typer
 
-from rlmetrics.validation.dumps import DumpError, _Coded, find_dumps, load_rollouts, schema_keys
+from rlmetrics.readers.dumps import DumpError, _Coded, find_dumps, load_rollouts, schema_keys
 
 __all__ = ["KeyOptions", "RolloutInputs", "Run", "inputs_of", "keys_to_read", "load_run", "read_keys"]
 

@@ -1,18 +1,20 @@
 """``rlmetrics diagnose``: the known failure modes of RL fine-tuning, found in saved runs.
 
-The library functions are :func:`rlmetrics.health.sources.load_history` (any run format) and
-:func:`rlmetrics.health.rules.diagnose`. Exit status: 0 when no run has an ``error`` finding,
-1 when one has (a CI gate on a run), 2 when a run could not be read or an option is wrong.
+The library functions are :func:`rlmetrics.health.sources.load_history` (any run format, told by
+content, through :func:`rlmetrics.readers.read_run`; a log piped in is read as a stream) and
+:func:`rlmetrics.health.rules.diagnose`. Exit
+status: 0 when no run has an ``error`` finding, 1 when one has (a CI gate on a run), 2 when a run
+could not be read or an option is wrong.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.console import Console
@@ -42,6 +44,7 @@ Exit status: 0 no error finding, 1 an error finding in some run, 2 unreadable in
 
 #: The run argument that reads the log from standard input.
 STDIN = "-"
+_STDIN_NAME = "<stdin>"
 
 
 def run_name(path: Path) -> str:
@@ -192,75 +195,100 @@ def diagnose(
     that could not run. Exit status 0 when no run has an error finding, 1 when one has, 2 when a
     run cannot be read.
     """
-    from rlmetrics.health.rules import THRESHOLDS
-    from rlmetrics.health.rules import diagnose as run_diagnose
-    from rlmetrics.health.sources import load_history
-
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
-
-    def fail(message: str) -> None:
-        err.print(f"[bold red]error:[/bold red] {escape(message)}", soft_wrap=True)
-        raise typer.Exit(code=_EXIT_BAD_INPUT)
-
-    try:
-        thresholds = parse_thresholds(threshold or [], THRESHOLDS) or None
-        signals = parse_signals(signal or [])
-    except ValueError as exc:
-        fail(str(exc))
-    problem = None if json_out is None else check_target(json_out, "--json")
-    if problem is not None:
-        fail(problem)
-
+    options = _options(err, threshold or [], signal or [], json_out)
+    stdin = _Stdin()
     records: list[dict[str, Any]] = []
-    code = 0
-    stdin_dir = tempfile.TemporaryDirectory(prefix="rlmetrics-stdin-") if STDIN in map(str, runs) else None
     for i, path in enumerate(runs):
-        name = "stdin" if str(path) == STDIN else run_name(path)
-        source = "<stdin>" if str(path) == STDIN else str(path)
         if i:
             out.print()
-        try:
-            if str(path) == STDIN:  # a log piped in (`tail -f nohup.out | ...` ends at EOF)
-                assert stdin_dir is not None
-                path = Path(stdin_dir.name) / "stdin.log"
-                if not path.exists():
-                    path.write_bytes(sys.stdin.buffer.read())
-            history, kind = load_history(path)
-            diagnosis = run_diagnose(history, thresholds=thresholds, signals=signals)
-        except Exception as exc:
-            # RunReadError is a ValueError; a reader's ImportError names the pip install line.
-            # Anything else a reader raises still makes this run unreadable (exit 2), never exit 1,
-            # which says that a run has an error finding.
-            shown = (
-                str(exc)
-                if isinstance(exc, ValueError | TypeError | ImportError | OSError)
-                else f"could not read it ({type(exc).__name__}: {exc})"
-            )
-            err.print(f"[bold red]error:[/bold red] {escape(name)}: {escape(shown)}", soft_wrap=True)
-            records.append(
-                {
-                    "run": name,
-                    "source": source,
-                    "kind_of_source": None,
-                    "error": shown,
-                    "findings": [],
-                    "skipped": [],
-                }
-            )
-            code = max(code, _EXIT_BAD_INPUT)
-            continue
-        _print_run(out, name, source, kind, diagnosis)
-        records.append({"run": name, "source": source, "kind_of_source": kind, **diagnosis.to_dict()})
-        if diagnosis.has_error:
-            code = max(code, _EXIT_ERROR)
-    if stdin_dir is not None:
-        stdin_dir.cleanup()
+        records.append(_diagnose_run(out, err, path, options, stdin))
     if json_out is not None:
         try:
             write_json(json_out, {"runs": records})
         except OSError as exc:
-            fail(f"--json: could not write {json_out}: {exc.strerror or exc}")
+            _fail(err, f"--json: could not write {json_out}: {exc.strerror or exc}")
         err.print(f"wrote {escape(str(json_out))}", soft_wrap=True)
+    code = max((_exit_code(r) for r in records), default=0)
     if code:
         raise typer.Exit(code=code)
+
+
+class _Options(NamedTuple):
+    """The options of one ``diagnose`` call, checked."""
+
+    thresholds: dict[str, dict[str, float]] | None
+    signals: dict[str, str] | None
+
+
+def _fail(err: Console, message: str) -> None:
+    err.print(f"[bold red]error:[/bold red] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(code=_EXIT_BAD_INPUT)
+
+
+def _options(err: Console, threshold: list[str], signal: list[str], json_out: Path | None) -> _Options:
+    """The checked options; a bad one is one line on stderr and exit 2."""
+    from rlmetrics.health.rules import THRESHOLDS
+
+    try:
+        options = _Options(parse_thresholds(threshold, THRESHOLDS) or None, parse_signals(signal))
+    except ValueError as exc:
+        _fail(err, str(exc))
+    problem = None if json_out is None else check_target(json_out, "--json")
+    if problem is not None:
+        _fail(err, problem)
+    return options
+
+
+class _Stdin:
+    """Standard input, read once: every ``-`` among the runs reads the same log."""
+
+    def __init__(self) -> None:
+        self.data: bytes | None = None
+
+    def stream(self) -> io.BytesIO:
+        if self.data is None:  # a log piped in (`tail -f nohup.out | ...` ends at EOF)
+            self.data = sys.stdin.buffer.read()
+        stream = io.BytesIO(self.data)
+        stream.name = _STDIN_NAME  # type: ignore[misc]
+        return stream
+
+
+def _diagnose_run(out: Console, err: Console, path: Path, options: _Options, stdin: _Stdin) -> dict[str, Any]:
+    """Read and diagnose one run, print it, and return its JSON record."""
+    from rlmetrics.health import sources
+    from rlmetrics.health.rules import diagnose as run_diagnose
+
+    piped = str(path) == STDIN
+    name = "stdin" if piped else run_name(path)
+    source = _STDIN_NAME if piped else str(path)
+    try:
+        history, kind = sources.load_history(stdin.stream() if piped else path)
+        diagnosis = run_diagnose(history, thresholds=options.thresholds, signals=options.signals)
+    except Exception as exc:
+        # RunReadError is a ValueError; a reader's ImportError names the pip install line.
+        # Anything else a reader raises still makes this run unreadable (exit 2), never exit 1,
+        # which says that a run has an error finding.
+        shown = (
+            str(exc)
+            if isinstance(exc, ValueError | TypeError | ImportError | OSError)
+            else f"could not read it ({type(exc).__name__}: {exc})"
+        )
+        err.print(f"[bold red]error:[/bold red] {escape(name)}: {escape(shown)}", soft_wrap=True)
+        return {
+            "run": name,
+            "source": source,
+            "kind_of_source": None,
+            "error": shown,
+            "findings": [],
+            "skipped": [],
+        }
+    _print_run(out, name, source, kind, diagnosis)
+    return {"run": name, "source": source, "kind_of_source": kind, **diagnosis.to_dict()}
+
+
+def _exit_code(record: dict[str, Any]) -> int:
+    if "error" in record:
+        return _EXIT_BAD_INPUT
+    return _EXIT_ERROR if any(f["severity"] == "error" for f in record["findings"]) else 0

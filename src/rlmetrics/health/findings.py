@@ -2,18 +2,21 @@
 
 A *history* is a mapping of metric key -> ``(steps, values)``: two 1-d numpy arrays of the same
 length, steps increasing, values float64 (NaN where the run logged a non-finite value). Every
-reader of :mod:`rlmetrics.health.sources` returns one; :func:`as_history` builds one from the
-rows :func:`rlmetrics.read_jsonl` returns or from a plain mapping.
+reader of :mod:`rlmetrics.readers` returns one; :func:`as_history` builds one from the rows
+:func:`rlmetrics.read_jsonl` returns or from a plain mapping. ``History``, :func:`as_history`
+and :func:`last_per_step` are defined in :mod:`rlmetrics.readers` and re-exported here.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
+
+# the history type lives with the readers, below health/ (re-exported here, where it was first)
+from rlmetrics.readers._history import History, as_history, last_per_step
 
 __all__ = [
     "ERROR",
@@ -31,9 +34,6 @@ __all__ = [
 WARNING = "warning"
 ERROR = "error"
 SEVERITIES = (WARNING, ERROR)
-
-#: metric key -> (steps, values), both 1-d numpy arrays of one length, steps increasing
-History = Mapping[str, tuple[np.ndarray, np.ndarray]]
 
 
 class Series(NamedTuple):
@@ -146,73 +146,3 @@ class Diagnosis:
             "findings": [f.to_dict() for f in self.findings],
             "skipped": [s.to_dict() for s in self.skipped],
         }
-
-
-def as_history(data: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """A history from ``read_jsonl`` rows (dicts with a ``step``) or a mapping key -> (steps, values).
-
-    Rows: every numeric field other than ``step`` and ``timestamp`` becomes a series; a row
-    without an integer ``step`` is numbered after the previous one. Steps logged twice keep the
-    last value. Non-numeric values are ignored.
-
-    Examples
-    --------
-    >>> h = as_history([{"step": 0, "a": 1.0}, {"step": 1, "a": 2.0, "b": 5}])
-    >>> h["a"][1].tolist(), h["b"][0].tolist()
-    ([1.0, 2.0], [1])
-    """
-    if isinstance(data, Mapping):
-        out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for key, pair in data.items():
-            try:
-                steps, values = pair
-            except (TypeError, ValueError):
-                raise TypeError(
-                    f"history[{key!r}] must be a (steps, values) pair; got {type(pair).__name__}"
-                ) from None
-            s = np.asarray(steps, dtype=np.int64).reshape(-1)
-            v = np.asarray(values, dtype=np.float64).reshape(-1)
-            if s.shape != v.shape:
-                raise ValueError(f"history[{key!r}]: {s.size} steps but {v.size} values")
-            out[str(key)] = last_per_step(s, v)
-        return out
-    if not isinstance(data, Iterable):
-        raise TypeError(
-            f"history must be a list of rows or a mapping key -> (steps, values); got {type(data).__name__}"
-        )
-    series: dict[str, tuple[list[int], list[float]]] = {}
-    step = -1
-    for row in data:
-        if not isinstance(row, Mapping):
-            raise TypeError(f"history rows must be dicts; got {type(row).__name__}")
-        raw = row.get("step")
-        step = (
-            int(raw)
-            if isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
-            else step + 1
-        )
-        for key, value in row.items():
-            if key in ("step", "timestamp") or isinstance(value, bool) or not isinstance(value, int | float):
-                continue
-            steps_of, values_of = series.setdefault(str(key), ([], []))
-            steps_of.append(step)
-            values_of.append(float(value))
-    return {
-        k: last_per_step(np.asarray(s, np.int64), np.asarray(v, np.float64)) for k, (s, v) in series.items()
-    }
-
-
-def last_per_step(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort by step; of a step logged twice keep the last value logged.
-
-    Examples
-    --------
-    >>> [a.tolist() for a in last_per_step(np.array([2, 1, 2]), np.array([0.5, 0.1, 0.7]))]
-    [[1, 2], [0.1, 0.7]]
-    """
-    order = np.argsort(steps, kind="stable")
-    steps, values = steps[order], values[order]
-    if steps.size > 1:
-        keep = np.append(steps[1:] != steps[:-1], True)
-        steps, values = steps[keep], values[keep]
-    return steps, values

@@ -1,40 +1,33 @@
 """Runs read for a report: per-metric series, the wall-clock time of each step, the config.
 
-:func:`load_run` reads a :class:`rlmetrics.Tracker` run (``metrics.jsonl``, with its
-``timestamp`` per line and the ``config.json`` beside it) itself, and every other format
-:func:`rlmetrics.health.sources.load_history` knows (verl's file logger, TensorBoard, TRL's
-``trainer_state.json``, W&B offline) through it. A validation rollout dump (one line per
-generated sample, with ``input``/``output`` text) is refused with a pointer to
-``rlmetrics validate``: its one numeric column drawn against a repeated step would be a
+:func:`load_run` is :func:`rlmetrics.readers.read_run` (every format it knows: a
+:class:`rlmetrics.Tracker` run with its ``timestamp`` per line and the ``config.json`` beside
+it, verl's file logger and console, TensorBoard, TRL's ``trainer_state.json`` and printed logs,
+W&B offline, CSV exports), its series as float64 for plotting, labelled. A validation rollout
+dump (one line per generated sample, with ``input``/``output`` text) is refused with a pointer
+to ``rlmetrics validate``: its one numeric column drawn against a repeated step would be a
 meaningless curve.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlmetrics import keys as K
-from rlmetrics.errors import RunReadWarning, ValidationDumpError
-from rlmetrics.health.findings import last_per_step
-from rlmetrics.tracking import read_jsonl
+from rlmetrics.errors import ValidationDumpError
+from rlmetrics.readers import RLMETRICS_JSONL, read_run
+from rlmetrics.readers.jsonl import DUMP_FIELDS
 
-__all__ = ["RunCurves", "ValidationDumpError", "load_run", "unique_names"]
+__all__ = ["DUMP_FIELDS", "RunCurves", "ValidationDumpError", "load_run", "unique_names"]
 
-#: Fields of a verl validation dump line (``<dump_dir>/<step>.jsonl``) that a metrics run never has.
-DUMP_FIELDS = ("input", "output", "gts", "prompt", "response", "data_source", "uid")
 #: Config entries shown as the command that started the run.
 COMMAND_KEYS = ("command", "cmd", "argv", "cli")
-_CONFIG_FILE = "config.json"
 _METRICS_FILE = "metrics.jsonl"
 
 
@@ -65,7 +58,7 @@ class RunCurves:
     series: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     times: tuple[np.ndarray, np.ndarray] | None = None
     config: dict[str, Any] = field(default_factory=dict)
-    source: str = "rlmetrics-jsonl"
+    source: str = RLMETRICS_JSONL
 
     @property
     def step_range(self) -> str:
@@ -100,142 +93,16 @@ class RunCurves:
         return None
 
 
-def _is_tracker_jsonl(p: Path) -> bool:
-    """A JSONL file whose first record is a flat row (not verl's ``{"step", "data"}`` record)."""
-    if p.suffix.lower() not in (".jsonl", ".ndjson") or not p.is_file():
-        return False
-    with open(p, "rb") as fh:
-        for raw in fh:
-            if raw.strip():
-                try:
-                    record = json.loads(raw)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    return True  # read_jsonl reports it (a cut first line)
-                return not (
-                    isinstance(record, dict)
-                    and set(record) == {"step", "data"}
-                    and isinstance(record["data"], dict)
-                )
-    return True
-
-
-def _check_not_a_dump(p: Path, rows: list[dict[str, Any]]) -> None:
-    for row in rows[:50]:
-        text = [k for k in DUMP_FIELDS if isinstance(row.get(k), str)]
-        if text:
-            raise ValidationDumpError(
-                f"{str(p)!r} is a validation rollout dump (one line per generated sample, with "
-                f"{', '.join(text)}), not a run's metrics: summarise it with `rlmetrics validate {p}` "
-                "(a folder of per-step dumps gives curves against the step, `--plot` draws them); "
-                "`rlmetrics report` draws the metrics.jsonl of a training run"
-            )
-
-
-def _read_config(folder: Path) -> dict[str, Any]:
-    path = folder / _CONFIG_FILE
-    if not path.is_file():
-        return {}
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        warnings.warn(f"{path}: config not read ({err})", RunReadWarning, stacklevel=3)
-        return {}
-    return config if isinstance(config, dict) else {"config": config}
-
-
-def _number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float)
-
-
-_NUMERIC = frozenset({int, float})
-
-
-def _columns(
-    p: Path, rows: list[dict[str, Any]], first: int
-) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray] | None]:
-    """The rows ``first, first + 1, ...`` (all with the same keys, every value an int or a float)
-    as columns: key -> (steps, values), and (steps, timestamps)."""
-    names = list(rows[0])
-    table = np.array([list(r.values()) for r in rows], dtype=np.float64)
-    if K.TRACKING_STEP in names:
-        steps = table[:, names.index(K.TRACKING_STEP)]
-        bad = np.flatnonzero(~np.isfinite(steps))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"{p}: row {first + i + 1} has a non-numeric step {rows[i][K.TRACKING_STEP]!r}")
-    else:
-        steps = np.arange(first, first + len(rows), dtype=np.float64)
-    series = {k: (steps, table[:, j]) for j, k in enumerate(names) if k not in K.TRACKING_FIELDS}
-    times = None
-    if K.TRACKING_TIMESTAMP in names:
-        stamps = table[:, names.index(K.TRACKING_TIMESTAMP)]
-        ok = np.isfinite(stamps)
-        times = (steps[ok], stamps[ok])
-    return series, times
-
-
-def _row_columns(
-    p: Path, row: dict[str, Any], i: int
-) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray] | None]:
-    """One row with some non-numeric value (kept out) as columns of one point."""
-    step = row.get(K.TRACKING_STEP, i)
-    if not _number(step) or not math.isfinite(step):
-        raise ValueError(f"{p}: row {i + 1} has a non-numeric step {step!r}")
-    at = np.array([float(step)])
-    series = {
-        k: (at, np.array([float(v)])) for k, v in row.items() if k not in K.TRACKING_FIELDS and _number(v)
-    }
-    stamp: Any = row.get(K.TRACKING_TIMESTAMP)
-    times = (at, np.array([float(stamp)])) if _number(stamp) and math.isfinite(stamp) else None
-    return series, times
-
-
-def _read_tracker_jsonl(p: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], Any]:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        rows = read_jsonl(p)
-    for w in caught:  # re-issue (once, attributed to the caller) e.g. the truncated-line warning
-        warnings.warn(str(w.message), w.category, stacklevel=3)
-    if not rows:
-        raise ValueError(f"path: {str(p)!r} holds no complete JSON line")
-    _check_not_a_dump(p, rows)
-    # Consecutive rows logging the same keys, all numbers (a Tracker's usual run), are read as
-    # one float table; another row (a bool, a string, a null) key by key.
-    parts: list[tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray] | None]] = []
-    start = 0
-    while start < len(rows):
-        keys = tuple(rows[start])  # in order: the table's columns follow it
-        stop = start + 1
-        while stop < len(rows) and tuple(rows[stop]) == keys:
-            stop += 1
-        block = rows[start:stop]
-        if set(map(type, chain.from_iterable(r.values() for r in block))) <= _NUMERIC:
-            parts.append(_columns(p, block, start))
-        else:
-            parts.extend(_row_columns(p, row, start + j) for j, row in enumerate(block))
-        start = stop
-    chunks: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
-    for series, _ in parts:
-        for key, (s, v) in series.items():
-            acc = chunks.setdefault(key, ([], []))
-            acc[0].append(s)
-            acc[1].append(v)
-    out = {k: last_per_step(np.concatenate(s), np.concatenate(v)) for k, (s, v) in chunks.items()}
-    stamped = [t for _, t in parts if t is not None and t[0].size]
-    times = last_per_step(*map(np.concatenate, zip(*stamped))) if stamped else None
-    return out, times
-
-
 def load_run(path: str | os.PathLike[str], *, name: str | None = None) -> RunCurves:
     """Read a run into per-metric ``(steps, values)`` series.
 
     Parameters
     ----------
     path : str or Path
-        A Tracker's ``metrics.jsonl`` (or its folder; a truncated last line is skipped with a
-        ``RunReadWarning``), or any run :func:`rlmetrics.load_history` reads: a verl
-        file-logger ``.jsonl``, a TensorBoard log directory, a ``trainer_state.json`` or TRL
-        output folder, a W&B offline run.
+        A Tracker's ``metrics.jsonl`` (or its folder; a truncated last line, or an unreadable
+        one, is skipped with a ``RunReadWarning``), or any run :func:`rlmetrics.readers.read_run`
+        reads: a verl file-logger ``.jsonl`` or console log, a TensorBoard log directory, a
+        ``trainer_state.json`` or TRL output folder, a W&B offline run, a CSV export.
     name : str, optional, keyword-only
         Label (default: the run's folder name when the file is ``metrics.jsonl``, else the
         file's stem, or the folder's name).
@@ -265,29 +132,20 @@ def load_run(path: str | os.PathLike[str], *, name: str | None = None) -> RunCur
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a str or os.PathLike; got {type(path).__name__}")
     p = Path(path)
-    target = p / _METRICS_FILE if p.is_dir() and (p / _METRICS_FILE).is_file() else p
-    config: dict[str, Any] = {}
-    times = None
-    if _is_tracker_jsonl(target):
-        series, times = _read_tracker_jsonl(target)
-        source = "rlmetrics-jsonl"
-        config = _read_config(target.parent)
-    elif not p.exists():
+    if not p.exists():
         raise ValueError(f"path: no such file or directory: {str(p)!r}")
-    else:
-        from rlmetrics.health.sources import load_history
-
-        history, source = load_history(p)
-        series = {
-            k: (np.asarray(s, dtype=np.float64), np.asarray(v, dtype=np.float64))
-            for k, (s, v) in history.items()
-        }
+    run = read_run(p, allow_empty=True)  # a run that logged no number yet is drawn empty
+    series = {k: (s.astype(np.float64), v) for k, (s, v) in run.series.items()}
+    times = None if run.times is None else (run.times[0].astype(np.float64), run.times[1])
     if name is None:
+        target = p / _METRICS_FILE if p.is_dir() and (p / _METRICS_FILE).is_file() else p
         if target.name == _METRICS_FILE and target.parent.name:
             name = target.parent.name
         else:
             name = p.stem if p.is_file() else p.name
-    return RunCurves(name=name or str(p), path=p, series=series, times=times, config=config, source=source)
+    return RunCurves(
+        name=name or str(p), path=p, series=series, times=times, config=dict(run.config), source=run.format
+    )
 
 
 def unique_names(runs: list[RunCurves]) -> None:
