@@ -1,4 +1,4 @@
-"""Benchmark: reading validation dumps with bounded memory (``rlmetrics.validation.dumps``).
+"""Benchmark: reading validation dumps with bounded memory (``rlmetrics.readers.dumps``).
 
 Run by hand (not a test)::
 
@@ -149,7 +149,7 @@ def measure(kind: str, path: str) -> dict[str, Any]:
     import pyarrow.json
     import pyarrow.parquet
 
-    from rlmetrics.validation.dumps import iter_steps, load_rollouts
+    from rlmetrics.readers.dumps import iter_steps, load_rollouts
 
     del pyarrow
     out: dict[str, Any] = {"import_mb": peak_mb()}

@@ -271,8 +271,12 @@ TRL_LEGACY_COMPLETION_LENGTH = "completion_length"
 TRL_LEGACY_CLIP_RATIO = "clip_ratio"
 
 #: TRL's ``PPOTrainer`` and ``RLOOTrainer`` (0.11 to 0.2x, later ``trl.experimental``): its losses
-#: and PPO's own statistics. (Its ``objective/scores``, ``objective/kl``, ``objective/entropy``
-#: wait for ``health.textlogs`` to name the ``objective/`` group by a constant.)
+#: and PPO's own statistics; its ``objective/`` group holds the reward model's score, the KL to
+#: the reference and the entropy.
+TRL_PPO_OBJECTIVE_GROUP = "objective"
+TRL_PPO_SCORES = f"{TRL_PPO_OBJECTIVE_GROUP}/scores"
+TRL_PPO_KL = f"{TRL_PPO_OBJECTIVE_GROUP}/kl"
+TRL_PPO_ENTROPY = f"{TRL_PPO_OBJECTIVE_GROUP}/entropy"
 TRL_PPO_POLICY_LOSS = "loss/policy_avg"
 TRL_PPO_VALUE_LOSS = "loss/value_avg"
 TRL_PPO_APPROXKL = "policy/approxkl_avg"

@@ -311,7 +311,7 @@ def _check_options(
 
 def _load_runs(paths: list[Path], opts: KeyOptions, step: int | None) -> list[Run]:
     """Each run read (a dump, a folder of dumps or a summary), same names told apart."""
-    from rlmetrics.validation.dumps import DumpError
+    from rlmetrics.readers.dumps import DumpError
 
     loaded: list[Run] = []
     names: dict[str, int] = {}

@@ -46,7 +46,7 @@ from rlmetrics.cli._rollouts import (
     inputs_of,
     read_keys,
 )
-from rlmetrics.validation.dumps import Dump, ValidateInputError, find_dumps, load_rollouts
+from rlmetrics.readers.dumps import Dump, ValidateInputError, find_dumps, load_rollouts
 from rlmetrics.validation.exact.summary import SummaryOptions
 
 __all__ = ["ValidateInputError", "load_rollouts", "validate"]

@@ -5,14 +5,15 @@
 >>> [(f.kind, f.severity, f.step) for f in diagnose(rows).findings]
 [('nonfinite', 'error', 7)]
 
-* :mod:`~rlmetrics.health.findings`: :class:`Finding`, :class:`Diagnosis`, the history type.
-* :mod:`~rlmetrics.health.signals`: the metric vocabularies of verl and TRL, mapped to the
-  signals the rules read.
+* :mod:`~rlmetrics.health.findings`: :class:`Finding`, :class:`Diagnosis` (the history type
+  comes from :mod:`rlmetrics.readers`).
+* :mod:`~rlmetrics.health.signals`: the metric vocabularies of verl, TRL, OpenRLHF and
+  NeMo-RL, mapped to the signals the rules read.
 * :mod:`~rlmetrics.health.smoothing`: TensorBoard's debiased EMA, frozen robust baselines,
   persistence windows.
 * :mod:`~rlmetrics.health.rules`: one rule per failure mode, their thresholds, :func:`diagnose`.
-* :mod:`~rlmetrics.health.sources`: runs read from rlmetrics/verl JSONL, TensorBoard, TRL's
-  ``trainer_state.json`` and W&B offline directories (:func:`load_history`).
+* :mod:`~rlmetrics.health.sources`: :func:`load_history`, a run in any format that
+  :func:`rlmetrics.readers.read_run` reads, as the rules' history.
 * :mod:`~rlmetrics.health.monitor`: :class:`HealthMonitor`, the live form for ``Tracker``.
 """
 

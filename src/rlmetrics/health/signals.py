@@ -70,6 +70,9 @@ _TRAINER_KEYS = {
     K.TRL_PPO_POLICY_LOSS,
     K.TRL_PPO_APPROXKL,
     K.TRL_PPO_CLIPFRAC,
+    K.TRL_PPO_SCORES,
+    K.TRL_PPO_KL,
+    K.TRL_PPO_ENTROPY,
     K.OPENRLHF_POLICY_LOSS,
     K.OPENRLHF_KL,
     K.OPENRLHF_PPO_KL,
@@ -101,8 +104,8 @@ def _logged_forms(key: str) -> tuple[str, ...]:
 
 _CANDIDATES: dict[str, tuple[str, ...]] = {
     # reward of the training rollouts (verl: the task score before the KL penalty), then
-    # TRL/OpenRLHF/NeMo-RL's reward
-    "reward": (K.SCORE_MEAN, K.TRL_REWARD),
+    # TRL/OpenRLHF/NeMo-RL's reward, TRL PPOTrainer's reward-model score
+    "reward": (K.SCORE_MEAN, K.TRL_REWARD, K.TRL_PPO_SCORES),
     # validation score: verl's val-core mean@n (older verl: test_score/<source>), TRL's evaluation
     # reward, NeMo-RL's validation accuracy
     "val_score": (
@@ -122,6 +125,7 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
         K.TRL_ENTROPY,
         K.OPENRLHF_ENTROPY,
         K.NEMO_RL_APPROX_ENTROPY,
+        K.TRL_PPO_ENTROPY,
     ),
     # KL to the reference policy: verl's KL loss or KL-in-reward penalty (older verl: critic/kl),
     # TRL's and OpenRLHF's kl (beta > 0), NeMo-RL's kl_penalty
@@ -131,6 +135,7 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
         K.VERL_LEGACY_KL,
         K.TRL_KL,
         K.NEMO_RL_KL_PENALTY,
+        K.TRL_PPO_KL,
     ),
     # KL to the policy of the rollouts (the PPO update's own step size)
     "ppo_kl": (K.PPO_KL, K.TRL_PPO_APPROXKL, K.OPENRLHF_PPO_KL),

@@ -430,7 +430,12 @@ _BRACKETS = re.compile(r"[{}\[\]()'\"\\]")
 _TRAINER_KEYS = frozenset(
     {"loss", "grad_norm", "learning_rate", "epoch", "reward", "reward_std", "kl", "entropy", "train_loss"}
 )
-_TRAINER_PREFIXES = (K.TRL_EVAL_PREFIX, "rewards/", K.TRL_COMPLETIONS_PREFIX, "objective/")
+_TRAINER_PREFIXES = (
+    K.TRL_EVAL_PREFIX,
+    f"{K.TRL_REWARDS_GROUP}/",
+    K.TRL_COMPLETIONS_PREFIX,
+    f"{K.TRL_PPO_OBJECTIVE_GROUP}/",
+)
 _SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second"})
 _STEP_KEYS = ("step", "global_step")
 _META_KEYS = frozenset({"epoch", *_STEP_KEYS})

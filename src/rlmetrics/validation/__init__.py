@@ -8,8 +8,8 @@
   one ``SummaryOptions``); the input grouping and the one maj@k vote counter.
 * :mod:`~rlmetrics.validation.comparison`: two evaluations compared prompt by prompt (paired
   differences, pass@k curves with a simultaneous band and their crossover, whole tables).
-* :mod:`~rlmetrics.validation.dumps`: rollout dumps (files, folders of per-step dumps) read
-  with bounded memory.
+Rollout dumps (files, folders of per-step dumps) are read by :mod:`rlmetrics.readers.dumps`
+(``rlmetrics.validation.dumps`` is a shim).
 
 The arrows: comparison -> exact <- verl (verl reads its inputs and vote patterns with exact's
 ``inputs`` and ``votes``). The old flat modules (``rlmetrics.validation.bootstrap``,
