@@ -88,23 +88,29 @@ class JsonlBackend:
             self._orjson = None
         return []
 
-    def _encode(self, record: dict[str, Any], metrics: dict[str, float]) -> bytes:
-        # orjson writes NaN/inf as null: those lines go through json. A finite sum is the fast
-        # proof that every value is finite (NaN and inf propagate; only an overflow needs the loop).
+    def _encode(self, metrics: dict[str, float], step: int) -> bytes:
+        """One line: ``{"step": ..., "timestamp": ..., <metrics>}`` and a newline."""
+        head = {K.TRACKING_STEP: step, K.TRACKING_TIMESTAMP: time.time()}
+        # orjson writes NaN/inf as null: those lines go through json, which writes NaN/Infinity. A
+        # finite sum proves every value finite (NaN and inf propagate; only an overflow needs the loop).
         if self._orjson is not None and (
             math.isfinite(sum(metrics.values())) or all(map(math.isfinite, metrics.values()))
         ):
-            try:
-                return self._orjson.dumps(record) + b"\n"
-            except TypeError:  # e.g. a step beyond 64 bits, which json writes
+            try:  # the head and the metrics apart: no merged dict to build
+                start = self._orjson.dumps(head)
+                body = self._orjson.dumps(metrics, option=self._orjson.OPT_APPEND_NEWLINE)
+            except TypeError:  # a step beyond 64 bits, a key of a str subclass: json writes them
                 pass
-        return (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+            else:
+                if len(body) == 3:  # no metrics
+                    return start + b"\n"
+                return b"".join((memoryview(start)[:-1], b",", memoryview(body)[1:]))
+        return (json.dumps({**head, **metrics}, separators=(",", ":")) + "\n").encode("utf-8")
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         if self._fh is None:
             raise RuntimeError(f"{self.path} is closed" if self.path else "JsonlBackend.log before start()")
-        record = {K.TRACKING_STEP: step, K.TRACKING_TIMESTAMP: time.time(), **metrics}
-        line = self._encode(record, metrics)
+        line = self._encode(metrics, step)
         if self._torn:  # the last write failed part-way (or a crash cut the last line)
             line = b"\n" + line
         self._torn = True

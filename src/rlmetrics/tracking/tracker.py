@@ -314,7 +314,7 @@ class Tracker:
         converted, dropped = self._convert(metrics)
         if dropped:
             self._warn_dropped(dropped, step)
-        values = _apply_nonfinite(converted, self.nonfinite)
+        values = converted if self.nonfinite == "keep" else _apply_nonfinite(converted, self.nonfinite)
         if self._resumed_last is not None and step <= self._resumed_last and not self._warned_overlap:
             self._warn_overlap(step)
         if self.monitor is not None:
