@@ -20,6 +20,9 @@ from rlmetrics.tracking._values import _config_json
 __all__ = ["JsonlBackend", "read_jsonl"]
 
 
+_STEP, _TIMESTAMP = K.TRACKING_STEP, K.TRACKING_TIMESTAMP
+_now = time.time
+
 #: How ``read_jsonl`` treats a key logged twice at one step.
 _REPEATED = ("last", "all")
 
@@ -56,6 +59,8 @@ class JsonlBackend:
         self._fh: Any = None
         self._torn = False
         self._orjson: Any = None
+        self._dumps: Any = None
+        self._newline = 0
 
     def __repr__(self) -> str:
         return f"JsonlBackend(fsync={self.fsync})"
@@ -84,42 +89,40 @@ class JsonlBackend:
             import orjson
 
             self._orjson = orjson
+            self._dumps, self._newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
         except ImportError:
-            self._orjson = None
+            self._orjson = self._dumps = None
         return []
 
-    def _encode(self, metrics: dict[str, float], step: int) -> bytes:
-        """One line: ``{"step": ..., "timestamp": ..., <metrics>}`` and a newline."""
-        head = {K.TRACKING_STEP: step, K.TRACKING_TIMESTAMP: time.time()}
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        fh = self._fh
+        if fh is None:
+            raise RuntimeError(f"{self.path} is closed" if self.path else "JsonlBackend.log before start()")
+        head = {_STEP: step, _TIMESTAMP: _now()}
+        line = None
         # orjson writes NaN/inf as null: those lines go through json, which writes NaN/Infinity. A
-        # finite sum proves every value finite (NaN and inf propagate; only an overflow needs the loop).
-        if self._orjson is not None and (
-            math.isfinite(sum(metrics.values())) or all(map(math.isfinite, metrics.values()))
-        ):
+        # finite sum proves every value finite (NaN and inf propagate; a sum that overflows goes
+        # through json too, which writes the same line).
+        dumps = self._dumps
+        if dumps is not None and math.isfinite(sum(metrics.values())):
             try:  # the head and the metrics apart: no merged dict to build
-                start = self._orjson.dumps(head)
-                body = self._orjson.dumps(metrics, option=self._orjson.OPT_APPEND_NEWLINE)
+                start = dumps(head)
+                body = dumps(metrics, option=self._newline)
             except TypeError:  # a step beyond 64 bits, a key of a str subclass: json writes them
                 pass
             else:
-                if len(body) == 3:  # no metrics
-                    return start + b"\n"
-                return b"".join((memoryview(start)[:-1], b",", memoryview(body)[1:]))
-        return (json.dumps({**head, **metrics}, separators=(",", ":")) + "\n").encode("utf-8")
-
-    def log(self, metrics: dict[str, float], step: int) -> None:
-        if self._fh is None:
-            raise RuntimeError(f"{self.path} is closed" if self.path else "JsonlBackend.log before start()")
-        line = self._encode(metrics, step)
+                line = b"".join((start[:-1], b",", memoryview(body)[1:])) if len(body) > 3 else start + b"\n"
+        if line is None:
+            line = (json.dumps({**head, **metrics}, separators=(",", ":")) + "\n").encode("utf-8")
         if self._torn:  # the last write failed part-way (or a crash cut the last line)
             line = b"\n" + line
         self._torn = True
-        written = self._fh.write(line)
+        written = fh.write(line)
         if written != len(line):  # a regular file writes less only when full
             self._write_rest(memoryview(line)[written or 0 :], written)
         self._torn = False
         if self.fsync:
-            os.fsync(self._fh.fileno())
+            os.fsync(fh.fileno())
 
     def _write_rest(self, view: memoryview, written: int | None) -> None:
         while True:

@@ -341,13 +341,13 @@ class Tracker:
 
     def _log_to_backends(self, values: dict[str, float], step: int) -> None:
         """Each backend its record (a copy; the last gets ``values``); a failure loses that record alone."""
-        last = len(self._targets) - 1
-        for i, (name, backend, limit) in enumerate(self._targets):
+        last = self._targets[-1][1] if self._targets else None
+        for name, backend, limit in self._targets:
             if limit is not None and step > limit:
                 self._lose(name, step, f"step {step} is beyond its step range (0 to {limit})")
                 continue
             try:
-                notes = backend.log(values if i == last else dict(values), step)
+                notes = backend.log(values if backend is last else dict(values), step)
             except Exception as err:
                 self._lose(name, step, f"{type(err).__name__}: {err}", err)
                 continue
