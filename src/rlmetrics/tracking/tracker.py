@@ -20,7 +20,7 @@ from rlmetrics.tracking._backend import (
     backend_names,
     register_backend,
 )
-from rlmetrics.tracking._files import _check_name, _last_logged_step, _unwritable
+from rlmetrics.tracking._files import _check_name, _claim_run, _last_logged_step, _remove_created
 from rlmetrics.tracking._health import _finding_records
 from rlmetrics.tracking._values import (
     _NONFINITE,
@@ -179,8 +179,10 @@ class Tracker:
         self._convert = _Converter()
         self._finished, self._warned_overlap = False, False
         self._last_step: int | None = None
-        self._created: list[Path] = []
-        self.experiment, self.run_dir = self._claim(experiment)
+        # the folders the claim created, deepest first: removed again if the construction fails
+        self.experiment, self.run_dir, self._created = _claim_run(
+            self.log_dir, project, experiment, resume=resume
+        )
         self.renamed_from: str | None = experiment if self.experiment != experiment else None
         self._resumed_last = _last_logged_step(self.run_dir / "metrics.jsonl") if resume else None
         self.start_step = 0 if self._resumed_last is None else self._resumed_last + 1
@@ -195,45 +197,9 @@ class Tracker:
             self._check_resumed_config()
         self._start(specs)
 
-    def _claim(self, experiment: str) -> tuple[str, Path]:
-        """The run's name and directory: created here (``os.mkdir`` is atomic: one process wins a name)."""
-        project_dir = self.log_dir / self.project
-        missing = [d for d in (project_dir, self.log_dir, *self.log_dir.parents) if not d.exists()]
-        try:
-            project_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise _unwritable(project_dir, err, "create the project folder under log_dir") from None
-        self._created = missing  # deepest first: removed again if the construction fails
-        name, n = experiment, 1
-        while True:
-            path = project_dir / name
-            try:
-                os.mkdir(path)
-            except FileExistsError:
-                if self.resume and path.is_dir():
-                    return name, path
-                n += 1
-                name = f"{experiment}-{n}"
-                continue
-            except OSError as err:
-                self._release()
-                raise _unwritable(path, err, "create the run directory") from None
-            self._created.insert(0, path)
-            return name, path
-
     def _release(self) -> None:
-        """After a failed construction: remove the run directory it created (nothing was logged
-        yet) and the folders above it that it created, if empty."""
-        import shutil
-
-        for i, path in enumerate(self._created):
-            try:
-                if i == 0 and path == getattr(self, "run_dir", None):
-                    shutil.rmtree(path)
-                else:
-                    path.rmdir()
-            except OSError:  # not empty, or already gone
-                pass
+        """After a failed construction: remove what the claim created (nothing was logged yet)."""
+        _remove_created(self._created, self.run_dir)
         self._created = []
 
     def _check_resumed_config(self) -> None:
