@@ -130,6 +130,9 @@ class Tracker:
         The name asked for, when the run was given a new one; else None.
     run_dir : Path
         ``log_dir/project/experiment``.
+    backends : dict[str, object]
+        The backends by name, in order: the objects built for names, and those passed as they
+        were given.
     start_step : int
         0, or with ``resume=True`` the step after the last one the run logged.
     lost : dict[str, int]
