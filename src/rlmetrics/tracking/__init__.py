@@ -36,6 +36,12 @@ The role verl's ``Tracking`` plays, with these guarantees:
   (1.0 warning, 2.0 error) logged with that step; a monitor that raises is switched off with a
   warning and logging goes on.
 
+Each backend is a class configured by its own constructor (:class:`JsonlBackend`,
+:class:`ConsoleBackend`, :class:`TensorBoardBackend`, :class:`WandbBackend`,
+:class:`MlflowBackend`, :class:`TrackioBackend`) and started by the tracker on the run it claimed
+(the :class:`Backend` protocol); ``Tracker(backends=["jsonl", WandbBackend(mode="offline")])``
+mixes names and objects, and :func:`register_backend` adds names.
+
 The ``jsonl`` backend (the default, no dependency) writes one flat JSON object per line,
 ``{"step": 3, "timestamp": 1764441600.0, "critic/score/mean": 0.5, ...}``, each line in one
 ``write`` to a file opened with ``O_APPEND`` (optionally fsynced), so a process killed at any
@@ -52,19 +58,39 @@ monitor a :class:`~rlmetrics.errors.HealthWarning`, and those of :func:`read_jso
 
 from __future__ import annotations
 
-from rlmetrics.tracking._backend import MAX_STEP_INT64, TrackingBackend
-from rlmetrics.tracking.console import DEFAULT_CONSOLE_KEYS
-from rlmetrics.tracking.jsonl import read_jsonl
-from rlmetrics.tracking.mlflow import mlflow_key
+from rlmetrics.tracking._backend import (
+    MAX_STEP_INT64,
+    Backend,
+    RunInfo,
+    TrackingBackend,
+    backend_names,
+    register_backend,
+)
+from rlmetrics.tracking.console import DEFAULT_CONSOLE_KEYS, ConsoleBackend
+from rlmetrics.tracking.jsonl import JsonlBackend, read_jsonl
+from rlmetrics.tracking.mlflow import MlflowBackend, mlflow_key
+from rlmetrics.tracking.tensorboard import TensorBoardBackend
 from rlmetrics.tracking.tracker import BACKENDS, Tracker, check_backends
+from rlmetrics.tracking.trackio import TrackioBackend
+from rlmetrics.tracking.wandb import WandbBackend
 
 __all__ = [
     "BACKENDS",
     "DEFAULT_CONSOLE_KEYS",
     "MAX_STEP_INT64",
+    "Backend",
+    "ConsoleBackend",
+    "JsonlBackend",
+    "MlflowBackend",
+    "RunInfo",
+    "TensorBoardBackend",
     "Tracker",
     "TrackingBackend",
+    "TrackioBackend",
+    "WandbBackend",
+    "backend_names",
     "check_backends",
     "mlflow_key",
     "read_jsonl",
+    "register_backend",
 ]

@@ -63,6 +63,50 @@ def _check_name(value: Any, arg: str) -> str:
     return value
 
 
+def _claim_run(log_dir: Path, project: str, experiment: str, *, resume: bool) -> tuple[str, Path, list[Path]]:
+    """The run's name and directory, created here (``os.mkdir`` is atomic: one process wins a
+    name), and the folders created, deepest first (for :func:`_remove_created`).
+
+    A taken name gets the first free suffix ``-2``, ``-3`` ...; with ``resume`` it is the run.
+    """
+    project_dir = log_dir / project
+    missing = [d for d in (project_dir, log_dir, *log_dir.parents) if not d.exists()]
+    try:
+        project_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _unwritable(project_dir, err, "create the project folder under log_dir") from None
+    name, n = experiment, 1
+    while True:
+        path = project_dir / name
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            if resume and path.is_dir():
+                return name, path, missing
+            n += 1
+            name = f"{experiment}-{n}"
+            continue
+        except OSError as err:
+            _remove_created(missing, None)
+            raise _unwritable(path, err, "create the run directory") from None
+        return name, path, [path, *missing]
+
+
+def _remove_created(created: list[Path], run_dir: Path | None) -> None:
+    """Remove the run directory ``run_dir`` (when it is the first of ``created``: a new run, nothing
+    logged yet) and the other folders of ``created``, if empty."""
+    import shutil
+
+    for i, path in enumerate(created):
+        try:
+            if i == 0 and path == run_dir:
+                shutil.rmtree(path)
+            else:
+                path.rmdir()
+        except OSError:  # not empty, or already gone
+            pass
+
+
 def _last_logged_step(path: Path, tail: int = 1 << 20) -> int | None:
     """The largest step among the last complete records of a metrics.jsonl (its last ``tail`` bytes)."""
     if not path.is_file():  # missing, or not a regular file (a device reads forever)

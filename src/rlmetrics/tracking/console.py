@@ -5,12 +5,13 @@ from __future__ import annotations
 import fnmatch
 import math
 import sys
-from collections.abc import Mapping, Sequence
-from typing import TextIO
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
 
 from rlmetrics import keys as K
+from rlmetrics.tracking._backend import RunInfo
 
-__all__ = ["DEFAULT_CONSOLE_KEYS"]
+__all__ = ["DEFAULT_CONSOLE_KEYS", "ConsoleBackend"]
 
 
 #: Keys (``fnmatch`` patterns) the console backend shows by default, in this order.
@@ -29,17 +30,55 @@ DEFAULT_CONSOLE_KEYS = (
 )
 
 
-class _ConsoleBackend:
-    name = "console"
+class ConsoleBackend:
+    """A line per step of the keys that matter most, printed with rich.
 
-    def __init__(
-        self, project: str, experiment: str, *, keys: Sequence[str] | None = None, file: TextIO | None = None
-    ) -> None:
+    Parameters
+    ----------
+    keys : sequence of str, optional, keyword-only
+        ``fnmatch`` patterns of the keys shown, in this order (default
+        :data:`DEFAULT_CONSOLE_KEYS`; the first six keys of a step when none matches).
+    file : file, optional, keyword-only
+        Where the lines go (default ``sys.stdout``).
+
+    Examples
+    --------
+    >>> import io, tempfile
+    >>> from rlmetrics.tracking import Tracker
+    >>> out = io.StringIO()
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     with Tracker("demo", "run1", backends=[ConsoleBackend(keys=["a*"], file=out)], log_dir=d) as tr:
+    ...         tr.log({"a": 1.0, "b": 2.0}, step=3)
+    >>> out.getvalue().splitlines()[-1]
+    'step 3 | a 1 (+1 more)'
+    """
+
+    name = "console"
+    max_step = None
+
+    def __init__(self, *, keys: Sequence[str] | None = None, file: TextIO | None = None) -> None:
+        if keys is not None:
+            if isinstance(keys, str) or not isinstance(keys, Iterable):
+                raise TypeError(
+                    f"keys must be a sequence of str patterns; got {type(keys).__name__} {keys!r}"
+                )
+            keys = tuple(keys)
+            wrong = [k for k in keys if not isinstance(k, str)]
+            if wrong:
+                raise TypeError(f"keys must be a sequence of str patterns; got {wrong[0]!r} among them")
+        if file is not None and not callable(getattr(file, "write", None)):
+            raise TypeError(f"file must be a text file (with write()); got {type(file).__name__}")
+        self.patterns: tuple[str, ...] = DEFAULT_CONSOLE_KEYS if keys is None else keys
+        self.file = file
+        self.console: Any = None
+
+    def start(self, run: RunInfo) -> list[str]:
         from rich.console import Console
 
-        self.patterns = tuple(DEFAULT_CONSOLE_KEYS if keys is None else keys)
-        self.console = Console(file=file if file is not None else sys.stdout, highlight=False, soft_wrap=True)
-        self.console.print(f"[bold]{project}[/bold] / {experiment}")
+        out = self.file if self.file is not None else sys.stdout
+        self.console = Console(file=out, highlight=False, soft_wrap=True)
+        self.console.print(f"[bold]{run.project}[/bold] / {run.experiment}")
+        return []
 
     def _select(self, metrics: Mapping[str, float]) -> list[str]:
         chosen: list[str] = []
@@ -58,8 +97,9 @@ class _ConsoleBackend:
         tail = f" [dim](+{more} more)[/dim]" if more else ""
         self.console.print(f"[bold]step {step}[/bold] | " + " | ".join(parts) + tail)
 
-    def finish(self) -> None:
-        self.console.file.flush()
+    def finish(self, *, exit_code: int = 0) -> None:
+        if self.console is not None:
+            self.console.file.flush()
 
 
 def _fmt(value: float) -> str:

@@ -8,43 +8,78 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rlmetrics import keys as K
 from rlmetrics.errors import RunReadWarning
+from rlmetrics.tracking._backend import RunInfo
 from rlmetrics.tracking._files import _unwritable, _write_atomic
 from rlmetrics.tracking._values import _config_json
 
-__all__ = ["read_jsonl"]
+__all__ = ["JsonlBackend", "read_jsonl"]
 
+
+_STEP, _TIMESTAMP = K.TRACKING_STEP, K.TRACKING_TIMESTAMP
+_now = time.time
 
 #: How ``read_jsonl`` treats a key logged twice at one step.
 _REPEATED = ("last", "all")
 
 
-class _JsonlBackend:
-    """``metrics.jsonl``: one JSON object per line, each line one ``write`` to an ``O_APPEND`` file."""
+class JsonlBackend:
+    """``metrics.jsonl`` in the run directory: one JSON object per line, each line one ``write``
+    to an ``O_APPEND`` file, and the config in ``config.json``.
+
+    Parameters
+    ----------
+    fsync : bool, keyword-only
+        ``os.fsync`` the file after every step (survives power loss, slower; a killed process
+        loses at most the line being written either way).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from rlmetrics.tracking import Tracker
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     with Tracker("demo", "run1", backends=[JsonlBackend(fsync=True)], log_dir=d) as tr:
+    ...         tr.log({"a": 1.0}, step=0)
+    ...     [row["a"] for row in read_jsonl(tr.jsonl_path)]
+    [1.0]
+    """
 
     name = "jsonl"
     max_step = None  # JSON holds any integer
 
-    def __init__(self, run_dir: Path, config: Mapping[str, Any], *, fsync: bool = False) -> None:
-        self.path = run_dir / "metrics.jsonl"
+    def __init__(self, *, fsync: bool = False) -> None:
+        if not isinstance(fsync, bool):
+            raise TypeError(f"fsync must be a bool; got {type(fsync).__name__} {fsync!r}")
         self.fsync = fsync
+        self.path: Path | None = None
+        self._fh: Any = None
+        self._torn = False
+        self._orjson: Any = None
+        self._dumps: Any = None
+        self._newline = 0
+
+    def __repr__(self) -> str:
+        return f"JsonlBackend(fsync={self.fsync})"
+
+    def start(self, run: RunInfo) -> list[str]:
+        if self.path is not None:
+            raise RuntimeError(f"this JsonlBackend already writes {str(self.path)!r}; make one per tracker")
+        self.path = run.run_dir / "metrics.jsonl"
         try:
-            if config:
-                _write_atomic(run_dir / "config.json", _config_json(config) + "\n")
+            if run.config:
+                _write_atomic(run.run_dir / "config.json", _config_json(run.config) + "\n")
             # Unbuffered and O_APPEND: each write() lands whole at the end of the file, whatever
             # another process appends at the same time.
-            self._fh: Any = open(self.path, "ab", buffering=0)
+            self._fh = open(self.path, "ab", buffering=0)
         except OSError as err:
             raise _unwritable(self.path, err, "write the run's metrics.jsonl") from None
         # A previous run that crashed mid-line left no newline: start on a fresh line so the
         # fragment stays a line of its own (read_jsonl skips it). The newline goes out with
         # the first record, in its write.
-        self._torn = False
         size = self.path.stat().st_size
         if size:
             with open(self.path, "rb") as fh:
@@ -53,37 +88,52 @@ class _JsonlBackend:
         try:  # optional speed-up (about 5x per line); json is used for lines holding NaN/inf
             import orjson
 
-            self._orjson: Any = orjson
+            self._orjson = orjson
+            self._dumps, self._newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
         except ImportError:
-            self._orjson = None
-
-    def _encode(self, record: dict[str, Any], metrics: dict[str, float]) -> bytes:
-        if self._orjson is not None and all(map(math.isfinite, metrics.values())):
-            try:
-                return self._orjson.dumps(record) + b"\n"
-            except TypeError:  # e.g. a step beyond 64 bits, which json writes
-                pass
-        return (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+            self._orjson = self._dumps = None
+        return []
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        if self._fh is None:
-            raise RuntimeError(f"{self.path} is closed")
-        record = {K.TRACKING_STEP: step, K.TRACKING_TIMESTAMP: time.time(), **metrics}
-        line = self._encode(record, metrics)
+        fh = self._fh
+        if fh is None:
+            raise RuntimeError(f"{self.path} is closed" if self.path else "JsonlBackend.log before start()")
+        head = {_STEP: step, _TIMESTAMP: _now()}
+        line = None
+        # orjson writes NaN/inf as null: those lines go through json, which writes NaN/Infinity. A
+        # finite sum proves every value finite (NaN and inf propagate; a sum that overflows goes
+        # through json too, which writes the same line).
+        dumps = self._dumps
+        if dumps is not None and math.isfinite(sum(metrics.values())):
+            try:  # the head and the metrics apart: no merged dict to build
+                start = dumps(head)
+                body = dumps(metrics, option=self._newline)
+            except TypeError:  # a step beyond 64 bits, a key of a str subclass: json writes them
+                pass
+            else:
+                line = b"".join((start[:-1], b",", memoryview(body)[1:])) if len(body) > 3 else start + b"\n"
+        if line is None:
+            line = (json.dumps({**head, **metrics}, separators=(",", ":")) + "\n").encode("utf-8")
         if self._torn:  # the last write failed part-way (or a crash cut the last line)
             line = b"\n" + line
         self._torn = True
-        view = memoryview(line)
-        while view.nbytes:  # one write(); a regular file writes less only when full
-            written = self._fh.write(view)
-            if not written:
-                raise OSError(errno.EIO, f"{self.path}: the write wrote nothing")
-            view = view[written:]
+        written = fh.write(line)
+        if written != len(line):  # a regular file writes less only when full
+            self._write_rest(memoryview(line)[written or 0 :], written)
         self._torn = False
         if self.fsync:
-            os.fsync(self._fh.fileno())
+            os.fsync(fh.fileno())
 
-    def finish(self) -> None:
+    def _write_rest(self, view: memoryview, written: int | None) -> None:
+        while True:
+            if not written:
+                raise OSError(errno.EIO, f"{self.path}: the write wrote nothing")
+            if not view.nbytes:
+                return
+            written = self._fh.write(view)
+            view = view[written or 0 :]
+
+    def finish(self, *, exit_code: int = 0) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None

@@ -7,13 +7,12 @@ import posixpath
 import re
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from rlmetrics.tracking._backend import MAX_STEP_INT64
+from rlmetrics.tracking._backend import MAX_STEP_INT64, RunInfo
 from rlmetrics.tracking._files import _unwritable
 
-__all__ = ["mlflow_key"]
+__all__ = ["MlflowBackend", "mlflow_key"]
 
 
 _MLFLOW_BAD_CHARS = re.compile(r"[^\w\-. /:]")
@@ -65,64 +64,85 @@ def mlflow_key(key: str) -> str:
     return name
 
 
-class _MlflowBackend:
+class MlflowBackend:
+    """An MLflow run: metrics under :func:`mlflow_key` names, the flattened config as params.
+
+    Parameters
+    ----------
+    tracking_uri : str, optional, keyword-only
+        The MLflow store (default: a local sqlite store, ``log_dir/mlflow.db``). The experiment
+        is the tracker's ``project``, the run its ``experiment``; ``resume=True`` continues the
+        latest run of that name.
+
+    Examples
+    --------
+    >>> MlflowBackend(tracking_uri="sqlite:///mlflow.db")
+    MlflowBackend(tracking_uri='sqlite:///mlflow.db')
+    """
+
     name = "mlflow"
     max_step = MAX_STEP_INT64  # a metric's step is an int64
     _BATCH = 1000  # MLflow's limit of metrics per log_batch call
     _PARAM_BATCH = 100
 
-    def __init__(
-        self,
-        project: str,
-        experiment: str,
-        log_dir: Path,
-        params: Mapping[str, Any],
-        *,
-        tracking_uri: str | None = None,
-        resume: bool = False,
-    ) -> None:
+    def __init__(self, *, tracking_uri: str | None = None) -> None:
+        if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri):
+            raise TypeError(f"tracking_uri must be a non-empty str or None; got {tracking_uri!r}")
+        self.tracking_uri = tracking_uri
+        self.client: Any = None
+        self.run_id: str | None = None
+        self._names: dict[str, str] = {}  # key -> MLflow name
+        self._owners: dict[str, str] = {}  # MLflow name -> key
+
+    def __repr__(self) -> str:
+        return f"MlflowBackend(tracking_uri={self.tracking_uri!r})"
+
+    def start(self, run: RunInfo) -> list[str]:
         try:
             from mlflow.entities import Metric as MlMetric
-            from mlflow.entities import Param
             from mlflow.exceptions import MlflowException
             from mlflow.tracking import MlflowClient
         except ImportError:
             raise ImportError("the mlflow backend needs mlflow: pip install 'rlmetrics[mlflow]'") from None
         self._Metric, self._MlflowException = MlMetric, MlflowException
-        #: Warnings for the tracker to give (the constructor cannot return them).
-        self.notes: list[str] = []
-        self._names: dict[str, str] = {}  # key -> MLflow name
-        self._owners: dict[str, str] = {}  # MLflow name -> key
-        if tracking_uri is None:
+        if self.tracking_uri is None:
             try:
-                log_dir.mkdir(parents=True, exist_ok=True)
+                run.log_dir.mkdir(parents=True, exist_ok=True)
             except OSError as err:
-                raise _unwritable(log_dir, err, "create log_dir for MLflow's store") from None
-            tracking_uri = f"sqlite:///{(log_dir / 'mlflow.db').resolve()}"
-        self.tracking_uri = tracking_uri
-        self.client = MlflowClient(tracking_uri=tracking_uri)
-        exp = self.client.get_experiment_by_name(project)
-        exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(project)
-        run = self._find_run(exp_id, experiment) if resume else None
+                raise _unwritable(run.log_dir, err, "create log_dir for MLflow's store") from None
+            self.tracking_uri = f"sqlite:///{(run.log_dir / 'mlflow.db').resolve()}"
+        self.client = MlflowClient(tracking_uri=self.tracking_uri)
+        exp = self.client.get_experiment_by_name(run.project)
+        exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(run.project)
+        found = self._find_run(exp_id, run.experiment) if run.resume else None
         old: dict[str, str] = {}
-        if run is None:
-            self.run_id = self.client.create_run(exp_id, run_name=experiment).info.run_id
+        if found is None:
+            self.run_id = self.client.create_run(exp_id, run_name=run.experiment).info.run_id
         else:
-            self.run_id = run.info.run_id
-            old = dict(run.data.params)
+            self.run_id = found.info.run_id
+            old = dict(found.data.params)
             self.client.update_run(self.run_id, status="RUNNING")
+        #: The notes of the start, also returned to the tracker (cut or changed params).
+        self.notes = self._log_params(run.params, old)
+        return self.notes
+
+    def _log_params(self, params: Mapping[str, Any], old: Mapping[str, str]) -> list[str]:
+        """Log the params new to the run (values cut to MLflow's limit); notes of what changed."""
+        from mlflow.entities import Param
+
+        notes: list[str] = []
         items = []
         for key, value in params.items():
-            name, text = self._name(str(key), self.notes), str(value)
+            name, text = self._name(str(key), notes), str(value)
             if len(text) > _MLFLOW_MAX_PARAM:
-                self.notes.append(
+                notes.append(
                     f"param {key!r}: its value of {len(text)} characters is cut to MLflow's "
                     f"{_MLFLOW_MAX_PARAM}"
                 )
                 text = text[:_MLFLOW_MAX_PARAM]
             if name in old:
                 if old[name] != text:
-                    self.notes.append(
+                    notes.append(
                         f"param {key!r} is {text[:60]!r} here but {old[name][:60]!r} in the resumed run; "
                         "MLflow keeps a run's first value"
                     )
@@ -130,6 +150,7 @@ class _MlflowBackend:
             items.append(Param(name, text))
         for i in range(0, len(items), self._PARAM_BATCH):
             self.client.log_batch(self.run_id, params=items[i : i + self._PARAM_BATCH])
+        return notes
 
     def _find_run(self, exp_id: str, experiment: str) -> Any:
         """The latest run named ``experiment`` in the experiment, or None."""
@@ -192,5 +213,6 @@ class _MlflowBackend:
                 )
         return notes
 
-    def finish(self, exit_code: int = 0) -> None:
-        self.client.set_terminated(self.run_id, status="FINISHED" if exit_code == 0 else "FAILED")
+    def finish(self, *, exit_code: int = 0) -> None:
+        if self.run_id is not None:
+            self.client.set_terminated(self.run_id, status="FINISHED" if exit_code == 0 else "FAILED")

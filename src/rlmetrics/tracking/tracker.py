@@ -7,33 +7,59 @@ import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from rlmetrics import keys as K
 from rlmetrics._core.checks import check_int
 from rlmetrics.errors import HealthWarning, TrackingWarning
-from rlmetrics.tracking._backend import TrackingBackend
-from rlmetrics.tracking._files import _check_name, _last_logged_step, _unwritable
+from rlmetrics.tracking._backend import (
+    Backend,
+    RunInfo,
+    TrackingBackend,
+    _complete,
+    _make_named,
+    backend_names,
+    register_backend,
+)
+from rlmetrics.tracking._files import _check_name, _claim_run, _last_logged_step, _remove_created
+from rlmetrics.tracking._health import _finding_records
 from rlmetrics.tracking._values import (
     _NONFINITE,
     _apply_nonfinite,
     _config_json,
     _config_to_dict,
-    _convert,
+    _Converter,
     _flatten,
 )
-from rlmetrics.tracking.console import _ConsoleBackend
-from rlmetrics.tracking.jsonl import _JsonlBackend
-from rlmetrics.tracking.mlflow import _MlflowBackend
-from rlmetrics.tracking.tensorboard import _TensorBoardBackend
-from rlmetrics.tracking.trackio import _TrackioBackend
-from rlmetrics.tracking.wandb import _WandbBackend
+from rlmetrics.tracking.console import ConsoleBackend
+from rlmetrics.tracking.jsonl import JsonlBackend
+from rlmetrics.tracking.mlflow import MlflowBackend
+from rlmetrics.tracking.tensorboard import TensorBoardBackend
+from rlmetrics.tracking.trackio import TrackioBackend
+from rlmetrics.tracking.wandb import WandbBackend
 
 __all__ = ["BACKENDS", "Tracker", "check_backends"]
 
 
-#: The built-in backend names.
+#: The built-in backend names (:func:`~rlmetrics.tracking.register_backend` adds others).
 BACKENDS = ("console", "jsonl", "mlflow", "tensorboard", "trackio", "wandb")
+
+for _cls in (ConsoleBackend, JsonlBackend, MlflowBackend, TensorBoardBackend, TrackioBackend, WandbBackend):
+    register_backend(_cls.name, _cls, replace=True)
+
+#: The tracker's compatibility keywords: keyword -> (backend name, that backend's constructor keyword).
+_BACKEND_KEYWORDS = {
+    "fsync": ("jsonl", "fsync"),
+    "console_keys": ("console", "keys"),
+    "console_file": ("console", "file"),
+    "wandb_mode": ("wandb", "mode"),
+    "wandb_kwargs": ("wandb", "init_kwargs"),
+    "mlflow_tracking_uri": ("mlflow", "tracking_uri"),
+    "trackio_kwargs": ("trackio", "init_kwargs"),
+}
+
+#: One entry of the backends to start: the name asked for (None: an object), what the caller
+#: passed (kept in :attr:`Tracker.backends`) and the :class:`Backend` the tracker calls.
+_Spec = tuple[str | None, Any, Backend]
 
 
 class Tracker:
@@ -49,9 +75,12 @@ class Tracker:
         warning says which; :attr:`experiment` is the name used,
         :attr:`renamed_from` the one asked for).
     backends : str or sequence of (str or backend object)
-        Names from :data:`BACKENDS` (``"jsonl"``, ``"console"``, ``"tensorboard"``, ``"wandb"``,
-        ``"mlflow"``, ``"trackio"``; a comma-separated string works too) and/or objects with
-        ``log(metrics, step)`` and ``finish()``.
+        Backend names (:data:`BACKENDS`: ``"jsonl"``, ``"console"``, ``"tensorboard"``,
+        ``"wandb"``, ``"mlflow"``, ``"trackio"``, and those of
+        :func:`~rlmetrics.tracking.register_backend`; a comma-separated string works too) and/or
+        backend objects: configured ones (``WandbBackend(mode="offline")``, ``ConsoleBackend(keys=[...])``:
+        see :class:`~rlmetrics.tracking.Backend`), or any object with ``log(metrics, step)``
+        and ``finish()``.
     config : dict, dataclass, OmegaConf config or namespace, optional
         Logged once: ``config.json`` (jsonl), a text summary (TensorBoard), the run config
         (W&B), flattened params (MLflow).
@@ -67,28 +96,6 @@ class Tracker:
         after the last one logged; logging an earlier step again warns once (readers keep the
         value logged last). Two processes may resume one run at the same time: each jsonl
         record is one ``O_APPEND`` write, so their lines never mix.
-    fsync : bool, keyword-only
-        ``os.fsync`` the jsonl file after every step (survives power loss, slower; a killed
-        process loses at most the line being written either way).
-    nonfinite : {"keep", "drop", "error"}, keyword-only
-        NaN/inf values: passed on to every backend (jsonl writes ``NaN``/``Infinity``, MLflow
-        stores inf as +/-1.8e308), dropped from the step everywhere, or a ``ValueError``.
-    console_keys : sequence of str, optional, keyword-only
-        ``fnmatch`` patterns of the keys the console shows (default
-        :data:`DEFAULT_CONSOLE_KEYS`; the first six keys when none matches).
-    console_file : file, optional, keyword-only
-        Where the console backend writes (default ``sys.stdout``).
-    wandb_mode : str, optional, keyword-only
-        ``"offline"`` (no network), ``"online"`` or ``"disabled"``; default: W&B's own
-        (``WANDB_MODE``).
-    wandb_kwargs : dict, optional, keyword-only
-        Extra ``wandb.init`` arguments (``entity``, ``tags``, ...).
-    mlflow_tracking_uri : str, optional, keyword-only
-        Default: a local sqlite store in ``log_dir``.
-    trackio_kwargs : dict, optional, keyword-only
-        Extra ``trackio.init`` arguments (``space_id``, ``group``, ``auto_log_gpu``, ...). trackio
-        writes to its own local SQLite store (``$TRACKIO_DIR``, default ``$HF_HOME/trackio``),
-        not to ``log_dir``; the project and run are ``project`` and ``experiment``.
     monitor : object, optional, keyword-only
         A health monitor with ``update(values, step) -> list of findings`` (each finding with
         ``kind``, ``severity``, ``step`` and ``advice``), e.g.
@@ -103,6 +110,18 @@ class Tracker:
         one warning and is switched off (``monitor`` becomes ``None``); the metrics are logged
         all the same.
 
+    **backend_options
+        Options of the backends given by name, kept from before the backend constructors
+        (``Tracker(backends="wandb", wandb_mode="offline")`` is
+        ``Tracker(backends=[WandbBackend(mode="offline")])``):
+
+        ``fsync`` (``JsonlBackend(fsync=)``: ``os.fsync`` after every step), ``console_keys`` and
+        ``console_file`` (``ConsoleBackend(keys=, file=)``), ``wandb_mode`` and ``wandb_kwargs``
+        (``WandbBackend(mode=, init_kwargs=)``), ``mlflow_tracking_uri``
+        (``MlflowBackend(tracking_uri=)``, default a local sqlite store in ``log_dir``),
+        ``trackio_kwargs`` (``TrackioBackend(init_kwargs=)``; trackio writes to its own local
+        store, ``$TRACKIO_DIR``, not to ``log_dir``).
+
     Attributes
     ----------
     experiment : str
@@ -111,6 +130,9 @@ class Tracker:
         The name asked for, when the run was given a new one; else None.
     run_dir : Path
         ``log_dir/project/experiment``.
+    backends : dict[str, object]
+        The backends by name, in order: the objects built for names, and those passed as they
+        were given.
     start_step : int
         0, or with ``resume=True`` the step after the last one the run logged.
     lost : dict[str, int]
@@ -134,50 +156,39 @@ class Tracker:
         self,
         project: str,
         experiment: str,
-        backends: str | Sequence[str | TrackingBackend] = ("jsonl",),
+        backends: str | Sequence[str | Backend | TrackingBackend] = ("jsonl",),
         config: Any = None,
         *,
         log_dir: str | os.PathLike[str] = "rlmetrics_logs",
         resume: bool = False,
-        fsync: bool = False,
         nonfinite: str = "keep",
-        console_keys: Sequence[str] | None = None,
-        console_file: TextIO | None = None,
-        wandb_mode: str | None = None,
-        wandb_kwargs: Mapping[str, Any] | None = None,
-        mlflow_tracking_uri: str | None = None,
         monitor: Any = None,
-        trackio_kwargs: Mapping[str, Any] | None = None,
+        **backend_options: Any,
     ) -> None:
         project = _check_name(project, "project")
         experiment = _check_name(experiment, "experiment")
-        if not isinstance(resume, bool):
-            raise TypeError(f"resume must be a bool; got {type(resume).__name__} {resume!r}")
-        if nonfinite not in _NONFINITE:
-            raise ValueError(f"nonfinite must be one of {_NONFINITE}; got {nonfinite!r}")
-        if monitor is not None and not callable(getattr(monitor, "update", None)):
-            raise TypeError(
-                f"monitor must have an update(values, step) method (e.g. a HealthMonitor); "
-                f"got {type(monitor).__name__}"
-            )
+        _check_options(resume, nonfinite, monitor)
         self.monitor = monitor
-        self._last_step: int | None = None
         self.project, self.nonfinite, self.resume = project, nonfinite, resume
         self.config = _config_to_dict(config)
         self._params = _flatten(self.config)  # colliding names fail here, before anything is written
-        specs = _parse_backends(backends)
+        specs = _parse_backends(backends, _options_by_backend(backend_options))
         self.log_dir = Path(log_dir)
         self.failed: dict[str, BaseException] = {}
         self.lost: dict[str, int] = {}
         self._lost_steps: dict[str, list[int]] = {}
         self.backends: dict[str, Any] = {}
-        self._finished = False
-        self._created: list[Path] = []
-        self.experiment, self.run_dir = self._claim(experiment)
+        self._targets: list[tuple[str, Backend, int | None]] = []  # what log() calls, in order
+        self._convert = _Converter()
+        self._finished, self._warned_overlap = False, False
+        self._last_step: int | None = None
+        # the folders the claim created, deepest first: removed again if the construction fails
+        self.experiment, self.run_dir, self._created = _claim_run(
+            self.log_dir, project, experiment, resume=resume
+        )
         self.renamed_from: str | None = experiment if self.experiment != experiment else None
         self._resumed_last = _last_logged_step(self.run_dir / "metrics.jsonl") if resume else None
         self.start_step = 0 if self._resumed_last is None else self._resumed_last + 1
-        self._warned_overlap = False
         if self.renamed_from is not None:
             warnings.warn(
                 f"run directory {str(self.log_dir / project / experiment)!r} exists: this run is "
@@ -187,65 +198,11 @@ class Tracker:
             )
         if resume:
             self._check_resumed_config()
-        try:
-            for spec in specs:
-                name, backend = self._make(
-                    spec,
-                    fsync=fsync,
-                    console_keys=console_keys,
-                    console_file=console_file,
-                    wandb_mode=wandb_mode,
-                    wandb_kwargs=wandb_kwargs,
-                    mlflow_tracking_uri=mlflow_tracking_uri,
-                    trackio_kwargs=trackio_kwargs,
-                )
-                self.backends[name] = backend
-                for note in getattr(backend, "notes", None) or ():
-                    warnings.warn(f"tracking backend {name!r}: {note}", TrackingWarning, stacklevel=2)
-        except BaseException:
-            self._finish_all(exit_code=1)
-            self._release()
-            raise
-
-    def _claim(self, experiment: str) -> tuple[str, Path]:
-        """The run's name and directory: created here (``os.mkdir`` is atomic: one process wins a name)."""
-        project_dir = self.log_dir / self.project
-        missing = [d for d in (project_dir, self.log_dir, *self.log_dir.parents) if not d.exists()]
-        try:
-            project_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise _unwritable(project_dir, err, "create the project folder under log_dir") from None
-        self._created = missing  # deepest first: removed again if the construction fails
-        name, n = experiment, 1
-        while True:
-            path = project_dir / name
-            try:
-                os.mkdir(path)
-            except FileExistsError:
-                if self.resume and path.is_dir():
-                    return name, path
-                n += 1
-                name = f"{experiment}-{n}"
-                continue
-            except OSError as err:
-                self._release()
-                raise _unwritable(path, err, "create the run directory") from None
-            self._created.insert(0, path)
-            return name, path
+        self._start(specs)
 
     def _release(self) -> None:
-        """After a failed construction: remove the run directory it created (nothing was logged
-        yet) and the folders above it that it created, if empty."""
-        import shutil
-
-        for i, path in enumerate(self._created):
-            try:
-                if i == 0 and path == getattr(self, "run_dir", None):
-                    shutil.rmtree(path)
-                else:
-                    path.rmdir()
-            except OSError:  # not empty, or already gone
-                pass
+        """After a failed construction: remove what the claim created (nothing was logged yet)."""
+        _remove_created(self._created, self.run_dir)
         self._created = []
 
     def _check_resumed_config(self) -> None:
@@ -269,48 +226,32 @@ class Tracker:
     def __repr__(self) -> str:
         return f"Tracker({self.project!r}, {self.experiment!r}, backends={list(self.backends)})"
 
-    def _make(self, spec: str | TrackingBackend, **opts: Any) -> tuple[str, Any]:
-        if not isinstance(spec, str):
-            name = getattr(spec, "name", None) or type(spec).__name__
-            while name in self.backends:
-                name += "_"
-            return name, spec
-        if spec in self.backends:
-            raise ValueError(f"backends lists {spec!r} twice")
-        if spec == "jsonl":
-            return spec, _JsonlBackend(self.run_dir, self.config, fsync=opts["fsync"])
-        if spec == "console":
-            return spec, _ConsoleBackend(
-                self.project, self.experiment, keys=opts["console_keys"], file=opts["console_file"]
-            )
-        if spec == "tensorboard":
-            return spec, _TensorBoardBackend(self.run_dir, self.config)
-        if spec == "wandb":
-            return spec, _WandbBackend(
-                self.project,
-                self.experiment,
-                self.run_dir,
-                self.config,
-                mode=opts["wandb_mode"],
-                resume=self.resume,
-                **dict(opts["wandb_kwargs"] or {}),
-            )
-        if spec == "trackio":
-            return spec, _TrackioBackend(
-                self.project,
-                self.experiment,
-                self.config,
-                resume=self.resume,
-                **dict(opts["trackio_kwargs"] or {}),
-            )
-        return spec, _MlflowBackend(
-            self.project,
-            self.experiment,
-            self.log_dir,
-            self._params,
-            tracking_uri=opts["mlflow_tracking_uri"],
+    def _start(self, specs: list[_Spec]) -> None:
+        """Start every backend on the claimed run; if one fails, finish those started and release the run."""
+        run = RunInfo(
+            project=self.project,
+            experiment=self.experiment,
+            run_dir=self.run_dir,
+            log_dir=self.log_dir,
+            config=self.config,
+            params=self._params,
             resume=self.resume,
         )
+        try:
+            for asked, given, backend in specs:
+                name = asked or backend.name
+                while name in self.backends:
+                    name += "_"
+                notes = backend.start(run)
+                self.backends[name] = given
+                limit = backend.max_step
+                self._targets.append((name, backend, limit if isinstance(limit, int) else None))
+                for note in notes or ():
+                    warnings.warn(f"tracking backend {name!r}: {note}", TrackingWarning, stacklevel=3)
+        except BaseException:
+            self._finish_all(exit_code=1)
+            self._release()
+            raise
 
     @property
     def jsonl_path(self) -> Path:
@@ -337,44 +278,52 @@ class Tracker:
         """
         if self._finished:
             raise RuntimeError("Tracker.log called after finish()")
-        step = check_int(step, "step", minimum=0)
-        converted, dropped = _convert(metrics)
-        for key, why in dropped:
-            warnings.warn(
-                f"step {step}: metrics[{key!r}] is dropped for every backend: {why}",
-                TrackingWarning,
-                stacklevel=2,
-            )
-        values = _apply_nonfinite(converted, self.nonfinite)
+        if type(step) is not int or step < 0:
+            step = check_int(step, "step", minimum=0)
+        converted, dropped = self._convert(metrics)
+        if dropped:
+            self._warn_dropped(dropped, step)
+        values = converted if self.nonfinite == "keep" else _apply_nonfinite(converted, self.nonfinite)
         if self._resumed_last is not None and step <= self._resumed_last and not self._warned_overlap:
-            self._warned_overlap = True
-            warnings.warn(
-                f"step {step} is at or before step {self._resumed_last}, the last one the resumed run "
-                f"logged: readers keep the values logged last (Tracker.start_step is {self.start_step})",
-                TrackingWarning,
-                stacklevel=2,
-            )
+            self._warn_overlap(step)
         if self.monitor is not None:
             values = self._check_health(converted, values, step)
         self._last_step = step
         self._log_to_backends(values, step)
 
-    def _log_to_backends(self, values: Mapping[str, float], step: int) -> None:
-        for name, backend in self.backends.items():
-            limit = getattr(backend, "max_step", None)
-            if isinstance(limit, int) and step > limit:
+    def _warn_dropped(self, dropped: list[tuple[str, str]], step: int) -> None:
+        for key, why in dropped:
+            warnings.warn(
+                f"step {step}: metrics[{key!r}] is dropped for every backend: {why}",
+                TrackingWarning,
+                stacklevel=3,
+            )
+
+    def _warn_overlap(self, step: int) -> None:
+        self._warned_overlap = True
+        warnings.warn(
+            f"step {step} is at or before step {self._resumed_last}, the last one the resumed run "
+            f"logged: readers keep the values logged last (Tracker.start_step is {self.start_step})",
+            TrackingWarning,
+            stacklevel=3,
+        )
+
+    def _log_to_backends(self, values: dict[str, float], step: int) -> None:
+        """Each backend its record (a copy; the last gets ``values``); a failure loses that record alone."""
+        last = self._targets[-1][1] if self._targets else None
+        for name, backend, limit in self._targets:
+            if limit is not None and step > limit:
                 self._lose(name, step, f"step {step} is beyond its step range (0 to {limit})")
                 continue
             try:
-                notes = backend.log(dict(values), step)
+                notes = backend.log(values if backend is last else dict(values), step)
             except Exception as err:
                 self._lose(name, step, f"{type(err).__name__}: {err}", err)
                 continue
-            if isinstance(notes, list):
-                for note in notes:
-                    warnings.warn(
-                        f"tracking backend {name!r}, step {step}: {note}", TrackingWarning, stacklevel=3
-                    )
+            for note in notes or ():
+                warnings.warn(
+                    f"tracking backend {name!r}, step {step}: {note}", TrackingWarning, stacklevel=3
+                )
 
     def _lose(self, name: str, step: int, why: str, err: BaseException | None = None) -> None:
         """One record lost by one backend: counted; warned at the 1st, 2nd, 4th, 8th ... loss."""
@@ -408,17 +357,7 @@ class Tracker:
         ``stacklevel`` points the warnings at the caller of the public method (log or finish).
         """
         try:
-            findings = run()
-            records = {}
-            messages = []
-            for finding in findings or ():
-                kind, severity = str(finding.kind), str(finding.severity)
-                records[K.health(kind)] = K.HEALTH_SEVERITY_VALUE.get(
-                    severity, K.HEALTH_SEVERITY_VALUE["error"]
-                )
-                messages.append(
-                    f"rlmetrics health: {kind} ({severity}) from step {finding.step}: {finding.advice}"
-                )
+            records, messages = _finding_records(run())
         except Exception as err:
             self.monitor = None
             warnings.warn(
@@ -433,12 +372,9 @@ class Tracker:
         return {**values, **records} if records else values
 
     def _finish_all(self, exit_code: int) -> None:
-        for name, backend in self.backends.items():
+        for name, backend, _ in self._targets:
             try:
-                if isinstance(backend, _WandbBackend | _MlflowBackend):
-                    backend.finish(exit_code=exit_code)
-                else:
-                    backend.finish()
+                backend.finish(exit_code=exit_code)
             except Exception as err:
                 self.failed[name] = err
                 warnings.warn(
@@ -462,6 +398,10 @@ class Tracker:
             if records:
                 self._log_to_backends(records, self._last_step)
         self._finish_all(exit_code)
+        self._warn_lost_totals()
+
+    def _warn_lost_totals(self) -> None:
+        """One more warning for each backend that lost more than one record, with the count."""
         for name, count in self.lost.items():
             if count > 1:
                 steps = ", ".join(map(str, self._lost_steps[name])) + (", ..." if count > 10 else "")
@@ -470,7 +410,7 @@ class Tracker:
                 warnings.warn(
                     f"tracking backend {name!r} lost {count} records of this run (steps {steps}){tail}",
                     TrackingWarning,
-                    stacklevel=2,
+                    stacklevel=3,
                 )
 
     def __enter__(self) -> Tracker:
@@ -513,22 +453,54 @@ def check_backends(names: Iterable[str]) -> None:
         raise ImportError("; ".join(missing))
 
 
-def _parse_backends(backends: Any) -> list[Any]:
+def _check_options(resume: Any, nonfinite: Any, monitor: Any) -> None:
+    if not isinstance(resume, bool):
+        raise TypeError(f"resume must be a bool; got {type(resume).__name__} {resume!r}")
+    if nonfinite not in _NONFINITE:
+        raise ValueError(f"nonfinite must be one of {_NONFINITE}; got {nonfinite!r}")
+    if monitor is not None and not callable(getattr(monitor, "update", None)):
+        raise TypeError(
+            f"monitor must have an update(values, step) method (e.g. a HealthMonitor); "
+            f"got {type(monitor).__name__}"
+        )
+
+
+def _options_by_backend(keywords: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The tracker's compatibility keywords (``wandb_mode=``, ...) as constructor options per backend name."""
+    options: dict[str, dict[str, Any]] = {}
+    for keyword, value in keywords.items():
+        if keyword not in _BACKEND_KEYWORDS:
+            raise TypeError(f"Tracker() got an unexpected keyword argument {keyword!r}")
+        if value is None:
+            continue
+        name, option = _BACKEND_KEYWORDS[keyword]
+        options.setdefault(name, {})[option] = bool(value) if keyword == "fsync" else value
+    return options
+
+
+def _parse_backends(backends: Any, options: Mapping[str, Mapping[str, Any]]) -> list[_Spec]:
+    """The backends to start: names made by their factories (with ``options``), objects completed."""
     if isinstance(backends, str):
         backends = [b.strip() for b in backends.split(",") if b.strip()]
     if not isinstance(backends, Iterable):
         raise TypeError(
             f"backends must be a name, a list of names or backend objects; got {type(backends).__name__}"
         )
-    specs = list(backends)
-    if not specs:
-        raise ValueError(f"backends must name at least one backend; choose from {BACKENDS}")
-    for spec in specs:
+    given = list(backends)
+    if not given:
+        raise ValueError(f"backends must name at least one backend; choose from {', '.join(backend_names())}")
+    names = [spec for spec in given if isinstance(spec, str)]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"backends lists {twice[0]!r} twice")
+    for name in names:
+        if name not in backend_names():
+            raise ValueError(f"unknown tracking backend {name!r}; known: {', '.join(backend_names())}")
+    specs: list[_Spec] = []
+    for spec in given:
         if isinstance(spec, str):
-            if spec not in BACKENDS:
-                raise ValueError(f"unknown tracking backend {spec!r}; known: {', '.join(BACKENDS)}")
-        elif not (callable(getattr(spec, "log", None)) and callable(getattr(spec, "finish", None))):
-            raise TypeError(
-                f"a backend object needs log(metrics, step) and finish(); got {type(spec).__name__}"
-            )
+            backend = _make_named(spec, options.get(spec, {}))
+            specs.append((spec, backend, backend))
+        else:
+            specs.append((None, spec, _complete(spec, "a backend object")))
     return specs

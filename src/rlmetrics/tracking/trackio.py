@@ -5,39 +5,65 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rlmetrics.tracking._backend import MAX_STEP_INT64
+from rlmetrics.tracking._backend import MAX_STEP_INT64, RunInfo, _check_init_kwargs, _check_name_option
+
+__all__ = ["TrackioBackend"]
 
 
-class _TrackioBackend:
-    """A trackio run: its local SQLite store (``$TRACKIO_DIR``, default ``$HF_HOME/trackio``).
+class TrackioBackend:
+    """A trackio run: its local SQLite store (``$TRACKIO_DIR``, default ``$HF_HOME/trackio``), not
+    ``log_dir``.
 
     trackio keeps one current run per process: ``trackio.init`` finishes the one before, so this
     backend and TRL's ``report_to="trackio"`` should not run side by side.
+
+    Parameters
+    ----------
+    project : str, optional, keyword-only
+        The trackio project (default: the tracker's ``project``; the run is its ``experiment``).
+    init_kwargs : mapping, optional, keyword-only
+        Extra ``trackio.init`` arguments (``space_id``, ``group``, ``auto_log_gpu``, ...); they win
+        over the above.
+
+    Examples
+    --------
+    >>> TrackioBackend(init_kwargs={"auto_log_gpu": False})
+    TrackioBackend(project=None)
     """
 
     name = "trackio"
     max_step = MAX_STEP_INT64  # SQLite's INTEGER
 
-    def __init__(
-        self, project: str, experiment: str, config: Mapping[str, Any], *, resume: bool = False, **kwargs: Any
-    ) -> None:
+    def __init__(self, *, project: str | None = None, init_kwargs: Mapping[str, Any] | None = None) -> None:
+        self.project = _check_name_option(project, "project")
+        self.init_kwargs = _check_init_kwargs(init_kwargs, "init_kwargs")
+        self.run: Any = None
+        self._trackio: Any = None
+
+    def __repr__(self) -> str:
+        return f"TrackioBackend(project={self.project!r})"
+
+    def start(self, run: RunInfo) -> list[str]:
         try:
             import trackio
         except ImportError:
             raise ImportError("the trackio backend needs trackio: pip install 'rlmetrics[trackio]'") from None
-        options: dict[str, Any] = {"project": project, "name": experiment}
-        if config:
-            options["config"] = dict(config)
-        if resume:
+        options: dict[str, Any] = {"project": self.project or run.project, "name": run.experiment}
+        if run.config:
+            options["config"] = dict(run.config)
+        if run.resume:
             options["resume"] = "allow"
-        options.update(kwargs)
+        options.update(self.init_kwargs)
         self._trackio = trackio
         self.run = trackio.init(**options)
+        return []
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         self.run.log(metrics, step=step)
 
-    def finish(self) -> None:
+    def finish(self, *, exit_code: int = 0) -> None:
+        if self.run is None:
+            return
         self.run.finish()
         # no longer trackio's current run (else its exit hook finishes it a second time)
         current = getattr(getattr(self._trackio, "context_vars", None), "current_run", None)
