@@ -7,12 +7,11 @@ import json
 import math
 import os
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 from rlmetrics import keys as K
-from rlmetrics.errors import RunReadWarning
+from rlmetrics.readers.jsonl import read_jsonl  # the run reader's, re-exported here
 from rlmetrics.tracking._backend import RunInfo
 from rlmetrics.tracking._files import _unwritable, _write_atomic
 from rlmetrics.tracking._values import _config_json
@@ -24,7 +23,6 @@ _STEP, _TIMESTAMP = K.TRACKING_STEP, K.TRACKING_TIMESTAMP
 _now = time.time
 
 #: How ``read_jsonl`` treats a key logged twice at one step.
-_REPEATED = ("last", "all")
 
 
 class JsonlBackend:
@@ -137,140 +135,3 @@ class JsonlBackend:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
-
-
-def read_jsonl(
-    path: str | os.PathLike[str], *, strict: bool = False, repeated: str = "last"
-) -> list[dict[str, Any]]:
-    """Read a jsonl metrics file written by the ``jsonl`` backend.
-
-    A line cut short by a crash (the last line, or a fragment a resumed run wrote after) is
-    skipped with a warning.
-
-    Parameters
-    ----------
-    path : str or Path
-        The ``metrics.jsonl`` file.
-    strict : bool, keyword-only
-        Raise ``ValueError`` (with the line number) on an unreadable line that is not the last.
-    repeated : {"last", "all"}, keyword-only
-        A key logged again, with another value, at a step it was already logged at (a run
-        appended to twice, a resumed run re-logging steps): ``"last"`` keeps the value logged
-        last, removes the earlier one from its row and warns once; a record whose every metric
-        is logged again later at its step goes. Records of one step with other keys (a summary
-        logged beside a step, sharing ``epoch`` with it) are kept as they are. ``"all"``: every
-        row as written.
-
-    Returns
-    -------
-    list[dict]
-        One dict per record, in file order (``NaN``/``Infinity`` tokens come back as floats).
-
-    Examples
-    --------
-    >>> import tempfile, warnings
-    >>> from pathlib import Path
-    >>> with tempfile.TemporaryDirectory() as d:
-    ...     p = Path(d) / "metrics.jsonl"
-    ...     _ = p.write_text('{"step": 0, "a": 1}\\n{"step": 1, "a": 2}\\n{"step": 0, "a": 3}\\n')
-    ...     with warnings.catch_warnings(record=True) as caught:
-    ...         warnings.simplefilter("always")
-    ...         rows = read_jsonl(p)
-    >>> rows, "1 step logged more than once" in str(caught[0].message)
-    ([{'step': 1, 'a': 2}, {'step': 0, 'a': 3}], True)
-    """
-    if repeated not in _REPEATED:
-        raise ValueError(f"repeated must be one of {_REPEATED}; got {repeated!r}")
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"path: no jsonl file at {str(p)!r}")
-    data = p.read_bytes()
-    lines = data.split(b"\n")
-    complete = data.endswith(b"\n")
-    rows: list[dict[str, Any]] = []
-    for i, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        last = i == len(lines) and not complete
-        try:
-            row = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            if last:
-                warnings.warn(
-                    f"{p}: skipping the truncated last line {i} ({len(raw)} bytes)",
-                    RunReadWarning,
-                    stacklevel=2,
-                )
-            elif strict:
-                raise ValueError(f"{p}:{i}: not a JSON object ({err})") from None
-            else:
-                warnings.warn(
-                    f"{p}: skipping unreadable line {i} (a fragment left by a crash?): {err}",
-                    RunReadWarning,
-                    stacklevel=2,
-                )
-            continue
-        if not isinstance(row, dict):
-            raise ValueError(f"{p}:{i}: expected a JSON object per line; got {type(row).__name__}")
-        rows.append(row)
-    if repeated == "last":
-        rows = _keep_last(p, rows)
-    return rows
-
-
-def _step_of(row: dict[str, Any]) -> Any:
-    step = row.get(K.TRACKING_STEP)
-    return step if isinstance(step, int | float) and not isinstance(step, bool) else None
-
-
-def _same(a: Any, b: Any) -> bool:
-    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
-
-
-def _keep_last(p: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Of a key logged again at a step with another value, only the value logged last; warns once.
-
-    A record whose every metric is logged again later at its step goes (the run was appended to
-    twice). A key logged again with the same value beside other keys (``epoch`` in TRL's summary
-    record) is no conflict: that record stays whole.
-    """
-    from collections import Counter
-
-    counts = Counter(_step_of(row) for row in rows)
-    counts.pop(None, None)
-    again = {step for step, n in counts.items() if n > 1}
-    if not again:
-        return rows
-    later: dict[Any, dict[str, Any]] = {}  # step -> key -> the value logged last
-    repeated: dict[Any, str] = {}
-    kept: list[dict[str, Any]] = []
-    for row in reversed(rows):  # the last record of a step first
-        step = _step_of(row)
-        if step not in again:
-            kept.append(row)
-            continue
-        last = later.setdefault(step, {})
-        metrics = [k for k in row if k not in K.TRACKING_FIELDS]
-        twice = [k for k in metrics if k in last]
-        differ = [k for k in twice if not _same(row[k], last[k])]
-        for k in metrics:
-            last.setdefault(k, row[k])
-        if metrics and len(twice) == len(metrics):
-            repeated[step] = twice[0]
-            continue  # nothing of this record is the last value logged
-        if differ:
-            repeated[step] = differ[0]
-            row = {k: v for k, v in row.items() if k not in differ}
-        kept.append(row)
-    if not repeated:
-        return rows
-    kept.reverse()
-    first = min(repeated)
-    warnings.warn(
-        f"{p}: {len(repeated)} step{'s' * (len(repeated) != 1)} logged more than once (the run was "
-        f"appended to twice, or resumed from an earlier step); e.g. step {first}: {repeated[first]!r}; "
-        "keeping the values logged last",
-        RunReadWarning,
-        stacklevel=3,
-    )
-    return kept
