@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 
 import numpy as np
@@ -82,12 +83,7 @@ def test_strict_makes_a_damaged_middle_line_an_error(tmp_path):
     ("data", "error", "match"),
     [
         (b'{"step": 1, "a"', RunReadError, "holds no complete JSON line"),
-        (b'{"step": "x", "a/b": 1}\n', RunReadError, r"row 1 has a non-numeric step 'x'"),
-        (
-            b'{"step": 1, "a": 1}\n{"step": null, "a": 2}\n',
-            RunReadError,
-            r"row 2 has a non-numeric step None",
-        ),
+        (b'{"step": "x", "a/b": 1}\n', RunReadError, r"every row has a non-numeric step \(row 1: 'x'\)"),
         (
             b'{"step": 1, "a": 1}\n[1]\n',
             RunReadError,
@@ -100,7 +96,7 @@ def test_strict_makes_a_damaged_middle_line_an_error(tmp_path):
             r"validation rollout dump .*input, output.*rlmetrics validate .*run\.jsonl",
         ),
     ],
-    ids=["only-line-torn", "step-a-string", "step-null", "not-an-object", "no-numbers", "a-rollout-dump"],
+    ids=["only-line-torn", "every-step-a-string", "not-an-object", "no-numbers", "a-rollout-dump"],
 )
 def test_bad_jsonl_runs_are_errors_naming_the_file(tmp_path, data, error, match):
     path = tmp_path / "run.jsonl"
@@ -169,3 +165,20 @@ def test_read_jsonl_is_the_trackers_line_reader(tmp_path):
 def test_read_jsonl_bad_arguments(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):
         read_jsonl(tmp_path / "nope.jsonl", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("bad", "shown"),
+    [("null", "None"), ('"x"', "'x'"), ("NaN", "nan"), ("true", "True")],
+    ids=["null", "string", "nan", "bool"],
+)
+def test_a_row_with_a_bad_step_costs_that_row_with_a_warning(tmp_path, bad, shown):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(f'{{"step": 1, "a": 1}}\n{{"step": {bad}, "a": 2}}\n{{"step": 3, "a": 3}}\n')
+    with pytest.warns(
+        RunReadWarning,
+        match=rf"skipping 1 row with a step that is not a finite number \(rows 2; e\.g\. {re.escape(shown)}",
+    ):
+        run = read_run(path)
+    steps, values = run.series["a"]
+    assert list(steps) == [1, 3] and list(values) == [1.0, 3.0]

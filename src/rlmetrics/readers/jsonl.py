@@ -192,12 +192,33 @@ def read_rlmetrics_jsonl(src: Source, notes: Notes, *, strict: bool = False) -> 
         raise RunReadError(f"{src.name!r} holds no complete JSON line")
     _check_not_a_dump(src, rows)  # before a dump's repeated step is warned about
     rows = _keep_last(src, rows, notes)
-    for i, row in enumerate(rows, start=1):  # a row without a step is numbered after the one before
-        if K.TRACKING_STEP in row and (_step_of(row) is None or not math.isfinite(row[K.TRACKING_STEP])):
-            raise RunReadError(f"{src.name}: row {i} has a non-numeric step {row[K.TRACKING_STEP]!r}")
+    rows = _drop_bad_steps(src, rows, notes)
     series, times = rows_history(rows)
     config = {} if src.path is None else _read_config(src.path.parent, notes)
     return Parsed(series, times, config)
+
+
+def _drop_bad_steps(src: Source, rows: list[dict[str, Any]], notes: Notes) -> list[dict[str, Any]]:
+    """``rows`` without those whose step is not a finite number (each costs its row, with one warning).
+
+    A row without a step is kept: it is numbered after the one before.
+    """
+    bad = [
+        i
+        for i, row in enumerate(rows, start=1)
+        if K.TRACKING_STEP in row and (_step_of(row) is None or not math.isfinite(row[K.TRACKING_STEP]))
+    ]
+    if not bad:
+        return rows
+    first = rows[bad[0] - 1][K.TRACKING_STEP]
+    if len(bad) == len(rows):
+        raise RunReadError(f"{src.name}: every row has a non-numeric step (row 1: {first!r})")
+    notes.warn(
+        f"{src.name}: skipping {len(bad)} row{'s' * (len(bad) != 1)} with a step that is not a finite "
+        f"number (rows {', '.join(map(str, bad[:10]))}{' ...' if len(bad) > 10 else ''}; e.g. {first!r})"
+    )
+    skip = set(bad)
+    return [row for i, row in enumerate(rows, start=1) if i not in skip]
 
 
 def read_verl_jsonl(src: Source, notes: Notes, *, strict: bool = False) -> Parsed:
