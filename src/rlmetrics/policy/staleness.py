@@ -60,6 +60,7 @@ from rlmetrics._core.array import (
     as_float,
     check_finite_scalar,
     check_same_shape,
+    cpu_block_rows,
     describe,
     is_array,
     mask_and_invalid_count,
@@ -157,64 +158,95 @@ def _check_not_newer(xp: Any, newest: Any, current: int, name: str) -> None:
         )
 
 
-def _row_versions(xp: Any, v: Any, mask: Any, newest_in: Any, current: int) -> tuple[Any, Any, Any, Any]:
-    """(oldest, newest) version per row and (token count, token lag sum) per row (or ``None``)."""
-    if v.ndim == 1:
-        newest = v if newest_in is None else newest_in
-        if newest_in is not None and v.shape[0] and bool(xp.any(newest_in < v)):
-            raise ValueError("newest_versions must be >= versions (the oldest version) in every row")
-        if mask is None:
-            return v, newest, None, None
-        tok = xp.astype(xp.sum(xp.astype(mask, xp.int64), axis=-1), xp.float64)
-        return v, newest, tok, tok * xp.astype(current - v, xp.float64)
-    n_rows, width = v.shape
-    tok_i = xp.sum(xp.astype(mask, xp.int64), axis=-1)
-    if n_rows and (width == 0 or int(xp.min(tok_i)) == 0):
-        row = 0 if width == 0 else int(xp.argmin(tok_i))
-        raise ValueError(
-            f"response_mask selects no token in row {row}: per-token versions need at least one "
-            "response token per sample (drop empty rows, or pass one version per sample)"
-        )
-    if n_rows == 0:
-        empty = xp.zeros((0,), dtype=xp.int64, device=getattr(v, "device", None))
-        return empty, empty, xp.astype(empty, xp.float64), xp.astype(empty, xp.float64)
-    big = xp.full_like(v, current + 1)
-    oldest = xp.min(xp.where(mask, v, big), axis=-1)
-    newest = xp.max(xp.where(mask, v, xp.full_like(v, -(2**62))), axis=-1)
-    tok = xp.astype(tok_i, xp.float64)
-    lag_tok = xp.where(mask, current - v, xp.zeros_like(v))
-    return oldest, newest, tok, xp.astype(xp.sum(lag_tok, axis=-1), xp.float64)
-
-
-def _row_costs(xp: Any, a: dict[str, Any], mask: Any) -> dict[str, Any]:
-    """Per-row sums behind the cost of the lag: IS weight, its units, k3 KL and its tokens."""
-    out: dict[str, Any] = {}
-    w = a["importance_weights"]
-    if w is not None:
-        w = as_float(w, xp)
-        if w.shape[0] and not bool(xp.all(xp.isfinite(w) & (w >= 0))):
-            raise ValueError("importance_weights must be finite and >= 0")
-        if w.ndim == 1:
-            out["w"], out["w_units"] = xp.astype(w, xp.float64), xp.ones_like(xp.astype(w, xp.float64))
+def _block_rows(xp: Any, a: dict[str, Any], rows: slice, m: Any, current: int) -> dict[str, Any]:
+    """Per-row quantities of one row block of the ``(B, R)`` inputs (``m``: the block's mask)."""
+    f64 = xp.float64
+    tok_i = xp.count_nonzero(m, axis=-1)
+    out: dict[str, Any] = {"tok": xp.astype(tok_i, f64)}
+    if a["versions"].ndim == 2:
+        if m.shape[0] and (m.shape[1] == 0 or int(xp.min(tok_i)) == 0):
+            row = rows.start + (0 if m.shape[1] == 0 else int(xp.argmin(tok_i)))
+            raise ValueError(
+                f"response_mask selects no token in row {row}: per-token versions need at least one "
+                "response token per sample (drop empty rows, or pass one version per sample)"
+            )
+        v = _versions_of(xp, a["versions"][rows, ...], "versions", m)
+        if m.shape[0]:
+            out["oldest"] = xp.min(xp.where(m, v, xp.full_like(v, current + 1)), axis=-1)
+            out["newest"] = xp.max(xp.where(m, v, xp.full_like(v, -(2**62))), axis=-1)
         else:
-            out["w"] = xp.astype(xp.sum(xp.where(mask, w, xp.zeros_like(w)), axis=-1), xp.float64)
-            out["w_units"] = xp.astype(xp.sum(xp.astype(mask, xp.int64), axis=-1), xp.float64)
+            out["oldest"] = out["newest"] = xp.astype(tok_i, xp.int64)
+        out["tok_lag"] = current * out["tok"] - xp.astype(
+            xp.sum(xp.where(m, v, xp.zeros_like(v)), axis=-1), f64
+        )
+    w = a["importance_weights"]
+    if w is not None and w.ndim == 2:
+        wb = as_float(w[rows, ...], xp)
+        wb = xp.where(m, wb, xp.zeros_like(wb))  # padding may hold anything
+        if wb.shape[0] and not bool(xp.all(xp.isfinite(wb) & (wb >= 0))):
+            raise ValueError("importance_weights must be finite and >= 0")
+        out["w"], out["w_units"] = (
+            xp.astype(xp.sum(wb, axis=-1), f64),
+            out["tok"],
+        )
     if a["old_log_probs"] is not None:
-        o, r = as_float(a["old_log_probs"], xp), as_float(a["rollout_log_probs"], xp)
+        o, r = as_float(a["old_log_probs"][rows, ...], xp), as_float(a["rollout_log_probs"][rows, ...], xp)
         work = xp.float64 if xp.float64 in (o.dtype, r.dtype) else xp.float32
-        o, r = xp.astype(o, work), xp.astype(r, work)
-        lr = xp.clip(xp.where(mask, o - r, xp.zeros_like(o)), min=-SAFETY_BOUND, max=SAFETY_BOUND)
-        k3 = xp.where(mask, xp.expm1(lr) - lr, xp.zeros_like(lr))
+        o, r = xp.astype(o, work, copy=False), xp.astype(r, work, copy=False)
+        lr = xp.clip(xp.where(m, o - r, xp.zeros_like(o)), min=-SAFETY_BOUND, max=SAFETY_BOUND)
+        k3 = xp.sum(xp.expm1(lr) - lr, axis=-1)  # 0 at the masked-out tokens, where lr = 0
         if bool(xp.any(xp.isnan(k3))):
             raise ValueError(
                 "old_log_probs or rollout_log_probs hold NaN at tokens selected by response_mask"
             )
-        out["k3"] = xp.astype(xp.sum(k3, axis=-1), xp.float64)
-        out["k3_tok"] = xp.astype(xp.sum(xp.astype(mask, xp.int64), axis=-1), xp.float64)
+        out["k3"], out["k3_tok"] = xp.astype(k3, f64), out["tok"]
         if w is None:
-            rho = xp.where(mask, xp.exp(lr), xp.zeros_like(lr))
-            out["w"], out["w_units"] = xp.astype(xp.sum(rho, axis=-1), xp.float64), out["k3_tok"]
+            rho = xp.where(m, xp.exp(lr), xp.zeros_like(lr))
+            out["w"], out["w_units"] = xp.astype(xp.sum(rho, axis=-1), f64), out["tok"]
     return out
+
+
+def _token_rows(xp: Any, a: dict[str, Any], mask: Any, current: int, on_cpu: bool) -> dict[str, Any]:
+    """Per-row quantities of the ``(B, R)`` inputs, in cache-sized row blocks on the CPU."""
+    if mask is None:
+        return {}
+    n_rows, width = mask.shape
+    step = cpu_block_rows(n_rows, width, on_cpu)
+    parts = [
+        _block_rows(xp, a, slice(s, s + step), mask[s : s + step, ...], current)
+        for s in range(0, max(n_rows, 1), step)
+    ]
+    return {k: parts[0][k] if len(parts) == 1 else xp.concat([p[k] for p in parts]) for k in parts[0]}
+
+
+def _sample_rows(xp: Any, a: dict[str, Any], rows: dict[str, Any], current: int) -> tuple[Any, Any]:
+    """(oldest, newest) version per sample; per-sample weights, rewards and lengths into ``rows``."""
+    if a["versions"].ndim == 2:
+        oldest, newest = rows.pop("oldest"), rows.pop("newest")
+    else:
+        oldest = newest = _versions_of(xp, a["versions"], "versions")
+        if a["newest_versions"] is not None:
+            newest = _versions_of(xp, a["newest_versions"], "newest_versions")
+            if oldest.shape[0] and bool(xp.any(newest < oldest)):
+                raise ValueError("newest_versions must be >= versions (the oldest version) in every row")
+        if "tok" in rows:
+            rows["tok_lag"] = rows["tok"] * xp.astype(current - oldest, xp.float64)
+    _check_not_newer(
+        xp, newest, current, "newest_versions" if a["newest_versions"] is not None else "versions"
+    )
+    w = a["importance_weights"]
+    if w is not None and w.ndim == 1:
+        w = xp.astype(as_float(w, xp), xp.float64)
+        if w.shape[0] and not bool(xp.all(xp.isfinite(w) & (w >= 0))):
+            raise ValueError("importance_weights must be finite and >= 0")
+        rows["w"], rows["w_units"] = w, xp.ones_like(w)
+    if a["rewards"] is not None:
+        rows["r"] = _finite_per_sample(xp, a["rewards"], "rewards")
+    if a["response_lengths"] is not None:
+        rows["len"] = _finite_per_sample(xp, a["response_lengths"], "response_lengths")
+    elif "tok" in rows:
+        rows["len"] = rows["tok"]
+    return oldest, newest
 
 
 def _extremes(xp: Any, x: Any) -> tuple[Any, Any]:
@@ -379,23 +411,19 @@ def staleness_statistics(
     }
     if not is_array(versions):
         raise TypeError(f"versions must be a numpy array or a torch tensor; got {type(versions).__name__}")
-    xp, arrays, device, _ = prepare_arrays(list(given.values()), list(given))
+    xp, arrays, device, on_cpu = prepare_arrays(list(given.values()), list(given))
     a = dict(zip(given, arrays))
     _check_shapes(a)
     t_train = None if train_time is None else check_finite_scalar(train_time, "train_time")
     mask, n_invalid = (None, None) if a[_MASK] is None else mask_and_invalid_count(a[_MASK], _MASK)
-    v = _versions_of(xp, a["versions"], "versions", mask if a["versions"].ndim == 2 else None)
-    newest_in = None
-    if a["newest_versions"] is not None:
-        newest_in = _versions_of(xp, a["newest_versions"], "newest_versions")
-    oldest, newest, tok, tok_lag = _row_versions(xp, v, mask, newest_in, current)
-    _check_not_newer(xp, newest, current, "newest_versions" if newest_in is not None else "versions")
-    return _pack(xp, device, a, current, t_train, oldest, newest, tok, tok_lag, mask, n_invalid, prefix)
+    rows = _token_rows(xp, a, mask, current, on_cpu)
+    oldest, newest = _sample_rows(xp, a, rows, current)
+    return _pack(xp, device, a, current, t_train, oldest, newest, rows, mask, n_invalid, prefix)
 
 
 def _pack(
     xp: Any, device: Any, a: dict, current: int, t_train: float | None, oldest: Any, newest: Any,
-    tok: Any, tok_lag: Any, mask: Any, n_invalid: Any, prefix: str,
+    rows: dict[str, Any], mask: Any, n_invalid: Any, prefix: str,
 ) -> Stats:  # fmt: skip
     """The sums, maxima and minima of one batch, packed into :class:`Stats`."""
     lag_i = current - oldest
@@ -408,15 +436,9 @@ def _pack(
     mins: dict[str, Any] = {}
     for name, x in (("lag", lag), ("lag_newest", lag_new), ("spans", spans)):
         maxes[name], mins[name] = _extremes(xp, x)
-    if tok is not None:
+    if "tok" in rows:
+        tok, tok_lag = rows.pop("tok"), rows.pop("tok_lag")
         sums["n_tok"], sums["tok_lag"] = xp.sum(tok), xp.sum(tok_lag)
-    rows = _row_costs(xp, a, mask)
-    if a["rewards"] is not None:
-        rows["r"] = _finite_per_sample(xp, a["rewards"], "rewards")
-    if a["response_lengths"] is not None:
-        rows["len"] = _finite_per_sample(xp, a["response_lengths"], "response_lengths")
-    elif mask is not None:
-        rows["len"] = xp.astype(xp.sum(xp.astype(mask, xp.int64), axis=-1), xp.float64)
     _bucket_sums(xp, lag_i, rows, sums)
     ages = _time_sums(xp, a, t_train, sums, maxes)
     dropped = _dropped_sums(xp, a, current, sums, maxes, mins)
