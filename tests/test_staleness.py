@@ -612,3 +612,21 @@ def assert_close_tol(got: dict, want: dict) -> None:
     assert sorted(got) == sorted(want)
     for key in want:
         assert got[key] == pytest.approx(want[key], rel=1e-9, abs=1e-9, nan_ok=True), key
+
+
+def test_verl_dataproto_with_versions_in_non_tensor_batch(request):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("verl")
+    data_proto = request.getfixturevalue("data_proto")
+    case = make_case(13, 6, 4, per_token=False, extras=False)
+    batch = data_proto.from_dict(
+        tensors={"response_mask": torch.from_numpy(case["response_mask"])},
+        non_tensors={"policy_versions": case["versions"]},
+    )
+    got = compute_staleness_metrics(
+        batch,
+        current_version=case["current_version"],
+        response_mask=batch.batch["response_mask"],
+        newest_versions=torch.from_numpy(case["newest_versions"]),
+    )
+    assert_close(got, call(case))

@@ -55,6 +55,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from rlmetrics import keys as K
 from rlmetrics._core.array import (
     as_float,
@@ -63,6 +65,7 @@ from rlmetrics._core.array import (
     cpu_block_rows,
     describe,
     is_array,
+    is_torch_array,
     mask_and_invalid_count,
     prepare_arrays,
 )
@@ -332,6 +335,17 @@ def _read_versions(batch_or_arrays: Any, response_mask: Any, versions_key: str) 
     return versions, response_mask
 
 
+def _like_the_tensors(versions: Any, given: Mapping[str, Any]) -> Any:
+    """Versions read from a batch's non-tensor arrays (numpy: verl keeps per-sample fields in its
+    ``non_tensor_batch``) as a tensor on the device of the torch inputs, if any."""
+    tensor = next((x for x in given.values() if is_torch_array(x)), None)
+    if not isinstance(versions, np.ndarray) or tensor is None:
+        return versions
+    import torch  # loaded: the inputs hold torch tensors
+
+    return torch.as_tensor(versions, device=tensor.device)
+
+
 def _check_shapes(a: dict[str, Any]) -> None:
     """Shapes of every input against ``versions`` (``(B,)`` or ``(B, R)``) and the mask."""
     v, m = a["versions"], a[_MASK]
@@ -409,6 +423,8 @@ def staleness_statistics(
         "dropped_lengths": dropped_lengths,
         "dropped_rewards": dropped_rewards,
     }
+    if not is_array(batch_or_arrays):
+        given["versions"] = _like_the_tensors(versions, given)
     if not is_array(versions):
         raise TypeError(f"versions must be a numpy array or a torch tensor; got {type(versions).__name__}")
     xp, arrays, device, on_cpu = prepare_arrays(list(given.values()), list(given))
