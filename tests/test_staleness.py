@@ -421,6 +421,12 @@ M = np.ones((2, 3), dtype=np.int64)
             ValueError,
             r"importance_weights must be finite and >= 0",
         ),
+        (
+            V,
+            {"current_version": 5, "importance_weights": np.ones(3)},
+            ValueError,
+            r"importance_weights must have shape \(2,\)",
+        ),
         (V, {"current_version": 5, "old_log_probs": np.zeros((2, 3))}, ValueError, r"must be given together"),
         (
             V,
@@ -493,6 +499,7 @@ M = np.ones((2, 3), dtype=np.int64)
         "negative-length",
         "token-weights-without-mask",
         "negative-weight",
+        "weights-shape",
         "one-log-prob",
         "log-prob-shape",
         "dequeue-before-enqueue",

@@ -10,12 +10,8 @@ partial rollouts one trajectory is written by several versions (per-token versio
 ``trajectory_spans``; ``1``: written by one version).
 
 Lags fall in fixed buckets, the same at every step so that their shares chart as a
-distribution:
-
-==========  =====  =====  =====  =====  =====  =======
-bucket      ``0``  ``1``  ``2``  ``3_4``  ``5_8``  ``9_plus``
-lags        0      1      2      3-4    5-8    9 and more
-==========  =====  =====  =====  =====  =====  =======
+distribution (:data:`LAG_BUCKETS`): ``0``, ``1``, ``2``, ``3_4`` (lags 3-4), ``5_8`` (5-8) and
+``9_plus`` (9 and more).
 
 Beside the lag, the module reports what the lag costs: the mean importance weight, the k3 KL
 between the training and rollout engines, the reward and the response length of the samples of
@@ -26,24 +22,24 @@ Every metric is a function of sums, counts, maxima and minima (:func:`staleness_
 so micro-batches (:meth:`~rlmetrics._core.stats.Stats.merge`) and ranks
 (:meth:`~rlmetrics._core.stats.Stats.all_reduce`) combine exactly.
 
-Peers' names (``peer_names=``), added beside rlmetrics' keys with the same values:
+Peers' names (``peer_names=``, :data:`PEER_KEYS`), added beside rlmetrics' keys with the same
+values (rlmetrics' keys under the default prefix ``staleness/``):
 
-======================================================  ===========================================
-peer key                                                rlmetrics key (default prefix)
-======================================================  ===========================================
-verl ``training/off_policy/trajectory_spans/{mean,max,min}``  ``staleness/spans/{mean,max,min}``
-verl ``training/off_policy/trajectory_staleness/*``           ``staleness/lag_newest/*``
-verl ``training/off_policy/trajectory_staleness_worst/*``     ``staleness/lag/*``
-verl ``training/off_policy/evicted_samples``                  ``staleness/dropped/count``
-verl ``training/off_policy/evicted_samples_staleness/*``      ``staleness/dropped/lag/*``
-prime-rl ``off_policy/{mean,max}``                            ``staleness/lag/{mean,max}``
-prime-rl ``off_policy/dropped``                               ``staleness/dropped/count``
-slime ``rollout/staleness/{mean,max}``                        ``staleness/lag/{mean,max}``
-slime ``rollout/staleness/multi_version_frac``                ``staleness/multi_version_share``
-======================================================  ===========================================
+* verl: ``training/off_policy/trajectory_spans/{mean,max,min}`` = ``spans/*``;
+  ``training/off_policy/trajectory_staleness/*`` = ``lag_newest/*``;
+  ``training/off_policy/trajectory_staleness_worst/*`` = ``lag/*``;
+  ``training/off_policy/evicted_samples`` = ``dropped/count``;
+  ``training/off_policy/evicted_samples_staleness/*`` = ``dropped/lag/*``.
+* prime-rl: ``off_policy/{mean,max}`` = ``lag/{mean,max}``; ``off_policy/dropped`` =
+  ``dropped/count``.
+* slime: ``rollout/staleness/{mean,max}`` = ``lag/{mean,max}`` (the lag of a sample's oldest
+  token); ``rollout/staleness/multi_version_frac`` = ``multi_version_share``.
 
 verl computes its lags against ``global_steps - 1``: pass ``current_version=global_steps - 1``
 with its ``min_global_steps`` as ``versions`` and ``max_global_steps`` as ``newest_versions``.
+verl's replay buffer counts an evicted sample's staleness from ``global_steps`` (``+ 1``, and in
+some releases in units of ``parameter_sync_step``): under ``evicted_samples_staleness/*`` this
+module reports its own lag, ``current_version - version``.
 Not mapped: prime-rl's ``off_policy/in_flight/*`` and ``off_policy/in_queue/*`` count policy
 steps, not seconds (rlmetrics' ages are seconds), and PipelineRL's ``stats/lag`` family, whose
 definition could not be checked.
@@ -367,9 +363,10 @@ def _check_shapes(a: dict[str, Any]) -> None:
         if m is None:
             raise ValueError(f"{name} of shape (B, R) needs response_mask")
         check_same_shape(x, m, name, _MASK)
-    for name in (*_PER_SAMPLE, "importance_weights"):
+    w = a["importance_weights"]
+    for name in (*_PER_SAMPLE, *(("importance_weights",) if w is not None and w.ndim == 1 else ())):
         x = a[name]
-        if x is not None and name != "importance_weights" and tuple(x.shape) != (n_rows,):
+        if x is not None and tuple(x.shape) != (n_rows,):
             raise ValueError(f"{name} must have shape ({n_rows},), one value per sample; got {describe(x)}")
     if a["newest_versions"] is not None and v.ndim == 2:
         raise ValueError("newest_versions is for per-sample versions; per-token versions give it themselves")
