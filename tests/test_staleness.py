@@ -457,6 +457,12 @@ M = np.ones((2, 3), dtype=np.int64)
         ),
         (
             V,
+            {"current_version": 5, "enqueue_times": np.full(2, 1.7e9, dtype=np.float32)},
+            ValueError,
+            r"enqueue_times are float32 values of 1.7e\+09 s: too coarse",
+        ),
+        (
+            V,
             {"current_version": 5, "dropped_versions": np.array([6])},
             ValueError,
             r"dropped_versions holds version 6",
@@ -504,6 +510,7 @@ M = np.ones((2, 3), dtype=np.int64)
         "log-prob-shape",
         "dequeue-before-enqueue",
         "train-time-string",
+        "float32-epoch-times",
         "dropped-newer",
         "dropped-lengths-differ",
         "unknown-peer",

@@ -274,9 +274,25 @@ def _finite_per_sample(xp: Any, x: Any, name: str) -> Any:
     return x
 
 
+def _timestamps(xp: Any, x: Any, name: str) -> Any:
+    """Timestamps as float64 seconds; a ``ValueError`` for narrow floats too coarse to hold them.
+
+    float32 holds 24 bits: epoch seconds (~1.7e9) come rounded to 128 s, which would turn ages of
+    seconds into multiples of minutes.
+    """
+    if xp.isdtype(x.dtype, "real floating") and x.dtype != xp.float64 and x.shape[0]:
+        if float(xp.max(xp.abs(as_float(x, xp)))) >= 2.0**24:
+            raise ValueError(
+                f"{name} are {x.dtype} values of {float(xp.max(xp.abs(as_float(x, xp)))):.3g} s: too coarse "
+                "for seconds (float32 resolution there is over 1 s); pass float64, or times from a "
+                "nearer origin (time.monotonic(), or seconds since the run started)"
+            )
+    return _finite_per_sample(xp, x, name)
+
+
 def _time_sums(xp: Any, a: dict[str, Any], train_time: float | None, sums: dict, maxes: dict) -> tuple:
     """Sums and maxima of the ages in flight, in queue and since enqueue; the pairs present."""
-    times = {n: None if a[n] is None else _finite_per_sample(xp, a[n], n) for n in _TIME_PAIRS_NAMES}
+    times = {n: None if a[n] is None else _timestamps(xp, a[n], n) for n in _TIME_PAIRS_NAMES}
     present = []
     for metric, early, late in _TIME_PAIRS:
         t0 = times[early]
@@ -634,6 +650,7 @@ def compute_staleness_metrics(
     start_times, enqueue_times, dequeue_times : arrays of shape ``(B,)``, optional, keyword-only
         Seconds (any one clock) when generation started, when the sample entered the queue and
         when the trainer took it: age in flight ``enqueue - start``, in queue ``dequeue - enqueue``.
+        Epoch seconds need float64 (float32 rounds them to 128 s: refused).
     train_time : float, optional, keyword-only
         When the update runs: age ``train_time - enqueue``.
     dropped_versions, dropped_lengths, dropped_rewards : arrays of shape ``(D,)``, optional, keyword-only
