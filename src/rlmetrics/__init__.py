@@ -47,6 +47,7 @@ from rlmetrics.policy.logits import (
 )
 from rlmetrics.policy.mismatch import compute_rollout_mismatch_metrics, rollout_mismatch_statistics
 from rlmetrics.policy.ppo import compute_ppo_update_metrics, ppo_update_statistics
+from rlmetrics.policy.staleness import compute_staleness_metrics, staleness_statistics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 from rlmetrics.tracking import Tracker, TrackingBackend, read_jsonl
 from rlmetrics.training.data import compute_data_metrics, data_statistics
@@ -148,6 +149,7 @@ __all__ = [
     "compute_mfu",
     "compute_ppo_update_metrics",
     "compute_rollout_mismatch_metrics",
+    "compute_staleness_metrics",
     "compute_throughout_metrics",
     "compute_throughput_metrics",
     "compute_timing_metrics",
@@ -175,6 +177,7 @@ __all__ = [
     "reducer_for_key",
     "rollout_mismatch_statistics",
     "run_demo",
+    "staleness_statistics",
     "sum_pi_squared_from_logits",
     "summarize_validation",
     "timer",

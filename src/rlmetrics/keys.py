@@ -382,3 +382,76 @@ GROUP_ORDER = tuple(
 #: the completions of a logging window; TRL logs the mean of its per-generation values under the
 #: bare names. The window's verl-definition statistics go under :data:`GRPO_PREFIX`.
 GRPO_TRL_PREFIX = "grpo-trl/"
+
+# --- off-policy / asynchronous staleness (policy.staleness) ---------------------------------------
+#: Default prefix of compute_staleness_metrics. ``lag`` is ``current_version - version`` of a
+#: sample's oldest token (its worst case); ``lag_newest`` that of its newest token.
+STALENESS_PREFIX = "staleness/"
+STALENESS_NUM_SAMPLES = f"{STALENESS_PREFIX}num_samples"
+STALENESS_LAG_MEAN = f"{STALENESS_PREFIX}lag/mean"
+STALENESS_LAG_MAX = f"{STALENESS_PREFIX}lag/max"
+STALENESS_LAG_MIN = f"{STALENESS_PREFIX}lag/min"
+STALENESS_LAG_NEWEST_MEAN = f"{STALENESS_PREFIX}lag_newest/mean"
+STALENESS_LAG_NEWEST_MAX = f"{STALENESS_PREFIX}lag_newest/max"
+STALENESS_LAG_NEWEST_MIN = f"{STALENESS_PREFIX}lag_newest/min"
+STALENESS_TOKEN_LAG_MEAN = f"{STALENESS_PREFIX}token_lag/mean"  # over response tokens (mask given)
+STALENESS_SPANS_MEAN = f"{STALENESS_PREFIX}spans/mean"  # newest - oldest version + 1
+STALENESS_SPANS_MAX = f"{STALENESS_PREFIX}spans/max"
+STALENESS_SPANS_MIN = f"{STALENESS_PREFIX}spans/min"
+STALENESS_MULTI_VERSION_SHARE = f"{STALENESS_PREFIX}multi_version_share"
+STALENESS_AGE_IN_FLIGHT_MEAN = f"{STALENESS_PREFIX}age_in_flight_s/mean"  # enqueue - start
+STALENESS_AGE_IN_FLIGHT_MAX = f"{STALENESS_PREFIX}age_in_flight_s/max"
+STALENESS_AGE_IN_QUEUE_MEAN = f"{STALENESS_PREFIX}age_in_queue_s/mean"  # dequeue - enqueue
+STALENESS_AGE_IN_QUEUE_MAX = f"{STALENESS_PREFIX}age_in_queue_s/max"
+STALENESS_AGE_MEAN = f"{STALENESS_PREFIX}age_s/mean"  # train_time - enqueue
+STALENESS_AGE_MAX = f"{STALENESS_PREFIX}age_s/max"
+STALENESS_DROPPED_COUNT = f"{STALENESS_PREFIX}dropped/count"
+STALENESS_DROPPED_SHARE = f"{STALENESS_PREFIX}dropped/share"  # dropped / (trained + dropped)
+STALENESS_DROPPED_LAG_MEAN = f"{STALENESS_PREFIX}dropped/lag/mean"
+STALENESS_DROPPED_LAG_MAX = f"{STALENESS_PREFIX}dropped/lag/max"
+STALENESS_DROPPED_LAG_MIN = f"{STALENESS_PREFIX}dropped/lag/min"
+STALENESS_TRAINED_LENGTH_MEAN = f"{STALENESS_PREFIX}trained/length_mean"
+STALENESS_TRAINED_REWARD_MEAN = f"{STALENESS_PREFIX}trained/reward_mean"
+STALENESS_DROPPED_LENGTH_MEAN = f"{STALENESS_PREFIX}dropped/length_mean"
+STALENESS_DROPPED_REWARD_MEAN = f"{STALENESS_PREFIX}dropped/reward_mean"
+STALENESS_GENERATED_LENGTH_MEAN = f"{STALENESS_PREFIX}generated/length_mean"  # trained + dropped
+STALENESS_GENERATED_REWARD_MEAN = f"{STALENESS_PREFIX}generated/reward_mean"
+#: Labels of the fixed lag buckets (lags 0, 1, 2, 3-4, 5-8, 9 and more), in order.
+STALENESS_LAG_BUCKETS = ("0", "1", "2", "3_4", "5_8", "9_plus")
+#: Statistics reported per lag bucket (``share`` always; the others when their inputs are given).
+STALENESS_BUCKET_SHARE = "share"
+STALENESS_BUCKET_IS_WEIGHT_MEAN = "is_weight_mean"
+STALENESS_BUCKET_K3_KL = "k3_kl"
+STALENESS_BUCKET_REWARD_MEAN = "reward_mean"
+STALENESS_BUCKET_LENGTH_MEAN = "length_mean"
+
+
+def staleness_bucket(bucket: str, stat: str) -> str:
+    """Key of a per-lag-bucket statistic, e.g. ``staleness/lag_bucket/3_4/share``."""
+    return f"{STALENESS_PREFIX}lag_bucket/{bucket}/{stat}"
+
+
+#: The names peers chart for the same quantities (``peer_names=`` of compute_staleness_metrics).
+#: verl's v1 trainer (``ray_trainer`` off-policy metrics; its current version is ``global_steps - 1``)
+#: and its replay buffer's evicted samples.
+VERL_TRAJECTORY_SPANS_MEAN = "training/off_policy/trajectory_spans/mean"
+VERL_TRAJECTORY_SPANS_MAX = "training/off_policy/trajectory_spans/max"
+VERL_TRAJECTORY_SPANS_MIN = "training/off_policy/trajectory_spans/min"
+VERL_TRAJECTORY_STALENESS_MEAN = "training/off_policy/trajectory_staleness/mean"
+VERL_TRAJECTORY_STALENESS_MAX = "training/off_policy/trajectory_staleness/max"
+VERL_TRAJECTORY_STALENESS_MIN = "training/off_policy/trajectory_staleness/min"
+VERL_TRAJECTORY_STALENESS_WORST_MEAN = "training/off_policy/trajectory_staleness_worst/mean"
+VERL_TRAJECTORY_STALENESS_WORST_MAX = "training/off_policy/trajectory_staleness_worst/max"
+VERL_TRAJECTORY_STALENESS_WORST_MIN = "training/off_policy/trajectory_staleness_worst/min"
+VERL_EVICTED_SAMPLES = "training/off_policy/evicted_samples"
+VERL_EVICTED_SAMPLES_STALENESS_MEAN = "training/off_policy/evicted_samples_staleness/mean"
+VERL_EVICTED_SAMPLES_STALENESS_MAX = "training/off_policy/evicted_samples_staleness/max"
+VERL_EVICTED_SAMPLES_STALENESS_MIN = "training/off_policy/evicted_samples_staleness/min"
+#: prime-rl's orchestrator (policy steps between a rollout's policy and the trainer's step).
+PRIME_RL_OFF_POLICY_MEAN = "off_policy/mean"
+PRIME_RL_OFF_POLICY_MAX = "off_policy/max"
+PRIME_RL_OFF_POLICY_DROPPED = "off_policy/dropped"
+#: slime's fully-async rollout (the lag of a sample's oldest token; samples of several versions).
+SLIME_STALENESS_MEAN = "rollout/staleness/mean"
+SLIME_STALENESS_MAX = "rollout/staleness/max"
+SLIME_STALENESS_MULTI_VERSION_FRAC = "rollout/staleness/multi_version_frac"

@@ -9,6 +9,8 @@
   chi-squared, perplexities).
 * :mod:`~rlmetrics.policy.groups`: GRPO group statistics (groups without reward spread,
   solved by all or by none).
+* :mod:`~rlmetrics.policy.staleness`: off-policy / asynchronous staleness (version lag, spans,
+  ages, dropped samples) and what the lag costs, per lag bucket.
 """
 
 from __future__ import annotations
@@ -21,17 +23,20 @@ from rlmetrics.policy.logits import (
 )
 from rlmetrics.policy.mismatch import compute_rollout_mismatch_metrics, rollout_mismatch_statistics
 from rlmetrics.policy.ppo import compute_ppo_update_metrics, ppo_update_statistics
+from rlmetrics.policy.staleness import compute_staleness_metrics, staleness_statistics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 
 __all__ = [
     "compute_group_metrics",
     "compute_ppo_update_metrics",
     "compute_rollout_mismatch_metrics",
+    "compute_staleness_metrics",
     "compute_variance_proxy_metrics",
     "entropy_and_sum_pi_squared_from_logits",
     "entropy_from_logits",
     "ppo_update_statistics",
     "rollout_mismatch_statistics",
+    "staleness_statistics",
     "sum_pi_squared_from_logits",
     "variance_proxy_statistics",
 ]
