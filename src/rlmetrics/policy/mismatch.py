@@ -32,9 +32,9 @@ from rlmetrics._core.array import (
 from rlmetrics._core.checks import check_real_dtype, row_mean, warn_undefined
 from rlmetrics._core.stats import (
     Stats,
-    all_reduce_checked,
     check_prefix,
     invalid_mask_field,
+    metrics_from,
     stand_in_statistics,
     with_prefix,
 )
@@ -339,7 +339,8 @@ def _pearson(s: dict[str, float]) -> float:
     return max(-1.0, min(1.0, cov / math.sqrt(var_x * var_y)))
 
 
-def compute_rollout_mismatch_metrics(
+@metrics_from(rollout_mismatch_statistics)
+def compute_rollout_mismatch_metrics(  # type: ignore[empty-body]  # the body is @metrics_from's
     old_log_probs: Any,
     rollout_log_probs: Any,
     response_mask: Any,
@@ -403,24 +404,4 @@ def compute_rollout_mismatch_metrics(
     >>> round(m["rollout_corr/kl"], 6), round(m["rollout_corr/k3_kl"], 6)
     (-0.074381, 0.133952)
     """
-
-    def make() -> Stats:
-        return rollout_mismatch_statistics(
-            old_log_probs,
-            rollout_log_probs,
-            response_mask,
-            rollout_is=rollout_is,
-            rollout_is_threshold=rollout_is_threshold,
-            prefix=prefix,
-        )
-
-    if process_group is None:
-        return make().finalize()
-    stats = all_reduce_checked(
-        make,
-        process_group,
-        what="compute_rollout_mismatch_metrics",
-        device=getattr(old_log_probs, "device", None),
-    )
-    assert stats is not None  # make() returns statistics or raises
-    return stats.finalize()
+    ...  # @metrics_from computes: the statistics, their all-reduce, finalize

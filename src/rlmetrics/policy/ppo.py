@@ -35,9 +35,9 @@ from rlmetrics._core.array import (
 from rlmetrics._core.checks import check_real_dtype, warn_undefined
 from rlmetrics._core.stats import (
     Stats,
-    all_reduce_checked,
     check_prefix,
     invalid_mask_field,
+    metrics_from,
     stand_in_statistics,
     with_prefix,
 )
@@ -226,7 +226,8 @@ def _aggregation(aggregation: str) -> str:
     return AGGREGATIONS[aggregation]
 
 
-def compute_ppo_update_metrics(
+@metrics_from(ppo_update_statistics)
+def compute_ppo_update_metrics(  # type: ignore[empty-body]  # the body is @metrics_from's
     log_probs: Any,
     old_log_probs: Any,
     advantages: Any,
@@ -286,25 +287,4 @@ def compute_ppo_update_metrics(
     >>> m["actor/ppo_ratio_max"], m["actor/ppo_ratio_min"]
     (1.5, 0.5)
     """
-
-    def make() -> Stats:
-        return ppo_update_statistics(
-            log_probs,
-            old_log_probs,
-            advantages,
-            response_mask,
-            clip_ratio=clip_ratio,
-            clip_ratio_low=clip_ratio_low,
-            clip_ratio_high=clip_ratio_high,
-            clip_ratio_c=clip_ratio_c,
-            aggregation=aggregation,
-            prefix=prefix,
-        )
-
-    if process_group is None:
-        return make().finalize()
-    stats = all_reduce_checked(
-        make, process_group, what="compute_ppo_update_metrics", device=getattr(log_probs, "device", None)
-    )
-    assert stats is not None  # make() returns statistics or raises
-    return stats.finalize()
+    ...  # @metrics_from computes: the statistics, their all-reduce, finalize

@@ -34,9 +34,9 @@ from rlmetrics._core.checks import check_real_dtype, row_mean
 from rlmetrics._core.kernels import FUSED_MIN_ELEMENTS, variance_rows_kernel
 from rlmetrics._core.stats import (
     Stats,
-    all_reduce_checked,
     check_prefix,
     invalid_mask_field,
+    metrics_from,
     stand_in_statistics,
     with_prefix,
 )
@@ -408,7 +408,19 @@ def _gradient_norm_squared(gradient_norm: Any) -> float | None:
     return value * value
 
 
-def compute_variance_proxy_metrics(
+def _why_missing(batch: Any) -> str:
+    """Why a rank's batch gave no statistics, for the message of the ranks that have them."""
+    absent = ", ".join(repr(k) for k in _missing(as_batch(batch)))
+    return f"batch is missing {absent}, needed by the variance proxies"
+
+
+@metrics_from(
+    variance_proxy_statistics,
+    late=("gradient_norm",),
+    check_late=lambda gradient_norm=None: _gradient_norm_squared(gradient_norm),
+    missing=_why_missing,
+)
+def compute_variance_proxy_metrics(  # type: ignore[empty-body]  # the body is @metrics_from's
     batch: Any,
     gradient_norm: Any = None,
     *,
@@ -470,19 +482,4 @@ def compute_variance_proxy_metrics(
         ...
     ValueError: batch is missing the tensor 'sum_pi_squared' (needed by the variance proxies; strict=True)...
     """
-    if process_group is None:
-        stats = variance_proxy_statistics(batch, strict=strict, prefix=prefix)
-        # verl's {}: without these tensors there are no proxies
-        return {} if stats is None else stats.finalize(gradient_norm=gradient_norm)
-
-    def make() -> Stats | None:
-        _gradient_norm_squared(gradient_norm)  # checked before the collectives, like the batch
-        return variance_proxy_statistics(batch, strict=strict, prefix=prefix)
-
-    def why() -> str:
-        absent = ", ".join(repr(k) for k in _missing(as_batch(batch)))
-        return f"batch is missing {absent}, needed by the variance proxies"
-
-    stats = all_reduce_checked(make, process_group, what="compute_variance_proxy_metrics", missing=why)
-    # {} on every rank when every rank lacks the tensors (verl's {}); mixed ranks raised above
-    return {} if stats is None else stats.finalize(gradient_norm=gradient_norm)
+    ...  # @metrics_from computes: the statistics, their all-reduce, finalize

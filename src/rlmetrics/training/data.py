@@ -49,7 +49,7 @@ from rlmetrics._core.kernels import (
     token_rows_kernel,
 )
 from rlmetrics._core.lengths import attention_split, prompt_response_lengths, response_width
-from rlmetrics._core.stats import ANY, Stats, all_reduce_checked, invalid_mask_field
+from rlmetrics._core.stats import ANY, Stats, invalid_mask_field, metrics_from
 
 __all__ = ["compute_data_metrics", "data_statistics"]
 
@@ -658,7 +658,16 @@ def _explained_variance(s: dict[str, float]) -> float:
     return 1.0 - var_diff / (var_ret + 1e-5)
 
 
-def compute_data_metrics(
+def _optional_keys(batch: Any) -> dict[str, Any]:
+    """The optional non-tensor keys the ranks must share; an empty shard matches any set."""
+    view = as_batch(batch)
+    empty = view.tensor("advantages").shape[0] == 0
+    keys = tuple(k for k in _OPTIONAL_KEYS if k in view.non_tensors)
+    return {"optional non-tensor keys": ANY if empty else keys}
+
+
+@metrics_from(data_statistics, agree_on=_optional_keys)
+def compute_data_metrics(  # type: ignore[empty-body]  # the body is @metrics_from's
     batch: Any,
     use_critic: bool = True,
     *,
@@ -708,23 +717,4 @@ def compute_data_metrics(
         ``tool_call_counts/*`` when present. A statistic over an empty set (every response
         aborted, an all-zero mask) is NaN with an ``UndefinedMetricWarning``.
     """
-    if process_group is None:
-        return data_statistics(
-            batch, use_critic, max_response_length=max_response_length, max_prompt_length=max_prompt_length
-        ).finalize()
-    present: dict[str, Any] = {}
-
-    def make() -> Stats:
-        stats = data_statistics(
-            batch, use_critic, max_response_length=max_response_length, max_prompt_length=max_prompt_length
-        )
-        view = as_batch(batch)
-        # An empty shard matches any set of optional keys; the others must carry the same set.
-        empty = view.tensor("advantages").shape[0] == 0
-        keys = tuple(k for k in _OPTIONAL_KEYS if k in view.non_tensors)
-        present["optional non-tensor keys"] = ANY if empty else keys
-        return stats
-
-    stats = all_reduce_checked(make, process_group, what="compute_data_metrics", extra=present)
-    assert stats is not None  # make() returns statistics or raises
-    return stats.finalize()
+    ...  # @metrics_from computes: the statistics, their all-reduce, finalize
