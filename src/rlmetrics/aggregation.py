@@ -285,6 +285,8 @@ def _tensor_row(value: Any) -> Any:
 
 def _host_row(key: str, value: Any) -> np.ndarray:
     """``[count, sum, sumsq, max, min, n_nonfinite]`` of a number, list, array or Metric."""
+    if type(value) is float:  # the common case, without numpy (the same float64 numbers)
+        return np.array([1.0, value, value * value, value, value, 0.0 if math.isfinite(value) else 1.0])
     if isinstance(value, Metric):
         value = value.values
     try:
