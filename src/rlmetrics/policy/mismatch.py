@@ -326,40 +326,7 @@ def _finalize(
         )
     if math.isnan(s["kl"]) or math.isnan(s["train_log_ppl"]):
         raise ValueError("old_log_probs or rollout_log_probs hold NaN at tokens selected by response_mask")
-    out: dict[str, float] = {}
-    if mode is not None:
-        out[K.ROLLOUT_CORR_IS_MEAN] = s["w"] / n
-        if mode == "token":
-            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = s["high_tok"] / n
-            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_LOW] = s["low_tok"] / n
-            out[K.ROLLOUT_CORR_IS_MAX], out[K.ROLLOUT_CORR_IS_MIN] = hi["w"], lo["w"]
-        else:
-            out[K.ROLLOUT_CORR_IS_MAX] = math.exp(min(hi["seq_lr"], SAFETY_BOUND))
-            out[K.ROLLOUT_CORR_IS_MIN] = math.exp(lo["seq_lr"]) if lo["seq_lr"] > -745 else 0.0
-            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = s["high_rows"] / rows
-            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_LOW] = s["low_rows"] / rows
-        mean_c, mean_c2 = s["wc"] / n, s["wc2"] / n
-        mean_d = s["wd"] / n
-        out[K.ROLLOUT_CORR_IS_STD] = math.sqrt(max(s["wd2"] / n - mean_d * mean_d, 0.0)) if n > 1 else 0.0
-        if s["wc2"] > 0:
-            out[K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE] = mean_c * mean_c / mean_c2
-            out[K.ROLLOUT_CORR_IS_ESS_TOKENS] = s["wc"] * s["wc"] / s["wc2"]
-        else:
-            msg = "every applied IS weight is 0: the effective sample size is undefined (NaN)"
-            out[K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE] = warn_undefined(msg, stacklevel=None)
-            out[K.ROLLOUT_CORR_IS_ESS_TOKENS] = math.nan
-        out[K.ROLLOUT_CORR_IS_SEQ_MEAN] = s["seq_w"] / rows
-        if rows > 1:
-            var = max(s["seq_d2"] - s["seq_d"] ** 2 / rows, 0.0) / (rows - 1)
-            out[K.ROLLOUT_CORR_IS_SEQ_STD] = math.sqrt(var)
-        else:
-            out[K.ROLLOUT_CORR_IS_SEQ_STD] = 0.0
-        out[K.ROLLOUT_CORR_IS_SEQ_MAX], out[K.ROLLOUT_CORR_IS_SEQ_MIN] = hi["seq_w"], lo["seq_w"]
-        out[K.ROLLOUT_CORR_IS_SEQ_MAX_DEVIATION] = max(abs(hi["seq_w"] - 1.0), abs(lo["seq_w"] - 1.0))
-        out[K.ROLLOUT_CORR_IS_SEQ_FRACTION_HIGH] = s["seq_high"] / rows
-        out[K.ROLLOUT_CORR_IS_SEQ_FRACTION_LOW] = s["seq_low"] / rows
-        if options["icepop"]:
-            out[K.ROLLOUT_CORR_IS_OOB_RATIO] = s["oob"] / n
+    out = {} if mode is None else _weight_metrics(s, hi, lo, options)
     out[K.ROLLOUT_CORR_TRAINING_PPL] = s["train_ppl"] / rows
     out[K.ROLLOUT_CORR_TRAINING_LOG_PPL] = s["train_log_ppl"] / rows
     out[K.ROLLOUT_CORR_KL] = s["kl"] / n
@@ -374,6 +341,48 @@ def _finalize(
     out[K.ROLLOUT_CORR_CHI2_SEQ] = s["chi2_seq"] / rows - 1.0
     out[K.ROLLOUT_CORR_PROBS_PEARSON_CORR] = _pearson(s)
     return with_prefix(out, K.ROLLOUT_CORR_PREFIX, options["prefix"])
+
+
+def _weight_metrics(
+    s: dict[str, float], hi: dict[str, float], lo: dict[str, float], options: Mapping[str, Any]
+) -> dict[str, float]:
+    """The importance-weight metrics (``rollout_is*``) from the host statistics."""
+    mode = options["rollout_is"]
+    n, rows = s["n_tok"], s["n_rows"]
+    out: dict[str, float] = {}
+    out[K.ROLLOUT_CORR_IS_MEAN] = s["w"] / n
+    if mode == "token":
+        out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = s["high_tok"] / n
+        out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_LOW] = s["low_tok"] / n
+        out[K.ROLLOUT_CORR_IS_MAX], out[K.ROLLOUT_CORR_IS_MIN] = hi["w"], lo["w"]
+    else:
+        out[K.ROLLOUT_CORR_IS_MAX] = math.exp(min(hi["seq_lr"], SAFETY_BOUND))
+        out[K.ROLLOUT_CORR_IS_MIN] = math.exp(lo["seq_lr"]) if lo["seq_lr"] > -745 else 0.0
+        out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = s["high_rows"] / rows
+        out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_LOW] = s["low_rows"] / rows
+    mean_c, mean_c2 = s["wc"] / n, s["wc2"] / n
+    mean_d = s["wd"] / n
+    out[K.ROLLOUT_CORR_IS_STD] = math.sqrt(max(s["wd2"] / n - mean_d * mean_d, 0.0)) if n > 1 else 0.0
+    if s["wc2"] > 0:
+        out[K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE] = mean_c * mean_c / mean_c2
+        out[K.ROLLOUT_CORR_IS_ESS_TOKENS] = s["wc"] * s["wc"] / s["wc2"]
+    else:
+        msg = "every applied IS weight is 0: the effective sample size is undefined (NaN)"
+        out[K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE] = warn_undefined(msg, stacklevel=None)
+        out[K.ROLLOUT_CORR_IS_ESS_TOKENS] = math.nan
+    out[K.ROLLOUT_CORR_IS_SEQ_MEAN] = s["seq_w"] / rows
+    if rows > 1:
+        var = max(s["seq_d2"] - s["seq_d"] ** 2 / rows, 0.0) / (rows - 1)
+        out[K.ROLLOUT_CORR_IS_SEQ_STD] = math.sqrt(var)
+    else:
+        out[K.ROLLOUT_CORR_IS_SEQ_STD] = 0.0
+    out[K.ROLLOUT_CORR_IS_SEQ_MAX], out[K.ROLLOUT_CORR_IS_SEQ_MIN] = hi["seq_w"], lo["seq_w"]
+    out[K.ROLLOUT_CORR_IS_SEQ_MAX_DEVIATION] = max(abs(hi["seq_w"] - 1.0), abs(lo["seq_w"] - 1.0))
+    out[K.ROLLOUT_CORR_IS_SEQ_FRACTION_HIGH] = s["seq_high"] / rows
+    out[K.ROLLOUT_CORR_IS_SEQ_FRACTION_LOW] = s["seq_low"] / rows
+    if options["icepop"]:
+        out[K.ROLLOUT_CORR_IS_OOB_RATIO] = s["oob"] / n
+    return out
 
 
 def _pearson(s: dict[str, float]) -> float:
