@@ -286,7 +286,8 @@ def _tensor_row(value: Any) -> Any:
 def _host_row(key: str, value: Any) -> np.ndarray:
     """``[count, sum, sumsq, max, min, n_nonfinite]`` of a number, list, array or Metric."""
     if type(value) is float:  # the common case, without numpy (the same float64 numbers)
-        return np.array([1.0, value, value * value, value, value, 0.0 if math.isfinite(value) else 1.0])
+        total = 0.0 + value  # as numpy sums: from +0.0, so that a sum of -0.0 is +0.0
+        return np.array([1.0, total, value * value, value, value, 0.0 if math.isfinite(value) else 1.0])
     if isinstance(value, Metric):
         value = value.values
     try:
@@ -346,6 +347,8 @@ def _collected(keys: list[str], rows: np.ndarray) -> Stats:
 
 def _union(a: Stats, b: Stats) -> Stats:
     """The statistics of both collectors' observations, over the union of their keys (exact)."""
+    if not a.max_names:  # the first update: as it came (a -0.0 sum stays -0.0)
+        return b
     if a.max_names != b.max_names:
         layout = _layout(sorted(set(a.max_names) | set(b.max_names)))
         a, b = a.reindexed(*layout), b.reindexed(*layout)
