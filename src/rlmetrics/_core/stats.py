@@ -276,17 +276,14 @@ class Stats:
 
         Collective: every rank calls it with statistics of the same kind, layout and options (a
         rank without data passes statistics of an empty batch). A tiny agreement collective
-        goes first (:func:`~rlmetrics._core.comm.agree`): ranks whose statistics differ raise
-        the same ``ValueError`` on every rank, naming what differs, instead of reducing vectors
-        of different layouts. ``None`` is the default group.
+        goes first (:func:`agree_statistics`, the one every distributed entry point shares):
+        ranks whose statistics differ raise the same ``ValueError`` on every rank, naming what
+        differs, instead of reducing vectors of different layouts. ``None`` is the default group.
         """
-        agree(
-            self.signature(),
-            process_group=process_group,
-            device=self._device(),
-            what=f"the {self.kind!r} statistics",
-        )
-        return self._reduced(process_group)
+        what = f"the {self.kind!r} statistics"
+        reduced = all_reduce_checked(lambda: self, process_group, what=what, topic=what)
+        assert reduced is not None  # the statistics are made: never None
+        return reduced
 
     def _device(self) -> Any:
         return self.sums.device if is_torch_array(self.sums) else None
