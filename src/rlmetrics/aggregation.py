@@ -7,11 +7,14 @@ verl tests for the substring ``"min"`` anywhere in the key, so ``actor/minibatch
 min-reduced there; here it is averaged.
 
 Across data-parallel ranks, averaging per-rank means is wrong as soon as shards differ in size.
-:class:`MetricCollector` keeps count, sum, sum of squares, max and min per key, which merge
-exactly, and :func:`all_reduce_metrics` / :meth:`Metric.all_reduce` reduce them over the ranks
-with two collectives for all keys together (:mod:`rlmetrics._core.comm`), after one tiny
-agreement collective: a rank whose values are bad (NaN, not numbers) makes every rank raise the
-same error naming it, instead of leaving the others waiting.
+:class:`MetricCollector` keeps count, sum, sum of squares, max and min per key, as a
+:class:`~rlmetrics._core.stats.Stats` (the type of every batch metric family), which merges
+exactly. Its three distributed entry points -- :meth:`MetricCollector.all_reduce`,
+:func:`all_reduce_metrics` and :func:`all_reduce_metric` (:meth:`Metric.all_reduce`) -- go
+through the one agreement step of :func:`~rlmetrics._core.stats.agree_statistics`, then two
+collectives for all keys together: a rank whose values are bad (NaN, not numbers) makes every
+rank raise the same error naming it, instead of leaving the others waiting; ranks holding
+different keys reduce their union.
 """
 
 from __future__ import annotations
