@@ -301,3 +301,105 @@ def test_all_reduce_metrics_in_a_world_of_one_is_reduce_metrics(world1):
     c = MetricCollector()
     c.update({"a": [1.0, 2.0]})
     assert c.all_reduce(world1, keys=["a", "a"]).compute() == {"a": 1.5}
+
+
+# --- the collector on Stats: one agreement step, its judges (other ranks stood in for) ----------
+
+
+def _other_rank(**fields):
+    """A stand-in for agree(): the signatures differ; rank 1's is this rank's with ``fields``."""
+    from rlmetrics._core import stats as stats_module
+
+    def fake(signature, error=None, **kwargs):
+        return [dict(signature), {**signature, **fields}]
+
+    return stats_module, fake
+
+
+def test_all_reduce_over_a_union_of_keys_takes_the_other_ranks_aggregation(world1, monkeypatch):
+    c = MetricCollector()
+    c.update({"loss": [1.0, 3.0]})
+    module, fake = _other_rank(aggregations=(("loss", "mean"), ("tokens", "sum")))
+    monkeypatch.setattr(module, "agree", fake)
+    out = c.all_reduce(world1)
+    assert out.keys() == ["loss", "tokens"] and out.aggregation("tokens") is AggregationType.SUM
+    assert out.summary("loss")["mean"] == 2.0 and c.keys() == ["loss"]  # self unchanged
+    with pytest.warns(RuntimeWarning, match="no values to aggregate for 'tokens'"):
+        assert math.isnan(out.compute()["tokens"])  # no value here, and the stand-in rank sent none
+
+
+@pytest.mark.parametrize(
+    ("call", "fields", "match"),
+    [
+        pytest.param(
+            lambda c, g: c.all_reduce(g),
+            {"aggregations": (("loss", "max"),)},
+            r"^ranks disagree on the aggregation of some keys: \{'loss': \['max', 'mean'\]\}$",
+            id="aggregation-clash",
+        ),
+        pytest.param(
+            lambda c, g: c.all_reduce(g, keys=["loss"]),
+            {"layout": ((), ("b", "loss"), ("b", "loss"))},
+            r"^keys= must be the same on every rank; rank 1 has \['b'\] more than rank 0$",
+            id="keys-differ",
+        ),
+        pytest.param(
+            lambda c, g: all_reduce_metric(Metric("mean", [1.0]), g),
+            {"aggregation": "max"},
+            r"^ranks disagree on the Metric's aggregation: aggregation: rank 0: 'mean'; rank 1: 'max'$",
+            id="metric-aggregation",
+        ),
+    ],
+)
+def test_the_judges_raise_named_errors(world1, monkeypatch, call, fields, match):
+    c = MetricCollector()
+    c.update({"loss": [1.0]})
+    module, fake = _other_rank(**fields)
+    monkeypatch.setattr(module, "agree", fake)
+    with pytest.raises(ValueError, match=match):
+        call(c, world1)
+
+
+def test_all_reduce_with_keys_reduces_exactly_those(world1):
+    c = MetricCollector(aggregations={"n": "sum"})
+    c.update({"a": [1.0, 2.0], "n": [4.0], "dropped": [9.0]})
+    out = c.all_reduce(world1, keys=["n", "a", "zz/max"])
+    assert out.keys() == ["a", "n", "zz/max"]
+    with pytest.warns(RuntimeWarning, match="no values collected for 'zz/max'"):
+        assert out.summary("zz/max")["count"] == 0.0
+    with pytest.warns(RuntimeWarning, match="no values to aggregate for 'zz/max'"):
+        got = out.compute()
+    assert got["a"] == 1.5 and got["n"] == 4.0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [2.5, -0.0, 1e200, np.float64(2.5), [2.5], np.array(2.5)],
+    ids=["float", "minus-zero", "huge", "np", "list", "0d"],
+)
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_a_float_is_one_observation_like_any_other_value(value):
+    via_numpy = MetricCollector()
+    via_numpy.update({"a": np.asarray(value, dtype=np.float64).reshape(-1)})
+    c = MetricCollector()
+    c.update({"a": value})
+    with pytest.raises(ValueError, match=r"metrics\['b'\] holds 1 NaN or infinite"):
+        c.update({"b": math.inf})
+    assert c._stats.host_values() == via_numpy._stats.host_values()  # the same float64 numbers
+    total = c._stats.host_values()[0]["sum/a"]
+    assert math.copysign(1.0, total) == math.copysign(1.0, float(np.asarray(value, dtype=np.float64).sum()))
+
+
+def test_merge_over_different_keys_and_reset():
+    a, b = MetricCollector(aggregations={"s": "sum"}), MetricCollector(aggregations={"s": "max", "t": "sum"})
+    a.update({"s": [1.0, 2.0], "x": [4.0]})
+    b.update({"s": [5.0], "t": [1.0, 1.0]})
+    both = a + b
+    assert both.keys() == ["s", "t", "x"] and both.compute() == {
+        "s": 8.0,
+        "t": 2.0,
+        "x": 4.0,
+    }  # a's "sum" wins
+    assert both.summary("s")["max"] == 5.0 and a.keys() == ["s", "x"]
+    both.reset()
+    assert len(both) == 0 and both.aggregation("t") is AggregationType.SUM and both.compute() == {}

@@ -1,4 +1,4 @@
-"""Tests of rlmetrics._core.comm's agreement step and rlmetrics._core.stats.all_reduce_checked.
+"""Tests of the agreement step: rlmetrics._core.comm, and agree_statistics / all_reduce_checked.
 
 In a world of one rank (in-process ``HashStore``): digests, messages, the error path and the
 options of :func:`agree`. The multi-rank behaviour (one bad rank of three) is in
@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 
+from rlmetrics._core import stats as _stats_module  # noqa: E402
 from rlmetrics._core.comm import agree, describe_disagreement, signature_digest  # noqa: E402
-from rlmetrics._core.stats import ANY, Stats, _conflicts, all_reduce_checked  # noqa: E402
+from rlmetrics._core.stats import ANY, Stats, _conflicts, agree_statistics, all_reduce_checked  # noqa: E402
 
 
 @pytest.fixture
@@ -175,3 +176,56 @@ def test_stats_all_reduce_agrees_first(world1):
 )
 def test_conflicts_ignore_wildcards_only(signatures, conflicting):
     assert _conflicts(signatures) == conflicting
+
+
+def _gathered(*others: dict):
+    """A stand-in for agree(): the signatures differ, this rank's first, then ``others``."""
+
+    def fake(signature, error=None, **kwargs):
+        return [dict(signature), *others]
+
+    return fake
+
+
+@pytest.mark.parametrize(
+    ("others", "kwargs", "match"),
+    [
+        pytest.param(
+            [{"missing inputs": "batch lacks 'x'"}],
+            {"missing": lambda: ""},
+            r"^rank 1: batch lacks 'x'; the other ranks have the inputs of demo",
+            id="missing-on-one-rank",
+        ),
+        pytest.param(
+            [{"kind": "demo", "layout": (("x",), (), ()), "a": 2}],
+            {},
+            r"^ranks disagree on the options of demo: a: rank 0: 1; rank 1: 2$",
+            id="options",
+        ),
+        pytest.param(
+            [{"kind": "demo", "layout": (("x",), (), ()), "a": 2}],
+            {"topic": "the 'demo' statistics"},
+            r"^ranks disagree on the 'demo' statistics: a: rank 0: 1; rank 1: 2$",
+            id="topic",
+        ),
+    ],
+)
+def test_agree_statistics_default_judge(monkeypatch, world1, others, kwargs, match):
+    monkeypatch.setattr(_stats_module, "agree", _gathered(*others))
+    with pytest.raises(ValueError, match=match):
+        agree_statistics(lambda: _stats(1.0, a=1), world1, what="demo", **kwargs)
+
+
+def test_agree_statistics_returns_the_judges_verdict(monkeypatch, world1):
+    other = {"kind": "demo", "layout": (("y",), (), ()), "a": 1}
+    monkeypatch.setattr(_stats_module, "agree", _gathered(other))
+    seen: list = []
+
+    def judge(signatures):
+        seen.append(signatures)
+        return sorted(name for sig in signatures for name in sig["layout"][0])
+
+    stats, verdict = agree_statistics(lambda: _stats(1.0, a=1), world1, what="demo", judge=judge)
+    assert verdict == ["x", "y"] and seen[0][1] == other and stats is not None
+    monkeypatch.undo()
+    assert agree_statistics(lambda: _stats(1.0, a=1), world1, what="demo", judge=judge)[1] is None

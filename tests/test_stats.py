@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+import pydoc
 
 import numpy as np
 import pytest
@@ -13,7 +15,14 @@ from hypothesis import strategies as st
 
 from rlmetrics._core import array as _array
 from rlmetrics._core.array import array_namespace
-from rlmetrics._core.stats import Stats, check_prefix, invalid_mask_field, stand_in_statistics, with_prefix
+from rlmetrics._core.stats import (
+    Stats,
+    check_prefix,
+    invalid_mask_field,
+    metrics_from,
+    stand_in_statistics,
+    with_prefix,
+)
 
 
 def _echo(sums, maxes, mins, options, **late):
@@ -250,3 +259,178 @@ def test_mismatch_all_zero_mask_is_an_error_on_both_paths(
         monkeypatch.setattr(_array, "_CPU_TENSORS_AS_NUMPY", False)
     with pytest.raises(ValueError, match="response_mask must select at least one token"):
         _call("mismatch-token", x, torch.zeros_like(x["mask"]))
+
+
+# --- Stats.reindexed ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("use_torch", [False, True], ids=["numpy", "torch"])
+def test_reindexed_fills_absent_names_and_drops_the_others(use_torch: bool) -> None:
+    arr = torch.tensor if use_torch else np.asarray
+    xp = array_namespace(arr([0.0]))
+    stats = _pack(2.0, arr(3.5), arr(1.0), arr(-1.0), xp=xp)
+    wider = stats.reindexed(["x", "s", "n"], ["hi", "y"], [])
+    assert isinstance(wider.sums, torch.Tensor if use_torch else np.ndarray)  # stays where it was
+    assert wider.host_values() == ({"x": 0.0, "s": 3.5, "n": 2.0}, {"hi": 1.0, "y": -math.inf}, {})
+    assert wider.reindexed(["n", "s"], ["hi"], ["lo"]).host_values() == (
+        {"n": 2.0, "s": 3.5},
+        {"hi": 1.0},
+        {"lo": math.inf},
+    )
+    assert stats.reindexed(["n", "s"], ["hi"], ["lo"]) is stats  # the same layout: nothing to do
+    merged = wider.merge(
+        _pack(1.0, arr(1.0), arr(5.0), arr(0.0), xp=xp).reindexed(["x", "s", "n"], ["hi", "y"], [])
+    )
+    assert merged.host_values()[0] == {"x": 0.0, "s": 4.5, "n": 3.0}
+
+
+# --- metrics_from: compute_X from X_statistics -------------------------------------------------
+
+
+def _demo_statistics(x: float, y: float = 1.0, *, scale: float = 2.0) -> Stats | None:
+    if isinstance(x, str):
+        raise TypeError(f"x must be a number; got {x!r}")
+    if x < 0:
+        return None
+    return Stats.pack("demo", {"n": 1.0, "s": x * y}, {}, {}, finaliser=_echo, options={"scale": scale})
+
+
+def _make_compute() -> object:
+    @metrics_from(_demo_statistics, late=("late",), check_late=lambda late=None: _check_late(late))
+    def compute_demo(  # type: ignore[empty-body]
+        x: float, y: float = 1.0, late: object = None, *, scale: float = 2.0, process_group: object = None
+    ) -> dict[str, float]:
+        """The demo metrics."""
+        ...
+
+    return compute_demo
+
+
+def _check_late(late: object) -> None:
+    if late == "bad":
+        raise ValueError("late must not be 'bad'")
+
+
+def test_metrics_from_routes_the_arguments() -> None:
+    compute = _make_compute()
+    assert compute.__name__ == "compute_demo" and compute.__doc__ == "The demo metrics."
+    assert str(inspect.signature(compute)) == (
+        "(x: 'float', y: 'float' = 1.0, late: 'object' = None, *, scale: 'float' = 2.0, "
+        "process_group: 'object' = None) -> 'dict[str, float]'"
+    )
+    assert "The demo metrics." in pydoc.render_doc(compute, renderer=pydoc.plaintext)
+    got = compute(3.0, 2.0, "L", scale=5.0)
+    assert (got["sums"], got["options"], got["late"]) == ({"n": 1.0, "s": 6.0}, {"scale": 5.0}, {"late": "L"})
+    assert compute(x=1.0, late=7)["late"] == {"late": 7} and compute(1.0)["late"] == {}
+    assert compute(-1.0) == {}  # the statistics are None: {}, as verl without the inputs
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        pytest.param(
+            lambda f: f(), r"compute_demo\(\) missing 1 required positional argument: 'x'", id="missing"
+        ),
+        pytest.param(
+            lambda f: f(1.0, zz=2), r"compute_demo\(\) got an unexpected keyword argument 'zz'", id="kw"
+        ),
+        pytest.param(
+            lambda f: f(1.0, 2.0, 3.0, 4.0), r"compute_demo\(\) takes from 1 to 3 positional", id="many"
+        ),
+    ],
+)
+def test_metrics_from_a_wrong_call_is_named_after_the_compute_function(call, match) -> None:
+    with pytest.raises(TypeError, match=match):
+        call(_make_compute())
+
+
+def _bad_stub_a(x: float, *, scale: float = 2.0) -> dict[str, float]:  # no process_group
+    return {}
+
+
+def _bad_stub_b(
+    x: float, y: float = 2.0, *, scale: float = 2.0, process_group: object = None
+) -> dict[str, float]:
+    return {}  # y's default differs from the statistics'
+
+
+def _bad_stub_c(
+    x: float, late: object = None, y: float = 1.0, *, scale: float = 2.0, process_group: object = None
+) -> dict[str, float]:
+    return {}  # a late option before the statistics' positional parameters
+
+
+@pytest.mark.parametrize(
+    ("stub", "late", "match"),
+    [
+        pytest.param(_bad_stub_a, (), "must end with a keyword-only process_group=None", id="no-group"),
+        pytest.param(_bad_stub_b, (), r"must take the parameters of _demo_statistics", id="drift"),
+        pytest.param(
+            _bad_stub_c, ("late",), "the positional parameters of _demo_statistics come first", id="order"
+        ),
+    ],
+)
+def test_metrics_from_refuses_a_signature_that_drifted(stub, late, match) -> None:
+    with pytest.raises(TypeError, match=match):
+        metrics_from(_demo_statistics, late=late)(stub)
+
+
+@pytest.fixture
+def world1():
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield dist.group.WORLD
+    dist.destroy_process_group()
+
+
+def test_metrics_from_with_a_process_group(world1) -> None:
+    compute = _make_compute()
+    assert compute(3.0, 2.0, "L", process_group=world1) == compute(3.0, 2.0, "L")
+    assert compute(-1.0, process_group=world1) == {}
+    with pytest.raises(ValueError, match=r"^rank 0: late must not be 'bad'"):  # checked inside the agreement
+        compute(3.0, late="bad", process_group=world1)
+    with pytest.raises(TypeError, match=r"^rank 0: x must be a number"):
+        compute("3", process_group=world1)
+
+
+@pytest.mark.parametrize(
+    ("name", "signature"),
+    [
+        pytest.param(
+            "compute_data_metrics",
+            "(batch: 'Any', use_critic: 'bool' = True, *, max_response_length: 'int | None' = None, "
+            "max_prompt_length: 'int | None' = None, process_group: 'Any' = None) -> 'dict[str, float]'",
+            id="data",
+        ),
+        pytest.param(
+            "compute_ppo_update_metrics",
+            "(log_probs: 'Any', old_log_probs: 'Any', advantages: 'Any', response_mask: 'Any', *, "
+            "clip_ratio: 'float' = 0.2, clip_ratio_low: 'float | None' = None, clip_ratio_high: "
+            "'float | None' = None, clip_ratio_c: 'float' = 3.0, aggregation: 'str' = 'token-mean', "
+            "prefix: 'str' = 'actor/', process_group: 'Any' = None) -> 'dict[str, float]'",
+            id="ppo",
+        ),
+        pytest.param(
+            "compute_rollout_mismatch_metrics",
+            "(old_log_probs: 'Any', rollout_log_probs: 'Any', response_mask: 'Any', *, rollout_is: "
+            "'str | None' = 'token', rollout_is_threshold: 'Any' = 2.0, prefix: 'str' = 'rollout_corr/', "
+            "process_group: 'Any' = None) -> 'dict[str, float]'",
+            id="mismatch",
+        ),
+        pytest.param(
+            "compute_variance_proxy_metrics",
+            "(batch: 'Any', gradient_norm: 'Any' = None, *, strict: 'bool' = False, prefix: 'str' = "
+            "'variance_proxy/', process_group: 'Any' = None) -> 'dict[str, float]'",
+            id="variance",
+        ),
+    ],
+)
+def test_every_compute_function_keeps_its_public_signature(name: str, signature: str) -> None:
+    """The signatures as they were before metrics_from made these functions."""
+    import rlmetrics
+
+    fn = getattr(rlmetrics, name)
+    assert str(inspect.signature(fn)) == signature
+    assert fn.__name__ == name and fn.__doc__ and fn.__module__.startswith("rlmetrics.")
+    assert pydoc.render_doc(fn, renderer=pydoc.plaintext).count(fn.__doc__.splitlines()[0]) == 1

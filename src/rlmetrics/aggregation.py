@@ -7,25 +7,28 @@ verl tests for the substring ``"min"`` anywhere in the key, so ``actor/minibatch
 min-reduced there; here it is averaged.
 
 Across data-parallel ranks, averaging per-rank means is wrong as soon as shards differ in size.
-:class:`MetricCollector` keeps count, sum, sum of squares, max and min per key, which merge
-exactly, and :func:`all_reduce_metrics` / :meth:`Metric.all_reduce` reduce them over the ranks
-with two collectives for all keys together (:mod:`rlmetrics._core.comm`), after one tiny
-agreement collective: a rank whose values are bad (NaN, not numbers) makes every rank raise the
-same error naming it, instead of leaving the others waiting.
+:class:`MetricCollector` keeps count, sum, sum of squares, max and min per key, as a
+:class:`~rlmetrics._core.stats.Stats` (the type of every batch metric family), which merges
+exactly. Its three distributed entry points -- :meth:`MetricCollector.all_reduce`,
+:func:`all_reduce_metrics` and :func:`all_reduce_metric` (:meth:`Metric.all_reduce`) -- go
+through the one agreement step of :func:`~rlmetrics._core.stats.agree_statistics`, then two
+collectives for all keys together: a rank whose values are bad (NaN, not numbers) makes every
+rank raise the same error naming it, instead of leaving the others waiting; ranks holding
+different keys reduce their union.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Any
 
 import numpy as np
 
 from rlmetrics._core.array import is_torch_array
-from rlmetrics._core.comm import agree, all_reduce_stats
+from rlmetrics._core.stats import Stats, agree_statistics, all_reduce_checked
 from rlmetrics.errors import UndefinedMetricWarning
 
 __all__ = [
@@ -37,9 +40,6 @@ __all__ = [
     "reduce_metrics",
     "reducer_for_key",
 ]
-
-# Layout of one key's statistics inside a MetricCollector.
-_COUNT, _SUM, _SUMSQ, _MAX, _MIN = range(5)
 
 
 class AggregationType(Enum):
@@ -232,140 +232,175 @@ def reduce_metrics(metrics: Mapping[str, Metric | Iterable[Any]]) -> dict[str, f
     return out
 
 
-def _agreed_layout(
-    local: list[tuple[str, str]], error: BaseException | None, process_group: Any
-) -> list[tuple[str, str]]:
-    """Sorted union of every rank's ``(key, aggregation)`` pairs; the same on every rank.
+def _agreed_aggregations(signatures: list[Mapping[str, Any]]) -> dict[str, str]:
+    """Judge of ranks holding different keys: the union of their keys with one aggregation each.
 
-    One tiny agreement collective (:func:`~rlmetrics._core.comm.agree`): when every rank holds
-    the same keys that is all; otherwise the key lists are gathered (one object all-gather). A
-    rank's ``error`` (its values were bad) is raised on every rank, naming it.
+    Sorted by key; the same on every rank (every rank judges the same signatures). A key that
+    two ranks aggregate differently raises the same ``ValueError`` on every rank.
     """
-    signatures = agree(
-        {"keys": tuple(local)},
-        error,
-        process_group=process_group,
-        what="the metric keys",
-        on_mismatch="gather",
-    )
-    if signatures is None:
-        return sorted(local)
     kinds: dict[str, set[str]] = {}
     for sig in signatures:
-        for key, agg in sig["keys"]:
+        for key, agg in sig["aggregations"]:
             kinds.setdefault(key, set()).add(agg)
     clash = {k: sorted(v) for k, v in kinds.items() if len(v) > 1}
     if clash:
         raise ValueError(f"ranks disagree on the aggregation of some keys: {clash}")
-    return [(k, next(iter(v))) for k, v in sorted(kinds.items())]
+    return {k: next(iter(v)) for k, v in sorted(kinds.items())}
 
 
-def _agreed_keys(keys: Any, process_group: Any) -> list[str]:
-    """``keys`` (sorted, unique), checked to be the same on every rank (one tiny collective)."""
-    layout: list[str] = []
-    error: BaseException | None = None
+def _same_keys(signatures: list[Mapping[str, Any]]) -> None:
+    """Judge of ``keys=``: the ranks' keys differ (their only possible difference), so raise."""
+    first = set(signatures[0]["layout"][1])
+    diffs = []
+    for rank, sig in enumerate(signatures[1:], start=1):
+        mine = set(sig["layout"][1])
+        if mine != first:
+            lacks, extra = sorted(first - mine)[:5], sorted(mine - first)[:5]
+            parts = ([f"lacks {lacks}"] if lacks else []) + ([f"has {extra} more"] if extra else [])
+            diffs.append(f"rank {rank} " + " and ".join(parts) + " than rank 0")
+    raise ValueError("keys= must be the same on every rank; " + "; ".join(diffs))
+
+
+def _checked_keys(keys: Any) -> list[str]:
+    """``keys=`` sorted and unique; a ``TypeError`` for one string or a key that is not one."""
+    if isinstance(keys, str):
+        raise TypeError(f"keys must be an iterable of metric keys, not one string; got {keys!r}")
+    given = list(keys)
+    bad = [k for k in given if not isinstance(k, str)]
+    if bad:
+        raise TypeError(f"keys must be strings; got {type(bad[0]).__name__} {bad[0]!r}")
+    return sorted(set(given))
+
+
+def _tensor_row(value: Any) -> Any:
+    """``[count, sum, sumsq, max, min, n_nonfinite]`` of a tensor, float64, on its device."""
+    import torch
+
+    v = value.detach().reshape(-1).to(torch.float64)
+    z = torch.zeros((), dtype=torch.float64, device=v.device)
+    if v.numel():
+        hi, lo = v.max(), v.min()
+    else:
+        hi, lo = z - math.inf, z + math.inf
+    nonfinite = (~torch.isfinite(v)).sum().to(torch.float64)
+    return torch.stack([z + v.numel(), v.sum(), (v * v).sum(), hi, lo, nonfinite])
+
+
+def _host_row(key: str, value: Any) -> np.ndarray:
+    """``[count, sum, sumsq, max, min, n_nonfinite]`` of a number, list, array or Metric."""
+    if type(value) is float:  # the common case, without numpy (the same float64 numbers)
+        total = 0.0 + value  # as numpy sums: from +0.0, so that a sum of -0.0 is +0.0
+        return np.array([1.0, total, value * value, value, value, 0.0 if math.isfinite(value) else 1.0])
+    if isinstance(value, Metric):
+        value = value.values
     try:
-        if isinstance(keys, str):
-            raise TypeError(f"keys must be an iterable of metric keys, not one string; got {keys!r}")
-        given = list(keys)
-        bad = [k for k in given if not isinstance(k, str)]
-        if bad:
-            raise TypeError(f"keys must be strings; got {type(bad[0]).__name__} {bad[0]!r}")
-        layout = sorted(set(given))
-    except Exception as err:  # reported on every rank by agree()
-        error = err
-    signatures = agree(
-        {"keys": tuple(layout)}, error, process_group=process_group, what="keys=", on_mismatch="gather"
-    )
-    if signatures is not None:
-        first = set(signatures[0]["keys"])
-        diffs = []
-        for rank, sig in enumerate(signatures[1:], start=1):
-            mine = set(sig["keys"])
-            if mine != first:
-                lacks, extra = sorted(first - mine)[:5], sorted(mine - first)[:5]
-                parts = ([f"lacks {lacks}"] if lacks else []) + ([f"has {extra} more"] if extra else [])
-                diffs.append(f"rank {rank} " + " and ".join(parts) + " than rank 0")
-        raise ValueError("keys= must be the same on every rank; " + "; ".join(diffs))
-    return layout
+        arr = np.asarray(value, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"metrics[{key!r}] must be a number or an array/list of numbers; got {type(value).__name__}"
+        ) from None
+    n = arr.size
+    hi, lo = (arr.max(), arr.min()) if n else (-math.inf, math.inf)
+    return np.array([n, arr.sum(), np.dot(arr, arr), hi, lo, n - np.count_nonzero(np.isfinite(arr))])
 
 
 def _values_to_host(metrics: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Per key, a float64 host vector of ``[count, sum, sumsq, max, min, n_nonfinite]``.
+    """Per key, a float64 host vector of ``[count, sum, sumsq, max, min]``.
 
-    Torch tensors are reduced on their device and all of them reach the host in one copy.
+    Torch tensors are reduced on their device and all of them reach the host in one copy. NaN
+    or infinite values raise a ``ValueError`` naming the key.
     """
     out: dict[str, np.ndarray] = {}
-    torch_keys: list[str] = []
-    torch_stats: list[Any] = []
+    on_device: dict[str, Any] = {}
     for key, value in metrics.items():
         if not isinstance(key, str):
             raise TypeError(f"metric keys must be strings; got {type(key).__name__} {key!r}")
         if is_torch_array(value):
-            import torch
-
-            v = value.detach().reshape(-1).to(torch.float64)
-            finite = torch.isfinite(v)
-            z = torch.zeros((), dtype=torch.float64, device=v.device)
-            if v.numel():
-                hi, lo = v.max(), v.min()
-            else:
-                hi = torch.full((), -math.inf, dtype=torch.float64, device=v.device)
-                lo = torch.full((), math.inf, dtype=torch.float64, device=v.device)
-            torch_keys.append(key)
-            torch_stats.append(
-                torch.stack(
-                    [
-                        z + v.numel(),
-                        v.sum(),
-                        (v * v).sum(),
-                        hi,
-                        lo,
-                        (~finite).sum().to(torch.float64),
-                    ]
-                )
-            )
-            continue
-        if isinstance(value, Metric):
-            value = value.values
-        try:
-            arr = np.asarray(value, dtype=np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"metrics[{key!r}] must be a number or an array/list of numbers; got {type(value).__name__}"
-            ) from None
-        n = arr.size
-        out[key] = np.array(
-            [
-                n,
-                arr.sum(),
-                np.dot(arr, arr),
-                arr.max() if n else -math.inf,
-                arr.min() if n else math.inf,
-                n - np.count_nonzero(np.isfinite(arr)),
-            ]
-        )
-    if torch_stats:
+            on_device[key] = _tensor_row(value)
+        else:
+            out[key] = _host_row(key, value)
+    if on_device:
         import torch
 
-        host = torch.stack([t.cpu() if t.device.type != "cpu" else t for t in torch_stats]).numpy()
-        for key, row in zip(torch_keys, host):
-            out[key] = row
+        host = torch.stack([t.cpu() if t.device.type != "cpu" else t for t in on_device.values()]).numpy()
+        out.update(zip(on_device, host))
     for key, row in out.items():
         if row[5]:
             raise ValueError(
                 f"metrics[{key!r}] holds {int(row[5])} NaN or infinite value(s); expected finite numbers"
             )
+    return {key: row[:5] for key, row in out.items()}
+
+
+def _layout(keys: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The names of a collector's statistics for sorted ``keys``.
+
+    Sums: every key's count, then every key's sum, then every key's sum of squares
+    (``count/<key>``, ``sum/<key>``, ``sumsq/<key>``: sorted too); maxima and minima: the keys.
+    """
+    keys = tuple(keys)
+    sums = tuple(f"{part}/{key}" for part in ("count", "sum", "sumsq") for key in keys)
+    return sums, keys, keys
+
+
+def _collected(keys: list[str], rows: np.ndarray) -> Stats:
+    """The statistics of sorted ``keys`` from their ``(len(keys), 5)`` rows."""
+    return Stats(_KIND, *_layout(keys), rows[:, :3].T.reshape(-1), rows[:, 3], rows[:, 4], {}, _compute)
+
+
+def _union(a: Stats, b: Stats) -> Stats:
+    """The statistics of both collectors' observations, over the union of their keys (exact)."""
+    if not a.max_names:  # the first update: as it came (a -0.0 sum stays -0.0)
+        return b
+    if a.max_names != b.max_names:
+        layout = _layout(sorted(set(a.max_names) | set(b.max_names)))
+        a, b = a.reindexed(*layout), b.reindexed(*layout)
+    return a.merge(b)
+
+
+def _compute(
+    s: dict[str, float],
+    hi: dict[str, float],
+    lo: dict[str, float],
+    options: Mapping[str, Any],
+    *,
+    aggregations: Mapping[str, AggregationType],
+) -> dict[str, float]:
+    """The finaliser of a collector's statistics: one number per key (see ``compute``)."""
+    out: dict[str, float] = {}
+    for key in hi:  # sorted
+        n, total = s["count/" + key], s["sum/" + key]
+        agg = aggregations.get(key) or reducer_for_key(key)
+        if n == 0:
+            # stacklevel 4: the caller of MetricCollector.compute (through Stats.finalize)
+            warnings.warn(
+                f"no values to aggregate for {key!r}; returning NaN", UndefinedMetricWarning, stacklevel=4
+            )
+            out[key] = math.nan
+        elif agg is AggregationType.MEAN:
+            out[key] = total / n
+        elif agg is AggregationType.SUM:
+            out[key] = total
+        elif agg is AggregationType.MAX:
+            out[key] = hi[key]
+        else:
+            out[key] = lo[key]
     return out
+
+
+_KIND = "metrics"
+_NOTHING = _collected([], np.zeros((0, 5)))
 
 
 class MetricCollector:
     """Sufficient statistics of many metrics (count, sum, sum of squares, min, max per key).
 
     Every value passed to :meth:`update` is one observation; the collector reduces them on the
-    spot, so memory does not grow with the number of steps. Collectors merge exactly
-    (:meth:`merge`, ``+``), and :meth:`all_reduce` gives the statistics of the union of all
-    data-parallel ranks with two collective calls for all keys together.
+    spot, so memory does not grow with the number of steps. The statistics are a
+    :class:`~rlmetrics._core.stats.Stats` (the type of every batch metric family): collectors
+    merge exactly (:meth:`merge`, ``+``), and :meth:`all_reduce` gives the statistics of the
+    union of all data-parallel ranks with two collective calls for all keys together, after
+    the agreement step every distributed entry point shares.
 
     Parameters
     ----------
@@ -391,7 +426,7 @@ class MetricCollector:
     """
 
     def __init__(self, *, aggregations: Mapping[str, str | AggregationType] | None = None) -> None:
-        self._stats: dict[str, np.ndarray] = {}
+        self._stats: Stats = _NOTHING  # immutable: every change makes new statistics
         self._aggregations: dict[str, AggregationType] = {}
         for key, agg in (aggregations or {}).items():
             try:
@@ -401,17 +436,17 @@ class MetricCollector:
                 raise ValueError(f"aggregations[{key!r}] must be one of {choices}; got {agg!r}") from None
 
     def __repr__(self) -> str:
-        return f"MetricCollector(keys={len(self._stats)})"
+        return f"MetricCollector(keys={len(self)})"
 
     def __len__(self) -> int:
-        return len(self._stats)
+        return len(self._stats.max_names)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._stats
+        return key in self._stats.max_names
 
     def keys(self) -> list[str]:
         """The collected keys, sorted."""
-        return sorted(self._stats)
+        return list(self._stats.max_names)
 
     def aggregation(self, key: str) -> AggregationType:
         """What :meth:`compute` reports for ``key``."""
@@ -426,42 +461,35 @@ class MetricCollector:
         """
         if not isinstance(metrics, Mapping):
             raise TypeError(f"metrics must be a mapping of key to values; got {type(metrics).__name__}")
-        for key, row in _values_to_host(metrics).items():
-            self._merge_row(key, row[:5])
+        rows = _values_to_host(metrics)
+        keys = sorted(rows)
+        table = np.array([rows[k] for k in keys]).reshape(-1, 5)
+        self._stats = _union(self._stats, _collected(keys, table))
 
-    def _merge_row(self, key: str, row: np.ndarray) -> None:
-        cur = self._stats.get(key)
-        if cur is None:
-            self._stats[key] = row.astype(np.float64, copy=True)
-            return
-        cur[_COUNT] += row[_COUNT]
-        cur[_SUM] += row[_SUM]
-        cur[_SUMSQ] += row[_SUMSQ]
-        cur[_MAX] = max(cur[_MAX], row[_MAX])
-        cur[_MIN] = min(cur[_MIN], row[_MIN])
+    def _with(self, stats: Stats) -> MetricCollector:
+        """A collector with these aggregations holding ``stats``."""
+        out = MetricCollector(aggregations=self._aggregations)
+        out._stats = stats
+        return out
 
     def merge(self, other: MetricCollector) -> MetricCollector:
         """A new collector holding the observations of both (exact)."""
         if not isinstance(other, MetricCollector):
             raise TypeError(f"other must be a MetricCollector; got {type(other).__name__}")
-        out = self.copy()
+        out = self._with(_union(self._stats, other._stats))
         for key, agg in other._aggregations.items():
             out._aggregations.setdefault(key, agg)
-        for key, row in other._stats.items():
-            out._merge_row(key, row)
         return out
 
     __add__ = merge
 
     def copy(self) -> MetricCollector:
         """An independent copy."""
-        out = MetricCollector(aggregations=self._aggregations)
-        out._stats = {k: v.copy() for k, v in self._stats.items()}
-        return out
+        return self._with(self._stats)
 
     def reset(self) -> None:
         """Forget every observation (the aggregations are kept)."""
-        self._stats.clear()
+        self._stats = _NOTHING
 
     def all_reduce(self, process_group: Any = None, *, keys: Iterable[str] | None = None) -> MetricCollector:
         """A new collector with the statistics of the union of all ranks' observations.
@@ -475,7 +503,8 @@ class MetricCollector:
             the same ``ValueError``). By default the ranks reduce the union of their keys, so
             a rank that saw no value of a key (an empty shard) still takes part: one tiny
             agreement collective, plus one object all-gather of the key lists when they
-            differ.
+            differ (a key that ranks aggregate differently raises the same ``ValueError`` on
+            every rank).
 
         Returns
         -------
@@ -483,34 +512,27 @@ class MetricCollector:
             Same on every rank; ``self`` is unchanged.
         """
         if keys is None:
-            local = [(k, self.aggregation(k).value) for k in self._stats]
-            layout = [k for k, _ in _agreed_layout(local, None, process_group)]
-        else:
-            layout = _agreed_keys(keys, process_group)
-        return self._reduced(layout, process_group)
+            return _all_reduced(lambda: self, process_group, what="MetricCollector.all_reduce")
+        wanted = keys
 
-    def _reduced(self, layout: list[str], process_group: Any) -> MetricCollector:
-        """The all-reduce of the statistics of ``layout``, the agreement having been made."""
-        empty = np.array([0.0, 0.0, 0.0, -math.inf, math.inf])
-        rows = np.stack([self._stats.get(k, empty) for k in layout]) if layout else np.zeros((0, 5))
-        sums, maxes, mins = all_reduce_stats(
-            rows[:, :3].reshape(-1), rows[:, _MAX], rows[:, _MIN], process_group=process_group, check=False
-        )
-        s_host = sums.reshape(-1, 3)
-        out = MetricCollector(aggregations=self._aggregations)
-        for i, key in enumerate(layout):
-            out._stats[key] = np.array([*s_host[i], maxes[i], mins[i]])
-        return out
+        def make() -> Stats:
+            return self._stats.reindexed(*_layout(_checked_keys(wanted)))
+
+        stats, _ = agree_statistics(make, process_group, what="keys=", judge=_same_keys)
+        assert stats is not None  # make() returns statistics or raises
+        return self._with(stats._reduced(process_group))
 
     def summary(self, key: str) -> dict[str, float]:
         """``count``, ``mean``, ``std`` (unbiased), ``min``, ``max`` and ``sum`` of one key.
 
         ``std`` is NaN (with an ``UndefinedMetricWarning``) for fewer than two observations.
         """
-        if key not in self._stats:
-            present = ", ".join(sorted(self._stats)) or "none"
+        if key not in self:
+            present = ", ".join(self.keys()) or "none"
             raise ValueError(f"key {key!r} was never collected; keys present: {present}")
-        n, total, sumsq, hi, lo = (float(x) for x in self._stats[key])
+        s, high, low = self._stats.host_values()
+        n, total, sumsq = s["count/" + key], s["sum/" + key], s["sumsq/" + key]
+        hi, lo = high[key], low[key]
         if n == 0:
             warnings.warn(
                 f"no values collected for {key!r}; its statistics are NaN",
@@ -536,24 +558,35 @@ class MetricCollector:
         A key that was registered with no value (an empty list) gives NaN with a
         ``UndefinedMetricWarning``.
         """
-        out: dict[str, float] = {}
-        for key in sorted(self._stats):
-            n, total, _, hi, lo = (float(x) for x in self._stats[key])
-            agg = self.aggregation(key)
-            if n == 0:
-                warnings.warn(
-                    f"no values to aggregate for {key!r}; returning NaN", UndefinedMetricWarning, stacklevel=2
-                )
-                out[key] = math.nan
-            elif agg is AggregationType.MEAN:
-                out[key] = total / n
-            elif agg is AggregationType.SUM:
-                out[key] = total
-            elif agg is AggregationType.MAX:
-                out[key] = hi
-            else:
-                out[key] = lo
-        return out
+        return self._stats.finalize(aggregations=self._aggregations)
+
+
+def _all_reduced(make: Callable[[], MetricCollector], process_group: Any, *, what: str) -> MetricCollector:
+    """``make()``'s collector over the union of every rank's keys: the agreement, then two reductions.
+
+    ``make()`` runs inside the agreement step (:func:`~rlmetrics._core.stats.agree_statistics`):
+    a rank whose values are bad makes every rank raise the same error, naming it. When the
+    ranks' keys (or aggregations) differ, their signatures are gathered and
+    :func:`_agreed_aggregations` gives the union, which every rank reduces.
+    """
+    made: list[MetricCollector] = []
+    extra: dict[str, Any] = {}
+
+    def statistics() -> Stats:
+        collector = make()
+        made.append(collector)
+        extra["aggregations"] = tuple((k, collector.aggregation(k).value) for k in collector.keys())
+        return collector._stats
+
+    stats, agreed = agree_statistics(
+        statistics, process_group, what=what, extra=extra, judge=_agreed_aggregations
+    )
+    assert stats is not None  # make() returns a collector or raises
+    if agreed is not None:
+        stats = stats.reindexed(*_layout(agreed))
+    out = made[0]._with(stats._reduced(process_group))
+    out._aggregations.update({k: AggregationType(a) for k, a in (agreed or {}).items()})
+    return out
 
 
 def all_reduce_metrics(
@@ -582,10 +615,8 @@ def all_reduce_metrics(
     dict[str, float]
         Sorted by key; the same on every rank.
     """
-    collector = MetricCollector()
-    local: list[tuple[str, str]] = []
-    error: BaseException | None = None
-    try:  # checked here, reported on every rank by the agreement (a rank raising alone would hang)
+
+    def make() -> MetricCollector:  # checked inside the agreement (a rank raising alone would hang)
         if not isinstance(metrics, Mapping):
             raise TypeError(f"metrics must be a mapping of key to values; got {type(metrics).__name__}")
         aggregations = {
@@ -595,13 +626,9 @@ def all_reduce_metrics(
         }
         collector = MetricCollector(aggregations=aggregations)
         collector.update(metrics)
-        local = sorted((k, a.value) for k, a in aggregations.items())
-    except Exception as err:
-        error = err
-    layout = _agreed_layout(local, error, process_group)
-    reduced = collector._reduced([k for k, _ in layout], process_group)
-    reduced._aggregations.update({k: AggregationType(a) for k, a in layout})
-    return reduced.compute()
+        return collector
+
+    return _all_reduced(make, process_group, what="all_reduce_metrics").compute()
 
 
 def all_reduce_metric(metric: Metric, process_group: Any = None) -> float:
@@ -612,16 +639,18 @@ def all_reduce_metric(metric: Metric, process_group: Any = None) -> float:
     then two ``all_reduce`` calls. NaN with an ``UndefinedMetricWarning`` when no rank holds a value.
     """
     key = "metric"
-    collector = MetricCollector()
-    aggregation = ""
-    error: BaseException | None = None
-    try:  # checked here, reported on every rank by the agreement
+    agreed: dict[str, str] = {}
+
+    def make() -> Stats:  # checked inside the agreement
         if not isinstance(metric, Metric):
             raise TypeError(f"metric must be a Metric; got {type(metric).__name__}")
-        aggregation = metric.aggregation.value
-        collector = MetricCollector(aggregations={key: metric.aggregation})
+        agreed["aggregation"] = metric.aggregation.value
+        collector = MetricCollector()
         collector.update({key: metric.values})
-    except Exception as err:
-        error = err
-    agree({"aggregation": aggregation}, error, process_group=process_group, what="the Metric's aggregation")
-    return collector._reduced([key], process_group).compute()[key]
+        return collector._stats
+
+    stats = all_reduce_checked(
+        make, process_group, what="all_reduce_metric", extra=agreed, topic="the Metric's aggregation"
+    )
+    assert stats is not None  # make() returns statistics or raises
+    return MetricCollector(aggregations={key: agreed["aggregation"]})._with(stats).compute()[key]

@@ -11,14 +11,31 @@ family's finaliser then turns the host values into the metric dictionary
 
 A :class:`Stats` carries the options its finaliser needs and a reference to that finaliser, so
 this module knows no family.
+
+The distributed entry points, all through one agreement step (:func:`agree_statistics`, on
+:func:`~rlmetrics._core.comm.agree`):
+
+* :meth:`Stats.all_reduce`: statistics already made, reduced over the ranks;
+* :func:`all_reduce_checked`: statistics made on each rank inside the agreement (a rank whose
+  input is bad raises with the others, never alone), then reduced;
+* :func:`metrics_from`: the decorator that makes every ``compute_X(..., process_group=)`` from
+  its ``X_statistics`` (statistics, then :func:`all_reduce_checked`, then
+  :meth:`Stats.finalize`);
+* ``MetricCollector.all_reduce`` (:mod:`rlmetrics.aggregation`): the same agreement step, with
+  a judge that lets ranks hold different keys and reduces their union.
+
+:func:`~rlmetrics._core.comm.all_reduce_stats` (bare vectors, its own length agreement) stays
+the transport under them.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -30,9 +47,11 @@ __all__ = [
     "INVALID_MASK",
     "Finaliser",
     "Stats",
+    "agree_statistics",
     "all_reduce_checked",
     "check_prefix",
     "invalid_mask_field",
+    "metrics_from",
     "stand_in_statistics",
     "with_prefix",
 ]
@@ -48,6 +67,15 @@ Finaliser = Callable[..., dict[str, float]]
 def invalid_mask_field(name: str) -> str:
     """Name of the sum that counts the entries of mask ``name`` other than 0/1."""
     return INVALID_MASK + name
+
+
+def _take(xp: Any, vector: Any, names: tuple[str, ...], wanted: tuple[str, ...], fill: float) -> Any:
+    """``vector`` (entries named ``names``) read at ``wanted``, ``fill`` where a name is absent."""
+    where = {name: i for i, name in enumerate(names)}
+    device = getattr(vector, "device", None) if is_torch_array(vector) else None
+    padded = xp.concat([vector, xp.full((1,), fill, dtype=vector.dtype, device=device)])
+    index = xp.asarray([where.get(name, len(names)) for name in wanted], dtype=xp.int64, device=device)
+    return xp.take(padded, index, axis=0)
 
 
 def _vector(xp: Any, values: list[Any], device: Any) -> Any:
@@ -160,6 +188,28 @@ class Stats:
             xp.full_like(self.mins, math.inf),
         )
 
+    def reindexed(
+        self, sum_names: Sequence[str], max_names: Sequence[str], min_names: Sequence[str]
+    ) -> Stats:
+        """The same statistics in another layout (a superset, a subset, another order).
+
+        A name absent here holds the statistics of nothing (0, ``-inf``, ``+inf``); a name
+        absent from the new layout is dropped. The vectors stay where they are.
+        """
+        layout = (tuple(sum_names), tuple(max_names), tuple(min_names))
+        if layout == (self.sum_names, self.max_names, self.min_names):
+            return self
+        xp = array_namespace(self.sums)
+        return Stats(
+            self.kind,
+            *layout,
+            _take(xp, self.sums, self.sum_names, layout[0], 0.0),
+            _take(xp, self.maxes, self.max_names, layout[1], -math.inf),
+            _take(xp, self.mins, self.min_names, layout[2], math.inf),
+            self.options,
+            self.finaliser,
+        )
+
     def to_host(self) -> Stats:
         """The same statistics as numpy vectors, in one device-to-host copy."""
         return self._like(*vectors_to_host(self.sums, self.maxes, self.mins))
@@ -226,17 +276,14 @@ class Stats:
 
         Collective: every rank calls it with statistics of the same kind, layout and options (a
         rank without data passes statistics of an empty batch). A tiny agreement collective
-        goes first (:func:`~rlmetrics._core.comm.agree`): ranks whose statistics differ raise
-        the same ``ValueError`` on every rank, naming what differs, instead of reducing vectors
-        of different layouts. ``None`` is the default group.
+        goes first (:func:`agree_statistics`, the one every distributed entry point shares):
+        ranks whose statistics differ raise the same ``ValueError`` on every rank, naming what
+        differs, instead of reducing vectors of different layouts. ``None`` is the default group.
         """
-        agree(
-            self.signature(),
-            process_group=process_group,
-            device=self._device(),
-            what=f"the {self.kind!r} statistics",
-        )
-        return self._reduced(process_group)
+        what = f"the {self.kind!r} statistics"
+        reduced = all_reduce_checked(lambda: self, process_group, what=what, topic=what)
+        assert reduced is not None  # the statistics are made: never None
+        return reduced
 
     def _device(self) -> Any:
         return self.sums.device if is_torch_array(self.sums) else None
@@ -288,7 +335,12 @@ def _conflicts(signatures: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in sig.items() if k in keep} for sig in signatures]
 
 
-def all_reduce_checked(
+#: ``judge(signatures)``: raises when the ranks' differing signatures cannot reduce, else returns
+#: what the caller needs to reduce them (the union of the ranks' keys ...).
+Judge = Callable[[list[Mapping[str, Any]]], Any]
+
+
+def agree_statistics(
     make: Callable[[], Stats | None],
     process_group: Any,
     *,
@@ -296,22 +348,25 @@ def all_reduce_checked(
     device: Any = None,
     missing: Callable[[], str] | None = None,
     extra: Mapping[str, Any] | None = None,
-) -> Stats | None:
-    """``make()`` on this rank, agreed over every rank in one collective, then all-reduced.
+    topic: str | None = None,
+    judge: Judge | None = None,
+) -> tuple[Stats | None, Any]:
+    """The agreement step of every reduction of statistics: ``make()`` here, checked on every rank.
 
-    The distributed path of every ``compute_X(..., process_group=)``: a rank whose ``make()``
-    raises (bad input) does not leave the others waiting in a collective; it joins the
-    agreement (:func:`~rlmetrics._core.comm.agree`) and every rank raises the same error,
-    ``"rank 2: <reason>"``. Ranks that made statistics of different kinds, layouts or options
-    raise the same ``ValueError`` on every rank, naming what differs.
+    Collective. A rank whose ``make()`` raises (bad input) does not leave the others waiting in
+    a collective: it joins the agreement (:func:`~rlmetrics._core.comm.agree`, one tiny
+    ``all_gather``) and every rank raises the same error, ``"rank 2: <reason>"``. When the
+    ranks' signatures (:meth:`Stats.signature` plus ``extra``) differ, they are gathered and
+    judged: by ``judge`` if given, else every rank raises the same ``ValueError`` naming the
+    differing options (a value :data:`ANY` matches any other).
 
     Parameters
     ----------
     make : callable
         Computes this rank's statistics; any exception it raises is caught. It may return
         ``None`` when the family's optional inputs are absent (the variance proxies without
-        ``sum_pi_squared``): ``None`` on every rank gives ``None``; on some ranks only, every
-        rank raises a ``ValueError`` naming those ranks and ``missing()``'s reason.
+        ``sum_pi_squared``): ``None`` on every rank is agreed; on some ranks only, every rank
+        raises a ``ValueError`` naming those ranks and ``missing()``'s reason.
     process_group : torch.distributed.ProcessGroup or None
         The group (``None``: the default group).
     what : str, keyword-only
@@ -322,13 +377,19 @@ def all_reduce_checked(
         Why ``make()`` returned ``None`` on this rank (e.g. ``"batch has no 'sum_pi_squared'"``).
     extra : Mapping, optional, keyword-only
         More fields every rank must agree on beyond the statistics' own signature, read after
-        ``make()`` (which may fill it in); a value :data:`ANY` matches any other.
+        ``make()`` (which may fill it in).
+    topic : str, optional, keyword-only
+        What the ranks disagree on, in the message (default ``"the options of <what>"``).
+    judge : callable, optional, keyword-only
+        ``judge(signatures)`` replaces the default check of differing signatures: it raises
+        (on every rank alike: every rank sees the same signatures) or returns what the caller
+        needs to reduce them.
 
     Returns
     -------
-    Stats or None
-        The statistics of the union of the ranks' batches (``None`` where ``make()`` gave
-        ``None`` on every rank).
+    tuple
+        ``(stats, verdict)``: this rank's statistics (``None`` where ``make()`` gave ``None`` on
+        every rank) and ``judge``'s verdict (``None`` when the signatures agree).
     """
     stats: Stats | None = None
     error: BaseException | None = None
@@ -346,17 +407,156 @@ def all_reduce_checked(
     signatures = agree(
         signature, error, process_group=process_group, device=where, what=what, on_mismatch="gather"
     )
-    if signatures is not None:
-        absent = [(rank, sig[MISSING]) for rank, sig in enumerate(signatures) if MISSING in sig]
-        if absent and len(absent) < len(signatures):
-            raise ValueError(
-                "; ".join(f"rank {rank}: {why or 'inputs missing'}" for rank, why in absent)
-                + f"; the other ranks have the inputs of {what} (every rank must pass the same tensors)"
-            )
-        conflicts = _conflicts(signatures)
-        if not absent and any(conflicts):
-            raise ValueError(describe_disagreement(f"the options of {what}", conflicts))
+    if signatures is None:
+        return stats, None
+    if judge is not None:
+        return stats, judge(signatures)
+    _check_options(signatures, what, topic or f"the options of {what}")
+    return stats, None
+
+
+def _check_options(signatures: list[Mapping[str, Any]], what: str, topic: str) -> None:
+    """The default judge: inputs present on every rank or none, and no conflicting option."""
+    absent = [(rank, sig[MISSING]) for rank, sig in enumerate(signatures) if MISSING in sig]
+    if absent and len(absent) < len(signatures):
+        raise ValueError(
+            "; ".join(f"rank {rank}: {why or 'inputs missing'}" for rank, why in absent)
+            + f"; the other ranks have the inputs of {what} (every rank must pass the same tensors)"
+        )
+    conflicts = _conflicts(signatures)
+    if not absent and any(conflicts):
+        raise ValueError(describe_disagreement(topic, conflicts))
+
+
+def all_reduce_checked(
+    make: Callable[[], Stats | None],
+    process_group: Any,
+    *,
+    what: str,
+    device: Any = None,
+    missing: Callable[[], str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    topic: str | None = None,
+) -> Stats | None:
+    """``make()`` on this rank, agreed over every rank (:func:`agree_statistics`), then all-reduced.
+
+    The distributed path of every ``compute_X(..., process_group=)`` (through
+    :func:`metrics_from`) and of :meth:`Stats.all_reduce`: one tiny agreement collective, then
+    one ``SUM`` and one ``MAX`` all-reduce. Arguments as :func:`agree_statistics`.
+
+    Returns
+    -------
+    Stats or None
+        The statistics of the union of the ranks' batches (``None`` where ``make()`` gave
+        ``None`` on every rank).
+    """
+    stats, _ = agree_statistics(
+        make, process_group, what=what, device=device, missing=missing, extra=extra, topic=topic
+    )
     return None if stats is None else stats._reduced(process_group)
+
+
+_Compute = TypeVar("_Compute", bound=Callable[..., dict[str, float]])
+
+
+def metrics_from(
+    statistics: Callable[..., Stats | None],
+    *,
+    late: tuple[str, ...] = (),
+    check_late: Callable[..., object] | None = None,
+    agree_on: Callable[[Any], Mapping[str, Any]] | None = None,
+    missing: Callable[[Any], str] | None = None,
+) -> Callable[[_Compute], _Compute]:
+    """Decorator: ``compute_X(..., process_group=None)`` made from its ``X_statistics``.
+
+    The decorated function gives the public signature and docstring; its body is empty (it is
+    called first, so that a wrong call raises Python's own ``TypeError`` naming it). It takes
+    the parameters of ``statistics`` (same names, kinds and defaults: checked at import), the
+    ``late`` options of :meth:`Stats.finalize`, and a keyword-only ``process_group=None``.
+    A call is ``statistics(...)``, then, with ``process_group``, :func:`all_reduce_checked`
+    (the statistics are made inside the agreement step), then ``.finalize(**late)``; ``{}``
+    when ``statistics`` returns ``None`` (optional inputs absent, on every rank).
+
+    Parameters
+    ----------
+    statistics : callable
+        ``X_statistics(...) -> Stats`` (or ``None``).
+    late : tuple of str, keyword-only
+        Parameters passed to :meth:`Stats.finalize` instead (``gradient_norm``).
+    check_late : callable, optional, keyword-only
+        ``check_late(**late)`` validates them before the collectives, with ``process_group=``.
+    agree_on : callable, optional, keyword-only
+        ``agree_on(first_argument)``: more fields the ranks must agree on (optional keys).
+    missing : callable, optional, keyword-only
+        ``missing(first_argument)``: why ``statistics`` returned ``None``.
+    """
+
+    def decorate(fn: _Compute) -> _Compute:
+        n_positional, late_positional, first = _routing(fn, statistics, late)
+
+        @functools.wraps(fn)
+        def compute(*args: Any, **kwargs: Any) -> dict[str, float]:
+            fn(*args, **kwargs)  # a wrong call: Python's TypeError, naming compute_X
+            process_group = kwargs.pop("process_group", None)
+            options = {name: kwargs.pop(name) for name in late if name in kwargs}
+            options.update(zip(late_positional, args[n_positional:]))
+            args = args[:n_positional]
+            if process_group is None:
+                stats = statistics(*args, **kwargs)
+                return {} if stats is None else stats.finalize(**options)
+            present: dict[str, Any] = {}
+            head = args[0] if args else kwargs[first]
+
+            def make() -> Stats | None:
+                if check_late is not None:
+                    check_late(**options)  # checked before the collectives, like the inputs
+                made = statistics(*args, **kwargs)
+                if made is not None and agree_on is not None:
+                    present.update(agree_on(head))
+                return made
+
+            stats = all_reduce_checked(
+                make,
+                process_group,
+                what=fn.__name__,
+                device=head.device if is_torch_array(head) else None,
+                missing=None if missing is None else lambda: missing(head),
+                extra=present,
+            )
+            # {} on every rank when every rank lacks the optional inputs; mixed ranks raised
+            return {} if stats is None else stats.finalize(**options)
+
+        return cast(_Compute, compute)
+
+    return decorate
+
+
+def _routing(
+    fn: Callable[..., Any], statistics: Callable[..., Any], late: tuple[str, ...]
+) -> tuple[int, tuple[str, ...], str]:
+    """(positional parameters of ``statistics``, ``late`` ones of ``fn`` after them, first name).
+
+    Checks that ``fn``'s parameters are ``statistics``' plus ``late`` plus a keyword-only
+    ``process_group=None``, so that the two signatures cannot drift apart.
+    """
+    params = list(inspect.signature(fn).parameters.values())
+    wanted = list(inspect.signature(statistics).parameters.values())
+    group = params[-1] if params else None
+    if group is None or (group.name, group.kind, group.default) != (
+        "process_group",
+        inspect.Parameter.KEYWORD_ONLY,
+        None,
+    ):
+        raise TypeError(f"{fn.__name__} must end with a keyword-only process_group=None")
+    own = [p for p in params[:-1] if p.name not in late]
+    if [(p.name, p.kind, p.default) for p in own] != [(p.name, p.kind, p.default) for p in wanted]:
+        raise TypeError(f"{fn.__name__} must take the parameters of {statistics.__name__}, then {late}")
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    n_positional = sum(p.kind in positional for p in wanted)
+    late_positional = tuple(p.name for p in params[n_positional:-1] if p.kind in positional)
+    if any(name not in late for name in late_positional):
+        raise TypeError(f"{fn.__name__}: the positional parameters of {statistics.__name__} come first")
+    return n_positional, late_positional, params[0].name
 
 
 def stand_in_statistics(

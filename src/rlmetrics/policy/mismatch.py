@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -32,9 +32,9 @@ from rlmetrics._core.array import (
 from rlmetrics._core.checks import check_real_dtype, row_mean, warn_undefined
 from rlmetrics._core.stats import (
     Stats,
-    all_reduce_checked,
     check_prefix,
     invalid_mask_field,
+    metrics_from,
     stand_in_statistics,
     with_prefix,
 )
@@ -42,6 +42,7 @@ from rlmetrics._core.stats import (
 __all__ = ["compute_rollout_mismatch_metrics", "parse_is_threshold", "rollout_mismatch_statistics"]
 
 _MASK = "response_mask"
+_NAMES = ("old_log_probs", "rollout_log_probs", "response_mask")
 SAFETY_BOUND = 20.0  # verl clamps log ratios to [-20, 20] before exponentiating
 
 
@@ -89,39 +90,103 @@ def parse_is_threshold(threshold: Any) -> tuple[float, float | None]:
     return upper, lower
 
 
+class _Block(NamedTuple):
+    """One row block: log-probabilities in the work dtype, its mask, and what every part reads."""
+
+    o: Any
+    r: Any
+    m: Any
+    #: zeros like ``o``; token counts per row; log ratios (0 outside the mask); ``exp`` of them clamped
+    zero: Any
+    cnt: Any
+    lr: Any
+    rho: Any
+
+
+def _checked_inputs(*given: Any) -> tuple[Any, list[Any], Any, bool]:
+    """``prepare_arrays`` of the three inputs, checked: arrays, real dtypes, one ``(B, R)`` shape."""
+    for name, x in zip(_NAMES, given):
+        if not is_array(x):
+            raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
+    xp, (old, roll, mask_raw), device, on_cpu = prepare_arrays(list(given), list(_NAMES))
+    check_real_dtype(old, "old_log_probs")
+    check_real_dtype(roll, "rollout_log_probs")
+    if old.ndim != 2:
+        raise ValueError(f"old_log_probs must have shape (B, R); got {describe(given[0])}")
+    check_same_shape(roll, old, "rollout_log_probs", "old_log_probs")
+    check_same_shape(mask_raw, old, "response_mask", "old_log_probs")
+    return xp, [old, roll, mask_raw], device, on_cpu
+
+
+def _accumulate(xp: Any, totals: tuple[dict[str, Any], ...], s: Any, hi: Any, lo: Any) -> None:
+    """Add a block's sums to ``totals[0]``, its maxima and minima to ``totals[1]`` and ``[2]``."""
+    total_s, total_x, total_n = totals
+    for k, v in s.items():
+        total_s[k] = total_s[k] + v if k in total_s else v
+    for k, v in hi.items():
+        total_x[k] = xp.maximum(total_x[k], v) if k in total_x else v
+    for k, v in lo.items():
+        total_n[k] = xp.minimum(total_n[k], v) if k in total_n else v
+
+
 def _block_stats(
     xp: Any, o: Any, r: Any, m: Any, mode: str | None, upper: float, lower: float, icepop: bool
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Sums / maxima / minima of one row block (0-d arrays, float64 for sums)."""
-    f64 = xp.float64
     zero = xp.zeros_like(o)
-    mf = xp.astype(m, o.dtype)
-    cnt = xp.sum(mf, axis=-1)
+    cnt = xp.sum(xp.astype(m, o.dtype), axis=-1)
     lr = xp.where(m, o - r, zero)
     lr_c = xp.clip(lr, min=-SAFETY_BOUND, max=SAFETY_BOUND)
-    rho = xp.exp(lr_c)
-    sums: dict[str, Any] = {}
-    maxes: dict[str, Any] = {}
-    mins: dict[str, Any] = {}
+    b = _Block(o, r, m, zero, cnt, lr, xp.exp(lr_c))
+    out: tuple[dict[str, Any], dict[str, Any], dict[str, Any]] = ({}, {}, {})
+    _token_sums(xp, out[0], b)
+    seq_lr = xp.sum(lr, axis=-1)
+    seq_lr_c = xp.clip(seq_lr, min=-SAFETY_BOUND, max=SAFETY_BOUND)
+    _sequence_sums(xp, out, b, seq_lr_c)
+    if mode is None:
+        return out
+    if mode == "token":
+        raw = xp.where(m, b.rho, zero)
+    else:
+        seq_rho = xp.exp(seq_lr_c)
+        raw = xp.where(m, xp.broadcast_to(seq_rho[:, None], o.shape), zero)
+        sums, maxes, mins = out
+        f64 = xp.float64
+        log_up, log_lo = math.log(upper), math.log(lower)
+        sums["high_rows"] = xp.sum(xp.astype(seq_lr > log_up, f64))
+        sums["low_rows"] = xp.sum(xp.astype(seq_lr < log_lo, f64))
+        maxes["seq_lr"], mins["seq_lr"] = xp.astype(xp.max(seq_lr), f64), xp.astype(xp.min(seq_lr), f64)
+    _weight_sums(xp, out, b, raw, mode, (upper, lower, icepop))
+    return out
 
-    def tsum(x: Any) -> Any:  # masked token sum, float64
-        return xp.sum(xp.astype(xp.sum(xp.where(m, x, zero), axis=-1), f64))
 
-    sums["n_tok"] = xp.sum(xp.astype(cnt, f64))
-    sums["kl"] = -xp.sum(xp.astype(xp.sum(lr, axis=-1), f64))
-    sums["k3"] = tsum(xp.expm1(lr) - lr)
-    sums["chi2_tok"] = tsum(rho * rho)
+def _masked_sum(xp: Any, x: Any, b: _Block) -> Any:
+    """Masked token sum of ``x`` (row sums in ``x``'s dtype, then float64)."""
+    return xp.sum(xp.astype(xp.sum(xp.where(b.m, x, b.zero), axis=-1), xp.float64))
+
+
+def _token_sums(xp: Any, sums: dict[str, Any], b: _Block) -> None:
+    """Token count, k1 / k3 KL, token chi-squared and the Pearson sums of the probabilities."""
+    f64 = xp.float64
+    sums["n_tok"] = xp.sum(xp.astype(b.cnt, f64))
+    sums["kl"] = -xp.sum(xp.astype(xp.sum(b.lr, axis=-1), f64))
+    sums["k3"] = _masked_sum(xp, xp.expm1(b.lr) - b.lr, b)
+    sums["chi2_tok"] = _masked_sum(xp, b.rho * b.rho, b)
     # Pearson correlation of the probabilities, float64 products.
-    p_old = xp.where(m, xp.exp(xp.astype(o, f64)), 0.0)
-    p_roll = xp.where(m, xp.exp(xp.astype(r, f64)), 0.0)
+    p_old = xp.where(b.m, xp.exp(xp.astype(b.o, f64)), 0.0)
+    p_roll = xp.where(b.m, xp.exp(xp.astype(b.r, f64)), 0.0)
     sums["px"], sums["py"] = xp.sum(p_old), xp.sum(p_roll)
     sums["pxx"], sums["pyy"] = xp.sum(p_old * p_old), xp.sum(p_roll * p_roll)
     sums["pxy"] = xp.sum(p_old * p_roll)
 
-    # Sequence-level quantities (verl averages over every row, a row without tokens counting as 0).
-    mean_old = row_mean(xp, xp.sum(xp.where(m, o, zero), axis=-1), cnt)
-    mean_roll = row_mean(xp, xp.sum(xp.where(m, r, zero), axis=-1), cnt)
-    seq_lr = xp.sum(lr, axis=-1)
+
+def _sequence_sums(xp: Any, out: tuple[dict[str, Any], ...], b: _Block, seq_lr_c: Any) -> None:
+    """Perplexities, their log difference and ratio, and the sequence chi-squared (verl averages
+    over every row, a row without tokens counting as 0)."""
+    sums, maxes, mins = out
+    f64 = xp.float64
+    mean_old = row_mean(xp, xp.sum(xp.where(b.m, b.o, b.zero), axis=-1), b.cnt)
+    mean_roll = row_mean(xp, xp.sum(xp.where(b.m, b.r, b.zero), axis=-1), b.cnt)
     diff = mean_roll - mean_old
     diff64 = xp.astype(diff, f64)
     sums["train_ppl"] = xp.sum(xp.astype(xp.exp(-mean_old), f64))
@@ -130,49 +195,50 @@ def _block_stats(
     sums["roll_log_ppl"] = -xp.sum(xp.astype(mean_roll, f64))
     sums["diff"], sums["abs_diff"] = xp.sum(diff64), xp.sum(xp.abs(diff64))
     sums["ppl_ratio"] = xp.sum(xp.astype(xp.exp(diff), f64))
-    seq_lr_c = xp.clip(seq_lr, min=-SAFETY_BOUND, max=SAFETY_BOUND)
     sums["chi2_seq"] = xp.sum(xp.astype(xp.exp(2.0 * seq_lr_c), f64))
     maxes["diff"], mins["diff"] = xp.astype(xp.max(diff), f64), xp.astype(xp.min(diff), f64)
-    if mode is None:
-        return sums, maxes, mins
 
-    if mode == "token":
-        raw = xp.where(m, rho, zero)
-    else:
-        seq_rho = xp.exp(seq_lr_c)
-        raw = xp.where(m, xp.broadcast_to(seq_rho[:, None], o.shape), zero)
-        log_up, log_lo = math.log(upper), math.log(lower)
-        sums["high_rows"] = xp.sum(xp.astype(seq_lr > log_up, f64))
-        sums["low_rows"] = xp.sum(xp.astype(seq_lr < log_lo, f64))
-        maxes["seq_lr"], mins["seq_lr"] = xp.astype(xp.max(seq_lr), f64), xp.astype(xp.min(seq_lr), f64)
+
+def _weight_sums(
+    xp: Any,
+    out: tuple[dict[str, Any], ...],
+    b: _Block,
+    raw: Any,
+    mode: str,
+    bounds: tuple[float, float, bool],
+) -> None:
+    """The IS weights (truncated, or zeroed outside the IcePop band): sums, moments about 1,
+    fractions out of bounds and extremes, per token and per sequence."""
+    sums, maxes, mins = out
+    upper, lower, icepop = bounds
+    f64 = xp.float64
     if icepop:
         keep = (raw >= lower) & (raw <= upper)
-        w = xp.where(keep, raw, zero)
-        sums["oob"] = tsum(xp.astype(~keep, o.dtype))
+        w = xp.where(keep, raw, b.zero)
+        sums["oob"] = _masked_sum(xp, xp.astype(~keep, b.o.dtype), b)
     else:
         w = xp.clip(raw, max=upper)
     wc = xp.clip(w, min=0.0, max=upper)
-    sums["w"] = tsum(w)
-    sums["wc"] = tsum(wc)
-    sums["wc2"] = tsum(wc * wc)
+    sums["w"] = _masked_sum(xp, w, b)
+    sums["wc"] = _masked_sum(xp, wc, b)
+    sums["wc2"] = _masked_sum(xp, wc * wc, b)
     # Second moments about 1, where IS weights gather: no cancellation in the stds (float32 sums of
     # w**2 ~ 1 would lose the spread below ~1e-3).
     dev = wc - 1.0
-    sums["wd"] = tsum(dev)
-    sums["wd2"] = tsum(dev * dev)
+    sums["wd"] = _masked_sum(xp, dev, b)
+    sums["wd2"] = _masked_sum(xp, dev * dev, b)
     if mode == "token":
-        sums["high_tok"] = tsum(xp.astype(raw > upper, o.dtype))
-        sums["low_tok"] = tsum(xp.astype(raw < lower, o.dtype))
-        maxes["w"], mins["w"] = _masked_extremes(xp, w, m)
-    seq_w = xp.astype(row_mean(xp, xp.sum(w, axis=-1), cnt), f64)
-    seq_raw = row_mean(xp, xp.sum(raw, axis=-1), cnt)
+        sums["high_tok"] = _masked_sum(xp, xp.astype(raw > upper, b.o.dtype), b)
+        sums["low_tok"] = _masked_sum(xp, xp.astype(raw < lower, b.o.dtype), b)
+        maxes["w"], mins["w"] = _masked_extremes(xp, w, b.m)
+    seq_w = xp.astype(row_mean(xp, xp.sum(w, axis=-1), b.cnt), f64)
+    seq_raw = row_mean(xp, xp.sum(raw, axis=-1), b.cnt)
     sums["seq_w"] = xp.sum(seq_w)
     seq_dev = seq_w - 1.0
     sums["seq_d"], sums["seq_d2"] = xp.sum(seq_dev), xp.sum(seq_dev * seq_dev)
     sums["seq_high"] = xp.sum(xp.astype(seq_raw > upper, f64))
     sums["seq_low"] = xp.sum(xp.astype(seq_raw < lower, f64))
     maxes["seq_w"], mins["seq_w"] = xp.max(seq_w), xp.min(seq_w)
-    return sums, maxes, mins
 
 
 def _masked_extremes(xp: Any, x: Any, m: Any) -> tuple[Any, Any]:
@@ -213,22 +279,12 @@ def rollout_mismatch_statistics(
         "icepop": icepop,
         "prefix": check_prefix(prefix),
     }
-    names = ["old_log_probs", "rollout_log_probs", "response_mask"]
-    for name, x in zip(names, (old_log_probs, rollout_log_probs, response_mask)):
-        if not is_array(x):
-            raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
-    xp, (old, roll, mask_raw), device, on_cpu = prepare_arrays(
-        [old_log_probs, rollout_log_probs, response_mask], names
+    xp, (old, roll, mask_raw), device, on_cpu = _checked_inputs(
+        old_log_probs, rollout_log_probs, response_mask
     )
-    check_real_dtype(old, "old_log_probs")
-    check_real_dtype(roll, "rollout_log_probs")
-    if old.ndim != 2:
-        raise ValueError(f"old_log_probs must have shape (B, R); got {describe(old_log_probs)}")
-    check_same_shape(roll, old, "rollout_log_probs", "old_log_probs")
-    check_same_shape(mask_raw, old, "response_mask", "old_log_probs")
     n_rows, width = old.shape
     if n_rows == 0:
-        arrays = dict(zip(names, (old, roll, mask_raw)))
+        arrays = dict(zip(_NAMES, (old, roll, mask_raw)))
         return stand_in_statistics(
             rollout_mismatch_statistics,
             arrays,
@@ -249,12 +305,7 @@ def rollout_mismatch_statistics(
         o = xp.astype(as_float(old[rows, ...], xp), work)
         r = xp.astype(as_float(roll[rows, ...], xp), work)
         s, hi, lo = _block_stats(xp, o, r, mask[rows, ...], rollout_is, upper, lower, icepop)
-        for k, v in s.items():
-            total_s[k] = total_s[k] + v if k in total_s else v
-        for k, v in hi.items():
-            total_x[k] = xp.maximum(total_x[k], v) if k in total_x else v
-        for k, v in lo.items():
-            total_n[k] = xp.minimum(total_n[k], v) if k in total_n else v
+        _accumulate(xp, (total_s, total_x, total_n), s, hi, lo)
     total_s["n_rows"] = float(n_rows)
     total_s[invalid_mask_field(_MASK)] = 0.0 if n_invalid is None else n_invalid
     return Stats.pack(
@@ -275,40 +326,7 @@ def _finalize(
         )
     if math.isnan(s["kl"]) or math.isnan(s["train_log_ppl"]):
         raise ValueError("old_log_probs or rollout_log_probs hold NaN at tokens selected by response_mask")
-    out: dict[str, float] = {}
-    if mode is not None:
-        out[K.ROLLOUT_CORR_IS_MEAN] = s["w"] / n
-        if mode == "token":
-            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = s["high_tok"] / n
-            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_LOW] = s["low_tok"] / n
-            out[K.ROLLOUT_CORR_IS_MAX], out[K.ROLLOUT_CORR_IS_MIN] = hi["w"], lo["w"]
-        else:
-            out[K.ROLLOUT_CORR_IS_MAX] = math.exp(min(hi["seq_lr"], SAFETY_BOUND))
-            out[K.ROLLOUT_CORR_IS_MIN] = math.exp(lo["seq_lr"]) if lo["seq_lr"] > -745 else 0.0
-            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = s["high_rows"] / rows
-            out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_LOW] = s["low_rows"] / rows
-        mean_c, mean_c2 = s["wc"] / n, s["wc2"] / n
-        mean_d = s["wd"] / n
-        out[K.ROLLOUT_CORR_IS_STD] = math.sqrt(max(s["wd2"] / n - mean_d * mean_d, 0.0)) if n > 1 else 0.0
-        if s["wc2"] > 0:
-            out[K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE] = mean_c * mean_c / mean_c2
-            out[K.ROLLOUT_CORR_IS_ESS_TOKENS] = s["wc"] * s["wc"] / s["wc2"]
-        else:
-            msg = "every applied IS weight is 0: the effective sample size is undefined (NaN)"
-            out[K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE] = warn_undefined(msg, stacklevel=None)
-            out[K.ROLLOUT_CORR_IS_ESS_TOKENS] = math.nan
-        out[K.ROLLOUT_CORR_IS_SEQ_MEAN] = s["seq_w"] / rows
-        if rows > 1:
-            var = max(s["seq_d2"] - s["seq_d"] ** 2 / rows, 0.0) / (rows - 1)
-            out[K.ROLLOUT_CORR_IS_SEQ_STD] = math.sqrt(var)
-        else:
-            out[K.ROLLOUT_CORR_IS_SEQ_STD] = 0.0
-        out[K.ROLLOUT_CORR_IS_SEQ_MAX], out[K.ROLLOUT_CORR_IS_SEQ_MIN] = hi["seq_w"], lo["seq_w"]
-        out[K.ROLLOUT_CORR_IS_SEQ_MAX_DEVIATION] = max(abs(hi["seq_w"] - 1.0), abs(lo["seq_w"] - 1.0))
-        out[K.ROLLOUT_CORR_IS_SEQ_FRACTION_HIGH] = s["seq_high"] / rows
-        out[K.ROLLOUT_CORR_IS_SEQ_FRACTION_LOW] = s["seq_low"] / rows
-        if options["icepop"]:
-            out[K.ROLLOUT_CORR_IS_OOB_RATIO] = s["oob"] / n
+    out = {} if mode is None else _weight_metrics(s, hi, lo, options)
     out[K.ROLLOUT_CORR_TRAINING_PPL] = s["train_ppl"] / rows
     out[K.ROLLOUT_CORR_TRAINING_LOG_PPL] = s["train_log_ppl"] / rows
     out[K.ROLLOUT_CORR_KL] = s["kl"] / n
@@ -325,6 +343,48 @@ def _finalize(
     return with_prefix(out, K.ROLLOUT_CORR_PREFIX, options["prefix"])
 
 
+def _weight_metrics(
+    s: dict[str, float], hi: dict[str, float], lo: dict[str, float], options: Mapping[str, Any]
+) -> dict[str, float]:
+    """The importance-weight metrics (``rollout_is*``) from the host statistics."""
+    mode = options["rollout_is"]
+    n, rows = s["n_tok"], s["n_rows"]
+    out: dict[str, float] = {}
+    out[K.ROLLOUT_CORR_IS_MEAN] = s["w"] / n
+    if mode == "token":
+        out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = s["high_tok"] / n
+        out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_LOW] = s["low_tok"] / n
+        out[K.ROLLOUT_CORR_IS_MAX], out[K.ROLLOUT_CORR_IS_MIN] = hi["w"], lo["w"]
+    else:
+        out[K.ROLLOUT_CORR_IS_MAX] = math.exp(min(hi["seq_lr"], SAFETY_BOUND))
+        out[K.ROLLOUT_CORR_IS_MIN] = math.exp(lo["seq_lr"]) if lo["seq_lr"] > -745 else 0.0
+        out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = s["high_rows"] / rows
+        out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_LOW] = s["low_rows"] / rows
+    mean_c, mean_c2 = s["wc"] / n, s["wc2"] / n
+    mean_d = s["wd"] / n
+    out[K.ROLLOUT_CORR_IS_STD] = math.sqrt(max(s["wd2"] / n - mean_d * mean_d, 0.0)) if n > 1 else 0.0
+    if s["wc2"] > 0:
+        out[K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE] = mean_c * mean_c / mean_c2
+        out[K.ROLLOUT_CORR_IS_ESS_TOKENS] = s["wc"] * s["wc"] / s["wc2"]
+    else:
+        msg = "every applied IS weight is 0: the effective sample size is undefined (NaN)"
+        out[K.ROLLOUT_CORR_IS_EFF_SAMPLE_SIZE] = warn_undefined(msg, stacklevel=None)
+        out[K.ROLLOUT_CORR_IS_ESS_TOKENS] = math.nan
+    out[K.ROLLOUT_CORR_IS_SEQ_MEAN] = s["seq_w"] / rows
+    if rows > 1:
+        var = max(s["seq_d2"] - s["seq_d"] ** 2 / rows, 0.0) / (rows - 1)
+        out[K.ROLLOUT_CORR_IS_SEQ_STD] = math.sqrt(var)
+    else:
+        out[K.ROLLOUT_CORR_IS_SEQ_STD] = 0.0
+    out[K.ROLLOUT_CORR_IS_SEQ_MAX], out[K.ROLLOUT_CORR_IS_SEQ_MIN] = hi["seq_w"], lo["seq_w"]
+    out[K.ROLLOUT_CORR_IS_SEQ_MAX_DEVIATION] = max(abs(hi["seq_w"] - 1.0), abs(lo["seq_w"] - 1.0))
+    out[K.ROLLOUT_CORR_IS_SEQ_FRACTION_HIGH] = s["seq_high"] / rows
+    out[K.ROLLOUT_CORR_IS_SEQ_FRACTION_LOW] = s["seq_low"] / rows
+    if options["icepop"]:
+        out[K.ROLLOUT_CORR_IS_OOB_RATIO] = s["oob"] / n
+    return out
+
+
 def _pearson(s: dict[str, float]) -> float:
     n = s["n_tok"]
     cov = s["pxy"] - s["px"] * s["py"] / n
@@ -339,7 +399,8 @@ def _pearson(s: dict[str, float]) -> float:
     return max(-1.0, min(1.0, cov / math.sqrt(var_x * var_y)))
 
 
-def compute_rollout_mismatch_metrics(
+@metrics_from(rollout_mismatch_statistics)
+def compute_rollout_mismatch_metrics(  # type: ignore[empty-body]  # the body is @metrics_from's
     old_log_probs: Any,
     rollout_log_probs: Any,
     response_mask: Any,
@@ -403,24 +464,4 @@ def compute_rollout_mismatch_metrics(
     >>> round(m["rollout_corr/kl"], 6), round(m["rollout_corr/k3_kl"], 6)
     (-0.074381, 0.133952)
     """
-
-    def make() -> Stats:
-        return rollout_mismatch_statistics(
-            old_log_probs,
-            rollout_log_probs,
-            response_mask,
-            rollout_is=rollout_is,
-            rollout_is_threshold=rollout_is_threshold,
-            prefix=prefix,
-        )
-
-    if process_group is None:
-        return make().finalize()
-    stats = all_reduce_checked(
-        make,
-        process_group,
-        what="compute_rollout_mismatch_metrics",
-        device=getattr(old_log_probs, "device", None),
-    )
-    assert stats is not None  # make() returns statistics or raises
-    return stats.finalize()
+    ...  # @metrics_from computes: the statistics, their all-reduce, finalize

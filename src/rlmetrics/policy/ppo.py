@@ -35,9 +35,9 @@ from rlmetrics._core.array import (
 from rlmetrics._core.checks import check_real_dtype, warn_undefined
 from rlmetrics._core.stats import (
     Stats,
-    all_reduce_checked,
     check_prefix,
     invalid_mask_field,
+    metrics_from,
     stand_in_statistics,
     with_prefix,
 )
@@ -45,6 +45,7 @@ from rlmetrics._core.stats import (
 __all__ = ["compute_ppo_update_metrics", "ppo_update_statistics"]
 
 _MASK = "response_mask"
+_NAMES = ("log_probs", "old_log_probs", "advantages", "response_mask")
 
 AGGREGATIONS = {
     "token-mean": "token-mean",
@@ -117,72 +118,19 @@ def ppo_update_statistics(
         "aggregation": _aggregation(aggregation),
         "prefix": check_prefix(prefix),
     }
-    names = ["log_probs", "old_log_probs", "advantages", "response_mask"]
-    for name, x in zip(names, (log_probs, old_log_probs, advantages, response_mask)):
-        if not is_array(x):
-            raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
-    xp, (lp, olp, adv, mask_raw), device, on_cpu = prepare_arrays(
-        [log_probs, old_log_probs, advantages, response_mask], names
-    )
-    for name, x in zip(names[:3], (lp, olp, adv)):
-        check_real_dtype(x, name)
-    if lp.ndim != 2:
-        raise ValueError(f"log_probs must have shape (B, R); got {describe(log_probs)}")
-    for name, x in zip(names[1:], (olp, adv, mask_raw)):
-        check_same_shape(x, lp, name, "log_probs")
+    xp, arrays, device, on_cpu = _checked_inputs(log_probs, old_log_probs, advantages, response_mask)
+    lp, olp, adv, mask_raw = arrays
     n_rows, width = lp.shape
     if n_rows == 0:
-        arrays = dict(zip(names, (lp, olp, adv, mask_raw)))
-        return stand_in_statistics(ppo_update_statistics, arrays, {"response_mask"}, **options)
+        like = dict(zip(_NAMES, arrays))
+        return stand_in_statistics(ppo_update_statistics, like, {"response_mask"}, **options)
     mask, n_invalid = mask_and_invalid_count(mask_raw, _MASK)
     work = xp.float64 if xp.float64 in (lp.dtype, olp.dtype, adv.dtype) else xp.float32
-    f64 = xp.float64
     step = cpu_block_rows(n_rows, width, on_cpu)
-    tok = {k: xp.asarray(0.0, dtype=f64, device=device) for k in _MEANS}
-    seq = {k: xp.asarray(0.0, dtype=f64, device=device) for k in _MEANS}
-    n_tok = xp.asarray(0.0, dtype=f64, device=device)
-    n_seq = xp.asarray(0.0, dtype=f64, device=device)
-    r_max = xp.asarray(-math.inf, dtype=f64, device=device)
-    r_min = xp.asarray(math.inf, dtype=f64, device=device)
-    for start in range(0, n_rows, step):
-        rows = slice(start, start + step)
-        m = mask[rows, ...]
-        a = xp.astype(as_float(adv[rows, ...], xp), work)
-        zero = xp.zeros_like(a)
-        neg_kl = xp.clip(
-            xp.astype(as_float(lp[rows, ...], xp), work) - xp.astype(as_float(olp[rows, ...], xp), work),
-            min=-20.0,
-            max=20.0,
-        )
-        ratio = xp.exp(neg_kl)
-        loss1 = -a * ratio
-        loss2 = -a * xp.clip(ratio, min=1 - low, max=1 + high)
-        clipped = loss2 > loss1
-        loss3 = -a * c
-        values = {
-            "clip": clipped,
-            "kl": -neg_kl,
-            "dual": (xp.maximum(loss1, loss2) > loss3) & (a < 0),
-            "clip_low": clipped & (a < 0),
-            "clip_high": clipped & (a > 0),
-            "k3": xp.expm1(neg_kl) - neg_kl,
-            "ratio": ratio,
-        }
-        cnt = xp.sum(xp.astype(m, f64), axis=-1)
-        has = cnt > 0
-        safe = xp.where(has, cnt, xp.ones_like(cnt))
-        n_tok = n_tok + xp.sum(cnt)
-        n_seq = n_seq + xp.sum(xp.astype(has, f64))
-        for k, v in values.items():
-            row = xp.astype(xp.sum(xp.where(m, xp.astype(v, work), zero), axis=-1), f64)
-            tok[k] = tok[k] + xp.sum(row)
-            seq[k] = seq[k] + xp.sum(xp.where(has, row / safe, xp.zeros_like(row)))
-        if width:  # zero-width responses: no token, no extreme
-            r_max = xp.maximum(r_max, xp.astype(xp.max(xp.where(m, ratio, -math.inf)), f64))
-            r_min = xp.minimum(r_min, xp.astype(xp.min(xp.where(m, ratio, math.inf)), f64))
+    tok, seq, counts, r_max, r_min = _token_sums(xp, (lp, olp, adv, mask), work, device, step, (low, high, c))
     sums = {
-        "n_tok": n_tok,
-        "n_seq": n_seq,
+        "n_tok": counts[0],
+        "n_seq": counts[1],
         invalid_mask_field(_MASK): 0.0 if n_invalid is None else n_invalid,
     }
     sums.update({f"tok_{k}": v for k, v in tok.items()})
@@ -197,6 +145,79 @@ def ppo_update_statistics(
         xp=xp,
         device=device,
     )
+
+
+def _checked_inputs(*given: Any) -> tuple[Any, list[Any], Any, bool]:
+    """``prepare_arrays`` of the four inputs, checked: arrays, real dtypes, one ``(B, R)`` shape."""
+    for name, x in zip(_NAMES, given):
+        if not is_array(x):
+            raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
+    xp, arrays, device, on_cpu = prepare_arrays(list(given), list(_NAMES))
+    lp = arrays[0]
+    for name, x in zip(_NAMES[:3], arrays):
+        check_real_dtype(x, name)
+    if lp.ndim != 2:
+        raise ValueError(f"log_probs must have shape (B, R); got {describe(given[0])}")
+    for name, x in zip(_NAMES[1:], arrays[1:]):
+        check_same_shape(x, lp, name, "log_probs")
+    return xp, list(arrays), device, on_cpu
+
+
+def _block_values(xp: Any, lp: Any, olp: Any, a: Any, bounds: tuple[float, float, float]) -> dict[str, Any]:
+    """Per-token indicators and values of one row block (verl's vanilla policy loss), by name."""
+    low, high, c = bounds
+    neg_kl = xp.clip(lp - olp, min=-20.0, max=20.0)
+    ratio = xp.exp(neg_kl)
+    loss1 = -a * ratio
+    loss2 = -a * xp.clip(ratio, min=1 - low, max=1 + high)
+    clipped = loss2 > loss1
+    loss3 = -a * c
+    return {
+        "clip": clipped,
+        "kl": -neg_kl,
+        "dual": (xp.maximum(loss1, loss2) > loss3) & (a < 0),
+        "clip_low": clipped & (a < 0),
+        "clip_high": clipped & (a > 0),
+        "k3": xp.expm1(neg_kl) - neg_kl,
+        "ratio": ratio,
+    }
+
+
+def _token_sums(
+    xp: Any, arrays: tuple[Any, ...], work: Any, device: Any, step: int, bounds: tuple[float, float, float]
+) -> tuple[dict[str, Any], dict[str, Any], tuple[Any, Any], Any, Any]:
+    """Token sums and sums of sequence means per value, (token, sequence) counts and the ratio's
+    extremes, row block by row block; 0-d float64 arrays on ``device``."""
+    lp, olp, adv, mask = arrays
+    f64 = xp.float64
+    n_rows, width = lp.shape
+    tok = {k: xp.asarray(0.0, dtype=f64, device=device) for k in _MEANS}
+    seq = {k: xp.asarray(0.0, dtype=f64, device=device) for k in _MEANS}
+    n_tok = xp.asarray(0.0, dtype=f64, device=device)
+    n_seq = xp.asarray(0.0, dtype=f64, device=device)
+    r_max = xp.asarray(-math.inf, dtype=f64, device=device)
+    r_min = xp.asarray(math.inf, dtype=f64, device=device)
+    for start in range(0, n_rows, step):
+        rows = slice(start, start + step)
+        m = mask[rows, ...]
+        a = xp.astype(as_float(adv[rows, ...], xp), work)
+        zero = xp.zeros_like(a)
+        lp_b = xp.astype(as_float(lp[rows, ...], xp), work)
+        values = _block_values(xp, lp_b, xp.astype(as_float(olp[rows, ...], xp), work), a, bounds)
+        cnt = xp.sum(xp.astype(m, f64), axis=-1)
+        has = cnt > 0
+        safe = xp.where(has, cnt, xp.ones_like(cnt))
+        n_tok = n_tok + xp.sum(cnt)
+        n_seq = n_seq + xp.sum(xp.astype(has, f64))
+        for k, v in values.items():
+            row = xp.astype(xp.sum(xp.where(m, xp.astype(v, work), zero), axis=-1), f64)
+            tok[k] = tok[k] + xp.sum(row)
+            seq[k] = seq[k] + xp.sum(xp.where(has, row / safe, xp.zeros_like(row)))
+        if width:  # zero-width responses: no token, no extreme
+            ratio = values["ratio"]
+            r_max = xp.maximum(r_max, xp.astype(xp.max(xp.where(m, ratio, -math.inf)), f64))
+            r_min = xp.minimum(r_min, xp.astype(xp.min(xp.where(m, ratio, math.inf)), f64))
+    return tok, seq, (n_tok, n_seq), r_max, r_min
 
 
 def _finalize(
@@ -226,7 +247,8 @@ def _aggregation(aggregation: str) -> str:
     return AGGREGATIONS[aggregation]
 
 
-def compute_ppo_update_metrics(
+@metrics_from(ppo_update_statistics)
+def compute_ppo_update_metrics(  # type: ignore[empty-body]  # the body is @metrics_from's
     log_probs: Any,
     old_log_probs: Any,
     advantages: Any,
@@ -286,25 +308,4 @@ def compute_ppo_update_metrics(
     >>> m["actor/ppo_ratio_max"], m["actor/ppo_ratio_min"]
     (1.5, 0.5)
     """
-
-    def make() -> Stats:
-        return ppo_update_statistics(
-            log_probs,
-            old_log_probs,
-            advantages,
-            response_mask,
-            clip_ratio=clip_ratio,
-            clip_ratio_low=clip_ratio_low,
-            clip_ratio_high=clip_ratio_high,
-            clip_ratio_c=clip_ratio_c,
-            aggregation=aggregation,
-            prefix=prefix,
-        )
-
-    if process_group is None:
-        return make().finalize()
-    stats = all_reduce_checked(
-        make, process_group, what="compute_ppo_update_metrics", device=getattr(log_probs, "device", None)
-    )
-    assert stats is not None  # make() returns statistics or raises
-    return stats.finalize()
+    ...  # @metrics_from computes: the statistics, their all-reduce, finalize

@@ -34,9 +34,9 @@ from rlmetrics._core.checks import check_real_dtype, row_mean
 from rlmetrics._core.kernels import FUSED_MIN_ELEMENTS, variance_rows_kernel
 from rlmetrics._core.stats import (
     Stats,
-    all_reduce_checked,
     check_prefix,
     invalid_mask_field,
+    metrics_from,
     stand_in_statistics,
     with_prefix,
 )
@@ -46,6 +46,7 @@ __all__ = ["compute_variance_proxy_metrics", "variance_proxy_statistics"]
 _MASK = "batch['response_mask']"
 
 _REQUIRED = ("sum_pi_squared", "old_log_probs", "advantages")
+_NAMES = ("sum_pi_squared", "old_log_probs", "advantages", "response_mask", "rollout_is_weights")
 
 # Elements per row block on the CPU: a block's float32 temporaries (256 KiB each) stay in L2.
 _CPU_BLOCK_ELEMENTS = 1 << 16
@@ -90,41 +91,20 @@ def variance_proxy_statistics(
     if not isinstance(strict, bool | np.bool_):
         raise TypeError(f"strict must be a bool; got {type(strict).__name__} {strict!r}")
     view = as_batch(batch)
-    for key in (*_REQUIRED, "response_mask", "rollout_is_weights"):
-        value = view.non_tensors.get(key)
-        if key == "rollout_is_weights" and value is None:
-            continue  # optional: None is "no weights"
-        if not view.has(key) and key in view.non_tensors:  # present, but not an array: refused
-            got = describe(value) if hasattr(value, "dtype") else type(value).__name__
-            raise TypeError(f"batch[{key!r}] must be a numpy array or a torch tensor of numbers; got {got}")
+    _refuse_non_arrays(view)
     missing = _missing(view)
     if missing:
         if strict:
             view.tensor(missing[0], why="needed by the variance proxies; strict=True")
         return None
-    names = ["sum_pi_squared", "old_log_probs", "advantages", "response_mask", "rollout_is_weights"]
-    raw = [view.tensor(k, why="the variance proxies sum over response tokens") for k in names[:4]]
-    xp, arrays, device, on_cpu = prepare_arrays(
-        [*raw, view.get("rollout_is_weights")], [f"batch[{n!r}]" for n in names]
-    )
+    xp, arrays, device, on_cpu = _checked_arrays(view)
     spi, old, adv, mask_raw, weights = arrays
-    for name, x in zip(names, arrays):
-        if x is not None and name != "response_mask":
-            check_real_dtype(x, f"batch[{name!r}]")
-    if adv.ndim != 2:
-        raise ValueError(f"batch['advantages'] must have shape (B, R); got {describe(adv)}")
-    for name, x in (("sum_pi_squared", spi), ("old_log_probs", old), ("response_mask", mask_raw)):
-        check_same_shape(x, adv, f"batch[{name!r}]", "batch['advantages']")
-    if weights is not None:
-        check_same_shape(weights, adv, "batch['rollout_is_weights']", "batch['advantages']")
     n_rows = adv.shape[0]
     if n_rows == 0:
-        like = dict(zip(names, (spi, old, adv, mask_raw, weights)))
+        like = dict(zip(_NAMES, arrays))
         return stand_in_statistics(
             _of_stand_ins, like, {"response_mask", "rollout_is_weights"}, prefix=prefix
         )
-    use_is = weights is not None
-    f64 = xp.float64
     tokens = (spi, old, adv, weights)
     n_invalid: Any = None  # numpy masks are checked block by block; a device mask's count is deferred
     if on_cpu:
@@ -133,6 +113,56 @@ def variance_proxy_statistics(
         mask, n_invalid = mask_and_invalid_count(mask_raw, _MASK)
         # Zeroed outside the mask first, so that no NaN there reaches a dot product (no sync).
         sums = list(_row_sums(xp, mask, *(None if t is None else xp.where(mask, t, 0) for t in tokens)))
+    totals = _trajectory_sums(xp, sums, weights is not None)
+    return Stats.pack(
+        "variance_proxy",
+        {
+            "n": float(n_rows),
+            **totals,
+            invalid_mask_field(_MASK): 0.0 if n_invalid is None else n_invalid,
+        },
+        {},
+        {},
+        finaliser=_finalize,
+        options={"rollout_is": weights is not None, "prefix": check_prefix(prefix)},
+        xp=xp,
+        device=device,
+    )
+
+
+def _refuse_non_arrays(view: Any) -> None:
+    """A key the proxies read that holds something other than an array is refused, never skipped."""
+    for key in (*_REQUIRED, "response_mask", "rollout_is_weights"):
+        value = view.non_tensors.get(key)
+        if key == "rollout_is_weights" and value is None:
+            continue  # optional: None is "no weights"
+        if not view.has(key) and key in view.non_tensors:  # present, but not an array: refused
+            got = describe(value) if hasattr(value, "dtype") else type(value).__name__
+            raise TypeError(f"batch[{key!r}] must be a numpy array or a torch tensor of numbers; got {got}")
+
+
+def _checked_arrays(view: Any) -> tuple[Any, list[Any], Any, bool]:
+    """``prepare_arrays`` of the five inputs (weights ``None`` when absent): real, ``(B, R)`` each."""
+    raw = [view.tensor(k, why="the variance proxies sum over response tokens") for k in _NAMES[:4]]
+    xp, arrays, device, on_cpu = prepare_arrays(
+        [*raw, view.get("rollout_is_weights")], [f"batch[{n!r}]" for n in _NAMES]
+    )
+    spi, old, adv, mask_raw, weights = arrays
+    for name, x in zip(_NAMES, arrays):
+        if x is not None and name != "response_mask":
+            check_real_dtype(x, f"batch[{name!r}]")
+    if adv.ndim != 2:
+        raise ValueError(f"batch['advantages'] must have shape (B, R); got {describe(adv)}")
+    for name, x in (("sum_pi_squared", spi), ("old_log_probs", old), ("response_mask", mask_raw)):
+        check_same_shape(x, adv, f"batch[{name!r}]", "batch['advantages']")
+    if weights is not None:
+        check_same_shape(weights, adv, "batch['rollout_is_weights']", "batch['advantages']")
+    return xp, list(arrays), device, on_cpu
+
+
+def _trajectory_sums(xp: Any, sums: list[Any], use_is: bool) -> dict[str, Any]:
+    """Sums over trajectories of ``A^2``, ``W`` and the proxy-2 terms, from the per-row sums."""
+    f64 = xp.float64
     cnt, a_total, w_row, *is_sums = (xp.astype(s, f64) for s in sums)
     a_row = row_mean(xp, a_total, cnt)
     a2 = a_row * a_row
@@ -142,24 +172,7 @@ def variance_proxy_statistics(
         term = rho_bar * rho_bar * a2 * xp.clip(w_orig, min=0.0)
     else:
         term = a2 * xp.clip(w_row, min=0.0)
-    a2_sum, w_sum, power_sum = xp.sum(a2), xp.sum(w_row), xp.sum(term)
-    invalid = 0.0 if n_invalid is None else n_invalid
-    return Stats.pack(
-        "variance_proxy",
-        {
-            "n": float(n_rows),
-            "a2": a2_sum,
-            "w": w_sum,
-            "power": power_sum,
-            invalid_mask_field(_MASK): invalid,
-        },
-        {},
-        {},
-        finaliser=_finalize,
-        options={"rollout_is": use_is, "prefix": check_prefix(prefix)},
-        xp=xp,
-        device=device,
-    )
+    return {"a2": xp.sum(a2), "w": xp.sum(w_row), "power": xp.sum(term)}
 
 
 def _missing(view: Any) -> list[str]:
@@ -408,7 +421,19 @@ def _gradient_norm_squared(gradient_norm: Any) -> float | None:
     return value * value
 
 
-def compute_variance_proxy_metrics(
+def _why_missing(batch: Any) -> str:
+    """Why a rank's batch gave no statistics, for the message of the ranks that have them."""
+    absent = ", ".join(repr(k) for k in _missing(as_batch(batch)))
+    return f"batch is missing {absent}, needed by the variance proxies"
+
+
+@metrics_from(
+    variance_proxy_statistics,
+    late=("gradient_norm",),
+    check_late=lambda gradient_norm=None: _gradient_norm_squared(gradient_norm),
+    missing=_why_missing,
+)
+def compute_variance_proxy_metrics(  # type: ignore[empty-body]  # the body is @metrics_from's
     batch: Any,
     gradient_norm: Any = None,
     *,
@@ -470,19 +495,4 @@ def compute_variance_proxy_metrics(
         ...
     ValueError: batch is missing the tensor 'sum_pi_squared' (needed by the variance proxies; strict=True)...
     """
-    if process_group is None:
-        stats = variance_proxy_statistics(batch, strict=strict, prefix=prefix)
-        # verl's {}: without these tensors there are no proxies
-        return {} if stats is None else stats.finalize(gradient_norm=gradient_norm)
-
-    def make() -> Stats | None:
-        _gradient_norm_squared(gradient_norm)  # checked before the collectives, like the batch
-        return variance_proxy_statistics(batch, strict=strict, prefix=prefix)
-
-    def why() -> str:
-        absent = ", ".join(repr(k) for k in _missing(as_batch(batch)))
-        return f"batch is missing {absent}, needed by the variance proxies"
-
-    stats = all_reduce_checked(make, process_group, what="compute_variance_proxy_metrics", missing=why)
-    # {} on every rank when every rank lacks the tensors (verl's {}); mixed ranks raised above
-    return {} if stats is None else stats.finalize(gradient_norm=gradient_norm)
+    ...  # @metrics_from computes: the statistics, their all-reduce, finalize

@@ -49,7 +49,7 @@ from rlmetrics._core.kernels import (
     token_rows_kernel,
 )
 from rlmetrics._core.lengths import attention_split, prompt_response_lengths, response_width
-from rlmetrics._core.stats import ANY, Stats, all_reduce_checked, invalid_mask_field
+from rlmetrics._core.stats import ANY, Stats, invalid_mask_field, metrics_from
 
 __all__ = ["compute_data_metrics", "data_statistics"]
 
@@ -493,22 +493,11 @@ def _batch_sums(
     xp, table = inputs.xp, rows.table
     f64 = xp.float64
     ret_m2, ret_sq_n = _combine_rows(xp, table["n"], table["ret_sum"], table["ret_m2"])
-    if use_critic:
-        diff_m2, diff_sq_n = _combine_rows(xp, table["n"], table["diff_sum"], table["diff_m2"])
-        val_s, diff_s = xp.sum(table["val_sum"]), xp.sum(table["diff_sum"])
-    else:
-        val_s = diff_s = diff_m2 = diff_sq_n = 0.0
+    val_s, diff_s, diff_m2, diff_sq_n = _critic_sums(xp, table, use_critic)
     prompt_len, response_len = rows.prompt_len, rows.response_len
     non_aborted = response_len != 0
     everyone = xp.ones_like(non_aborted)
-    r_limit = float(response_width(view) if max_response_length is None else max_response_length)
-    if max_prompt_length is None:
-        p_limit = float(view.tensor("prompts", why="its width is the prompt clip limit").shape[-1])
-    else:
-        p_limit = float(max_prompt_length)
-    # Clip ratios: equal to the padded width (verl), or at least the configured limit.
-    resp_clipped = (response_len == r_limit) if max_response_length is None else (response_len >= r_limit)
-    prompt_clipped = (prompt_len == p_limit) if max_prompt_length is None else (prompt_len >= p_limit)
+    resp_clipped, prompt_clipped = _clipped(view, rows, max_response_length, max_prompt_length)
 
     def count(b: Any) -> Any:
         return xp.astype(xp.count_nonzero(b), f64)
@@ -551,6 +540,32 @@ def _batch_sums(
     return sums, maxes, mins
 
 
+def _critic_sums(xp: Any, table: Mapping[str, Any], use_critic: bool) -> tuple[Any, Any, Any, Any]:
+    """Sums of the values and of ``returns - values``, and the latter's M2 and ``S**2 / n``."""
+    if not use_critic:
+        return 0.0, 0.0, 0.0, 0.0
+    diff_m2, diff_sq_n = _combine_rows(xp, table["n"], table["diff_sum"], table["diff_m2"])
+    return xp.sum(table["val_sum"]), xp.sum(table["diff_sum"]), diff_m2, diff_sq_n
+
+
+def _clipped(
+    view: BatchView, rows: _Rows, max_response_length: int | None, max_prompt_length: int | None
+) -> tuple[Any, Any]:
+    """Which responses and prompts count as clipped: equal to the padded width (verl), or at
+    least the configured limit."""
+    response_len, prompt_len = rows.response_len, rows.prompt_len
+    if max_response_length is None:
+        resp_clipped = response_len == float(response_width(view))
+    else:
+        resp_clipped = response_len >= float(max_response_length)
+    if max_prompt_length is None:
+        width = view.tensor("prompts", why="its width is the prompt clip limit").shape[-1]
+        prompt_clipped = prompt_len == float(width)
+    else:
+        prompt_clipped = prompt_len >= float(max_prompt_length)
+    return resp_clipped, prompt_clipped
+
+
 def _checked_attention(view: BatchView, n_rows: int) -> tuple[np.ndarray, int]:
     """The attention mask and its prompt/response split, for the fused kernel (validated)."""
     attention, split = attention_split(view)
@@ -581,31 +596,18 @@ def _finalize(
     s: dict[str, float], hi: dict[str, float], lo: dict[str, float], options: Mapping[str, Any]
 ) -> dict[str, float]:
     """verl's metric dictionary from the host statistics."""
-    nan = math.nan
     n, n_na, n_tok = s["n_samples"], s["n_non_aborted"], s["n_tokens"]
     if n == 0:
         raise ValueError(
             "batch is empty: advantages has 0 rows (on every rank, with process_group=); "
             "metrics need at least one sample"
         )
-
-    def mean(total: float, count: float) -> float:
-        return total / count if count > 0 else nan
+    mean = _mean
 
     def ext(name: str, count: float) -> tuple[float, float]:
-        return (hi[name], lo[name]) if count > 0 else (nan, nan)
+        return _extremes(hi, lo, name, count)
 
-    if n_na == 0:
-        warn_undefined(
-            "every sample is aborted (response length 0): score, reward and non-aborted length "
-            "metrics are NaN",
-            stacklevel=None,
-        )
-    if n_tok == 0:
-        warn_undefined(
-            "response_mask is all zero: advantage, return and value metrics are NaN", stacklevel=None
-        )
-
+    _warn_empty_sets(n_na, n_tok)
     m: dict[str, float] = {}
     for (k_mean, k_max, k_min), name, total, count in (
         ((K.SCORE_MEAN, K.SCORE_MAX, K.SCORE_MIN), "score", s["score_sum"], n_na),
@@ -619,6 +621,44 @@ def _finalize(
         m[K.VALUES_MEAN] = mean(s["val_sum"], n_tok)
         m[K.VALUES_MAX], m[K.VALUES_MIN] = ext("val", n_tok)
         m[K.VF_EXPLAINED_VAR] = _explained_variance(s)
+    m.update(_length_metrics(s, hi, lo))
+    m.update(_count_metrics(s, hi, lo))
+    return m
+
+
+def _warn_empty_sets(n_na: float, n_tok: float) -> None:
+    """The ``UndefinedMetricWarning`` of every set that is empty (aborted samples, zero mask)."""
+    if n_na == 0:
+        warn_undefined(
+            "every sample is aborted (response length 0): score, reward and non-aborted length "
+            "metrics are NaN",
+            stacklevel=None,
+        )
+    if n_tok == 0:
+        warn_undefined(
+            "response_mask is all zero: advantage, return and value metrics are NaN", stacklevel=None
+        )
+
+
+def _mean(total: float, count: float) -> float:
+    """``total / count``; NaN for an empty set."""
+    return total / count if count > 0 else math.nan
+
+
+def _extremes(hi: dict[str, float], lo: dict[str, float], name: str, count: float) -> tuple[float, float]:
+    """``(max, min)`` of ``name``; NaNs for an empty set."""
+    return (hi[name], lo[name]) if count > 0 else (math.nan, math.nan)
+
+
+def _length_metrics(s: dict[str, float], hi: dict[str, float], lo: dict[str, float]) -> dict[str, float]:
+    """Response and prompt lengths: means, extremes, clip ratios, the aborted ratio."""
+    n, n_na = s["n_samples"], s["n_non_aborted"]
+    mean = _mean
+
+    def ext(name: str, count: float) -> tuple[float, float]:
+        return _extremes(hi, lo, name, count)
+
+    m: dict[str, float] = {}
     m[K.RESPONSE_LENGTH_MEAN] = mean(s["resp_len_sum"], n)
     m[K.RESPONSE_LENGTH_MAX], m[K.RESPONSE_LENGTH_MIN] = ext("resp_len", n)
     m[K.RESPONSE_LENGTH_CLIP_RATIO] = mean(s["resp_len_clipped"], n)
@@ -629,6 +669,13 @@ def _finalize(
     m[K.PROMPT_LENGTH_MEAN] = mean(s["prompt_len_sum"], n)
     m[K.PROMPT_LENGTH_MAX], m[K.PROMPT_LENGTH_MIN] = ext("prompt_len", n)
     m[K.PROMPT_LENGTH_CLIP_RATIO] = mean(s["prompt_len_clipped"], n)
+    return m
+
+
+def _count_metrics(s: dict[str, float], hi: dict[str, float], lo: dict[str, float]) -> dict[str, float]:
+    """``num_turns/*`` and ``tool_call_counts/*`` when every sample carries them, none when none does."""
+    n, mean = s["n_samples"], _mean
+    m: dict[str, float] = {}
     # verl reports them when the batch carries them, for every sample: statistics of batches with
     # and without them (micro-batches merged, or ranks) would describe only part of the samples.
     for key, count in (("__num_turns__", s["n_turns"]), ("tool_call_counts", s["n_tool_calls"])):
@@ -658,7 +705,16 @@ def _explained_variance(s: dict[str, float]) -> float:
     return 1.0 - var_diff / (var_ret + 1e-5)
 
 
-def compute_data_metrics(
+def _optional_keys(batch: Any) -> dict[str, Any]:
+    """The optional non-tensor keys the ranks must share; an empty shard matches any set."""
+    view = as_batch(batch)
+    empty = view.tensor("advantages").shape[0] == 0
+    keys = tuple(k for k in _OPTIONAL_KEYS if k in view.non_tensors)
+    return {"optional non-tensor keys": ANY if empty else keys}
+
+
+@metrics_from(data_statistics, agree_on=_optional_keys)
+def compute_data_metrics(  # type: ignore[empty-body]  # the body is @metrics_from's
     batch: Any,
     use_critic: bool = True,
     *,
@@ -708,23 +764,4 @@ def compute_data_metrics(
         ``tool_call_counts/*`` when present. A statistic over an empty set (every response
         aborted, an all-zero mask) is NaN with an ``UndefinedMetricWarning``.
     """
-    if process_group is None:
-        return data_statistics(
-            batch, use_critic, max_response_length=max_response_length, max_prompt_length=max_prompt_length
-        ).finalize()
-    present: dict[str, Any] = {}
-
-    def make() -> Stats:
-        stats = data_statistics(
-            batch, use_critic, max_response_length=max_response_length, max_prompt_length=max_prompt_length
-        )
-        view = as_batch(batch)
-        # An empty shard matches any set of optional keys; the others must carry the same set.
-        empty = view.tensor("advantages").shape[0] == 0
-        keys = tuple(k for k in _OPTIONAL_KEYS if k in view.non_tensors)
-        present["optional non-tensor keys"] = ANY if empty else keys
-        return stats
-
-    stats = all_reduce_checked(make, process_group, what="compute_data_metrics", extra=present)
-    assert stats is not None  # make() returns statistics or raises
-    return stats.finalize()
+    ...  # @metrics_from computes: the statistics, their all-reduce, finalize
