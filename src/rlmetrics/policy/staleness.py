@@ -69,9 +69,9 @@ from rlmetrics._core.batch import as_batch
 from rlmetrics._core.checks import check_int, check_real_dtype, warn_undefined
 from rlmetrics._core.stats import (
     Stats,
-    all_reduce_checked,
     check_prefix,
     invalid_mask_field,
+    metrics_from,
     with_prefix,
 )
 
@@ -599,7 +599,10 @@ def _finalize(
     return with_prefix(out, K.STALENESS_PREFIX, options["prefix"]) | peer_values
 
 
-def compute_staleness_metrics(
+@metrics_from(
+    staleness_statistics, late=("peer_names",), check_late=lambda peer_names=(): _check_peers(peer_names)
+)
+def compute_staleness_metrics(  # type: ignore[empty-body]  # the body is @metrics_from's
     batch_or_arrays: Any,
     *,
     current_version: int,
@@ -689,34 +692,3 @@ def compute_staleness_metrics(
     >>> m["rollout/staleness/mean"]
     1.5
     """
-
-    def make() -> Stats:
-        return staleness_statistics(
-            batch_or_arrays,
-            current_version=current_version,
-            response_mask=response_mask,
-            newest_versions=newest_versions,
-            importance_weights=importance_weights,
-            old_log_probs=old_log_probs,
-            rollout_log_probs=rollout_log_probs,
-            rewards=rewards,
-            response_lengths=response_lengths,
-            start_times=start_times,
-            enqueue_times=enqueue_times,
-            dequeue_times=dequeue_times,
-            train_time=train_time,
-            dropped_versions=dropped_versions,
-            dropped_lengths=dropped_lengths,
-            dropped_rewards=dropped_rewards,
-            versions_key=versions_key,
-            prefix=prefix,
-        )
-
-    _check_peers(peer_names)
-    if process_group is None:
-        return make().finalize(peer_names=peer_names)
-    stats = all_reduce_checked(
-        make, process_group, what="compute_staleness_metrics", device=getattr(batch_or_arrays, "device", None)
-    )
-    assert stats is not None  # make() returns statistics or raises
-    return stats.finalize(peer_names=peer_names)
