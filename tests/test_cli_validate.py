@@ -450,7 +450,7 @@ def test_deep_nesting_is_a_line_numbered_error_not_a_crash(tmp_path):
 
 def test_unreadable_input_exits_1(tmp_path, monkeypatch):
     src = write_jsonl(tmp_path / "0.jsonl", rollouts())
-    from rlmetrics.validation import dumps as dumps_module
+    from rlmetrics.readers import dumps as dumps_module
 
     def eio(*args, **kwargs):
         raise OSError(errno.EIO, os.strerror(errno.EIO), str(src))
