@@ -50,6 +50,7 @@ from rlmetrics.policy.ppo import compute_ppo_update_metrics, ppo_update_statisti
 from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 from rlmetrics.tracking import Tracker, TrackingBackend, read_jsonl
 from rlmetrics.training.data import compute_data_metrics, data_statistics
+from rlmetrics.training.text import compute_text_metrics, text_statistics
 from rlmetrics.training.timers import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
     ACCELERATOR_PEAK_FLOPS,
@@ -146,6 +147,7 @@ __all__ = [
     "compute_mfu",
     "compute_ppo_update_metrics",
     "compute_rollout_mismatch_metrics",
+    "compute_text_metrics",
     "compute_throughout_metrics",
     "compute_throughput_metrics",
     "compute_timing_metrics",
@@ -175,6 +177,7 @@ __all__ = [
     "run_demo",
     "sum_pi_squared_from_logits",
     "summarize_validation",
+    "text_statistics",
     "timer",
     "variance_proxy_statistics",
     "wilson_interval",
