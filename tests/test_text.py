@@ -3,6 +3,7 @@ merges of any split, the text and token-id paths against each other, errors, and
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import pickle
@@ -370,7 +371,9 @@ def test_merge_of_any_split_equals_the_whole(responses: list[list[str]], data) -
     cut = sorted(data.draw(st.lists(st.integers(0, len(texts)), max_size=3)))
     bounds = [0, *cut, len(texts)]
     opts = {"format_pattern": "b c", "ngram": 2, "loop_repeats": 2}
-    parts = [text_statistics(texts[a:b], stop_reasons=stops[a:b], **opts) for a, b in zip(bounds, bounds[1:])]
+    parts = [
+        text_statistics(texts[a:b], stop_reasons=stops[a:b], **opts) for a, b in itertools.pairwise(bounds)
+    ]
     whole = _metrics(text_statistics(texts, stop_reasons=stops, **opts))
     merged = _metrics(Stats.merge(*parts))
     assert merged.keys() == whole.keys()
@@ -382,7 +385,7 @@ def test_merge_of_any_split_equals_the_whole(responses: list[list[str]], data) -
     mask = np.array([[1] * len(r) + [0] * (width - len(r)) for r in responses])
     id_parts = [
         text_statistics(token_ids=ids[a:b], response_mask=mask[a:b], ngram=2)
-        for a, b in zip(bounds, bounds[1:])
+        for a, b in itertools.pairwise(bounds)
     ]
     id_whole = _metrics(text_statistics(token_ids=ids, response_mask=mask, ngram=2))
     for key, value in _metrics(Stats.merge(*id_parts)).items():
@@ -633,7 +636,7 @@ def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
         a = dist_inputs()
         lo = sum(SHARDS[:rank])
         res = dist_metrics(a, lo, lo + SHARDS[rank], dist.group.WORLD)
-        res["empty_shard"] = dist_metrics(a, 0 if rank else 0, sum(SHARDS) if rank else 0, dist.group.WORLD)
+        res["empty_shard"] = dist_metrics(a, 0, sum(SHARDS) if rank else 0, dist.group.WORLD)
         try:
             bad = ["x"] * SHARDS[rank] if rank == 0 else [1] * SHARDS[rank]
             compute_text_metrics(bad, process_group=dist.group.WORLD)

@@ -51,6 +51,7 @@ metrics are NaN with an :class:`~rlmetrics.errors.UndefinedMetricWarning`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import zlib
@@ -96,7 +97,7 @@ _STOP_KEYS = dict(
 )
 _DEFAULT_THINK_SPAN = ("<think>", "</think>")
 #: A whitespace-separated word: optional punctuation, letters (inner ' or -) or a number, punctuation.
-_WORD = re.compile(r"(?<!\S)[^\w\s]*(?:[^\W\d_]+(?:['\u2019-][^\W\d_]+)*|\d+(?:[.,]\d+)*)[^\w\s]*(?!\S)")
+_WORD = re.compile(r"[^\w\s]*(?:[^\W\d_]+(?:['\u2019-][^\W\d_]+)*|\d+(?:[.,]\d+)*)[^\w\s]*")
 _ROW_BLOCK = 256  # rows of token ids per block: bounds the n-gram codes' memory (B x T x 8 bytes)
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (golden ratio), a bijection mod 2**64
 _ID_LIMIT = 2**32  # token ids travel as uint32 bytes for the compression ratio
@@ -167,8 +168,8 @@ def _check_think_span(span: Any, on_ids: bool) -> tuple[Any, Any] | None:
 
 
 def _host_ids(token_ids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarray | None]:
-    """``token_ids`` (and the mask, as bool) as host numpy arrays, checked."""
-    arrays = []
+    """``token_ids`` (and the mask, as bool) as host numpy arrays, checked (the ids' range later)."""
+    arrays: list[np.ndarray | None] = []
     for name, x in (("token_ids", token_ids), ("response_mask", response_mask)):
         if x is None:
             arrays.append(None)
@@ -189,11 +190,30 @@ def _host_ids(token_ids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarra
                 f"response_mask and token_ids must have the same shape; got {mask.shape} and {ids.shape}"
             )
         mask = check_mask(mask, "response_mask")
-    selected = ids if mask is None else ids[mask]
-    if selected.size and (int(selected.min()) < 0 or int(selected.max()) >= _ID_LIMIT):
-        bad = int(selected.min()) if int(selected.min()) < 0 else int(selected.max())
-        raise ValueError(f"token_ids must be in [0, 2**32) where response_mask selects them; found {bad}")
     return ids, mask
+
+
+def _right_aligned(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's selected ids moved to the row's end (int64, -1 before them), and the row lengths.
+
+    Raises the ``ValueError`` for a selected id outside ``[0, 2**32)``.
+    """
+    n_rows, width = ids.shape
+    if mask is None:
+        out = ids.astype(np.int64, copy=False)
+        lengths = np.full(n_rows, width, dtype=np.int64)
+    else:
+        lengths = np.count_nonzero(mask, axis=1).astype(np.int64)
+        out = np.full((n_rows, width), -1, dtype=np.int64)
+        for i in range(n_rows):  # one boolean selection per row: cheaper than any global scatter
+            out[i, width - lengths[i] :] = ids[i][mask[i]]
+    padding = int(n_rows * width - lengths.sum())
+    negatives = int(np.count_nonzero(out < 0))
+    if negatives > padding or (out.size and int(out.max()) >= _ID_LIMIT):
+        selected = ids if mask is None else ids[mask]
+        bad = int(selected.min()) if negatives > padding else int(selected.max())
+        raise ValueError(f"token_ids must be in [0, 2**32) where response_mask selects them; found {bad}")
+    return out, lengths
 
 
 # --- decoded text -----------------------------------------------------------------------------------
@@ -219,6 +239,11 @@ def ends_in_loop(units: Sequence[Any], repeats: int, max_period: int) -> bool:
         if units[n - (repeats - 1) * p :] == units[n - repeats * p : n - p]:
             return True
     return False
+
+
+def _non_words(units: list[str]) -> int:
+    """How many of ``units`` are not a word (letters alone are; the others go through the regex)."""
+    return sum(1 for u in itertools.filterfalse(str.isalpha, units) if _WORD.fullmatch(u) is None)
 
 
 def _deflate_ratio(data: bytes) -> float:
@@ -262,7 +287,7 @@ def _text_sums(texts: list[str], o: Mapping[str, Any]) -> tuple[dict[str, float]
                 grams = set(units) if n == 1 else set(zip(*(units[k:] for k in range(n))))
                 s["distinct_sum"] += len(grams) / (len(units) - n + 1)
                 s["distinct_n"] += 1
-            s["non_word_sum"] += 1.0 - len(_WORD.findall(text)) / len(units)
+            s["non_word_sum"] += _non_words(units) / len(units)
             if o["compression"]:
                 ratio = _deflate_ratio(text.encode("utf-8"))
                 s["comp_sum"] += ratio
@@ -284,19 +309,6 @@ def _text_sums(texts: list[str], o: Mapping[str, Any]) -> tuple[dict[str, float]
 
 
 # --- token ids --------------------------------------------------------------------------------------
-
-
-def _right_aligned(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's selected ids moved to the row's end (int64, -1 before them), and the row lengths."""
-    n_rows, width = ids.shape
-    if mask is None:
-        return ids.astype(np.int64, copy=False), np.full(n_rows, width, dtype=np.int64)
-    lengths = np.count_nonzero(mask, axis=1).astype(np.int64)
-    out = np.full((n_rows, width), -1, dtype=np.int64)
-    rows, cols = np.nonzero(mask)
-    rank = np.cumsum(mask, axis=1, dtype=np.int64)[rows, cols] - 1  # position among the row's tokens
-    out[rows, width - lengths[rows] + rank] = ids[rows, cols]
-    return out, lengths
 
 
 def _ngram_codes(block: np.ndarray, n: int, bits: int) -> np.ndarray:
