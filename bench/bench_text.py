@@ -53,7 +53,10 @@ def make_texts(rows: int, chars: int, seed: int = 0) -> tuple[list[str], list[st
             words = words[: len(words) // 2] + block * (len(words) // 12)
         body = " ".join(words)
         cut = len(body) // 3
-        texts.append(f"<think>{body[:cut]}</think>{body[cut:]} \\boxed{{{i}}}")
+        if i % 8 == 0:  # stuck in the thinking span until the length limit
+            texts.append(f"<think>{body}")
+        else:
+            texts.append(f"<think>{body[:cut]}</think>{body[cut:]} \\boxed{{{i}}}")
         stops.append("length" if i % 8 == 0 else "stop")
     return texts, stops
 

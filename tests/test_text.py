@@ -227,7 +227,7 @@ def test_stop_reasons_as_rates() -> None:
     ]
     m = compute_text_metrics(["x"] * len(reasons), stop_reasons=reasons)
     want = {"stop": 2, "length": 1, "abort": 2, "error": 1, "tool_call": 2, "other": 2}
-    got = {r: m[K.TEXT_STOP_REASON_PREFIX + r] for r in STOP_REASONS}
+    got = {r: m[key] for r, key in zip(STOP_REASONS, K.TEXT_STOP_REASON_KEYS)}
     assert got == {r: c / len(reasons) for r, c in want.items()}
     assert sum(got.values()) == pytest.approx(1.0)
     assert K.TEXT_STOP_REASON_STOP not in compute_text_metrics(["x"])
@@ -399,7 +399,7 @@ SHARED = [
     K.TEXT_LOOP_RATIO,
     K.TEXT_DISTINCT_NGRAM_MEAN,
     K.TEXT_THINK_CLOSED_RATIO,
-    *(K.TEXT_STOP_REASON_PREFIX + r for r in STOP_REASONS),
+    *K.TEXT_STOP_REASON_KEYS,
 ]
 
 

@@ -394,13 +394,21 @@ TEXT_COMPRESSION_RATIO_MEAN = f"{TEXT_PREFIX}compression_ratio/mean"
 TEXT_COMPRESSION_RATIO_MAX = f"{TEXT_PREFIX}compression_ratio/max"
 TEXT_COMPRESSION_RATIO_MIN = f"{TEXT_PREFIX}compression_ratio/min"
 TEXT_NON_WORD_RATIO_MEAN = f"{TEXT_PREFIX}non_word_ratio/mean"  # decoded text only
-TEXT_STOP_REASON_PREFIX = f"{TEXT_PREFIX}stop_reason/"
-TEXT_STOP_REASON_STOP = f"{TEXT_STOP_REASON_PREFIX}stop"  # end of sequence / stop string
-TEXT_STOP_REASON_LENGTH = f"{TEXT_STOP_REASON_PREFIX}length"
-TEXT_STOP_REASON_ABORT = f"{TEXT_STOP_REASON_PREFIX}abort"
-TEXT_STOP_REASON_ERROR = f"{TEXT_STOP_REASON_PREFIX}error"
-TEXT_STOP_REASON_TOOL_CALL = f"{TEXT_STOP_REASON_PREFIX}tool_call"
-TEXT_STOP_REASON_OTHER = f"{TEXT_STOP_REASON_PREFIX}other"
+TEXT_STOP_REASON_STOP = f"{TEXT_PREFIX}stop_reason/stop"  # end of sequence / stop string
+TEXT_STOP_REASON_LENGTH = f"{TEXT_PREFIX}stop_reason/length"
+TEXT_STOP_REASON_ABORT = f"{TEXT_PREFIX}stop_reason/abort"
+TEXT_STOP_REASON_ERROR = f"{TEXT_PREFIX}stop_reason/error"
+TEXT_STOP_REASON_TOOL_CALL = f"{TEXT_PREFIX}stop_reason/tool_call"
+TEXT_STOP_REASON_OTHER = f"{TEXT_PREFIX}stop_reason/other"
+#: The stop-reason rates, in the order of ``training.text.STOP_REASONS``.
+TEXT_STOP_REASON_KEYS = (
+    TEXT_STOP_REASON_STOP,
+    TEXT_STOP_REASON_LENGTH,
+    TEXT_STOP_REASON_ABORT,
+    TEXT_STOP_REASON_ERROR,
+    TEXT_STOP_REASON_TOOL_CALL,
+    TEXT_STOP_REASON_OTHER,
+)
 TEXT_FORMAT_MATCH_RATIO = f"{TEXT_PREFIX}format/match_ratio"
 TEXT_THINK_CLOSED_RATIO = f"{TEXT_PREFIX}think/closed_ratio"
 TEXT_THINK_SHARE = f"{TEXT_PREFIX}think/share"  # characters / tokens inside the thinking span

@@ -82,19 +82,7 @@ _STOP_ALIASES = {
     "tool_call": "tool_call",
     "tool_calls": "tool_call",
 }
-_STOP_KEYS = dict(
-    zip(
-        STOP_REASONS,
-        (
-            K.TEXT_STOP_REASON_STOP,
-            K.TEXT_STOP_REASON_LENGTH,
-            K.TEXT_STOP_REASON_ABORT,
-            K.TEXT_STOP_REASON_ERROR,
-            K.TEXT_STOP_REASON_TOOL_CALL,
-            K.TEXT_STOP_REASON_OTHER,
-        ),
-    )
-)
+_STOP_KEYS = dict(zip(STOP_REASONS, K.TEXT_STOP_REASON_KEYS))
 _DEFAULT_THINK_SPAN = ("<think>", "</think>")
 #: A whitespace-separated word: optional punctuation, letters (inner ' or -) or a number, punctuation.
 _WORD = re.compile(r"[^\w\s]*(?:[^\W\d_]+(?:['\u2019-][^\W\d_]+)*|\d+(?:[.,]\d+)*)[^\w\s]*")
@@ -205,8 +193,12 @@ def _right_aligned(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray
     else:
         lengths = np.count_nonzero(mask, axis=1).astype(np.int64)
         out = np.full((n_rows, width), -1, dtype=np.int64)
-        for i in range(n_rows):  # one boolean selection per row: cheaper than any global scatter
-            out[i, width - lengths[i] :] = ids[i][mask[i]]
+        if np.array_equal(mask, np.arange(width)[None, :] < lengths[:, None]):  # verl's left-aligned mask
+            for i, n in enumerate(lengths.tolist()):
+                out[i, width - n :] = ids[i, :n]
+        else:
+            for i in range(n_rows):  # one boolean selection per row: cheaper than any global scatter
+                out[i, width - lengths[i] :] = ids[i][mask[i]]
     padding = int(n_rows * width - lengths.sum())
     negatives = int(np.count_nonzero(out < 0))
     if negatives > padding or (out.size and int(out.max()) >= _ID_LIMIT):
@@ -314,13 +306,15 @@ def _text_sums(texts: list[str], o: Mapping[str, Any]) -> tuple[dict[str, float]
 def _ngram_codes(block: np.ndarray, n: int, bits: int) -> np.ndarray:
     """One uint64 code per n-gram start (exact packing when ``n * bits <= 64``, else a 64-bit hash)."""
     width = block.shape[1] - n + 1
-    u = block.astype(np.uint64)  # the -1 padding wraps; codes touching it are discarded by the caller
+    u = block.view(np.uint64)  # the -1 padding wraps; codes touching it are discarded by the caller
     code = u[:, :width].copy()
     for k in range(1, n):
         if n * bits <= 64:
-            code = (code << np.uint64(bits)) | (u[:, k : k + width] & np.uint64((1 << bits) - 1))
+            code <<= np.uint64(bits)
+            code |= u[:, k : k + width]
         else:  # multiply-xor chain: each step is a bijection of the running code for a fixed next id
-            code = (code * _HASH_MUL) ^ u[:, k : k + width]
+            code *= _HASH_MUL
+            code ^= u[:, k : k + width]
     return code
 
 
@@ -385,17 +379,23 @@ def _think_ids(
 def _id_sums(
     aligned: np.ndarray, lengths: np.ndarray, o: Mapping[str, Any]
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Sums and extremes of right-aligned token rows, in row blocks."""
+    """Sums and extremes of right-aligned token rows, in blocks of rows of similar lengths.
+
+    Rows are taken shortest first, and each block is cut to its longest row, so the n-gram
+    sort and the comparisons skip most of the padding.
+    """
     s = dict.fromkeys(_sum_names(o), 0.0)
     width = aligned.shape[1]
     s["n"], s["len_sum"] = float(lengths.size), float(lengths.sum())
     s["empty"] = float(np.count_nonzero(lengths == 0))
-    top = int(aligned.max()) if aligned.size else 0
-    bits = max(1, top.bit_length())
+    bits = max(1, (int(aligned.max()) if aligned.size else 0).bit_length())
+    order = np.argsort(lengths, kind="stable")
     ratios: list[float] = []
     think_max = answer_max = -math.inf
     for first in range(0, lengths.size, _ROW_BLOCK):
-        block, lens = aligned[first : first + _ROW_BLOCK], lengths[first : first + _ROW_BLOCK]
+        rows = order[first : first + _ROW_BLOCK]
+        lens = lengths[rows]
+        block = aligned[rows, width - int(lens.max()) :]
         s["loop"] += float(np.count_nonzero(_loops(block, lens, o["loop_repeats"], o["loop_max_period"])))
         distinct = _distinct_counts(block, lens, o["ngram"], bits)
         has = lens >= o["ngram"]
@@ -403,19 +403,14 @@ def _id_sums(
         s["distinct_n"] += float(np.count_nonzero(has))
         if o["compression"]:
             raw = block.astype("<u4")
-            ratios += [
-                _deflate_ratio(raw[i, width - n :].tobytes()) for i, n in enumerate(lens.tolist()) if n
-            ]
+            cut = block.shape[1]
+            ratios += [_deflate_ratio(raw[i, cut - n :].tobytes()) for i, n in enumerate(lens.tolist()) if n]
         if o["think_span"] is not None:
             closed, think, answer = _think_ids(block, lens, o["think_span"])
             s["closed"] += float(np.count_nonzero(closed))
             s["think_sum"] += float(think.sum())
             s["answer_sum"] += float(answer.sum())
-            if lens.size:
-                think_max, answer_max = (
-                    max(think_max, float(think.max())),
-                    max(answer_max, float(answer.max())),
-                )
+            think_max, answer_max = max(think_max, float(think.max())), max(answer_max, float(answer.max()))
     s["comp_sum"] = math.fsum(ratios)
     ext = {
         "len_max": float(lengths.max()) if lengths.size else -math.inf,
