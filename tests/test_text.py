@@ -531,6 +531,18 @@ ERRORS = [
         id="ids-negative",
     ),
     pytest.param(
+        {"token_ids": np.array([[1, 2**40]], dtype=np.uint64)},
+        ValueError,
+        r"token_ids must be in \[0, 2\*\*32\).*found 1099511627776",
+        id="ids-too-large",
+    ),
+    pytest.param(
+        {"token_ids": np.array([[1, 2**63 + 5]], dtype=np.uint64)},
+        ValueError,
+        r"found 9223372036854775813",
+        id="ids-uint64-top-bit",
+    ),
+    pytest.param(
         {"token_ids": np.array([[1, -1]]), "response_mask": np.array([[1, 0]])},
         None,
         None,

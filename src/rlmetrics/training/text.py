@@ -203,7 +203,7 @@ def _right_aligned(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray
     negatives = int(np.count_nonzero(out < 0))
     if negatives > padding or (out.size and int(out.max()) >= _ID_LIMIT):
         selected = ids if mask is None else ids[mask]
-        bad = int(selected.min()) if negatives > padding else int(selected.max())
+        bad = int(selected[(selected < 0) | (selected >= _ID_LIMIT)][0])
         raise ValueError(f"token_ids must be in [0, 2**32) where response_mask selects them; found {bad}")
     return out, lengths
 
