@@ -65,7 +65,7 @@ from rlmetrics._core.array import check_dense, check_mask, describe, is_array, i
 from rlmetrics._core.checks import check_int, warn_undefined
 from rlmetrics._core.stats import Stats, all_reduce_checked, check_prefix, with_prefix
 
-__all__ = ["COMPRESSION_LEVEL", "STOP_REASONS", "compute_text_metrics", "text_statistics"]
+__all__ = ["COMPRESSION_LEVEL", "STOP_REASONS", "compute_text_metrics", "ends_in_loop", "text_statistics"]
 
 #: zlib level of the compression ratio (1: the fastest; the ratio is a proxy, not a size).
 COMPRESSION_LEVEL = 1
