@@ -51,6 +51,7 @@ from rlmetrics.policy.staleness import compute_staleness_metrics, staleness_stat
 from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 from rlmetrics.tracking import Tracker, TrackingBackend, read_jsonl
 from rlmetrics.training.data import compute_data_metrics, data_statistics
+from rlmetrics.training.text import compute_text_metrics, text_statistics
 from rlmetrics.training.timers import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
     ACCELERATOR_PEAK_FLOPS,
@@ -150,6 +151,7 @@ __all__ = [
     "compute_ppo_update_metrics",
     "compute_rollout_mismatch_metrics",
     "compute_staleness_metrics",
+    "compute_text_metrics",
     "compute_throughout_metrics",
     "compute_throughput_metrics",
     "compute_timing_metrics",
@@ -180,6 +182,7 @@ __all__ = [
     "staleness_statistics",
     "sum_pi_squared_from_logits",
     "summarize_validation",
+    "text_statistics",
     "timer",
     "variance_proxy_statistics",
     "wilson_interval",

@@ -455,3 +455,41 @@ PRIME_RL_OFF_POLICY_DROPPED = "off_policy/dropped"
 SLIME_STALENESS_MEAN = "rollout/staleness/mean"
 SLIME_STALENESS_MAX = "rollout/staleness/max"
 SLIME_STALENESS_MULTI_VERSION_FRAC = "rollout/staleness/multi_version_frac"
+
+# --- text statistics of a step's rollouts (training.text) ---------------------------------------
+#: Prefix of the text statistics (``compute_text_metrics(prefix=)`` replaces it). Lengths are in
+#: characters for decoded text and in tokens for token ids.
+TEXT_PREFIX = "text/"
+TEXT_NUM_RESPONSES = f"{TEXT_PREFIX}num_responses"
+TEXT_EMPTY_RATIO = f"{TEXT_PREFIX}empty_ratio"
+TEXT_LENGTH_MEAN = f"{TEXT_PREFIX}length/mean"
+TEXT_LENGTH_MAX = f"{TEXT_PREFIX}length/max"
+TEXT_LENGTH_MIN = f"{TEXT_PREFIX}length/min"
+TEXT_LOOP_RATIO = f"{TEXT_PREFIX}repetition/loop_ratio"  # share of responses ending in an n-gram loop
+TEXT_DISTINCT_NGRAM_MEAN = f"{TEXT_PREFIX}repetition/distinct_ngram/mean"  # mean per-response distinct-n
+TEXT_COMPRESSION_RATIO_MEAN = f"{TEXT_PREFIX}compression_ratio/mean"
+TEXT_COMPRESSION_RATIO_MAX = f"{TEXT_PREFIX}compression_ratio/max"
+TEXT_COMPRESSION_RATIO_MIN = f"{TEXT_PREFIX}compression_ratio/min"
+TEXT_NON_WORD_RATIO_MEAN = f"{TEXT_PREFIX}non_word_ratio/mean"  # decoded text only
+TEXT_STOP_REASON_STOP = f"{TEXT_PREFIX}stop_reason/stop"  # end of sequence / stop string
+TEXT_STOP_REASON_LENGTH = f"{TEXT_PREFIX}stop_reason/length"
+TEXT_STOP_REASON_ABORT = f"{TEXT_PREFIX}stop_reason/abort"
+TEXT_STOP_REASON_ERROR = f"{TEXT_PREFIX}stop_reason/error"
+TEXT_STOP_REASON_TOOL_CALL = f"{TEXT_PREFIX}stop_reason/tool_call"
+TEXT_STOP_REASON_OTHER = f"{TEXT_PREFIX}stop_reason/other"
+#: The stop-reason rates, in the order of ``training.text.STOP_REASONS``.
+TEXT_STOP_REASON_KEYS = (
+    TEXT_STOP_REASON_STOP,
+    TEXT_STOP_REASON_LENGTH,
+    TEXT_STOP_REASON_ABORT,
+    TEXT_STOP_REASON_ERROR,
+    TEXT_STOP_REASON_TOOL_CALL,
+    TEXT_STOP_REASON_OTHER,
+)
+TEXT_FORMAT_MATCH_RATIO = f"{TEXT_PREFIX}format/match_ratio"
+TEXT_THINK_CLOSED_RATIO = f"{TEXT_PREFIX}think/closed_ratio"
+TEXT_THINK_SHARE = f"{TEXT_PREFIX}think/share"  # characters / tokens inside the thinking span
+TEXT_THINK_LENGTH_MEAN = f"{TEXT_PREFIX}think/length/mean"
+TEXT_THINK_LENGTH_MAX = f"{TEXT_PREFIX}think/length/max"
+TEXT_ANSWER_LENGTH_MEAN = f"{TEXT_PREFIX}answer/length/mean"
+TEXT_ANSWER_LENGTH_MAX = f"{TEXT_PREFIX}answer/length/max"

@@ -6,11 +6,14 @@
   ``compute_throughout_metrics``, and MFU from peak FLOP/s.
 * :mod:`~rlmetrics.training.timers`: ``StageTimer`` and ``timer``, which fill the
   ``timing_raw`` dict those take.
+* :mod:`~rlmetrics.training.text`: text statistics of the step's rollouts (repetition,
+  compression ratio, stop reasons, a format check, thinking spans), ``text_statistics``.
 """
 
 from __future__ import annotations
 
 from rlmetrics.training.data import compute_data_metrics, data_statistics
+from rlmetrics.training.text import compute_text_metrics, text_statistics
 from rlmetrics.training.timers import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
     ACCELERATOR_PEAK_FLOPS,
@@ -26,9 +29,11 @@ __all__ = [
     "StageTimer",
     "compute_data_metrics",
     "compute_mfu",
+    "compute_text_metrics",
     "compute_throughout_metrics",
     "compute_throughput_metrics",
     "compute_timing_metrics",
     "data_statistics",
+    "text_statistics",
     "timer",
 ]

@@ -1,0 +1,685 @@
+"""Text statistics of a step's rollouts: repetition, a gibberish proxy, stop reasons, format, thinking.
+
+Numbers say that something changed; the text says what. This family measures the responses
+themselves, from decoded text (a list of strings) or from token ids alone (a ``(B, T)`` integer
+array and its response mask), as mergeable sums, maxima and minima (a
+:class:`~rlmetrics._core.stats.Stats`): micro-batches merge and data-parallel ranks all-reduce
+exactly, as for every batch family.
+
+Definitions
+-----------
+A response is a sequence of **units**: for text, its whitespace-separated pieces
+(``str.split()``); for token ids, the tokens its mask selects, in order. Its **length** is in
+characters for text (``len(text)``) and in tokens for ids.
+
+* **empty**: no unit (text that is empty or only whitespace; a row the mask selects nothing of).
+* **loop** (``repetition/loop_ratio``): a response of ``L`` units ends in a loop when, for some
+  period ``p`` in ``1..loop_max_period`` with ``L >= loop_repeats * p``, its last
+  ``loop_repeats * p`` units are ``loop_repeats`` copies of one ``p``-unit block (unit ``j``
+  equals unit ``j - p`` over the last ``(loop_repeats - 1) * p`` units). A generation stuck
+  repeating itself until the length limit ends so, even when cut in the middle of a block; a
+  block repeated one time fewer (a near loop) does not count.
+* **distinct-n** (``repetition/distinct_ngram/mean``): per response of ``L >= n`` units, the
+  number of distinct ``n``-grams over the ``L - n + 1`` it has; the exact mean of these ratios
+  over the responses with at least ``n`` units (shorter ones are left out).
+* **compression ratio**: per non-empty response, the size of its raw DEFLATE stream (zlib level
+  :data:`COMPRESSION_LEVEL`, no header) over the size of its bytes: UTF-8 for text, the ids as
+  little-endian ``uint32`` for tokens. Low values are repetition, high values random-looking
+  bytes (gibberish); the mean, maximum and minimum over non-empty responses.
+* **non-word ratio** (text only): per non-empty response, the share of its units that are not a
+  word, a word being letters (with inner ``'`` or ``-``) or a number (``3``, ``3.14``), with
+  leading and trailing punctuation allowed; the mean over non-empty responses.
+* **stop reasons** (with ``stop_reasons=``): the share of responses whose reason is, case
+  insensitive, ``stop`` (``"stop"``, ``"eos"``, ``"end_of_sequence"``), ``length``, ``abort``
+  (``"abort"``, ``"aborted"``), ``error``, ``tool_call`` (``"tool_call"``, ``"tool_calls"``),
+  and ``other`` for any other string.
+* **format** (with ``format_pattern=``, text only): the share of responses whose *answer*
+  (below; the whole response without ``think_span``) contains a match of the pattern
+  (``re.search``).
+* **thinking** (with ``think_span=(open, close)``): a response is *closed* when it holds the
+  closing tag. Closed: the thinking span runs from the end of the opening tag before it (or from
+  the start, for templates that open it in the prompt) to the closing tag, the answer from the
+  closing tag's end to the response's end. Opened but not closed: the thinking span runs to the
+  end and the answer is empty. Neither tag: no thinking, the whole response is the answer.
+  ``think/share`` is the length inside thinking spans over the total length; lengths exclude
+  the tags. For token ids, give each tag as its token id or ids (the default string tags apply
+  to text only and are skipped for ids).
+
+Every share is over all responses of the batch (the union of shards); with no response the
+metrics are NaN with an :class:`~rlmetrics.errors.UndefinedMetricWarning`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlmetrics import keys as K
+from rlmetrics._core.array import check_dense, check_mask, describe, is_array, is_torch_array
+from rlmetrics._core.checks import check_int, warn_undefined
+from rlmetrics._core.stats import Stats, all_reduce_checked, check_prefix, with_prefix
+
+__all__ = ["COMPRESSION_LEVEL", "STOP_REASONS", "compute_text_metrics", "ends_in_loop", "text_statistics"]
+
+#: zlib level of the compression ratio (1: the fastest; the ratio is a proxy, not a size).
+COMPRESSION_LEVEL = 1
+#: The stop-reason categories, in the order of their keys.
+STOP_REASONS = ("stop", "length", "abort", "error", "tool_call", "other")
+_STOP_ALIASES = {
+    "stop": "stop",
+    "eos": "stop",
+    "end_of_sequence": "stop",
+    "length": "length",
+    "abort": "abort",
+    "aborted": "abort",
+    "error": "error",
+    "tool_call": "tool_call",
+    "tool_calls": "tool_call",
+}
+_STOP_KEYS = dict(zip(STOP_REASONS, K.TEXT_STOP_REASON_KEYS))
+_DEFAULT_THINK_SPAN = ("<think>", "</think>")
+#: A whitespace-separated word: optional punctuation, letters (inner ' or -) or a number, punctuation.
+_WORD = re.compile(r"[^\w\s]*(?:[^\W\d_]+(?:['\u2019-][^\W\d_]+)*|\d+(?:[.,]\d+)*)[^\w\s]*")
+_ROW_BLOCK = 256  # rows of token ids per block: bounds the n-gram codes' memory (B x T x 8 bytes)
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (golden ratio), a bijection mod 2**64
+_ID_LIMIT = 2**32  # token ids travel as uint32 bytes for the compression ratio
+
+
+# --- argument checks ------------------------------------------------------------------------------
+
+
+def _check_strings(values: Any, name: str) -> list[str]:
+    """``values`` as a list of strings, or an error naming ``name`` (and the first bad item)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence | np.ndarray):
+        raise TypeError(
+            f"{name} must be a sequence of strings (one per response); got {type(values).__name__}"
+        )
+    out = list(values)
+    for i, v in enumerate(out):
+        if not isinstance(v, str):
+            raise TypeError(f"{name}[{i}] must be a string; got {type(v).__name__} {v!r:.60}")
+    return out
+
+
+def _check_pattern(pattern: Any) -> re.Pattern[str] | None:
+    if pattern is None:
+        return None
+    if isinstance(pattern, re.Pattern):
+        if not isinstance(pattern.pattern, str):
+            raise TypeError("format_pattern must be a str pattern, not a bytes one")
+        return pattern
+    if not isinstance(pattern, str):
+        raise TypeError(
+            f"format_pattern must be a regular expression (str or re.Pattern); got {type(pattern).__name__}"
+        )
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise ValueError(
+            f"format_pattern is not a valid regular expression ({err}); got {pattern!r}"
+        ) from None
+
+
+def _tag_ids(tag: Any, name: str) -> tuple[int, ...]:
+    """One thinking tag of the token-id path as a non-empty tuple of ids >= 0."""
+    items = [tag] if isinstance(tag, int | np.integer) else tag
+    if isinstance(items, str | bytes) or not isinstance(items, Sequence | np.ndarray) or len(items) == 0:
+        raise TypeError(f"{name} must be a token id or a non-empty sequence of token ids; got {tag!r}")
+    return tuple(check_int(v, name, minimum=0) for v in items)
+
+
+def _check_think_span(span: Any, on_ids: bool) -> tuple[Any, Any] | None:
+    """``(open, close)``: two non-empty strings for text, two id tuples for ids; ``None`` for none."""
+    if span is None:
+        return None
+    if isinstance(span, str | bytes) or not isinstance(span, Sequence) or len(span) != 2:
+        raise TypeError(f"think_span must be a pair (open, close) or None; got {span!r}")
+    if on_ids:
+        if tuple(span) == _DEFAULT_THINK_SPAN:
+            return None  # the default tags are text: with ids alone there is nothing to look for
+        if any(isinstance(t, str) for t in span):
+            raise TypeError(
+                "think_span must hold token ids when the responses are token ids (token_ids=); "
+                f"got {span!r}: pass the tags' ids, e.g. tokenizer.convert_tokens_to_ids"
+            )
+        return _tag_ids(span[0], "think_span[0]"), _tag_ids(span[1], "think_span[1]")
+    for i, tag in enumerate(span):
+        if not isinstance(tag, str) or not tag:
+            raise TypeError(f"think_span[{i}] must be a non-empty string; got {tag!r}")
+    return str(span[0]), str(span[1])
+
+
+def _host_ids(token_ids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """``token_ids`` (and the mask, as bool) as host numpy arrays, checked (the ids' range later)."""
+    arrays: list[np.ndarray | None] = []
+    for name, x in (("token_ids", token_ids), ("response_mask", response_mask)):
+        if x is None:
+            arrays.append(None)
+            continue
+        if not is_array(x):
+            raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
+        x = check_dense(x, name)
+        arrays.append(x.detach().cpu().numpy() if is_torch_array(x) else np.asarray(x))
+    ids, mask = arrays
+    assert ids is not None
+    if ids.ndim != 2:
+        raise ValueError(f"token_ids must have shape (B, T); got {describe(ids)}")
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"token_ids must hold integers; got {describe(ids)}")
+    if mask is not None:
+        if tuple(mask.shape) != tuple(ids.shape):
+            raise ValueError(
+                f"response_mask and token_ids must have the same shape; got {mask.shape} and {ids.shape}"
+            )
+        mask = check_mask(mask, "response_mask")
+    return ids, mask
+
+
+def _right_aligned(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's selected ids moved to the row's end (int64, -1 before them), and the row lengths.
+
+    Raises the ``ValueError`` for a selected id outside ``[0, 2**32)``.
+    """
+    n_rows, width = ids.shape
+    if mask is None:
+        out = ids.astype(np.int64, copy=False)
+        lengths = np.full(n_rows, width, dtype=np.int64)
+    else:
+        lengths = np.count_nonzero(mask, axis=1).astype(np.int64)
+        out = np.full((n_rows, width), -1, dtype=np.int64)
+        if np.array_equal(mask, np.arange(width)[None, :] < lengths[:, None]):  # verl's left-aligned mask
+            for i, n in enumerate(lengths.tolist()):
+                out[i, width - n :] = ids[i, :n]
+        else:
+            for i in range(n_rows):  # one boolean selection per row: cheaper than any global scatter
+                out[i, width - lengths[i] :] = ids[i][mask[i]]
+    padding = int(n_rows * width - lengths.sum())
+    negatives = int(np.count_nonzero(out < 0))
+    if negatives > padding or (out.size and int(out.max()) >= _ID_LIMIT):
+        selected = ids if mask is None else ids[mask]
+        bad = int(selected[(selected < 0) | (selected >= _ID_LIMIT)][0])
+        raise ValueError(f"token_ids must be in [0, 2**32) where response_mask selects them; found {bad}")
+    return out, lengths
+
+
+# --- decoded text -----------------------------------------------------------------------------------
+
+
+def ends_in_loop(units: Sequence[Any], repeats: int, max_period: int) -> bool:
+    """Whether the last ``repeats * p`` units are ``repeats`` copies of one ``p``-unit block, some ``p``.
+
+    ``p`` runs over ``1..max_period``. Works on any sequence (a list of words, a string of
+    characters, a list of token ids).
+
+    Examples
+    --------
+    >>> ends_in_loop("so : and then and then and then and then".split(), 4, 8)
+    True
+    >>> ends_in_loop("so : and then and then and then".split(), 4, 8)
+    False
+    """
+    n = len(units)
+    for p in range(1, min(max_period, n // repeats) + 1):
+        if units[n - 1] != units[n - 1 - p]:  # cheap rejection of most periods
+            continue
+        if units[n - (repeats - 1) * p :] == units[n - repeats * p : n - p]:
+            return True
+    return False
+
+
+def _non_words(units: list[str]) -> int:
+    """How many of ``units`` are not a word (letters alone are; the others go through the regex)."""
+    return sum(1 for u in itertools.filterfalse(str.isalpha, units) if _WORD.fullmatch(u) is None)
+
+
+def _deflate_ratio(data: bytes) -> float:
+    """Raw DEFLATE size over raw size (``data`` non-empty)."""
+    packer = zlib.compressobj(COMPRESSION_LEVEL, zlib.DEFLATED, -15)
+    return (len(packer.compress(data)) + len(packer.flush())) / len(data)
+
+
+def _split_think(text: str, span: tuple[str, str] | None) -> tuple[bool, int, str]:
+    """(closed, thinking length, answer text) of one response, as the module docstring defines."""
+    if span is None:
+        return False, 0, text
+    opening, closing = span
+    end = text.find(closing)
+    if end >= 0:
+        start = text.find(opening, 0, end)
+        start = 0 if start < 0 else start + len(opening)
+        return True, end - start, text[end + len(closing) :]
+    start = text.find(opening)
+    if start >= 0:
+        return False, len(text) - start - len(opening), ""
+    return False, 0, text
+
+
+def _text_sums(texts: list[str], o: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """Sums and per-response extremes of decoded responses (one Python pass per response)."""
+    n, repeats, period = o["ngram"], o["loop_repeats"], o["loop_max_period"]
+    span, pattern = o["think_span"], o["_pattern"]
+    s = dict.fromkeys(_sum_names(o), 0.0)
+    ext: dict[str, float] = {"len_max": -math.inf, "len_min": math.inf, "comp_max": -math.inf}
+    ext |= {"comp_min": math.inf, "think_max": -math.inf, "answer_max": -math.inf}
+    for text in texts:
+        units = text.split()
+        size = len(text)
+        s["n"] += 1
+        s["len_sum"] += size
+        ext["len_max"], ext["len_min"] = max(ext["len_max"], size), min(ext["len_min"], size)
+        if units:
+            s["loop"] += ends_in_loop(units, repeats, period)
+            if len(units) >= n:
+                grams = set(units) if n == 1 else set(zip(*(units[k:] for k in range(n))))
+                s["distinct_sum"] += len(grams) / (len(units) - n + 1)
+                s["distinct_n"] += 1
+            s["non_word_sum"] += _non_words(units) / len(units)
+            if o["compression"]:
+                ratio = _deflate_ratio(text.encode("utf-8"))
+                s["comp_sum"] += ratio
+                ext["comp_max"], ext["comp_min"] = max(ext["comp_max"], ratio), min(ext["comp_min"], ratio)
+        else:
+            s["empty"] += 1
+        closed, think, answer = _split_think(text, span)
+        if span is not None:
+            s["closed"] += closed
+            s["think_sum"] += think
+            s["answer_sum"] += len(answer)
+            ext["think_max"], ext["answer_max"] = (
+                max(ext["think_max"], think),
+                max(ext["answer_max"], len(answer)),
+            )
+        if pattern is not None:
+            s["format"] += pattern.search(answer) is not None
+    return s, ext
+
+
+# --- token ids --------------------------------------------------------------------------------------
+
+
+def _ngram_codes(block: np.ndarray, n: int, bits: int) -> np.ndarray:
+    """One uint64 code per n-gram start (exact packing when ``n * bits <= 64``, else a 64-bit hash)."""
+    width = block.shape[1] - n + 1
+    u = block.view(np.uint64)  # the -1 padding wraps; codes touching it are discarded by the caller
+    code = u[:, :width].copy()
+    for k in range(1, n):
+        if n * bits <= 64:
+            code <<= np.uint64(bits)
+            code |= u[:, k : k + width]
+        else:  # multiply-xor chain: each step is a bijection of the running code for a fixed next id
+            code *= _HASH_MUL
+            code ^= u[:, k : k + width]
+    return code
+
+
+def _distinct_counts(block: np.ndarray, lengths: np.ndarray, n: int, bits: int) -> np.ndarray:
+    """Number of distinct n-grams per row of a right-aligned block (0 for rows under ``n`` tokens)."""
+    width = block.shape[1] - n + 1
+    if width <= 0:
+        return np.zeros(block.shape[0], dtype=np.int64)
+    counts = np.maximum(lengths - n + 1, 0)
+    code = _ngram_codes(block, n, bits)
+    code[np.arange(width)[None, :] < (width - counts)[:, None]] = np.iinfo(np.uint64).max
+    code.sort(axis=1)  # the valid codes first (the sentinel is the largest value)
+    new = code[:, 1:] != code[:, :-1]
+    new &= np.arange(1, width)[None, :] < counts[:, None]
+    return np.where(counts > 0, 1 + np.count_nonzero(new, axis=1), 0)
+
+
+def _loops(block: np.ndarray, lengths: np.ndarray, repeats: int, max_period: int) -> np.ndarray:
+    """:func:`ends_in_loop` of every row of a right-aligned block, vectorised over rows."""
+    width = block.shape[1]
+    found = np.zeros(block.shape[0], dtype=bool)
+    for p in range(1, min(max_period, width // repeats) + 1):
+        cand = np.flatnonzero(~found & (lengths >= repeats * p) & (block[:, -1] == block[:, -1 - p]))
+        if cand.size:
+            tail = (repeats - 1) * p
+            sub = block[cand]
+            found[cand] = np.all(sub[:, width - tail :] == sub[:, width - tail - p : width - p], axis=1)
+    return found
+
+
+def _first_match(block: np.ndarray, tag: tuple[int, ...], last_start: np.ndarray | None = None) -> np.ndarray:
+    """Column of the first occurrence of ``tag`` per row (starting at most at ``last_start``), or -1."""
+    k = len(tag)
+    width = block.shape[1] - k + 1
+    if width <= 0:
+        return np.full(block.shape[0], -1, dtype=np.int64)
+    hit = block[:, :width] == tag[0]  # the -1 padding never matches an id >= 0
+    for q in range(1, k):
+        hit &= block[:, q : q + width] == tag[q]
+    if last_start is not None:
+        hit &= np.arange(width)[None, :] <= last_start[:, None]
+    return np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
+
+
+def _think_ids(
+    block: np.ndarray, lengths: np.ndarray, span: tuple[tuple[int, ...], tuple[int, ...]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(closed, thinking length, answer length) per row of a right-aligned block (tokens)."""
+    opening, closing = span
+    width = block.shape[1]
+    start = width - lengths
+    end = _first_match(block, closing)
+    closed = end >= 0
+    before = _first_match(block, opening, np.where(closed, end - len(opening), -1))
+    anywhere = _first_match(block, opening)
+    think_from = np.where(before >= 0, before + len(opening), start)
+    think = np.where(closed, end - think_from, np.where(anywhere >= 0, width - anywhere - len(opening), 0))
+    answer = np.where(closed, width - end - len(closing), np.where(anywhere >= 0, 0, lengths))
+    return closed, think, answer
+
+
+def _id_sums(
+    aligned: np.ndarray, lengths: np.ndarray, o: Mapping[str, Any]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Sums and extremes of right-aligned token rows, in blocks of rows of similar lengths.
+
+    Rows are taken shortest first, and each block is cut to its longest row, so the n-gram
+    sort and the comparisons skip most of the padding.
+    """
+    s = dict.fromkeys(_sum_names(o), 0.0)
+    width = aligned.shape[1]
+    s["n"], s["len_sum"] = float(lengths.size), float(lengths.sum())
+    s["empty"] = float(np.count_nonzero(lengths == 0))
+    bits = max(1, (int(aligned.max()) if aligned.size else 0).bit_length())
+    order = np.argsort(lengths, kind="stable")
+    ratios: list[float] = []
+    think_max = answer_max = -math.inf
+    for first in range(0, lengths.size, _ROW_BLOCK):
+        rows = order[first : first + _ROW_BLOCK]
+        lens = lengths[rows]
+        block = aligned[rows, width - int(lens.max()) :]
+        s["loop"] += float(np.count_nonzero(_loops(block, lens, o["loop_repeats"], o["loop_max_period"])))
+        distinct = _distinct_counts(block, lens, o["ngram"], bits)
+        has = lens >= o["ngram"]
+        s["distinct_sum"] += float(np.sum(distinct[has] / (lens[has] - o["ngram"] + 1)))
+        s["distinct_n"] += float(np.count_nonzero(has))
+        if o["compression"]:
+            raw = block.astype("<u4")
+            cut = block.shape[1]
+            ratios += [_deflate_ratio(raw[i, cut - n :].tobytes()) for i, n in enumerate(lens.tolist()) if n]
+        if o["think_span"] is not None:
+            closed, think, answer = _think_ids(block, lens, o["think_span"])
+            s["closed"] += float(np.count_nonzero(closed))
+            s["think_sum"] += float(think.sum())
+            s["answer_sum"] += float(answer.sum())
+            think_max, answer_max = max(think_max, float(think.max())), max(answer_max, float(answer.max()))
+    s["comp_sum"] = math.fsum(ratios)
+    ext = {
+        "len_max": float(lengths.max()) if lengths.size else -math.inf,
+        "len_min": float(lengths.min()) if lengths.size else math.inf,
+        "comp_max": max(ratios, default=-math.inf),
+        "comp_min": min(ratios, default=math.inf),
+        "think_max": think_max,
+        "answer_max": answer_max,
+    }
+    return s, ext
+
+
+# --- the statistics and the metrics -------------------------------------------------------------------
+
+
+def _sum_names(o: Mapping[str, Any]) -> list[str]:
+    """The sums this option set keeps, in layout order."""
+    names = ["n", "empty", "len_sum", "loop", "distinct_sum", "distinct_n", "comp_sum"]
+    if o["unit"] == "characters":
+        names.append("non_word_sum")
+    if o["stop_reasons"]:
+        names += [f"stop_{r}" for r in STOP_REASONS]
+    if o["format_pattern"] is not None:
+        names.append("format")
+    if o["think_span"] is not None:
+        names += ["closed", "think_sum", "answer_sum"]
+    return names
+
+
+def _options(on_ids: bool, has_stops: bool, pattern: Any, think_span: Any, **numbers: Any) -> dict[str, Any]:
+    if on_ids and pattern is not None:
+        raise ValueError("format_pattern needs decoded text: pass responses= (the strings), not token_ids=")
+    compiled = _check_pattern(pattern)
+    o: dict[str, Any] = {
+        "unit": "tokens" if on_ids else "characters",
+        "ngram": check_int(numbers["ngram"], "ngram", minimum=1),
+        "loop_repeats": check_int(numbers["loop_repeats"], "loop_repeats", minimum=2),
+        "loop_max_period": check_int(numbers["loop_max_period"], "loop_max_period", minimum=1),
+        "compression": numbers["compression"],
+        "stop_reasons": has_stops,
+        "format_pattern": None if compiled is None else (compiled.pattern, int(compiled.flags)),
+        "think_span": _check_think_span(think_span, on_ids),
+        "prefix": check_prefix(numbers["prefix"]),
+    }
+    if not isinstance(o["compression"], bool):
+        raise TypeError(f"compression must be True or False; got {o['compression']!r}")
+    return o | {"_pattern": compiled}
+
+
+def text_statistics(
+    responses: Sequence[str] | None = None,
+    *,
+    token_ids: Any = None,
+    response_mask: Any = None,
+    stop_reasons: Sequence[str] | None = None,
+    format_pattern: str | re.Pattern[str] | None = None,
+    think_span: tuple[Any, Any] | None = _DEFAULT_THINK_SPAN,
+    ngram: int = 4,
+    loop_repeats: int = 4,
+    loop_max_period: int = 64,
+    compression: bool = True,
+    prefix: str = K.TEXT_PREFIX,
+) -> Stats:
+    """Mergeable sums, maxima and minima behind :func:`compute_text_metrics` (host numpy vectors).
+
+    Arguments as :func:`compute_text_metrics`. Statistics of decoded text and of token ids do
+    not merge (their lengths are in different units), nor do those of different options.
+
+    Examples
+    --------
+    >>> a = text_statistics(["The answer is 4."], stop_reasons=["stop"])
+    >>> b = text_statistics(["ha ha ha ha ha"], stop_reasons=["length"])
+    >>> m = (a + b).finalize()
+    >>> m["text/num_responses"], m["text/repetition/loop_ratio"], m["text/stop_reason/length"]
+    (2.0, 0.5, 0.5)
+    """
+    on_ids = token_ids is not None
+    if on_ids == (responses is not None):
+        raise TypeError("give exactly one of responses (decoded strings) and token_ids (a (B, T) array)")
+    if response_mask is not None and not on_ids:
+        raise TypeError("response_mask goes with token_ids; decoded responses need no mask")
+    numbers = {"ngram": ngram, "loop_repeats": loop_repeats, "loop_max_period": loop_max_period}
+    o = _options(
+        on_ids,
+        stop_reasons is not None,
+        format_pattern,
+        think_span,
+        compression=compression,
+        prefix=prefix,
+        **numbers,
+    )
+    if on_ids:
+        ids, mask = _host_ids(token_ids, response_mask)
+        sums, ext = _id_sums(*_right_aligned(ids, mask), o)
+    else:
+        sums, ext = _text_sums(_check_strings(responses, "responses"), o)
+    if stop_reasons is not None:
+        reasons = _check_strings(stop_reasons, "stop_reasons")
+        if len(reasons) != sums["n"]:
+            raise ValueError(
+                f"stop_reasons must have one entry per response ({sums['n']:g}); got {len(reasons)}"
+            )
+        for r in reasons:
+            sums["stop_" + _STOP_ALIASES.get(r.strip().lower(), "other")] += 1
+    maxes = {k: ext[k] for k in ("len_max", "comp_max")}
+    if o["think_span"] is not None:
+        maxes |= {"think_max": ext["think_max"], "answer_max": ext["answer_max"]}
+    mins = {"len_min": ext["len_min"], "comp_min": ext["comp_min"]}
+    options = {k: v for k, v in o.items() if not k.startswith("_")}
+    return Stats.pack("text", sums, maxes, mins, finaliser=_finalize, options=options)
+
+
+def _finalize(
+    s: dict[str, float], hi: dict[str, float], lo: dict[str, float], options: Mapping[str, Any]
+) -> dict[str, float]:
+    """The metric dictionary from the host statistics (NaN, with one warning, where undefined)."""
+    n = s["n"]
+    undefined: list[str] = []
+
+    def part(num: float, den: float, key: str) -> float:
+        if den > 0:
+            return num / den
+        undefined.append(key.removeprefix(K.TEXT_PREFIX))
+        return math.nan
+
+    def extreme(v: float) -> float:
+        return v if math.isfinite(v) else math.nan
+
+    non_empty = n - s["empty"]
+    out = {K.TEXT_NUM_RESPONSES: n, K.TEXT_EMPTY_RATIO: part(s["empty"], n, K.TEXT_EMPTY_RATIO)}
+    out[K.TEXT_LENGTH_MEAN] = part(s["len_sum"], n, K.TEXT_LENGTH_MEAN)
+    out[K.TEXT_LENGTH_MAX], out[K.TEXT_LENGTH_MIN] = extreme(hi["len_max"]), extreme(lo["len_min"])
+    out[K.TEXT_LOOP_RATIO] = part(s["loop"], n, K.TEXT_LOOP_RATIO)
+    out[K.TEXT_DISTINCT_NGRAM_MEAN] = part(s["distinct_sum"], s["distinct_n"], K.TEXT_DISTINCT_NGRAM_MEAN)
+    if options["compression"]:
+        out[K.TEXT_COMPRESSION_RATIO_MEAN] = part(s["comp_sum"], non_empty, K.TEXT_COMPRESSION_RATIO_MEAN)
+        out[K.TEXT_COMPRESSION_RATIO_MAX] = extreme(hi["comp_max"])
+        out[K.TEXT_COMPRESSION_RATIO_MIN] = extreme(lo["comp_min"])
+    if "non_word_sum" in s:
+        out[K.TEXT_NON_WORD_RATIO_MEAN] = part(s["non_word_sum"], non_empty, K.TEXT_NON_WORD_RATIO_MEAN)
+    if options["stop_reasons"]:
+        for reason in STOP_REASONS:
+            out[_STOP_KEYS[reason]] = s["stop_" + reason] / n if n > 0 else math.nan
+    if options["format_pattern"] is not None:
+        out[K.TEXT_FORMAT_MATCH_RATIO] = s["format"] / n if n > 0 else math.nan
+    if options["think_span"] is not None:
+        out[K.TEXT_THINK_CLOSED_RATIO] = s["closed"] / n if n > 0 else math.nan
+        out[K.TEXT_THINK_SHARE] = part(s["think_sum"], s["len_sum"], K.TEXT_THINK_SHARE)
+        out[K.TEXT_THINK_LENGTH_MEAN] = s["think_sum"] / n if n > 0 else math.nan
+        out[K.TEXT_THINK_LENGTH_MAX] = extreme(hi["think_max"])
+        out[K.TEXT_ANSWER_LENGTH_MEAN] = s["answer_sum"] / n if n > 0 else math.nan
+        out[K.TEXT_ANSWER_LENGTH_MAX] = extreme(hi["answer_max"])
+    if n == 0:
+        warn_undefined("no responses: the text statistics are undefined (NaN)", stacklevel=None)
+    elif undefined:
+        warn_undefined(f"undefined on these responses (NaN): {', '.join(undefined)}", stacklevel=None)
+    return with_prefix(out, K.TEXT_PREFIX, options["prefix"])
+
+
+def compute_text_metrics(
+    responses: Sequence[str] | None = None,
+    *,
+    token_ids: Any = None,
+    response_mask: Any = None,
+    stop_reasons: Sequence[str] | None = None,
+    format_pattern: str | re.Pattern[str] | None = None,
+    think_span: tuple[Any, Any] | None = _DEFAULT_THINK_SPAN,
+    ngram: int = 4,
+    loop_repeats: int = 4,
+    loop_max_period: int = 64,
+    compression: bool = True,
+    prefix: str = K.TEXT_PREFIX,
+    process_group: Any = None,
+) -> dict[str, float]:
+    """Text statistics of a step's responses: repetition, gibberish proxies, stops, format, thinking.
+
+    The definitions are in the module docstring (:mod:`rlmetrics.training.text`).
+
+    Parameters
+    ----------
+    responses : sequence of str of length ``B``, optional
+        The decoded responses (without the prompt). Exactly one of ``responses`` and
+        ``token_ids``.
+    token_ids : integer array of shape ``(B, T)``, optional, keyword-only
+        The responses as token ids (numpy or torch, any device: read on the host), ids in
+        ``[0, 2**32)`` where ``response_mask`` selects them.
+    response_mask : array of shape ``(B, T)``, optional, keyword-only
+        Bool or 0/1: the tokens of each response (its order kept; padding anywhere). Default:
+        every token.
+    stop_reasons : sequence of str of length ``B``, optional, keyword-only
+        Why each generation stopped (vLLM's / SGLang's ``finish_reason``): ``stop`` / ``eos``,
+        ``length``, ``abort``, ``error``, ``tool_call``; any other string counts as ``other``.
+    format_pattern : str or re.Pattern, optional, keyword-only
+        A regular expression the answer must contain (``re.search``), e.g. ``r"\\boxed\\{.+\\}"``;
+        decoded text only.
+    think_span : (open, close) or None, keyword-only
+        The thinking tags (default ``("<think>", "</think>")``); for token ids, each tag as a
+        token id or a sequence of ids (the default string tags are skipped there). ``None``:
+        no thinking statistics, the format check reads the whole response.
+    ngram : int, keyword-only
+        The ``n`` of distinct-n (default 4).
+    loop_repeats, loop_max_period : int, keyword-only
+        A response ends in a loop when its last ``loop_repeats * p`` units are ``loop_repeats``
+        copies of one block of ``p <= loop_max_period`` units (defaults 4 and 64).
+    compression : bool, keyword-only
+        Compute the compression ratios (default ``True``; the costliest statistic on long
+        token rows).
+    prefix : str, keyword-only
+        Prepended to every key instead of ``"text/"``.
+    process_group : torch.distributed.ProcessGroup, optional, keyword-only
+        When given, every rank gets the metrics of the union of all ranks' responses (a rank
+        with none still takes part; a rank whose input is bad makes every rank raise).
+
+    Returns
+    -------
+    dict[str, float]
+        ``num_responses``, ``empty_ratio``, ``length/{mean,max,min}``,
+        ``repetition/loop_ratio``, ``repetition/distinct_ngram/mean``,
+        ``compression_ratio/{mean,max,min}`` (with ``compression``), ``non_word_ratio/mean``
+        (text); with ``stop_reasons``: ``stop_reason/{stop,length,abort,error,tool_call,other}``;
+        with ``format_pattern``: ``format/match_ratio``; with ``think_span``:
+        ``think/{closed_ratio,share}``, ``think/length/{mean,max}``, ``answer/length/{mean,max}``.
+        Lengths are characters for text and tokens for ids; means are over all responses except
+        distinct-n (responses of at least ``ngram`` units) and the compression and non-word
+        ratios (non-empty responses). NaN with an ``UndefinedMetricWarning`` when undefined.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad arguments, naming the argument: both or neither of ``responses`` and ``token_ids``,
+        a non-string response or stop reason, ``stop_reasons`` of another length, an invalid
+        regular expression, ids out of range, a mask of another shape or not 0/1.
+
+    Examples
+    --------
+    >>> m = compute_text_metrics(
+    ...     ["<think>2+2 is 4</think> \\\\boxed{4}", "<think>hmm hmm hmm hmm hmm"],
+    ...     stop_reasons=["stop", "length"],
+    ...     format_pattern=r"\\\\boxed\\{.+\\}",
+    ... )
+    >>> m["text/think/closed_ratio"], m["text/format/match_ratio"], m["text/repetition/loop_ratio"]
+    (0.5, 0.5, 0.5)
+    >>> m["text/think/length/mean"], m["text/answer/length/mean"]
+    (13.5, 5.0)
+    >>> ids = compute_text_metrics(token_ids=np.array([[5, 6, 6, 6, 6], [7, 8, 9, 0, 0]]),
+    ...                            response_mask=np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]), ngram=2)
+    >>> ids["text/length/mean"], ids["text/repetition/loop_ratio"], ids["text/repetition/distinct_ngram/mean"]
+    (4.0, 0.5, 0.75)
+    """
+
+    def make() -> Stats:
+        return text_statistics(
+            responses,
+            token_ids=token_ids,
+            response_mask=response_mask,
+            stop_reasons=stop_reasons,
+            format_pattern=format_pattern,
+            think_span=think_span,
+            ngram=ngram,
+            loop_repeats=loop_repeats,
+            loop_max_period=loop_max_period,
+            compression=compression,
+            prefix=prefix,
+        )
+
+    if process_group is None:
+        return make().finalize()
+    stats = all_reduce_checked(
+        make, process_group, what="compute_text_metrics", device=getattr(token_ids, "device", None)
+    )
+    assert stats is not None  # make() returns statistics or raises
+    return stats.finalize()
