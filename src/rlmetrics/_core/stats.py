@@ -505,7 +505,8 @@ def metrics_from(
                 stats = statistics(*args, **kwargs)
                 return {} if stats is None else stats.finalize(**options)
             present: dict[str, Any] = {}
-            head = args[0] if args else kwargs[first]
+            head = args[0] if args else kwargs.get(first)
+            tensors = [v for v in (*args, *kwargs.values()) if is_torch_array(v)]
 
             def make() -> Stats | None:
                 if check_late is not None:
@@ -519,7 +520,7 @@ def metrics_from(
                 make,
                 process_group,
                 what=fn.__name__,
-                device=head.device if is_torch_array(head) else None,
+                device=tensors[0].device if tensors else None,  # the inputs' device, whichever is given
                 missing=None if missing is None else lambda: missing(head),
                 extra=present,
             )

@@ -63,7 +63,7 @@ import numpy as np
 from rlmetrics import keys as K
 from rlmetrics._core.array import check_dense, check_mask, describe, is_array, is_torch_array
 from rlmetrics._core.checks import check_int, warn_undefined
-from rlmetrics._core.stats import Stats, all_reduce_checked, check_prefix, with_prefix
+from rlmetrics._core.stats import Stats, check_prefix, metrics_from, with_prefix
 
 __all__ = ["COMPRESSION_LEVEL", "STOP_REASONS", "compute_text_metrics", "ends_in_loop", "text_statistics"]
 
@@ -570,7 +570,8 @@ def _finalize(
     return with_prefix(out, K.TEXT_PREFIX, options["prefix"])
 
 
-def compute_text_metrics(
+@metrics_from(text_statistics)
+def compute_text_metrics(  # type: ignore[empty-body]  # the body is @metrics_from's
     responses: Sequence[str] | None = None,
     *,
     token_ids: Any = None,
@@ -660,26 +661,3 @@ def compute_text_metrics(
     >>> ids["text/length/mean"], ids["text/repetition/loop_ratio"], ids["text/repetition/distinct_ngram/mean"]
     (4.0, 0.5, 0.75)
     """
-
-    def make() -> Stats:
-        return text_statistics(
-            responses,
-            token_ids=token_ids,
-            response_mask=response_mask,
-            stop_reasons=stop_reasons,
-            format_pattern=format_pattern,
-            think_span=think_span,
-            ngram=ngram,
-            loop_repeats=loop_repeats,
-            loop_max_period=loop_max_period,
-            compression=compression,
-            prefix=prefix,
-        )
-
-    if process_group is None:
-        return make().finalize()
-    stats = all_reduce_checked(
-        make, process_group, what="compute_text_metrics", device=getattr(token_ids, "device", None)
-    )
-    assert stats is not None  # make() returns statistics or raises
-    return stats.finalize()
