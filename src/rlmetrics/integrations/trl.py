@@ -48,6 +48,7 @@ from rlmetrics import keys as K
 from rlmetrics.errors import TrackingWarning
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.tracking import Tracker
+from rlmetrics.tracking.tracker import _BACKEND_KEYWORDS
 
 try:
     from transformers import TrainerCallback
@@ -66,7 +67,8 @@ _TRACKER_OPTIONS = frozenset(inspect.signature(Tracker).parameters) - {
     "config",
     "log_dir",
     "monitor",
-}
+    "backend_options",
+} | frozenset(_BACKEND_KEYWORDS)
 
 _TRAIN = "train"
 
