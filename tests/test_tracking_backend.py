@@ -362,3 +362,55 @@ def test_finding_records_value_each_severity():
     assert records == {"health/entropy_collapse": 1.0, "health/nonfinite": 2.0}
     assert messages[0] == "rlmetrics health: entropy_collapse (warning) from step 3: raise it"
     assert _finding_records(None) == ({}, [])
+
+
+# --- keeps_records: the caller's dict goes uncopied only to backends that declare they keep nothing --
+
+
+class Reader(Mine):
+    """A backend that declares it only reads its record during log()."""
+
+    name = "reader"
+    keeps_records = False
+
+
+class Monitor:
+    def update(self, values, step):
+        return []
+
+
+@pytest.mark.parametrize(
+    ("make", "monitor", "borrowed"),
+    [
+        (lambda: [Reader(), Reader()], None, [True, True]),
+        (lambda: [Reader(), Mine()], None, [False, False]),
+        (lambda: [Mine(), Reader()], None, [False, False]),
+        (lambda: [Reader()], Monitor(), [False]),
+    ],
+    ids=["only-readers", "reader-then-keeper", "keeper-then-reader", "reader-with-monitor"],
+)
+def test_the_callers_dict_reaches_backends_uncopied_only_when_none_keeps_it(
+    tmp_path, make, monitor, borrowed
+):
+    backends = make()
+    metrics = {"x": 1.0, "y": 2.0}
+    with Tracker("p", "e", backends=backends, log_dir=tmp_path, monitor=monitor) as tr:
+        tr.log(metrics, step=0)
+    assert [b.rows[0][1] is metrics for b in backends] == borrowed
+    assert all(b.rows == [(0, {"x": 1.0, "y": 2.0})] for b in backends)
+    keepers = [b.rows[0][1] for b in backends if not isinstance(b, Reader)]
+    metrics["x"] = 9.0  # what a keeper holds is its own
+    assert all(row["x"] == 1.0 for row in keepers)
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [{"x": 1}, {"x": np.float64(1.0)}, types.MappingProxyType({"x": 1.0})],
+    ids=["int", "numpy", "mapping"],
+)
+def test_a_step_that_needs_converting_is_a_new_dict_even_for_readers(tmp_path, metrics):
+    reader = Reader()
+    with Tracker("p", "e", backends=[reader], log_dir=tmp_path) as tr:
+        tr.log(metrics, step=0)
+    (row,) = [r for _, r in reader.rows]
+    assert row is not metrics and row == {"x": 1.0} and type(row["x"]) is float

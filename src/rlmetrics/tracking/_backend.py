@@ -67,6 +67,19 @@ class Backend(Protocol):
     max_step : int or None
         The largest step the backend stores (None: any). The records of later steps are not
         passed to it, each a record lost with a warning.
+
+    Two optional members are read where present (objects without them are backends all the same):
+
+    ``keeps_records`` (bool, default True)
+        False declares that :meth:`log` only reads its ``metrics`` during the call (it neither
+        keeps the dict nor changes it): the tracker then passes it the caller's own dict
+        uncopied when every backend declares so. The built-in jsonl, console and tensorboard
+        backends do.
+    ``log_samples(table, step)``
+        Record one step's sample table (a :class:`~rlmetrics.tracking.SampleTable`, see
+        :meth:`Tracker.log_samples <rlmetrics.tracking.Tracker.log_samples>`) in the backend's
+        own form; returns notes or None like :meth:`log`. A backend without it skips the
+        samples (one warning per run).
     """
 
     name: str
@@ -132,6 +145,7 @@ class _Completed:
         self.name = str(getattr(obj, "name", None) or type(obj).__name__)
         limit = getattr(obj, "max_step", None)
         self.max_step = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+        self.keeps_records = getattr(obj, "keeps_records", True) is not False
 
     def start(self, run: RunInfo) -> Sequence[str]:
         start = getattr(self.obj, "start", None)

@@ -40,18 +40,26 @@ class _Converter:
     :data:`_PLAIN_VALUES` types. Anything else goes through :func:`_convert_each`, key by key,
     with its exact errors and drops. A step with the key tuple of a checked step is not checked
     again: a ``str`` subclass key equal to a checked key then reaches the backends as it is.
+
+    ``borrow=True`` (the tracker's call when no backend keeps or changes its record, see
+    :class:`~rlmetrics.tracking.Backend`) returns the caller's own ``dict`` when it is a plain
+    ``dict`` of plain floats, uncopied; else the result is always a new dict.
     """
 
     def __init__(self) -> None:
         self._keys: tuple[str, ...] | None = None
 
-    def __call__(self, metrics: Mapping[str, Any]) -> tuple[dict[str, float], list[tuple[str, str]]]:
+    def __call__(
+        self, metrics: Mapping[str, Any], borrow: bool = False
+    ) -> tuple[dict[str, float], list[tuple[str, str]]]:
         if type(metrics) is not dict and not isinstance(metrics, Mapping):
             raise TypeError(f"metrics must be a mapping of key to number; got {type(metrics).__name__}")
         keys = tuple(metrics)
         if keys == self._keys or self._check_keys(keys):
             values = metrics.values()
             if countOf(map(type, values), float) == len(keys):  # cheaper than a set of the types
+                if borrow and type(metrics) is dict:
+                    return metrics, []
                 return dict(metrics), []
             if set(map(type, values)) <= _PLAIN_VALUES:
                 try:

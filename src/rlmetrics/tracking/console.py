@@ -55,6 +55,7 @@ class ConsoleBackend:
 
     name = "console"
     max_step = None
+    keeps_records = False  # log() only reads its record
 
     def __init__(self, *, keys: Sequence[str] | None = None, file: TextIO | None = None) -> None:
         if keys is not None:

@@ -48,6 +48,7 @@ class JsonlBackend:
 
     name = "jsonl"
     max_step = None  # JSON holds any integer
+    keeps_records = False  # each record is written out in log() and not kept
 
     def __init__(self, *, fsync: bool = False) -> None:
         if not isinstance(fsync, bool):

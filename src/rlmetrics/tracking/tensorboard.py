@@ -31,6 +31,7 @@ class TensorBoardBackend:
 
     name = "tensorboard"
     max_step = MAX_STEP_INT64  # an event's step is an int64
+    keeps_records = False  # log() turns its record into an event and keeps nothing of it
 
     def __init__(self, *, folder: str = "tensorboard", flush: bool = True) -> None:
         self.folder = _check_name(folder, "folder")

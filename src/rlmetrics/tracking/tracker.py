@@ -178,8 +178,13 @@ class Tracker:
         self.lost: dict[str, int] = {}
         self._lost_steps: dict[str, list[int]] = {}
         self.backends: dict[str, Any] = {}
-        self._targets: list[tuple[str, Backend, int | None]] = []  # what log() calls, in order
-        self._convert = _Converter()
+        # what log() calls, in order: name, backend, its step limit, whether it gets a copy (while
+        # starting: whether it keeps its records)
+        self._targets: list[tuple[str, Backend, int | None, bool]] = []
+        self._borrow = False  # no backend keeps its record: log() may pass the caller's dict on
+        self._convert = _Converter().__call__  # a bound method: a cheaper call than the instance
+        # the per-step work beyond the conversion: the nonfinite policy, the resume overlap check
+        self._checks = nonfinite != "keep" or resume
         self._finished, self._warned_overlap = False, False
         self._last_step: int | None = None
         # the folders the claim created, deepest first: removed again if the construction fails
@@ -245,13 +250,20 @@ class Tracker:
                 notes = backend.start(run)
                 self.backends[name] = given
                 limit = backend.max_step
-                self._targets.append((name, backend, limit if isinstance(limit, int) else None))
+                keeps = getattr(backend, "keeps_records", True) is not False
+                self._targets.append((name, backend, limit if isinstance(limit, int) else None, keeps))
                 for note in notes or ():
                     warnings.warn(f"tracking backend {name!r}: {note}", TrackingWarning, stacklevel=3)
         except BaseException:
             self._finish_all(exit_code=1)
             self._release()
             raise
+        self._borrow = not any(keeps for *_, keeps in self._targets)
+        # from here the flag says whether the backend gets a copy: it keeps records and is not the last
+        last = len(self._targets) - 1
+        self._targets = [
+            (n, b, lim, keeps and i != last) for i, (n, b, lim, keeps) in enumerate(self._targets)
+        ]
 
     @property
     def jsonl_path(self) -> Path:
@@ -280,7 +292,17 @@ class Tracker:
             raise RuntimeError("Tracker.log called after finish()")
         if type(step) is not int or step < 0:
             step = check_int(step, "step", minimum=0)
-        converted, dropped = self._convert(metrics)
+        monitor = self.monitor
+        # the caller's dict itself may reach backends that neither keep nor change it (no monitor)
+        values, dropped = self._convert(metrics, monitor is None and self._borrow)
+        if dropped or monitor is not None or self._checks:  # the common step skips all of these
+            values = self._prepare(values, dropped, step)
+        self._last_step = step
+        self._log_to_backends(values, step)
+
+    def _prepare(self, converted: dict[str, float], dropped: Sequence[tuple[str, str]], step: int) -> dict:
+        """The converted step after the drop warnings, the ``nonfinite`` policy, the resume overlap
+        check and the health monitor."""
         if dropped:
             self._warn_dropped(dropped, step)
         values = converted if self.nonfinite == "keep" else _apply_nonfinite(converted, self.nonfinite)
@@ -288,15 +310,14 @@ class Tracker:
             self._warn_overlap(step)
         if self.monitor is not None:
             values = self._check_health(converted, values, step)
-        self._last_step = step
-        self._log_to_backends(values, step)
+        return values
 
-    def _warn_dropped(self, dropped: list[tuple[str, str]], step: int) -> None:
+    def _warn_dropped(self, dropped: Sequence[tuple[str, str]], step: int) -> None:
         for key, why in dropped:
             warnings.warn(
                 f"step {step}: metrics[{key!r}] is dropped for every backend: {why}",
                 TrackingWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
 
     def _warn_overlap(self, step: int) -> None:
@@ -305,18 +326,21 @@ class Tracker:
             f"step {step} is at or before step {self._resumed_last}, the last one the resumed run "
             f"logged: readers keep the values logged last (Tracker.start_step is {self.start_step})",
             TrackingWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
 
     def _log_to_backends(self, values: dict[str, float], step: int) -> None:
-        """Each backend its record (a copy; the last gets ``values``); a failure loses that record alone."""
-        last = self._targets[-1][1] if self._targets else None
-        for name, backend, limit in self._targets:
+        """Each backend its record; a failure loses that record alone.
+
+        ``values`` itself goes to the backends that do not keep their records and to the last
+        one; the others get a copy each.
+        """
+        for name, backend, limit, copy in self._targets:
             if limit is not None and step > limit:
                 self._lose(name, step, f"step {step} is beyond its step range (0 to {limit})")
                 continue
             try:
-                notes = backend.log(values if backend is last else dict(values), step)
+                notes = backend.log(dict(values) if copy else values, step)
             except Exception as err:
                 self._lose(name, step, f"{type(err).__name__}: {err}", err)
                 continue
@@ -346,7 +370,7 @@ class Tracker:
     ) -> dict[str, float]:
         """Pass the step to the monitor; each new finding: one warning, one ``health/<kind>`` record."""
         return self._report_health(
-            lambda: self.monitor.update(converted, step), values, "update", stacklevel=4
+            lambda: self.monitor.update(converted, step), values, "update", stacklevel=5
         )
 
     def _report_health(
@@ -372,7 +396,7 @@ class Tracker:
         return {**values, **records} if records else values
 
     def _finish_all(self, exit_code: int) -> None:
-        for name, backend, _ in self._targets:
+        for name, backend, *_ in self._targets:
             try:
                 backend.finish(exit_code=exit_code)
             except Exception as err:
