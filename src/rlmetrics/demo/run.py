@@ -441,7 +441,6 @@ class _Run:
         """The generator, stages ``gen`` and ``reward`` with the actor of now: a queue entry (the
         prompts, the responses with their behaviour log-probs, the scores, the accuracy, the
         version). ``step`` numbers the prompts' uids (the step the rollout was written for)."""
-        torch = self.torch
         strings, uids, prompts, prompt_mask = self._prompts(step)
         with timer(K.STAGE_GEN, timing_raw):
             responses, response_mask, rollout_log_probs = generate(
@@ -472,7 +471,7 @@ class _Run:
     def _prepare(
         self, rollout: dict[str, Any], timing_raw: dict[str, float], metrics_lists: dict[str, list[float]]
     ) -> dict[str, Any]:
-        """The trainer, stages ``old_log_prob`` to ``adv`` with the actor of now: the batch in verl's layout."""
+        """The trainer, stages ``old_log_prob`` to ``adv`` with the actor of now: the batch, verl's layout."""
         torch = self.torch
         prompts, prompt_mask, responses = rollout["prompts"], rollout["prompt_mask"], rollout["responses"]
         response_mask, token_level_scores = rollout["response_mask"], rollout["token_level_scores"]
