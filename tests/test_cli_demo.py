@@ -63,6 +63,17 @@ def test_the_options_that_break_a_run_reach_its_config(tmp_path):
     assert max(r["response_length/max"] for r in rows if "response_length/max" in r) <= 3
 
 
+def test_the_off_policy_lag_reaches_the_config_and_the_staleness_metrics(tmp_path):
+    pytest.importorskip("torch")
+    args = ["demo", *TINY, "--off-policy-lag", "1", "-o", str(tmp_path), "--experiment", "lag"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "rlmetrics-demo" / "lag"
+    assert json.loads((run / "config.json").read_text())["off_policy_lag"] == 1
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["staleness/lag/max"] for r in rows[1:]] == [0.0, 1.0]  # the queue is full from step 2
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -79,17 +90,6 @@ def test_the_options_that_break_a_run_reach_its_config(tmp_path):
     ],
     ids=["group-size", "steps", "algo", "backend", "kl", "limit", "temperature", "reward", "lengths", "lag"],
 )
-def test_the_off_policy_lag_reaches_the_config_and_the_staleness_metrics(tmp_path):
-    pytest.importorskip("torch")
-    args = ["demo", *TINY, "--off-policy-lag", "1", "-o", str(tmp_path), "--experiment", "lag"]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
-    run = tmp_path / "rlmetrics-demo" / "lag"
-    assert json.loads((run / "config.json").read_text())["off_policy_lag"] == 1
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["staleness/lag/max"] for r in rows[1:]] == [0.0, 1.0]  # the queue is full from step 2
-
-
 def test_bad_options_are_usage_errors(tmp_path, args, code, message):
     pytest.importorskip("torch")
     result = runner.invoke(app, ["demo", *args, "-o", str(tmp_path)])
