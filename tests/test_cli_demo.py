@@ -63,6 +63,17 @@ def test_the_options_that_break_a_run_reach_its_config(tmp_path):
     assert max(r["response_length/max"] for r in rows if "response_length/max" in r) <= 3
 
 
+def test_the_off_policy_lag_reaches_the_config_and_the_staleness_metrics(tmp_path):
+    pytest.importorskip("torch")
+    args = ["demo", *TINY, "--off-policy-lag", "1", "-o", str(tmp_path), "--experiment", "lag"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "rlmetrics-demo" / "lag"
+    assert json.loads((run / "config.json").read_text())["off_policy_lag"] == 1
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["staleness/lag/max"] for r in rows[1:]] == [0.0, 1.0]  # the queue is full from step 2
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -75,8 +86,9 @@ def test_the_options_that_break_a_run_reach_its_config(tmp_path):
         (["--rollout-temperature", "0"], 2, "rollout_temperature must be a finite number > 0"),
         (["--reward", "len"], 2, "reward must be 'score' or 'acc'"),
         (["--min-len", "5"], 2, "need 1 <= min_len <= max_len"),
+        (["--off-policy-lag", "-1"], 2, "off_policy_lag must be an integer >= 0; got -1"),
     ],
-    ids=["group-size", "steps", "algo", "backend", "kl", "limit", "temperature", "reward", "lengths"],
+    ids=["group-size", "steps", "algo", "backend", "kl", "limit", "temperature", "reward", "lengths", "lag"],
 )
 def test_bad_options_are_usage_errors(tmp_path, args, code, message):
     pytest.importorskip("torch")
@@ -145,4 +157,4 @@ def test_every_option_but_the_run_options_is_a_config_field():
     fields = {f.name for f in dataclasses.fields(DemoConfig)}
     assert params - cli_demo._RUN_OPTIONS <= fields
     assert cli_demo._RUN_OPTIONS <= params
-    assert len(params - cli_demo._RUN_OPTIONS) == 18
+    assert len(params - cli_demo._RUN_OPTIONS) == 19

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import inspect
 import json
 import math
@@ -651,3 +652,126 @@ def test_verls_file_logger_output_reads_as_a_run(tmp_path, monkeypatch):
     run = json.loads(out.read_text())["runs"][0]
     assert run["kind_of_source"] == "verl-jsonl"
     assert [f["kind"] for f in run["findings"]] == found
+
+
+# ----------------------------------------------------------------------------- off-policy staleness
+MIN_STEPS = [3, 3, 4, 5, 5, 5, 2, 4]  # the weights' version at each trajectory's first token
+MAX_STEPS = [3, 4, 4, 5, 5, 6, 2, 6]  # ... and at its last (partial rollouts span versions)
+
+
+class FakeFullyAsyncTrainer:
+    """The attributes of verl's FullyAsyncTrainer that give its version, and its metrics call."""
+
+    def __init__(self, current_param_version: int, local_trigger_step: int) -> None:
+        self.current_param_version = current_param_version
+        self.local_trigger_step = local_trigger_step
+        self.global_steps = 99  # counts local steps: not the version
+
+    def collect(self, module: Any, batch: Any) -> dict[str, float]:
+        return module.compute_data_metrics(batch=batch, use_critic=True)
+
+
+class FakeStepTrainer:
+    """A trainer with only verl's ``global_steps`` (the v1 / one-step-off-policy convention)."""
+
+    def __init__(self, global_steps: int) -> None:
+        self.global_steps = global_steps
+
+    def collect(self, module: Any, batch: Any) -> dict[str, float]:
+        return module.compute_data_metrics(batch=batch, use_critic=True)
+
+
+def versioned_batch(data_proto: Any, *, log_probs: bool = False, **versions: Any) -> Any:
+    tensors, _ = make_batch(8, 6, 10, seed=5, aborted=0.0)
+    if log_probs:
+        g = torch.Generator().manual_seed(6)
+        tensors["rollout_log_probs"] = -torch.rand(8, 10, generator=g)
+        tensors["old_log_probs"] = tensors["rollout_log_probs"] + 0.1 * torch.randn(8, 10, generator=g)
+    non_tensors = {}
+    for name, values in versions.items():
+        arr = np.empty(len(values), dtype=object)  # verl's agent loop files extra fields as objects
+        arr[:] = values
+        non_tensors[name] = arr
+    return data_proto.from_dict(tensors=tensors, non_tensors=non_tensors)
+
+
+@pytest.mark.parametrize(
+    ("trainer", "current"),
+    [
+        (FakeFullyAsyncTrainer(7, 1), 6),  # its step has counted the next version already
+        (FakeFullyAsyncTrainer(6, 2), 6),  # mid-way between two parameter syncs
+        (FakeStepTrainer(7), 6),
+    ],
+    ids=["fully-async-after-sync", "fully-async-between-syncs", "global-steps"],
+)
+def test_the_off_policy_trainers_version_fields_give_the_staleness_metrics(
+    verl, data_proto, trainer, current
+):
+    batch = versioned_batch(data_proto, min_global_steps=MIN_STEPS, max_global_steps=MAX_STEPS)
+    quiet_patch(preload=False)
+    out = trainer.collect(verl["mods"][SEPARATION], batch)  # the fully-async trainer's module
+    worst = [current - v for v in MIN_STEPS]
+    newest = [current - v for v in MAX_STEPS]
+    spans = [b - a + 1 for a, b in zip(MIN_STEPS, MAX_STEPS, strict=True)]
+    assert out[keys.STALENESS_LAG_MEAN] == pytest.approx(np.mean(worst))
+    assert out[keys.STALENESS_LAG_MAX] == max(worst) and out[keys.STALENESS_LAG_MIN] == min(worst)
+    assert out[keys.STALENESS_MULTI_VERSION_SHARE] == pytest.approx(np.mean([s > 1 for s in spans]))
+    # verl's own names (its v1 trainer's training/off_policy/...), the same values
+    assert out[keys.VERL_TRAJECTORY_STALENESS_WORST_MAX] == max(worst)
+    assert out[keys.VERL_TRAJECTORY_STALENESS_MEAN] == pytest.approx(np.mean(newest))
+    assert out[keys.VERL_TRAJECTORY_SPANS_MAX] == max(spans)
+    rewards = batch.batch["token_level_scores"].sum(-1)
+    assert out[keys.STALENESS_TRAINED_REWARD_MEAN] == pytest.approx(float(rewards.mean()))
+    assert out[keys.RESPONSE_LENGTH_MEAN] == pytest.approx(
+        float(batch.batch["response_mask"].sum(-1).float().mean())
+    )
+
+
+def test_the_log_probs_give_the_lag_buckets_cost(verl, data_proto):
+    batch = versioned_batch(data_proto, log_probs=True, policy_versions=[5, 5, 5, 5, 2, 2, 2, 2])
+    quiet_patch(preload=False)
+    out = FakeStepTrainer(6).collect(verl["mods"][SEPARATION], batch)
+    expected = rlmetrics.compute_staleness_metrics(
+        torch.tensor([5, 5, 5, 5, 2, 2, 2, 2]),
+        current_version=5,
+        response_mask=batch.batch["response_mask"],
+        old_log_probs=batch.batch["old_log_probs"],
+        rollout_log_probs=batch.batch["rollout_log_probs"],
+        rewards=batch.batch["token_level_scores"].sum(-1),
+        peer_names=("verl",),
+    )
+    assert {k: out[k] for k in expected} == pytest.approx(expected)
+    assert out[keys.staleness_bucket("3_4", keys.STALENESS_BUCKET_K3_KL)] > 0.0
+    assert out[keys.staleness_bucket("0", keys.STALENESS_BUCKET_SHARE)] == 0.5
+
+
+@pytest.mark.parametrize(
+    "versions",
+    [{}, {"min_global_steps": [None] * 8, "max_global_steps": [None] * 8}],
+    ids=["no-fields", "no-versions"],  # an on-policy batch; the agent loop's default None fields
+)
+def test_a_batch_without_versions_adds_no_staleness_metric(verl, data_proto, versions):
+    batch = versioned_batch(data_proto, **versions)
+    quiet_patch(preload=False)
+    out = FakeStepTrainer(3).collect(verl["mods"][SEPARATION], batch)
+    assert not any(k.startswith((keys.STALENESS_PREFIX, "training/off_policy/")) for k in out)
+
+
+def test_versions_without_a_trainer_version_warn_and_add_nothing(verl, data_proto):
+    batch = versioned_batch(data_proto, min_global_steps=MIN_STEPS, max_global_steps=MAX_STEPS)
+    quiet_patch(preload=False)
+    with pytest.warns(
+        rv.VerlPatchWarning, match="carries 'min_global_steps' but no verl trainer with a version"
+    ):
+        out = verl["mods"][SEPARATION].compute_data_metrics(batch=batch, use_critic=True)
+    assert keys.STALENESS_LAG_MEAN not in out and keys.RESPONSE_LENGTH_MEAN in out
+
+
+def test_the_version_fields_are_verls(verl):
+    """verl 0.9.1's agent loop files the fields this patch reads (by name, in its source)."""
+    from pathlib import Path
+
+    verl_root = Path(importlib.util.find_spec("verl").origin).parent  # read, not imported (needs hydra)
+    source = (verl_root / "experimental" / "agent_loop" / "agent_loop.py").read_text()
+    oldest, newest = rv.STALENESS_VERSION_FIELDS[0]
+    assert f'"{oldest}"' in source and f'"{newest}"' in source

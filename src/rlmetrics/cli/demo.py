@@ -87,6 +87,13 @@ def demo(
             "bfloat16-weights: float32 arithmetic on bfloat16-rounded weights), bfloat16, float32."
         ),
     ] = DemoConfig.rollout_dtype,
+    off_policy_lag: Annotated[
+        int,
+        typer.Option(
+            help="Train on rollouts generated this many policy versions ago (a queue of past "
+            "rollouts, as an asynchronous pipeline); logs staleness/... 0: on-policy."
+        ),
+    ] = DemoConfig.off_policy_lag,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
@@ -96,7 +103,8 @@ def demo(
 
     Break it on purpose to see a failure in the metrics: e.g. --lr 0.05, --max-response-length 3,
     or --kl-coef 0 --lr 0.003 --n-letters 20 --warm-start-steps 0 (the policy drifts from the
-    reference, the reward stays flat).
+    reference, the reward stays flat). --off-policy-lag 4 trains four versions behind: the
+    rollout/training mismatch (rollout_corr/...) grows with the lag (staleness/...).
     """
     given = dict(locals())  # the options as typed: the first statement, before any other name
     console = Console()

@@ -25,6 +25,20 @@ statistics, PPO update statistics and the rollout/training mismatch; every ``val
 a validation with several samples per prompt logs ``val-core/...`` (mean@N, pass@k, maj@k,
 best@k with intervals).
 
+Off-policy (``off_policy_lag=N``): stages 1-2 are the generator, stages 3-7 the trainer, joined
+by a first-in-first-out queue of rollouts, each with its behaviour log-probabilities and the
+policy version that wrote it (the number of actor updates done when it was generated). The
+generator runs ``N`` rollouts ahead: before the first update it fills the queue with ``N + 1``
+rollouts of version 0, then writes one rollout per step with the current policy, and each step
+trains on the oldest. The lag ramps ``0, 1, ..., N`` over the first ``N + 1`` steps and is
+``N`` from step ``N + 1`` on; ``old_log_prob`` is recomputed by the current policy, so the
+rollout/training mismatch (``rollout_corr/...``) holds the policy's drift over the lag besides
+the precision gap. Every step logs the ``staleness/...`` metrics of the batch trained on
+(:func:`rlmetrics.compute_staleness_metrics`: per-sample versions, the token importance weights
+``exp(old_log_prob - rollout_log_prob)``, rewards and lengths; lag 0 at ``N = 0``). At ``N = 0``
+the run draws the same random numbers in the same order as an on-policy run and logs the same
+values.
+
 Same seed, same metrics (timings aside): parameters, prompts and samples come from generators
 seeded by ``seed``; torch's and numpy's global random states are not used. torch is imported
 when a run starts; the ``rlmetrics demo`` command is :mod:`rlmetrics.cli.demo`.
@@ -35,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +76,7 @@ from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.policy.logits import entropy_and_sum_pi_squared_from_logits
 from rlmetrics.policy.mismatch import compute_rollout_mismatch_metrics
 from rlmetrics.policy.ppo import compute_ppo_update_metrics
+from rlmetrics.policy.staleness import compute_staleness_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
 from rlmetrics.tracking import BACKENDS, Tracker, check_backends
 from rlmetrics.training.data import compute_data_metrics
@@ -153,6 +169,9 @@ class DemoConfig:
         ~70 steps.
     peak_flops : float
         Peak FLOP/s used for ``perf/mfu``.
+    off_policy_lag : int
+        Policy versions between a rollout's generation and its training step (>= 0; module
+        docstring). 0 is on-policy.
     """
 
     steps: int = 150
@@ -182,6 +201,7 @@ class DemoConfig:
     n_heads: int = 4
     warm_start_steps: int = 100
     peak_flops: float = CPU_PEAK_FLOPS
+    off_policy_lag: int = 0
 
     @property
     def rollout_precision(self) -> str:
@@ -219,6 +239,7 @@ class DemoConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
         check_int(self.warm_start_steps, "warm_start_steps", minimum=0)
+        check_int(self.off_policy_lag, "off_policy_lag", minimum=0)
         check_seed(self.seed)
         if self.max_response_length is not None:
             check_int(self.max_response_length, "max_response_length", minimum=1)
@@ -374,6 +395,10 @@ class _Run:
         self.prompt_rng = np.random.default_rng(config.seed)
         # The validation prompts do not depend on the seed: runs with different seeds compare.
         self.val_strings = self.task.sample(np.random.default_rng(20261129), config.val_prompts)
+        # Off-policy: the rollouts generated and not yet trained on, oldest first, and the
+        # policy version (actor updates done) of the actor now.
+        self.queue: deque[dict[str, Any]] = deque()
+        self.version = 0
 
     # -- one training step ---------------------------------------------------------------------
     def step(self, step: int) -> dict[str, float]:
@@ -381,20 +406,41 @@ class _Run:
         timing_raw: dict[str, float] = {}
         metrics_lists: dict[str, list[float]] = {}
         with timer(K.STAGE_STEP, timing_raw):
-            batch, acc_np = self._rollout(step, timing_raw, metrics_lists)
+            # the generator keeps off_policy_lag rollouts ahead (N + 1 of version 0 at step 1)
+            while len(self.queue) <= self.cfg.off_policy_lag:
+                self.queue.append(self._generate(step + len(self.queue), timing_raw))
+            rollout = self.queue.popleft()
+            batch = self._prepare(rollout, timing_raw, metrics_lists)
             if self.critic is not None:
                 with timer(K.STAGE_UPDATE_CRITIC, timing_raw):
                     self._update_critic(batch, metrics_lists)
             with timer(K.STAGE_UPDATE_ACTOR, timing_raw):
                 self._update_actor(batch, metrics_lists)
         self.last_batch, self.last_timing = batch, timing_raw  # kept for inspection and bench/bench_demo.py
-        return self._step_metrics(step, batch, timing_raw, metrics_lists, acc_np)
+        metrics = self._step_metrics(step, batch, timing_raw, metrics_lists, rollout["acc"])
+        metrics.update(self._staleness_metrics(batch, rollout))
+        self.version += 1  # the actor of the next step has one more update
+        return metrics
 
-    def _rollout(
-        self, step: int, timing_raw: dict[str, float], metrics_lists: dict[str, list[float]]
-    ) -> tuple[dict[str, Any], np.ndarray]:
-        """Stages ``gen`` to ``adv``: the batch in verl's layout, and each response's accuracy."""
+    def _staleness_metrics(self, batch: dict[str, Any], rollout: dict[str, Any]) -> dict[str, float]:
+        """``staleness/...`` of the batch trained on: its version against the actor's, and the cost."""
         torch = self.torch
+        n = batch["responses"].shape[0]
+        versions = torch.full((n,), rollout["version"], dtype=torch.int64)
+        return compute_staleness_metrics(
+            versions,
+            current_version=self.version,
+            response_mask=batch["response_mask"],
+            old_log_probs=batch["old_log_probs"],
+            rollout_log_probs=batch["rollout_log_probs"],
+            rewards=batch["token_level_scores"].sum(dim=1),
+            response_lengths=batch["response_mask"].sum(dim=1),
+        )
+
+    def _generate(self, step: int, timing_raw: dict[str, float]) -> dict[str, Any]:
+        """The generator, stages ``gen`` and ``reward`` with the actor of now: a queue entry (the
+        prompts, the responses with their behaviour log-probs, the scores, the accuracy, the
+        version). ``step`` numbers the prompts' uids (the step the rollout was written for)."""
         strings, uids, prompts, prompt_mask = self._prompts(step)
         with timer(K.STAGE_GEN, timing_raw):
             responses, response_mask, rollout_log_probs = generate(
@@ -407,14 +453,32 @@ class _Run:
                 temperature=self.cfg.rollout_temperature,
                 dtype=self.rollout_precision,
             )
+        mask = response_mask.float()
+        with timer(K.STAGE_REWARD, timing_raw):
+            token_level_scores, acc_np = self._scores(strings, responses, mask, response_mask.sum(dim=1))
+        return {
+            "uids": uids,
+            "prompts": prompts,
+            "prompt_mask": prompt_mask,
+            "responses": responses,
+            "response_mask": response_mask,
+            "rollout_log_probs": rollout_log_probs,
+            "token_level_scores": token_level_scores,
+            "acc": acc_np,
+            "version": self.version,
+        }
+
+    def _prepare(
+        self, rollout: dict[str, Any], timing_raw: dict[str, float], metrics_lists: dict[str, list[float]]
+    ) -> dict[str, Any]:
+        """The trainer, stages ``old_log_prob`` to ``adv`` with the actor of now: the batch, verl's layout."""
+        torch = self.torch
+        prompts, prompt_mask, responses = rollout["prompts"], rollout["prompt_mask"], rollout["responses"]
+        response_mask, token_level_scores = rollout["response_mask"], rollout["token_level_scores"]
         input_ids = torch.cat([prompts, responses], dim=1)
         attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
         mask = response_mask.float()
-        resp_len = response_mask.sum(dim=1)
-
-        with timer(K.STAGE_REWARD, timing_raw):
-            token_level_scores, acc_np = self._scores(strings, responses, mask, resp_len)
-            token_level_rewards = token_level_scores.clone()
+        token_level_rewards = token_level_scores.clone()
 
         with timer(K.STAGE_OLD_LOG_PROB, timing_raw), torch.no_grad():
             logits = response_logits(self.actor, input_ids, attention_mask, self.P, config=self.pcfg)
@@ -443,14 +507,14 @@ class _Run:
             "returns": returns,
             "old_log_probs": old_log_probs,
             "ref_log_prob": ref_log_prob,
-            "rollout_log_probs": rollout_log_probs,
+            "rollout_log_probs": rollout["rollout_log_probs"],
             "sum_pi_squared": sum_pi_squared,
-            "uid": uids,
+            "uid": rollout["uids"],
             "meta_info": {"global_token_num": attention_mask.sum(dim=1).tolist()},
         }
         if values is not None:
             batch["values"] = values
-        return batch, acc_np
+        return batch
 
     def _prompts(self, step: int) -> tuple[list[Any], np.ndarray, Any, Any]:
         """The step's prompts, each repeated ``group_size`` times: strings, uids, tokens, mask."""

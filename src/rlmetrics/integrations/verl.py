@@ -67,11 +67,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rlmetrics import keys
+from rlmetrics._core.batch import as_batch
 from rlmetrics._core.checks import check_int
 from rlmetrics.aggregation import Metric
 from rlmetrics.aggregation import reduce_metrics as _reduce_metrics
 from rlmetrics.errors import RLMetricsWarning
 from rlmetrics.keys import ValName
+from rlmetrics.policy.staleness import compute_staleness_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
 from rlmetrics.training.data import compute_data_metrics as _compute_data_metrics
 from rlmetrics.training.timing import _peak_flops, compute_throughput_metrics, compute_timing_metrics
@@ -300,7 +302,7 @@ def compute_data_metrics(batch: Any, use_critic: bool = True) -> dict[str, float
     o = _STATE.options
     return _compute_data_metrics(
         batch, use_critic, max_response_length=o.max_response_length, max_prompt_length=o.max_prompt_length
-    )
+    ) | _staleness_metrics(batch)  # the off-policy trainers' version fields, when the batch has them
 
 
 def compute_throughout_metrics(batch: Any, timing_raw: Mapping[str, float], n_gpus: int) -> dict[str, float]:
@@ -367,6 +369,104 @@ _IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "calc_maj_val": calc_maj_val,
     "reduce_metrics": reduce_metrics,
 }
+
+
+# ----------------------------------------------------------------------------- off-policy staleness
+#: The per-sample version fields of verl's off-policy and asynchronous trainers, as ``(oldest,
+#: newest)`` names in the batch's ``non_tensor_batch`` (``newest`` None: one version per sample),
+#: the first pair present is read. verl 0.9.1's agent loop files every trajectory's
+#: ``min_global_steps`` / ``max_global_steps`` (the weights' versions at its first and last token,
+#: ``verl/experimental/agent_loop/agent_loop.py``, from ``workers/rollout/llm_server.py``), read by
+#: the fully-async trainer (``experimental/fully_async_policy/detach_utils.py``) and the v1 trainer;
+#: ``policy_versions`` is :func:`rlmetrics.compute_staleness_metrics`' own default, for a custom loop.
+STALENESS_VERSION_FIELDS: tuple[tuple[str, str | None], ...] = (
+    ("min_global_steps", "max_global_steps"),
+    ("policy_versions", None),
+)
+_TRAINER_FRAMES = 8  # frames above compute_data_metrics searched for the verl trainer calling it
+
+
+def _staleness_metrics(batch: Any) -> dict[str, float]:
+    """verl's ``compute_data_metrics`` also logs :func:`rlmetrics.compute_staleness_metrics` (with
+    verl's ``training/off_policy/...`` names, ``peer_names=("verl",)``) when the batch carries the
+    version fields of :data:`STALENESS_VERSION_FIELDS` and the trainer calling it has a version:
+
+    * the fully-async trainer (``current_param_version``): the version its update ran with (its
+      step has already counted the next version when ``local_trigger_step`` is back at 1);
+    * any other (``global_steps``): ``global_steps - 1``, the v1 trainer's convention.
+
+    The token importance weights and the k3 KL per lag bucket come from ``old_log_probs`` and
+    ``rollout_log_probs`` when the batch has both, the rewards from ``token_level_scores``. A batch
+    without the fields, or with a missing (None) version, adds nothing.
+    """
+    view = as_batch(batch, arg="batch")
+    for oldest_name, newest_name in STALENESS_VERSION_FIELDS:
+        oldest = _versions(view.non_tensor(oldest_name))
+        if oldest is not None:
+            newest = _versions(view.non_tensor(newest_name)) if newest_name else None
+            break
+    else:
+        return {}
+    current = _trainer_version()
+    if current is None:
+        warnings.warn(
+            f"the batch carries {oldest_name!r} but no verl trainer with a version (current_param_version "
+            "or global_steps) called compute_data_metrics: the staleness metrics are not logged",
+            VerlPatchWarning,
+            stacklevel=3,
+        )
+        return {}
+    mask = view.get("response_mask")
+    like = functools.partial(_beside, mask)
+    scores = view.get("token_level_scores")
+    has_log_probs = view.has("old_log_probs") and view.has("rollout_log_probs")
+    return compute_staleness_metrics(
+        like(oldest),
+        current_version=current,
+        newest_versions=None if newest is None else like(newest),
+        response_mask=mask,
+        old_log_probs=view.get("old_log_probs") if has_log_probs else None,
+        rollout_log_probs=view.get("rollout_log_probs") if has_log_probs else None,
+        rewards=None if scores is None else scores.sum(-1),
+        peer_names=("verl",),
+    )
+
+
+def _versions(values: Any) -> np.ndarray | None:
+    """A version field as an int64 array; None when absent or when a sample has no version."""
+    if values is None:
+        return None
+    values = list(np.asarray(values, dtype=object).reshape(-1))
+    if not values or any(v is None for v in values):
+        return None
+    return np.asarray(values, dtype=np.int64)
+
+
+def _beside(tensor: Any, values: np.ndarray) -> Any:
+    """``values`` as a torch tensor on the device of ``tensor`` when it is one (else as they are)."""
+    if tensor is None or type(tensor).__module__.split(".")[0] != "torch":
+        return values
+    import torch  # loaded: the batch holds torch tensors
+
+    return torch.as_tensor(values, device=tensor.device)
+
+
+def _trainer_version() -> int | None:
+    """The policy version the calling verl trainer updated (see :func:`_staleness_metrics`)."""
+    frame = sys._getframe(1)
+    for _ in range(_TRAINER_FRAMES):
+        frame = frame.f_back  # type: ignore[assignment]
+        if frame is None:
+            return None
+        trainer = frame.f_locals.get("self")
+        version = getattr(trainer, "current_param_version", None)
+        if isinstance(version, int) and not isinstance(version, bool):
+            counted_next = getattr(trainer, "local_trigger_step", None) == 1 and version > 0
+            return version - 1 if counted_next else version
+        steps = getattr(trainer, "global_steps", None)
+        if isinstance(steps, int) and not isinstance(steps, bool):
+            return steps - 1
+    return None
 
 
 # ----------------------------------------------------------------------------- pass@k

@@ -1,0 +1,143 @@
+"""The demo's off-policy run (``DemoConfig(off_policy_lag=N)``): a queue of past rollouts between
+the generator and the trainer. Asserted over 3 seeds, what holds on any machine: the lag reads 0
+on-policy and exactly N once the queue is full, and the rollout/training mismatch grows with it."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rlmetrics import keys as K
+from rlmetrics.demo.run import DemoConfig, run_demo
+
+#: Trains a model: CI runs these once more under a second CPU kernel family (.ci/run).
+pytestmark = pytest.mark.trains
+
+SEEDS = (0, 1, 2)
+LAGS = (0, 2, 4)
+#: Short runs (~1 s each on one core): a small policy from random weights with a high learning
+#: rate, so that four updates move it well past the bfloat16 rollout's precision gap.
+SHORT = {
+    "steps": 8,
+    "n_prompts": 4,
+    "group_size": 4,
+    "val_every": 100,
+    "val_prompts": 4,
+    "val_samples": 2,
+    "warm_start_steps": 0,
+    "lr": 3e-3,
+    "d_model": 32,
+    "n_layers": 1,
+}
+#: Seeds (of 3) in which the mismatch at lag 4 must exceed that at lag 2 (4 > 0 must hold in all:
+#: the policy's drift over 4 updates is orders of magnitude above the precision gap of lag 0).
+LAG4_OVER_LAG2_SEEDS = 2
+
+
+def rows_of(result: Any) -> list[dict[str, float]]:
+    """The training steps' rows of a run's metrics.jsonl (step 0 is the validation before training)."""
+    rows = [json.loads(line) for line in result.jsonl_path.read_text().splitlines()]
+    return [r for r in rows if r["step"] >= 1]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[tuple[int, int], list[dict[str, float]]]:
+    """(seed, lag) -> the rows of a short GRPO run."""
+    pytest.importorskip("torch")
+    out = {}
+    for seed in SEEDS:
+        for lag in LAGS:
+            cfg = DemoConfig(seed=seed, off_policy_lag=lag, **SHORT)
+            out[seed, lag] = rows_of(run_demo(cfg, out_dir=tmp_path_factory.mktemp(f"s{seed}_lag{lag}")))
+    return out
+
+
+def full(rows: list[dict[str, float]], lag: int) -> list[dict[str, float]]:
+    """The steps that train on a full queue (step > lag)."""
+    return [r for r in rows if r["step"] > lag]
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def test_on_policy_the_lag_reads_zero(runs, seed):
+    rows = runs[seed, 0]
+    assert len(rows) == SHORT["steps"]
+    for key in (K.STALENESS_LAG_MEAN, K.STALENESS_LAG_MAX, K.STALENESS_LAG_MIN, K.STALENESS_TOKEN_LAG_MEAN):
+        assert [r[key] for r in rows] == [0.0] * len(rows), key
+    assert all(r[K.staleness_bucket("0", K.STALENESS_BUCKET_SHARE)] == 1.0 for r in rows)
+
+
+@pytest.mark.parametrize("lag", LAGS[1:], ids=[f"lag{n}" for n in LAGS[1:]])
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def test_the_lag_ramps_and_reads_n_once_the_queue_is_full(runs, seed, lag):
+    rows = runs[seed, lag]
+    # the generator fills the queue with N + 1 rollouts of version 0: lags 0, 1, ..., N, then N
+    assert [r[K.STALENESS_LAG_MEAN] for r in rows] == [float(min(r["step"] - 1, lag)) for r in rows]
+    for r in full(rows, lag):
+        assert r[K.STALENESS_LAG_MEAN] == r[K.STALENESS_LAG_MAX] == r[K.STALENESS_LAG_MIN] == lag
+        assert r[K.STALENESS_SPANS_MAX] == 1.0 and r[K.STALENESS_MULTI_VERSION_SHARE] == 0.0
+        assert r[K.STALENESS_NUM_SAMPLES] == SHORT["n_prompts"] * SHORT["group_size"]
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def test_the_lag_bucket_holds_the_batch_and_its_cost(runs, seed):
+    rows = full(runs[seed, 4], 4)
+    bucket = "3_4"
+    for r in rows:
+        assert r[K.staleness_bucket(bucket, K.STALENESS_BUCKET_SHARE)] == 1.0
+        assert r[K.staleness_bucket("0", K.STALENESS_BUCKET_SHARE)] == 0.0
+        # the bucket's k3 KL is the rollout/training mismatch family's, on the same tokens
+        assert r[K.staleness_bucket(bucket, K.STALENESS_BUCKET_K3_KL)] == pytest.approx(
+            r[K.ROLLOUT_CORR_K3_KL], rel=1e-5
+        )
+        assert math.isfinite(r[K.staleness_bucket(bucket, K.STALENESS_BUCKET_IS_WEIGHT_MEAN)])
+        # the samples trained on are the batch the data metrics describe
+        assert r[K.STALENESS_TRAINED_REWARD_MEAN] == pytest.approx(r[K.SCORE_MEAN], rel=1e-6)
+        assert r[K.STALENESS_TRAINED_LENGTH_MEAN] == pytest.approx(r[K.RESPONSE_LENGTH_MEAN], rel=1e-6)
+
+
+def mismatch(rows: list[dict[str, float]], lag: int) -> tuple[float, float]:
+    """Mean k3 KL and mean spread (std) of the token IS weights over the full-queue steps."""
+    steps = full(rows, lag)
+    return (
+        float(np.mean([r[K.ROLLOUT_CORR_K3_KL] for r in steps])),
+        float(np.mean([r[K.ROLLOUT_CORR_IS_STD] for r in steps])),
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def test_the_mismatch_at_lag_4_exceeds_the_on_policy_one(runs, seed):
+    kl0, spread0 = mismatch(runs[seed, 0], 0)
+    kl4, spread4 = mismatch(runs[seed, 4], 4)
+    assert kl4 > kl0 and spread4 > spread0
+
+
+def test_the_mismatch_grows_from_lag_2_to_lag_4_in_most_seeds(runs):
+    grows = [mismatch(runs[s, 4], 4)[0] > mismatch(runs[s, 2], 2)[0] for s in SEEDS]
+    assert sum(grows) >= LAG4_OVER_LAG2_SEEDS, grows
+
+
+def test_ppo_trains_off_policy(tmp_path):
+    """The critic's path (values, GAE) on a queued rollout."""
+    pytest.importorskip("torch")
+    cfg = DemoConfig(algo="ppo", off_policy_lag=2, **(SHORT | {"steps": 4}))
+    rows = rows_of(run_demo(cfg, out_dir=tmp_path))
+    assert [r[K.STALENESS_LAG_MAX] for r in rows] == [0.0, 1.0, 2.0, 2.0]
+    assert all(math.isfinite(r[K.CRITIC_VF_LOSS]) for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("lag", "exc", "match"),
+    [
+        (-1, ValueError, "off_policy_lag must be an integer >= 0; got -1"),
+        (1.5, TypeError, "off_policy_lag must be an integer >= 0; got float 1.5"),
+        (True, TypeError, "off_policy_lag must be an integer >= 0; got bool True"),
+    ],
+    ids=["negative", "float", "bool"],
+)
+def test_a_bad_lag_is_refused_naming_it(lag, exc, match):
+    with pytest.raises(exc, match=match):
+        DemoConfig(off_policy_lag=lag)
