@@ -239,15 +239,15 @@ class _Loop:
 
 
 def _table(watcher: Any, outbox: Any, webhooks: bool) -> Any:
-    """The view: a row per run (status, last step, idle seconds, key signals, findings count),
+    """The view: a row per run (status and seconds since its last step, key signals, findings count),
     then a line per finding and per run waiting or failed."""
     from rich.console import Group
     from rich.table import Table
 
     from rlmetrics.health.watch import KEY_SIGNALS, key_values
 
-    table = Table(show_lines=False)
-    for column in ("run", "status", "step", "idle", *(_SIGNAL_HEADS[s] for s in KEY_SIGNALS), "findings"):
+    table = Table(show_lines=False, show_edge=False)
+    for column in ("run", "status", "step", *(_SIGNAL_HEADS[s] for s in KEY_SIGNALS), "findings"):
         left = column in ("run", "status", "findings")
         table.add_column(
             column, justify="left" if left else "right", overflow="fold", no_wrap=column != "run"
@@ -259,9 +259,8 @@ def _table(watcher: Any, outbox: Any, webhooks: bool) -> Any:
         style = _STATUS_STYLE.get(run.status, "")
         table.add_row(
             escape(run.name),
-            f"[{style}]{escape(run.status)}[/{style}]",
+            f"[{style}]{escape(_status(run, now))}[/{style}]",
             "-" if run.last_step is None else str(run.last_step),
-            "-" if run.ended else f"{run.idle_for(now):.0f}s",
             *("-" if values[s] is None else f"{values[s]:.4g}" for s in KEY_SIGNALS),
             _count_cell(run),
         )
@@ -273,6 +272,11 @@ def _table(watcher: Any, outbox: Any, webhooks: bool) -> Any:
         caption += f"; webhook: {outbox.sent} sent, {len(outbox)} due, {outbox.failed} given up"
     table.caption = caption
     return Group(table, *lines) if lines else table
+
+
+def _status(run: Any, now: float) -> str:
+    """The status word; a followed run's with the seconds since its last new step."""
+    return f"live {run.idle_for(now):.0f}s" if run.status == "following" else str(run.status)
 
 
 def _count_cell(run: Any) -> str:

@@ -15,8 +15,8 @@ complete record yet, is *waiting*; one that cannot be read (a rollout dump, a mi
 optional package) is *failed* and no longer followed.
 
 A run has *finished* when its log says so: TRL's training summary (``train_runtime``, logged
-once after the last step) or verl's ``Final validation metrics`` line at the end of a console
-log. Other formats hold no end mark (a rlmetrics ``metrics.jsonl`` has none): the caller ends
+once after the last step: a key of a TensorBoard or ``trainer_state.json`` run, a dict at the
+end of a printed log) or verl's ``Final validation metrics`` line at the end of a console log. Other formats hold no end mark (a rlmetrics ``metrics.jsonl`` has none): the caller ends
 such a run after a time without new steps (:meth:`RunState.idle_for`).
 """
 
@@ -35,7 +35,7 @@ import numpy as np
 
 from rlmetrics.errors import RunReadError, ValidationDumpError
 from rlmetrics.health.findings import ERROR, SEVERITIES, Diagnosis, Finding, History
-from rlmetrics.readers import VERL_CONSOLE, read_run
+from rlmetrics.readers import TRL_PRINTED, VERL_CONSOLE, read_run
 from rlmetrics.readers._run import Source
 from rlmetrics.readers.detect import locate
 from rlmetrics.readers.tail import TAIL_FORMATS, complete_size, extend_history, read_tail
@@ -46,8 +46,10 @@ __all__ = ["KEY_SIGNALS", "NewFinding", "RunState", "Watcher", "at_least", "key_
 KEY_SIGNALS = ("reward", "kl_ref", "entropy", "response_length")
 #: The summary TRL / transformers logs once, after the last step (printed, trainer_state, TB/W&B).
 _TRL_END_KEYS = ("train_runtime", "train/train_runtime")
-_VERL_END_LINE = b"Final validation metrics"  # verl's trainer prints it when fit() is done
-_END_TAIL = 64 * 1024  # bytes at the end of a console log searched for the end line
+#: What a console log prints at its end: verl's trainer when fit() is done, TRL's summary dict
+#: (which the reader of printed logs leaves out: it is not a step)
+_END_MARKS = {VERL_CONSOLE: b"Final validation metrics", TRL_PRINTED: b"'train_runtime'"}
+_END_TAIL = 64 * 1024  # bytes at the end of a console log searched for the end mark
 
 WAITING, FOLLOWING, FINISHED, FAILED = "waiting", "following", "finished", "failed"
 
@@ -146,11 +148,12 @@ def run_finished(fmt: str | None, history: History, target: Path | None = None) 
     """
     if any(key in history for key in _TRL_END_KEYS):
         return True
-    if fmt == VERL_CONSOLE and target is not None and target.is_file():
+    mark = _END_MARKS.get(fmt or "")
+    if mark is not None and target is not None and target.is_file():
         with open(target, "rb") as fh:
             size = fh.seek(0, io.SEEK_END)
             fh.seek(max(0, size - _END_TAIL))
-            return _VERL_END_LINE in fh.read()
+            return mark in fh.read()
     return False
 
 
@@ -244,11 +247,12 @@ class Watcher:
                 run.warnings.append(text)
         if grew:
             run.last_growth = self.clock()
-        if run.status != FOLLOWING or not grew:
+        if run.status != FOLLOWING:
             return []
-        if run_finished(run.format, run.history, run.target):
+        new = self._diagnose(run) if grew else []
+        if run_finished(run.format, run.history, run.target):  # the end mark may come without a step
             run.status = FINISHED
-        return self._diagnose(run)
+        return new
 
     def _read(self, run: RunState) -> bool:
         """Read ``run`` (its tail where it can); whether it gained a step."""

@@ -84,6 +84,8 @@ def post_json(url: str, payload: Any, *, timeout: float = 2.0) -> Attempt:
     """
     from rlmetrics import __version__
 
+    if not url.startswith(("http://", "https://")):  # file:// and the like: never worth a retry
+        return Attempt(False, False, f"not an http:// or https:// URL: {_shown(url)}")
     body = json.dumps(payload, allow_nan=False, default=str).encode("utf-8")
     request = urllib.request.Request(
         url,
