@@ -16,8 +16,9 @@ optional package) is *failed* and no longer followed.
 
 A run has *finished* when its log says so: TRL's training summary (``train_runtime``, logged
 once after the last step: a key of a TensorBoard or ``trainer_state.json`` run, a dict at the
-end of a printed log) or verl's ``Final validation metrics`` line at the end of a console log. Other formats hold no end mark (a rlmetrics ``metrics.jsonl`` has none): the caller ends
-such a run after a time without new steps (:meth:`RunState.idle_for`).
+end of a printed log) or verl's ``Final validation metrics`` line at the end of a console log.
+Other runs hold no end mark (a rlmetrics ``metrics.jsonl`` has none): the caller ends such a run
+after a time without new steps (:meth:`RunState.idle_for`).
 """
 
 from __future__ import annotations
