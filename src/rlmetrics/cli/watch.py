@@ -26,9 +26,15 @@ EXIT_FINDING = 3
 _EXIT_BAD_INPUT = 2
 _EXIT_INTERRUPTED = 130
 _SEVERITY_STYLE = {"warning": "yellow", "error": "bold red"}
-_STATUS_STYLE = {"waiting": "dim", "following": "green", "finished": "cyan", "failed": "bold red"}
+_STATUS_STYLE = {
+    "waiting": "dim",
+    "following": "green",
+    "finished": "cyan",
+    "failed": "bold red",
+    "idle": "dim",
+}
 _SIGNAL_HEADS = {"reward": "reward", "kl_ref": "KL", "entropy": "entropy", "response_length": "length"}
-_FLUSH_SECONDS = 10.0  # at the end, how long webhook deliveries still due may take
+_FLUSH_SECONDS = 5.0  # at the end, how long webhook deliveries still due may take
 _PROBLEM_WIDTH = 160  # characters of a waiting or failed run's problem shown in the table
 _CATCH_UP_SLEEP = 0.05  # between polls while runs wait for the budget
 
@@ -162,7 +168,9 @@ class _Loop:
             return EXIT_FINDING
         failed = [r for r in self.watcher.runs if r.status in ("waiting", "failed")]
         for run in failed:
-            self.err.print(f"[bold red]error:[/bold red] {escape(run.name)}: {escape(run.problem or '')}")
+            self.err.print(
+                f"[bold red]error:[/bold red] {escape(run.name)}: {escape(run.problem or '')}", soft_wrap=True
+            )
         return _EXIT_BAD_INPUT if failed else 0
 
     def follow(self, *, interval: float, idle: float | None, budget: float) -> int:
@@ -177,7 +185,10 @@ class _Loop:
             self.step(budget=budget)
             if self.triggered:
                 return EXIT_FINDING
-            if self.watcher.ended(idle=idle):
+            if idle is not None:
+                self.watcher.expire(idle)
+                self.note_ended()
+            if self.watcher.ended():
                 return 0
             pause = _CATCH_UP_SLEEP if self.watcher.pending else interval
             time.sleep(max(0.0, pause - (time.monotonic() - started)))
@@ -191,14 +202,17 @@ class _Loop:
                 self.report(item.run, item.finding)
             self.outbox.deliver_due(budget=self.outbox.timeout)
         self.warn([str(w.message) for w in caught] + [m for r in self.watcher.runs for m in r.warnings])
+        self.note_ended()
+        if self.live is not None:
+            self.live.update(self.table(), refresh=True)
+
+    def note_ended(self) -> None:
+        """A line for each run that ended since the last one."""
         for i, run in enumerate(self.watcher.runs):
             if run.ended and i not in self._ended:
                 self._ended.add(i)
-                self.say(
-                    f"{escape(run.name)}: {run.status}" + (f" ({escape(run.problem)})" if run.problem else "")
-                )
-        if self.live is not None:
-            self.live.update(self.table(), refresh=True)
+                why = f" ({escape(_short(run.problem))})" if run.problem else ""
+                self.say(f"{escape(run.name)}: {run.status} at step {run.last_step}{why}")
 
     def report(self, run: Any, finding: Any) -> None:
         from rlmetrics.health.watch import at_least

@@ -52,7 +52,7 @@ _TRL_END_KEYS = ("train_runtime", "train/train_runtime")
 _END_MARKS = {VERL_CONSOLE: b"Final validation metrics", TRL_PRINTED: b"'train_runtime'"}
 _END_TAIL = 64 * 1024  # bytes at the end of a console log searched for the end mark
 
-WAITING, FOLLOWING, FINISHED, FAILED = "waiting", "following", "finished", "failed"
+WAITING, FOLLOWING, FINISHED, FAILED, IDLE = "waiting", "following", "finished", "failed", "idle"
 
 
 class NewFinding(NamedTuple):
@@ -73,7 +73,8 @@ class RunState:
     name : str
         Its label.
     status : str
-        ``"waiting"``, ``"following"``, ``"finished"`` or ``"failed"``.
+        ``"waiting"``, ``"following"``, ``"finished"``, ``"failed"`` or ``"idle"`` (ended by
+        :meth:`Watcher.expire`).
     format : str or None
         The format read (:data:`rlmetrics.readers.FORMATS`), None until read.
     history : dict
@@ -106,8 +107,8 @@ class RunState:
 
     @property
     def ended(self) -> bool:
-        """Finished or failed: no longer followed."""
-        return self.status in (FINISHED, FAILED)
+        """Finished, failed or idle: no longer followed."""
+        return self.status in (FINISHED, FAILED, IDLE)
 
     def idle_for(self, now: float) -> float:
         """Seconds (of the watcher's clock) since a new step last arrived."""
@@ -322,6 +323,14 @@ class Watcher:
                 run.reported[finding.kind] = finding.severity
                 new.append(NewFinding(run, finding))
         return new
+
+    def expire(self, idle: float) -> list[RunState]:
+        """End the runs without a new step for ``idle`` seconds (status ``"idle"``); those ended now."""
+        now = self.clock()
+        expired = [run for run in self.runs if not run.ended and run.idle_for(now) >= idle]
+        for run in expired:
+            run.status = IDLE
+        return expired
 
     def ended(self, *, idle: float | None = None) -> bool:
         """Whether every run has finished or failed, or been idle ``idle`` seconds (when given)."""

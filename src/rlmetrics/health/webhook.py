@@ -143,7 +143,7 @@ class Outbox:
 
     tries: int = 4
     timeout: float = 2.0
-    backoff: float = 1.0
+    backoff: float = 0.5
     max_backoff: float = 30.0
     post: Callable[..., Attempt] = post_json
     clock: Callable[[], float] = time.monotonic
