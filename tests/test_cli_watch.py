@@ -238,3 +238,11 @@ def test_help_documents_the_exit_status():
     res = runner.invoke(app, ["watch", "--help"])
     assert res.exit_code == 0
     assert "3 a finding" in res.output and "--exit-on" in res.output and "--idle" in res.output
+
+
+def test_a_run_that_cannot_be_read_ends_the_follow_with_status_2(tmp_path):
+    dump = tmp_path / "0.jsonl"
+    dump.write_text(json.dumps({"input": "q", "output": "a", "score": 1.0, "step": 0}) + "\n")
+    res = runner.invoke(app, ["watch", str(dump), "--interval", "0.1"])
+    assert res.exit_code == 2, res.output
+    assert "failed" in res.output and "rollout dump" in res.output

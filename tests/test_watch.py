@@ -335,3 +335,21 @@ def test_at_least(severity, level, expected):
 def test_at_least_unknown_level():
     with pytest.raises(ValueError, match="severity must be one of"):
         at_least(Finding("k", "error", 1, ()), "fatal")
+
+
+def test_watcher_follows_a_tensorboard_folder(tmp_path):
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    for s in range(1, 6):
+        writer.add_scalar(K.ACTOR_PG_LOSS, 0.1, s)
+    writer.flush()
+    w = Watcher([tmp_path / "tb"], names=["tb"])
+    assert w.poll() == []
+    assert (w.runs[0].format, w.runs[0].last_step) == ("tensorboard", 5)
+    writer.add_scalar(K.ACTOR_PG_LOSS, float("nan"), 6)
+    writer.flush()
+    new = w.poll()
+    writer.close()
+    assert [(n.finding.kind, n.finding.step) for n in new] == [("nonfinite", 6)]

@@ -50,8 +50,8 @@ Examples:
   rlmetrics watch tb_logs/run3 --once --exit-on warning
 
 Exit status: 0 every run finished or went idle (or --once found nothing to exit on), 3 a finding
-at or above --exit-on appeared, 2 a bad option (or, with --once, a run that cannot be read),
-130 interrupted.
+at or above --exit-on appeared, 2 a bad option or a run that cannot be read (with --once: one
+not there yet too), 130 interrupted.
 """
 
 
@@ -188,8 +188,8 @@ class _Loop:
             if idle is not None:
                 self.watcher.expire(idle)
                 self.note_ended()
-            if self.watcher.ended():
-                return 0
+            if self.watcher.ended():  # a run that could not be read: as diagnose, status 2
+                return _EXIT_BAD_INPUT if any(r.status == "failed" for r in self.watcher.runs) else 0
             pause = _CATCH_UP_SLEEP if self.watcher.pending else interval
             time.sleep(max(0.0, pause - (time.monotonic() - started)))
 
