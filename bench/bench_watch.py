@@ -134,7 +134,7 @@ def main() -> None:
         t_budget, _ = _timed(lambda: watcher.poll(budget=1.0))
         done = args.runs - watcher.pending
         print(f"4. refresh with --budget 1: {t_budget:.2f} s, {done} of {args.runs} runs refreshed")
-        console = Console(file=io.StringIO(), width=120)
+        console = Console(file=io.StringIO(), width=120, highlight=False)  # as the command's
         t_table, _ = _timed(lambda: console.print(_table(watcher, Outbox(), False)))
         print(f"5. drawing the table of {args.runs} runs: {1000 * t_table:.0f} ms")
     finally:

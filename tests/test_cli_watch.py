@@ -246,3 +246,18 @@ def test_a_run_that_cannot_be_read_ends_the_follow_with_status_2(tmp_path):
     res = runner.invoke(app, ["watch", str(dump), "--interval", "0.1"])
     assert res.exit_code == 2, res.output
     assert "failed" in res.output and "rollout dump" in res.output
+
+
+def test_on_a_terminal_the_table_is_live(tmp_path, monkeypatch):
+    import functools
+
+    import rlmetrics.cli.watch as watch_cli
+
+    monkeypatch.setattr(
+        watch_cli, "Console", functools.partial(watch_cli.Console, force_terminal=True, width=100)
+    )
+    path = rows(tmp_path / "exp1" / "metrics.jsonl", range(1, 6), nan_at=5)
+    res = runner.invoke(app, ["watch", str(path), "--interval", "0.1", "--idle", "0.3"])
+    assert res.exit_code == 0, res.output
+    assert "\x1b[" in res.output  # drawn in place (cursor moves, colours)
+    assert "nonfinite" in res.output and "exp1" in res.output

@@ -149,6 +149,7 @@ def test_watcher_waits_for_a_run_then_follows_it(tmp_path):
     run = w.runs[0]
     assert (run.status, run.format, run.last_step, run.problem) == ("following", "rlmetrics-jsonl", 4, None)
     assert run.offset == p.stat().st_size and run.last_growth == 1.0
+    assert run.values == {"reward": 0.2, "kl_ref": None, "entropy": 0.5, "response_length": None}
 
 
 def test_watcher_reports_a_new_finding_once_and_again_when_it_gets_worse(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ pipe or a log file, one line per new finding and the table at the end.
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from pathlib import Path
@@ -37,6 +38,7 @@ _SIGNAL_HEADS = {"reward": "reward", "kl_ref": "KL", "entropy": "entropy", "resp
 _FLUSH_SECONDS = 5.0  # at the end, how long webhook deliveries still due may take
 _PROBLEM_WIDTH = 160  # characters of a waiting or failed run's problem shown in the table
 _CATCH_UP_SLEEP = 0.05  # between polls while runs wait for the budget
+_REDRAW_SECONDS = 1.0  # the live table is drawn at most this often (a draw of 100 runs: ~0.2 s)
 
 EPILOG = """\
 Examples:
@@ -159,6 +161,7 @@ class _Loop:
         self._warned: set[str] = set()
         self._ended: set[int] = set()
         self.printed = False
+        self._drawn = -math.inf  # when the live table was last drawn
 
     def once(self, *, budget: float | None) -> int:
         self.step(budget=budget)
@@ -203,8 +206,9 @@ class _Loop:
             self.outbox.deliver_due(budget=self.outbox.timeout)
         self.warn([str(w.message) for w in caught] + [m for r in self.watcher.runs for m in r.warnings])
         self.note_ended()
-        if self.live is not None:
+        if self.live is not None and time.monotonic() - self._drawn >= _REDRAW_SECONDS:
             self.live.update(self.table(), refresh=True)
+            self._drawn = time.monotonic()
 
     def note_ended(self) -> None:
         """A line for each run that ended since the last one."""
@@ -258,7 +262,7 @@ def _table(watcher: Any, outbox: Any, webhooks: bool) -> Any:
     from rich.console import Group
     from rich.table import Table
 
-    from rlmetrics.health.watch import KEY_SIGNALS, key_values
+    from rlmetrics.health.watch import KEY_SIGNALS
 
     table = Table(show_lines=False, show_edge=False)
     for column in ("run", "status", "step", *(_SIGNAL_HEADS[s] for s in KEY_SIGNALS), "findings"):
@@ -269,7 +273,7 @@ def _table(watcher: Any, outbox: Any, webhooks: bool) -> Any:
     now = watcher.clock()
     lines: list[str] = []
     for run in watcher.runs:
-        values = key_values(run.history, signals=watcher.signals)
+        values = run.values
         style = _STATUS_STYLE.get(run.status, "")
         table.add_row(
             escape(run.name),

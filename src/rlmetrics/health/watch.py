@@ -87,6 +87,9 @@ class RunState:
         Why the run is waiting or failed (or why the latest diagnosis could not run).
     warnings : list of str
         The distinct warnings its reads emitted, in order.
+    values : dict
+        The last finite value of each of :data:`KEY_SIGNALS` (None when not logged), as of the
+        last read.
     """
 
     source: Path
@@ -98,6 +101,7 @@ class RunState:
     last_step: int | None = None
     problem: str | None = None
     warnings: list[str] = field(default_factory=list)
+    values: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(KEY_SIGNALS))
     target: Path | None = None  # the file or folder read
     offset: int = 0  # where the next tail read starts (JSON-lines runs)
     signature: Any = None  # the size and mtime of the files read, when last read
@@ -249,6 +253,7 @@ class Watcher:
                 run.warnings.append(text)
         if grew:
             run.last_growth = self.clock()
+            run.values = key_values(run.history, signals=self.signals)
         if run.status != FOLLOWING:
             return []
         new = self._diagnose(run) if grew else []
