@@ -16,12 +16,13 @@ from rlmetrics.cli.demo import demo
 from rlmetrics.cli.diagnose import diagnose
 from rlmetrics.cli.report import report
 from rlmetrics.cli.validate import validate
+from rlmetrics.cli.watch import watch
 
-COMMANDS = ["validate", "compare", "demo", "report", "diagnose"]
+COMMANDS = ["validate", "compare", "demo", "report", "diagnose", "watch"]
 runner = CliRunner()
 
 
-def test_registered_commands_are_the_five_functions():
+def test_registered_commands_are_the_six_functions():
     registered = {info.name: info.callback for info in app.registered_commands}
     assert registered == {
         "validate": validate,
@@ -29,6 +30,7 @@ def test_registered_commands_are_the_five_functions():
         "demo": demo,
         "report": report,
         "diagnose": diagnose,
+        "watch": watch,
     }
 
 

@@ -377,3 +377,67 @@ def test_a_console_log_piped_in_on_stdin(tmp_path):
     (record,) = json.loads(out.read_text())["runs"]
     assert record["source"] == "<stdin>" and record["findings"][0]["kind"] == "nonfinite"
     assert record["findings"][0]["step"] == 3
+
+
+# --- --fail-on: the gate on chosen kinds -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "fail_on", "code"),
+    [
+        ("warn/a", [], 0),  # default gate: a warning passes
+        ("warn/a", ["grad_spike"], 1),  # a warning of a gated kind fails
+        ("warn/a", ["nonfinite"], 0),  # the gated kind is absent
+        ("err/a", ["nonfinite"], 1),
+        ("err/a", ["grad_spike,nonfinite"], 1),
+        ("err/a", [], 1),  # default gate: an error fails
+        ("ok/a", ["grad_spike", "nonfinite"], 0),
+    ],
+    ids=["warn-default", "warn-gated", "warn-other-kind", "err-gated", "comma-list", "err-default", "clean"],
+)
+def test_fail_on_exit_codes(tmp_path, rules, key, fail_on, code):
+    run = jsonl_run(tmp_path / "r" / "metrics.jsonl", key)
+    res = runner.invoke(app, ["diagnose", str(run), *(a for k in fail_on for a in ("--fail-on", k))])
+    assert res.exit_code == code, res.output
+
+
+def test_fail_on_passes_an_error_of_another_kind(tmp_path, rules, monkeypatch):
+    """--fail-on replaces the default gate: an error finding of a kind not named does not fail."""
+    run = jsonl_run(tmp_path / "r" / "metrics.jsonl", "err/a")
+
+    def only_error(history, **kwargs):
+        return Diagnosis((Finding("nonfinite", "error", 3, ("err/a",), {}, "x"),))
+
+    monkeypatch.setattr(sys.modules["rlmetrics.health.rules"], "diagnose", only_error)
+    assert runner.invoke(app, ["diagnose", str(run), "--fail-on", "grad_spike"]).exit_code == 0
+    assert runner.invoke(app, ["diagnose", str(run)]).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [("kl_drift", "unknown kind 'kl_drift'; known: grad_spike, nonfinite"), ("nonfinite,", "an empty kind")],
+    ids=["unknown", "empty"],
+)
+def test_fail_on_bad_kind_is_a_usage_error(tmp_path, rules, value, match):
+    run = jsonl_run(tmp_path / "r" / "metrics.jsonl", "err/a")
+    res = runner.invoke(app, ["diagnose", str(run), "--fail-on", value])
+    assert res.exit_code == 2
+    assert match in res.output
+
+
+def test_fail_on_with_the_real_rules_lists_every_kind(tmp_path):
+    from rlmetrics.health.rules import KINDS
+
+    run = jsonl_run(tmp_path / "r" / "metrics.jsonl", "actor/pg_loss")
+    res = runner.invoke(app, ["diagnose", str(run), "--fail-on", "nope"])
+    assert res.exit_code == 2
+    assert all(kind in res.output for kind in KINDS)
+
+
+def test_parse_kinds_dedupes_and_keeps_order():
+    from rlmetrics.cli.diagnose import parse_kinds
+
+    assert parse_kinds([" b , a", "b"], ("a", "b")) == ("b", "a")
+    assert parse_kinds([], ("a",)) is None
+    with pytest.raises(ValueError, match=r"--fail-on 'c': unknown kind 'c'; known: a, b"):
+        parse_kinds(["c"], ("a", "b"))

@@ -1,4 +1,4 @@
-"""The ``rlmetrics`` command line: ``validate``, ``compare``, ``demo``, ``report`` and ``diagnose``.
+"""The ``rlmetrics`` command line: ``validate``, ``compare``, ``demo``, ``report``, ``diagnose``, ``watch``.
 
 Each command lives in its own module of :mod:`rlmetrics.cli`; this file only wires them into
 one typer app. Heavy imports (torch, pyarrow, matplotlib) happen inside the commands, so
@@ -19,6 +19,8 @@ from rlmetrics.cli.diagnose import EPILOG as DIAGNOSE_EPILOG
 from rlmetrics.cli.diagnose import diagnose
 from rlmetrics.cli.report import report
 from rlmetrics.cli.validate import validate
+from rlmetrics.cli.watch import EPILOG as WATCH_EPILOG
+from rlmetrics.cli.watch import watch
 
 __all__ = ["app", "main"]
 
@@ -46,7 +48,7 @@ app = typer.Typer(
     cls=_Group,
     help=(
         "Metrics for RL fine-tuning of language models: validate and compare rollout dumps, run the demo, "
-        "draw reports, diagnose runs."
+        "draw reports, diagnose runs, watch runs as they grow."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -75,7 +77,7 @@ def _main(
     ] = False,
 ) -> None:
     """Metrics for RL fine-tuning of language models: validate and compare rollout dumps, run the demo,
-    draw reports, diagnose runs."""
+    draw reports, diagnose runs, watch runs as they grow."""
 
 
 app.command("validate", cls=_Command)(validate)
@@ -83,6 +85,7 @@ app.command("demo", cls=_Command)(demo)
 app.command("report", cls=_Command)(report)
 app.command("diagnose", cls=_Command, epilog=DIAGNOSE_EPILOG)(diagnose)
 app.command("compare", cls=_Command, epilog=COMPARE_EPILOG)(compare)
+app.command("watch", cls=_Command, epilog=WATCH_EPILOG)(watch)
 
 
 def main() -> None:

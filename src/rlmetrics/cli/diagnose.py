@@ -4,7 +4,9 @@ The library functions are :func:`rlmetrics.health.sources.load_history` (any run
 content, through :func:`rlmetrics.readers.read_run`; a log piped in is read as a stream) and
 :func:`rlmetrics.health.rules.diagnose`. Exit
 status: 0 when no run has an ``error`` finding, 1 when one has (a CI gate on a run), 2 when a run
-could not be read or an option is wrong.
+could not be read or an option is wrong. ``--fail-on KIND,...`` sets the gate to those kinds:
+exit 1 when a finding of one of them appears, whatever its severity (and an error finding of
+another kind no longer fails).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rich.markup import escape
 
 from rlmetrics.cli._files import check_target, write_json
 
-__all__ = ["EPILOG", "diagnose", "parse_signals", "parse_thresholds", "run_name"]
+__all__ = ["EPILOG", "diagnose", "parse_kinds", "parse_signals", "parse_thresholds", "run_name"]
 
 _SEVERITY_STYLE = {"warning": "yellow", "error": "bold red"}
 _EXIT_ERROR, _EXIT_BAD_INPUT = 1, 2
@@ -38,7 +40,10 @@ Examples:
 
   ssh node1 cat nohup.out | rlmetrics diagnose -
 
-Exit status: 0 no error finding, 1 an error finding in some run, 2 unreadable input.
+  rlmetrics diagnose runs/exp1 --fail-on nonfinite,reward_hacking   # a CI gate on two kinds
+
+Exit status: 0 no error finding, 1 an error finding in some run (with --fail-on: a finding of one
+of those kinds, any severity), 2 unreadable input or a bad option.
 """
 
 
@@ -82,6 +87,31 @@ def parse_signals(items: list[str]) -> dict[str, str] | None:
             )
         out[name] = key
     return out or None
+
+
+def parse_kinds(items: list[str], known: tuple[str, ...] | list[str]) -> tuple[str, ...] | None:
+    """``--fail-on`` values (comma-separated, repeatable) as the kinds they name (None when none).
+
+    Raises
+    ------
+    ValueError
+        An empty item or an unknown kind; the message lists the known kinds.
+
+    Examples
+    --------
+    >>> parse_kinds(["nonfinite,grad_spike", "nonfinite"], ("nonfinite", "grad_spike", "kl_drift"))
+    ('nonfinite', 'grad_spike')
+    """
+    out: list[str] = []
+    for item in items:
+        for kind in item.split(","):
+            kind = kind.strip()
+            if kind not in known:
+                what = f"unknown kind {kind!r}" if kind else "an empty kind"
+                raise ValueError(f"--fail-on {item!r}: {what}; known: {', '.join(known)}")
+            if kind not in out:
+                out.append(kind)
+    return tuple(out) or None
 
 
 def parse_thresholds(
@@ -188,16 +218,25 @@ def diagnose(
             help="Read a signal from a key of your own, signal=key (repeatable), e.g. reward=train_reward.",
         ),
     ] = None,
+    fail_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fail-on",
+            metavar="KIND[,KIND...]",
+            help="Exit 1 when a finding of one of these kinds appears, whatever its severity (instead of "
+            "on any error finding); comma-separated or repeated, e.g. nonfinite,reward_hacking.",
+        ),
+    ] = None,
 ) -> None:
     """Find the known failure modes of RL fine-tuning in runs: what, from which step, the evidence.
 
     Prints a table per run (kind, severity, onset step, metric, evidence, advice) and the checks
-    that could not run. Exit status 0 when no run has an error finding, 1 when one has, 2 when a
-    run cannot be read.
+    that could not run. Exit status 0 when no run has an error finding, 1 when one has (with
+    --fail-on: a finding of one of those kinds), 2 when a run cannot be read or an option is wrong.
     """
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
-    options = _options(err, threshold or [], signal or [], json_out)
+    options = _options(err, threshold or [], signal or [], json_out, fail_on or [])
     stdin = _Stdin()
     records: list[dict[str, Any]] = []
     for i, path in enumerate(runs):
@@ -210,7 +249,7 @@ def diagnose(
         except OSError as exc:
             _fail(err, f"--json: could not write {json_out}: {exc.strerror or exc}")
         err.print(f"wrote {escape(str(json_out))}", soft_wrap=True)
-    code = max((_exit_code(r) for r in records), default=0)
+    code = max((_exit_code(r, options.fail_on) for r in records), default=0)
     if code:
         raise typer.Exit(code=code)
 
@@ -220,6 +259,7 @@ class _Options(NamedTuple):
 
     thresholds: dict[str, dict[str, float]] | None
     signals: dict[str, str] | None
+    fail_on: tuple[str, ...] | None = None  # the kinds that fail the run (None: any error finding)
 
 
 def _fail(err: Console, message: str) -> None:
@@ -227,12 +267,18 @@ def _fail(err: Console, message: str) -> None:
     raise typer.Exit(code=_EXIT_BAD_INPUT)
 
 
-def _options(err: Console, threshold: list[str], signal: list[str], json_out: Path | None) -> _Options:
+def _options(
+    err: Console, threshold: list[str], signal: list[str], json_out: Path | None, fail_on: list[str]
+) -> _Options:
     """The checked options; a bad one is one line on stderr and exit 2."""
-    from rlmetrics.health.rules import THRESHOLDS
+    from rlmetrics.health.rules import KINDS, THRESHOLDS
 
     try:
-        options = _Options(parse_thresholds(threshold, THRESHOLDS) or None, parse_signals(signal))
+        options = _Options(
+            parse_thresholds(threshold, THRESHOLDS) or None,
+            parse_signals(signal),
+            parse_kinds(fail_on, KINDS),
+        )
     except ValueError as exc:
         _fail(err, str(exc))
     problem = None if json_out is None else check_target(json_out, "--json")
@@ -288,7 +334,9 @@ def _diagnose_run(out: Console, err: Console, path: Path, options: _Options, std
     return {"run": name, "source": source, "kind_of_source": kind, **diagnosis.to_dict()}
 
 
-def _exit_code(record: dict[str, Any]) -> int:
+def _exit_code(record: dict[str, Any], fail_on: tuple[str, ...] | None = None) -> int:
     if "error" in record:
         return _EXIT_BAD_INPUT
+    if fail_on is not None:
+        return _EXIT_ERROR if any(f["kind"] in fail_on for f in record["findings"]) else 0
     return _EXIT_ERROR if any(f["severity"] == "error" for f in record["findings"]) else 0

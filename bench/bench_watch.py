@@ -1,0 +1,145 @@
+"""Benchmark: one refresh of ``rlmetrics watch`` on a sweep (100 runs of 10,000 steps by default).
+
+Run by hand (not a test)::
+
+    python bench/bench_watch.py                        # 100 runs x 10,000 steps x 40 keys
+    python bench/bench_watch.py --runs 20 --steps 2000
+
+Writes ``--runs`` rlmetrics ``metrics.jsonl`` files (verl's key names: score, entropy, KL, lengths,
+gradient norm ..., random walks, padded with more keys up to ``--keys``), then times, with
+:class:`rlmetrics.health.watch.Watcher` (what ``rlmetrics watch`` runs) and its table:
+
+1. the first read of every run (a whole read and a diagnosis each);
+2. a refresh when nothing changed (a ``stat`` per run), median of 5;
+3. a refresh after one new step was appended to every run, without a budget: the tail reads
+   and the diagnoses, per run;
+4. the same with the default budget of 1 s: its time and how many runs it refreshed (the rest
+   are refreshed by the next polls, 50 ms apart);
+5. drawing the table of every run (rich, to a string).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve()
+sys.path.insert(0, str(HERE.parents[1] / "src"))
+
+from rlmetrics import keys as K  # noqa: E402
+from rlmetrics.health.watch import Watcher  # noqa: E402
+
+_BASE_KEYS = [
+    K.SCORE_MEAN,
+    K.ACTOR_ENTROPY,
+    K.ACTOR_KL_LOSS,
+    K.ACTOR_PG_LOSS,
+    K.ACTOR_GRAD_NORM,
+    K.PG_CLIPFRAC,
+    K.PPO_KL,
+    K.RESPONSE_LENGTH_MEAN,
+    K.RESPONSE_LENGTH_CLIP_RATIO,
+    K.PERF_THROUGHPUT,
+    K.ADV_MEAN,
+    K.ACTOR_LR,
+]
+
+
+def _columns(steps: int, n_keys: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    names = _BASE_KEYS + [f"timing_s/extra_{i}" for i in range(max(0, n_keys - len(_BASE_KEYS)))]
+    out = {}
+    for name in names[:n_keys]:
+        walk = np.cumsum(rng.normal(0, 0.01, steps))
+        out[name] = np.abs(1.0 + walk) + 0.01
+    return out
+
+
+def _write_run(path: Path, steps: int, n_keys: int, seed: int) -> None:
+    cols = _columns(steps, n_keys, np.random.default_rng(seed))
+    names = list(cols)
+    table = np.column_stack([cols[n] for n in names]).tolist()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        for step, values in enumerate(table):
+            fh.write(json.dumps({"step": step, "timestamp": 1.7e9 + step, **dict(zip(names, values))}) + "\n")
+
+
+def _append_step(path: Path, step: int, n_keys: int) -> None:
+    names = list(_columns(1, n_keys, np.random.default_rng(0)))
+    with open(path, "a") as fh:
+        fh.write(json.dumps({"step": step, **{n: 0.5 for n in names}}) + "\n")
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--keys", type=int, default=40)
+    args = parser.parse_args()
+    from rich.console import Console
+
+    from rlmetrics.cli.watch import _table
+    from rlmetrics.health.webhook import Outbox
+
+    root = Path(tempfile.mkdtemp(prefix="bench_watch_"))
+    try:
+        t_write, _ = _timed(
+            lambda: [
+                _write_run(root / f"seed{i}" / "metrics.jsonl", args.steps, args.keys, i)
+                for i in range(args.runs)
+            ]
+        )
+        paths = [root / f"seed{i}" for i in range(args.runs)]
+        size = sum((p / "metrics.jsonl").stat().st_size for p in paths)
+        print(
+            f"{args.runs} runs x {args.steps} steps x {args.keys} keys: {size / 2**20:.0f} MiB "
+            f"(written in {t_write:.1f} s)"
+        )
+        watcher = Watcher(paths)
+        t_first, _ = _timed(lambda: watcher.poll(budget=None))
+        print(f"1. first read of every run: {t_first:.2f} s ({1000 * t_first / args.runs:.1f} ms per run)")
+        idle = [_timed(lambda: watcher.poll(budget=None))[0] for _ in range(5)]
+        print(f"2. refresh, nothing changed: {1000 * statistics.median(idle):.2f} ms")
+        for p in paths:
+            _append_step(p / "metrics.jsonl", args.steps, args.keys)
+        t_all, _ = _timed(lambda: watcher.poll(budget=None))
+        print(
+            f"3. refresh, one new step in every run, no budget: {t_all:.2f} s "
+            f"({1000 * t_all / args.runs:.1f} ms per run: tail read + diagnosis)"
+        )
+        from rlmetrics.health import diagnose
+
+        history = watcher.runs[0].history
+        t_diag = min(_timed(lambda: diagnose(history))[0] for _ in range(3))
+        print(f"   of which one diagnosis of {args.steps} steps: {1000 * t_diag:.1f} ms")
+        for p in paths:
+            _append_step(p / "metrics.jsonl", args.steps + 1, args.keys)
+        t_budget, _ = _timed(lambda: watcher.poll(budget=1.0))
+        done = args.runs - watcher.pending
+        print(f"4. refresh with --budget 1: {t_budget:.2f} s, {done} of {args.runs} runs refreshed")
+        console = Console(file=io.StringIO(), width=120, highlight=False)  # as the command's
+        t_table, _ = _timed(lambda: console.print(_table(watcher, Outbox(), False)))
+        print(f"5. drawing the table of {args.runs} runs: {1000 * t_table:.0f} ms")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+"""rlmetrics.health.watch (the refresh of growing runs, new findings once) and rlmetrics.readers.tail
+(the lines appended to a JSON-lines run)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from rlmetrics import keys as K
+from rlmetrics.errors import RunReadWarning
+from rlmetrics.health.findings import Finding
+from rlmetrics.health.watch import Watcher, at_least, key_values, run_finished
+from rlmetrics.readers.tail import complete_size, extend_history, read_tail
+
+
+def row(step, loss=0.1, **more):
+    return {"step": step, K.ACTOR_PG_LOSS: loss, K.ACTOR_ENTROPY: 0.5, K.SCORE_MEAN: 0.2, **more}
+
+
+def append(path, *rows, raw=""):
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in rows) + raw)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+# --- readers.tail ------------------------------------------------------------------------------
+
+
+def test_tail_reads_complete_lines_and_waits_for_the_one_being_written(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    append(p, row(1), row(2), raw='{"step": 3, "actor/pg')
+    first = read_tail(p, 0, fmt="rlmetrics-jsonl")
+    assert first.n_lines == 2 and first.series[K.ACTOR_PG_LOSS][0].tolist() == [1, 2]
+    assert first.offset == complete_size(p) < p.stat().st_size
+    append(p, raw='_loss": 0.3}\n')
+    second = read_tail(p, first.offset, fmt="rlmetrics-jsonl")
+    assert second.n_lines == 1 and second.series[K.ACTOR_PG_LOSS][1].tolist() == [0.3]
+    assert read_tail(p, second.offset, fmt="rlmetrics-jsonl") == ({}, None, p.stat().st_size, 0)
+
+
+def test_tail_keeps_timestamps(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    append(p, {"step": 4, "timestamp": 12.5, "a": 1.0})
+    tail = read_tail(p, 0, fmt="rlmetrics-jsonl")
+    assert tail.times[0].tolist() == [4] and tail.times[1].tolist() == [12.5]
+    assert "timestamp" not in tail.series
+
+
+def test_tail_of_verl_records_reads_null_as_nan(tmp_path):
+    p = tmp_path / "exp.jsonl"
+    append(p, {"step": 1, "data": {"actor/pg_loss": 0.1}}, {"step": 2, "data": {"actor/pg_loss": None}})
+    tail = read_tail(p, 0, fmt="verl-jsonl")
+    assert tail.series["actor/pg_loss"][0].tolist() == [1, 2]
+    assert np.isnan(tail.series["actor/pg_loss"][1][1])
+
+
+@pytest.mark.parametrize(
+    ("lines", "fmt"),
+    [
+        ('{"a": 1}\n', "rlmetrics-jsonl"),
+        ('{"step": "x", "a": 1}\n', "rlmetrics-jsonl"),
+        ('{"step": 1, "a": 1}\n', "verl-jsonl"),
+        ("[1, 2]\n", "rlmetrics-jsonl"),
+    ],
+    ids=["no-step", "step-not-a-number", "not-a-verl-record", "not-an-object"],
+)
+def test_tail_asks_for_a_whole_read_when_a_record_cannot_stand_alone(tmp_path, lines, fmt):
+    p = tmp_path / "m.jsonl"
+    p.write_text(lines)
+    assert read_tail(p, 0, fmt=fmt) is None
+
+
+def test_tail_of_a_file_that_shrank_asks_for_a_whole_read(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    append(p, row(1))
+    assert read_tail(p, p.stat().st_size + 10, fmt="rlmetrics-jsonl") is None
+
+
+def test_tail_skips_an_unreadable_line_with_a_warning(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    append(p, row(1), raw='{"step": 2, "a"\n')
+    append(p, row(3))
+    with pytest.warns(RunReadWarning, match="skipping an unreadable line after byte 0"):
+        tail = read_tail(p, 0, fmt="rlmetrics-jsonl")
+    assert tail.series[K.ACTOR_PG_LOSS][0].tolist() == [1, 3]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"offset": -1, "fmt": "rlmetrics-jsonl"}, "offset must be a byte offset"),
+        ({"offset": 0, "fmt": "tensorboard"}, "fmt must be one of"),
+    ],
+    ids=["negative-offset", "other-format"],
+)
+def test_tail_bad_arguments(tmp_path, kwargs, match):
+    p = tmp_path / "metrics.jsonl"
+    append(p, row(1))
+    with pytest.raises(ValueError, match=match):
+        read_tail(p, **kwargs)
+
+
+def test_complete_size_finds_the_last_line_break_far_back(tmp_path):
+    p = tmp_path / "m.jsonl"
+    p.write_bytes(b'{"step": 1}\n' + b"x" * 200_000)
+    assert complete_size(p) == 12
+    p.write_bytes(b"no newline")
+    assert complete_size(p) == 0
+
+
+@pytest.mark.parametrize(
+    ("new_steps", "new_values", "steps", "values"),
+    [
+        ([3, 4], [0.3, 0.4], [1, 2, 3, 4], [0.1, 0.2, 0.3, 0.4]),
+        ([2, 3], [0.5, 0.3], [1, 2, 3], [0.1, 0.5, 0.3]),
+        ([0], [0.9], [0, 1, 2], [0.9, 0.1, 0.2]),
+    ],
+    ids=["appended", "overlap-keeps-new", "earlier-step"],
+)
+def test_extend_history(new_steps, new_values, steps, values):
+    old = {"a": (np.array([1, 2]), np.array([0.1, 0.2]))}
+    out = extend_history(old, {"a": (np.array(new_steps), np.array(new_values))})
+    assert out["a"][0].tolist() == steps and out["a"][1].tolist() == values
+    assert old["a"][0].tolist() == [1, 2]  # not changed in place
+
+
+# --- health.watch ------------------------------------------------------------------------------
+
+
+def test_watcher_waits_for_a_run_then_follows_it(tmp_path):
+    p = tmp_path / "exp1" / "metrics.jsonl"
+    clock = Clock()
+    w = Watcher([p.parent], clock=clock)
+    assert w.poll() == [] and w.runs[0].status == "waiting" and "no such file" in w.runs[0].problem
+    p.parent.mkdir()
+    append(p, *(row(s) for s in range(5)))
+    clock.now = 1.0
+    assert w.poll() == []
+    run = w.runs[0]
+    assert (run.status, run.format, run.last_step, run.problem) == ("following", "rlmetrics-jsonl", 4, None)
+    assert run.offset == p.stat().st_size and run.last_growth == 1.0
+    assert run.values == {"reward": 0.2, "kl_ref": None, "entropy": 0.5, "response_length": None}
+
+
+def test_watcher_reports_a_new_finding_once_and_again_when_it_gets_worse(tmp_path, monkeypatch):
+    p = tmp_path / "metrics.jsonl"
+    append(p, *(row(s) for s in range(5)))
+    w = Watcher([p], names=["exp1"])
+    assert w.poll() == []
+    append(p, row(5, loss=float("nan")))
+    new = w.poll()
+    assert [(n.run.name, n.finding.kind, n.finding.severity, n.finding.step) for n in new] == [
+        ("exp1", "nonfinite", "error", 5)
+    ]
+    append(p, row(6, loss=float("nan")))
+    assert w.poll() == []  # the same kind at the same severity: not new
+    assert w.runs[0].last_step == 6 and w.runs[0].history[K.ACTOR_PG_LOSS][0].tolist() == list(range(7))
+
+
+def test_watcher_reports_an_escalation(tmp_path, monkeypatch):
+    import rlmetrics.health.rules as rules
+    from rlmetrics.health.findings import Diagnosis
+
+    severities = iter(["warning", "warning", "error"])
+
+    def fake(history, **kwargs):
+        return Diagnosis((Finding("grad_spike", next(severities), 1, ("g",)),))
+
+    monkeypatch.setattr(rules, "diagnose", fake)
+    p = tmp_path / "metrics.jsonl"
+    w = Watcher([p])
+    got = []
+    for s in range(3):
+        append(p, row(s))
+        got.append([n.finding.severity for n in w.poll()])
+    assert got == [["warning"], [], ["error"]]
+
+
+def test_watcher_reads_only_what_changed(tmp_path, monkeypatch):
+    import rlmetrics.health.watch as watch
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    append(a, row(1))
+    append(b, row(1))
+    w = Watcher([a, b])
+    w.poll()
+    calls = []
+    real = watch.read_tail
+    monkeypatch.setattr(
+        watch, "read_tail", lambda path, *args, **kw: calls.append(path.name) or real(path, *args, **kw)
+    )
+    w.poll()
+    assert calls == []  # nothing changed: a stat each, no read
+    append(b, row(2))
+    w.poll()
+    assert calls == ["b.jsonl"]
+
+
+def test_watcher_budget_leaves_runs_for_the_next_poll(tmp_path):
+    paths = [tmp_path / f"r{i}.jsonl" for i in range(3)]
+    for p in paths:
+        append(p, row(1))
+    w = Watcher(paths)
+    w.poll(budget=0.0)  # at least one run per poll
+    assert w.pending == 2 and [r.status for r in w.runs].count("following") == 1
+    w.poll(budget=0.0)
+    w.poll(budget=0.0)
+    assert w.pending == 0 and all(r.status == "following" for r in w.runs)
+
+
+def test_watcher_rereads_a_rewritten_file_whole(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    append(p, *(row(s) for s in range(10)))
+    w = Watcher([p])
+    w.poll()
+    p.write_text(json.dumps(row(20)) + "\n")  # shorter: truncated and rewritten
+    w.poll()
+    assert w.runs[0].history[K.ACTOR_PG_LOSS][0].tolist() == [20]
+
+
+def test_watcher_follows_a_console_log_and_sees_verl_finish(tmp_path):
+    log = tmp_path / "nohup.out"
+    log.write_text(
+        "".join(f"(TaskRunner pid=7) step:{s} - actor/pg_loss:0.1 - actor/entropy:0.5\n" for s in range(1, 4))
+    )
+    w = Watcher([log])
+    w.poll()
+    assert (w.runs[0].format, w.runs[0].last_step, w.runs[0].status) == ("verl-console", 3, "following")
+    with open(log, "a") as fh:
+        fh.write("(TaskRunner pid=7) step:4 - actor/pg_loss:0.1 - actor/entropy:0.5\n")
+        fh.write("(TaskRunner pid=7) 'Final validation metrics: {}'\n")
+    w.poll()
+    assert w.runs[0].status == "finished" and w.ended()
+
+
+def test_watcher_sees_trl_finish(tmp_path):
+    log = tmp_path / "train.log"
+    lines = [f"{{'loss': 0.5, 'reward': 0.{s}, 'epoch': 0.{s}}}" for s in range(1, 4)]
+    log.write_text("\n".join(lines) + "\n")
+    w = Watcher([log])
+    w.poll()
+    assert (w.runs[0].status, w.runs[0].last_step) == ("following", 3)
+    with open(log, "a") as fh:  # the summary, no step of its own
+        fh.write("{'train_runtime': 31.5, 'train_loss': 0.4, 'epoch': 0.4}\n")
+    w.poll()
+    assert w.runs[0].status == "finished"
+
+
+def test_watcher_fails_a_rollout_dump(tmp_path):
+    dump = tmp_path / "0.jsonl"
+    append(dump, {"input": "q", "output": "a", "score": 1.0, "step": 0})
+    w = Watcher([dump])
+    w.poll()
+    assert w.runs[0].status == "failed" and "rollout dump" in w.runs[0].problem
+    assert w.ended()
+
+
+def test_watcher_ends_on_idle(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    append(p, row(1))
+    clock = Clock()
+    w = Watcher([p], clock=clock)
+    w.poll()
+    clock.now = 9.0
+    assert not w.ended(idle=10.0) and not w.ended()
+    clock.now = 10.0
+    assert w.ended(idle=10.0)
+
+
+def test_watcher_warnings_are_kept_not_raised(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    append(p, row(1), raw="{torn\n")
+    append(p, row(2))
+    w = Watcher([p])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        w.poll()
+    assert any("unreadable line" in m for m in w.runs[0].warnings)
+
+
+def test_watcher_names_must_match_sources(tmp_path):
+    with pytest.raises(ValueError, match="names: expected one per source"):
+        Watcher([tmp_path / "a"], names=["a", "b"])
+
+
+def test_key_values_last_finite_of_each_signal():
+    h = {
+        K.SCORE_MEAN: (np.array([1, 2, 3]), np.array([0.1, 0.2, np.nan])),
+        "kl": (np.array([1]), np.array([0.05])),
+    }
+    assert key_values(h) == {"reward": 0.2, "kl_ref": 0.05, "entropy": None, "response_length": None}
+    own = {"my_reward": (np.array([1]), np.array([0.7]))}
+    assert key_values(own, signals={"reward": "my_reward"})["reward"] == 0.7
+    assert key_values(own, signals={"reward": "not_logged_yet"})["reward"] is None
+
+
+@pytest.mark.parametrize(
+    ("fmt", "keys", "finished"),
+    [
+        ("trl-printed", ["train_runtime"], True),
+        ("tensorboard", ["train/train_runtime"], True),
+        ("rlmetrics-jsonl", ["actor/entropy"], False),
+        ("verl-console", ["actor/entropy"], False),
+    ],
+    ids=["trl-printed", "trl-tensorboard", "rlmetrics", "verl-without-target"],
+)
+def test_run_finished(fmt, keys, finished):
+    h = {k: (np.array([1]), np.array([1.0])) for k in keys}
+    assert run_finished(fmt, h) is finished
+
+
+@pytest.mark.parametrize(
+    ("severity", "level", "expected"),
+    [
+        ("error", "error", True),
+        ("error", "warning", True),
+        ("warning", "warning", True),
+        ("warning", "error", False),
+    ],
+    ids=["error-error", "error-warning", "warning-warning", "warning-error"],
+)
+def test_at_least(severity, level, expected):
+    assert at_least(Finding("k", severity, 1, ()), level) is expected
+
+
+def test_at_least_unknown_level():
+    with pytest.raises(ValueError, match="severity must be one of"):
+        at_least(Finding("k", "error", 1, ()), "fatal")
+
+
+def test_watcher_follows_a_tensorboard_folder(tmp_path):
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    for s in range(1, 6):
+        writer.add_scalar(K.ACTOR_PG_LOSS, 0.1, s)
+    writer.flush()
+    w = Watcher([tmp_path / "tb"], names=["tb"])
+    assert w.poll() == []
+    assert (w.runs[0].format, w.runs[0].last_step) == ("tensorboard", 5)
+    writer.add_scalar(K.ACTOR_PG_LOSS, float("nan"), 6)
+    writer.flush()
+    new = w.poll()
+    writer.close()
+    assert [(n.finding.kind, n.finding.step) for n in new] == [("nonfinite", 6)]
