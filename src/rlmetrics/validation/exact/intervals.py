@@ -383,17 +383,20 @@ def _edge_bounds(p: np.ndarray, n_eff: np.ndarray, confidence: float) -> tuple[n
     it by the Poisson one); here the count is ``x = p n_eff`` (and ``n_eff - x`` failures for
     the upper bound), and the bound is the lower of the two, ``gammaincinv(x, alpha / 2) / n_eff``.
     """
-    from scipy.special import gammaincinv
-
     low, high = wilson_interval(p, n_eff, confidence=confidence)
-    half_alpha = (1.0 - confidence) / 2.0
     small = np.where(n_eff > 50.0, 3.0, 2.0) * (1.0 + 1e-9)  # 0.03 * 100 is 3.0000000000000004
     x, y = p * n_eff, (1.0 - p) * n_eff
+    near_low, near_high = (x > 0) & (x <= small), (y > 0) & (y <= small)
+    if not (near_low.any() or near_high.any()):
+        return low, high  # scipy only imported where a count is small
+    from scipy.special import gammaincinv
+
+    half_alpha = (1.0 - confidence) / 2.0
     with np.errstate(invalid="ignore", divide="ignore"):
         pois_low = gammaincinv(np.maximum(x, 1e-300), half_alpha) / n_eff
         pois_high = 1.0 - gammaincinv(np.maximum(y, 1e-300), half_alpha) / n_eff
-    low = np.where((x > 0) & (x <= small), np.minimum(low, pois_low), low)
-    high = np.where((y > 0) & (y <= small), np.maximum(high, pois_high), high)
+    low = np.where(near_low, np.minimum(low, pois_low), low)
+    high = np.where(near_high, np.maximum(high, pois_high), high)
     return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
 
