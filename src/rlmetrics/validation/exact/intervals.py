@@ -388,7 +388,7 @@ def _edge_bounds(p: np.ndarray, n_eff: np.ndarray, confidence: float) -> tuple[n
     x, y = p * n_eff, (1.0 - p) * n_eff
     near_low, near_high = (x > 0) & (x <= small), (y > 0) & (y <= small)
     if not (near_low.any() or near_high.any()):
-        return low, high  # scipy only imported where a count is small
+        return np.asarray(low), np.asarray(high)  # scipy only imported where a count is small
     from scipy.special import gammaincinv
 
     half_alpha = (1.0 - confidence) / 2.0
