@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
+from rlmetrics.validation.exact.intervals import DEFAULT_CI, EDGE_PRIOR
 from rlmetrics.validation.intervals import column_intervals, mean_interval, wilson_interval
 
 
@@ -46,11 +47,16 @@ def test_column_intervals_equal_plain_numpy_per_column():
     assert t.n_prompts[3] == 0 and math.isnan(t.value[3])
 
 
-def test_wilson_falls_back_to_t_outside_unit_range():
-    t = column_intervals([[0.2, 3.0], [0.4, -1.0], [0.9, 2.0]])
-    assert t.method == ["wilson", "t"]
-    r = mean_interval([0.2, 0.4, 0.9])
-    assert r.method == "wilson" and 0.0 <= r.ci_low < r.value < r.ci_high <= 1.0
+@pytest.mark.parametrize("method", ["wilson-edge", "wilson"], ids=["edge", "plain"])
+def test_wilson_falls_back_to_t_outside_unit_range(method):
+    t = column_intervals([[0.2, 3.0], [0.4, -1.0], [0.9, 2.0]], method=method)
+    assert t.method == [method, "t"]
+    r = mean_interval([0.2, 0.4, 0.9], method=method)
+    assert r.method == method and 0.0 <= r.ci_low < r.value < r.ci_high <= 1.0
+
+
+def test_default_is_wilson_edge():
+    assert DEFAULT_CI == "wilson-edge" and mean_interval([0.2, 0.4, 0.9]).method == "wilson-edge"
 
 
 def test_edges_use_one_trial_per_prompt():
@@ -62,10 +68,62 @@ def test_edges_use_one_trial_per_prompt():
     assert one.ci_high == 1.0 and one.ci_low == pytest.approx(wilson_interval(1.0, 30)[0])
 
 
+@pytest.mark.parametrize(
+    ("values", "bound"),
+    [([1.0] * 9 + [0.0], "high"), ([0.0] * 98 + [1.0] * 2, "low"), ([1.0] * 97 + [0.0] * 3, "high")],
+    ids=["1-failure-of-10", "2-successes-of-100", "3-failures-of-100"],
+)
+def test_edge_bound_at_small_counts_is_the_exact_poisson_one(values, bound):
+    """0/1 prompts with 1-3 successes (or failures): the bound toward that edge is
+    ``chi2.ppf(alpha / 2, 2 x) / (2 P)``, below Wilson's; the other bound is Wilson's."""
+    n = len(values)
+    x = sum(values) if bound == "low" else n - sum(values)
+    poisson = scipy_stats.chi2.ppf(0.025, 2 * x) / (2 * n)
+    edge, plain = mean_interval(values), mean_interval(values, method="wilson")
+    if bound == "low":
+        assert edge.ci_low == pytest.approx(poisson, rel=1e-9) and edge.ci_low < plain.ci_low
+        assert edge.ci_high == pytest.approx(plain.ci_high, rel=1e-12)
+    else:
+        assert edge.ci_high == pytest.approx(1.0 - poisson, rel=1e-9) and edge.ci_high > plain.ci_high
+        assert edge.ci_low == pytest.approx(plain.ci_low, rel=1e-12)
+
+
+def test_edge_effective_n_by_hand():
+    """``r = P SE^2 / (p (1 - p))`` shrunk with EDGE_PRIOR prompts toward 1 over the prompts off
+    the nearer edge, then Wilson on ``P / r'`` (effective count above 3: no Poisson bound)."""
+    values = np.array([0.0] * 20 + [0.25, 0.5, 0.25, 0.75, 0.5, 0.25, 0.5, 0.25, 1.0, 0.5])
+    p, n = values.mean(), values.size
+    r = n * values.var(ddof=1) / n / (p * (1 - p))
+    off = int((values > 0).sum())
+    n_eff = n / ((off * r + EDGE_PRIOR) / (off + EDGE_PRIOR))
+    got = mean_interval(values, max_n_eff=n * 8)
+    assert (got.ci_low, got.ci_high) == pytest.approx(wilson_interval(p, n_eff), rel=1e-12)
+
+
+def test_one_prompt_off_the_edge_barely_narrows_the_interval():
+    """300 prompts at 0 but one with pass^4 = 1/70: the plain interval (Wilson on the estimated
+    effective n, capped by the samples) is 7 times narrower than with none off the edge; the
+    default's is 1.5 times narrower (``n_eff = 300 (1 + 2) / (1 r + 2)`` with ``r = 1/70``)."""
+    zeros = np.zeros(300)
+    lone = np.r_[np.zeros(299), 1.0 / 70.0]
+    ratio = {}
+    for method in ("wilson", "wilson-edge"):
+        high_0 = mean_interval(zeros, method=method, max_n_eff=2400).ci_high
+        ratio[method] = mean_interval(lone, method=method, max_n_eff=2400).ci_high / high_0
+    assert ratio["wilson"] < 0.2 < 0.6 < ratio["wilson-edge"] < 1.0, ratio
+
+
+def test_edge_equals_plain_wilson_when_most_prompts_are_off_the_edge():
+    rng = np.random.default_rng(5)
+    values = rng.uniform(0.05, 0.95, size=2000)
+    edge, plain = mean_interval(values), mean_interval(values, method="wilson")
+    assert edge.ci_high - edge.ci_low == pytest.approx(plain.ci_high - plain.ci_low, rel=2e-3)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     values=st.lists(st.floats(0, 1, allow_nan=False), min_size=2, max_size=40),
-    method=st.sampled_from(["wilson", "bootstrap"]),
+    method=st.sampled_from(["wilson-edge", "wilson", "bootstrap"]),
 )
 def test_property_bounded_intervals_stay_in_unit_range(values, method):
     r = mean_interval(values, method=method, n_boot=200)

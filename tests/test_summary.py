@@ -268,7 +268,7 @@ def test_pass_hat_and_cover_against_enumeration(seed):
     rates = acc.mean(axis=1)
     for tau, name in ((0.5, "cover@0.5"), (2 / 3, "cover@0.666667"), (1.0, "cover@1")):
         assert m[name]["value"] == float(np.mean([r >= tau - 1e-12 for r in rates]))
-        assert m[name]["method"] == "wilson"
+        assert m[name]["method"] == "wilson-edge"
     assert m["cover@1"]["value"] == m["all_solved"]["value"]
 
 
@@ -290,7 +290,7 @@ def test_default_intervals_stay_in_unit_range_and_are_not_zero_width(acc, what):
     for name, entry in m.items():
         assert 0.0 <= entry["ci_low"] <= entry["value"] <= entry["ci_high"] <= 1.0, (what, name, entry)
         assert entry["ci_high"] - entry["ci_low"] > 0.01, (what, name, entry)
-        assert entry["method"] == "wilson"
+        assert entry["method"] == "wilson-edge"
 
 
 def test_clusters_widen_the_interval_and_are_counted():
@@ -333,7 +333,7 @@ def test_bootstrap_interval_is_seeded_and_leaves_the_global_rng_alone():
 @pytest.mark.parametrize(
     ("kwargs", "exc", "match"),
     [
-        ({"ci": "normal"}, ValueError, "ci must be one of wilson, t, bootstrap; got 'normal'"),
+        ({"ci": "normal"}, ValueError, "ci must be one of wilson, t, bootstrap, wilson-edge; got 'normal'"),
         ({"taus": [1.5]}, ValueError, r"taus\[0\] must be in \[0, 1\]; got 1.5"),
         ({"taus": ["0.5"]}, TypeError, r"taus\[0\] must be a number in \[0, 1\]; got str"),
         ({"clusters": [0]}, ValueError, r"clusters must have one label per sample \(4\); got 1"),
@@ -362,8 +362,8 @@ def test_ks_above_int64_are_named():
         ({"pred_key": 3}, TypeError, "pred_key must be the name of the prediction variable .*got int 3"),
         ({"confidence": 1.5}, ValueError, r"confidence must be in \(0, 1\); got 1.5"),
         ({"confidence": "high"}, TypeError, r"confidence must be a number in \(0, 1\); got str"),
-        ({"ci": "normal"}, ValueError, "ci must be one of wilson, t, bootstrap; got 'normal'"),
-        ({"ci": None}, ValueError, "ci must be one of wilson, t, bootstrap; got None"),
+        ({"ci": "normal"}, ValueError, "ci must be one of wilson, t, bootstrap, wilson-edge; got 'normal'"),
+        ({"ci": None}, ValueError, "ci must be one of wilson, t, bootstrap, wilson-edge; got None"),
         ({"taus": [1.5]}, ValueError, r"taus\[0\] must be in \[0, 1\]; got 1.5"),
         ({"taus": 0.5}, TypeError, r"taus must be a list of numbers in \[0, 1\]; got float"),
         ({"n_boot": 3}, ValueError, "n_boot must be an integer >= 10; got 3"),

@@ -167,7 +167,12 @@ def _interval_note(summary: dict[str, Any]) -> str:
         return "intervals across prompts"
     ci = cis[0]
     unit = "clusters of prompts" if ci.get("n_clusters") else "prompts"
-    names = {"wilson": "Wilson (t where values leave [0, 1])", "t": "Student t", "bootstrap": "bootstrap"}
+    names = {
+        "wilson-edge": "edge-adjusted Wilson (t where values leave [0, 1])",
+        "wilson": "Wilson (t where values leave [0, 1])",
+        "t": "Student t",
+        "bootstrap": "bootstrap",
+    }
     return f"{ci['confidence']:.0%} {names.get(ci['method'], ci['method'])} intervals across {unit}"
 
 
@@ -264,9 +269,10 @@ def validate(
         str,
         typer.Option(
             "--ci",
-            help="Interval: wilson (stays in [0, 1]; t for other values), t, or bootstrap (over prompts).",
+            help="Interval: wilson-edge (Wilson adjusted near 0 and 1; stays in [0, 1]; t for other "
+            "values), wilson (unadjusted), t, or bootstrap (over prompts).",
         ),
-    ] = "wilson",
+    ] = "wilson-edge",
     confidence: Confidence = 0.95,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Write the summary (per step for several steps) as JSON.")

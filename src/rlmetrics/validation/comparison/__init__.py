@@ -6,4 +6,8 @@
   difference with a simultaneous band and where the runs cross.
 * :mod:`~rlmetrics.validation.comparison.tables`: every metric of two runs' per-prompt tables
   (:func:`~rlmetrics.validation.exact.summary.prompt_estimates`), or of two summaries.
+* :mod:`~rlmetrics.validation.comparison.multiplicity`: p-values adjusted for the family
+  compared (Holm, Benjamini-Hochberg).
+* :mod:`~rlmetrics.validation.comparison.equivalence`: non-inferiority and equivalence within a
+  margin (two one-sided tests) and a verdict in words.
 """

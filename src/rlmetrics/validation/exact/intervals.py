@@ -3,40 +3,53 @@
 A validation metric is a mean over prompts of a per-prompt estimate (the prompt's accuracy over
 its samples, its unbiased pass@k ...); its standard error is taken over prompts, never over the
 pooled samples (Miller 2024, eq. 1), and over clusters of prompts when prompts share one (eq. 4).
-Three intervals, named by ``method``:
+Four intervals, named by ``method``:
 
-``"wilson"`` (default)
+``"wilson-edge"`` (default)
+    ``"wilson"`` adjusted near 0 and 1, where prompts' difficulty is U-shaped (most prompts
+    always or never solved) and the few prompts that carry a mean near an edge are often absent
+    from an evaluation. Two changes: (1) the prompts' spread, as a share ``r`` of the widest
+    possible ``p (1 - p)``, is shrunk toward that widest case with the weight of
+    :data:`EDGE_PRIOR` (2) prompts, against the prompts that are off the nearer edge
+    (``r' = (off r + 2) / (off + 2)``, ``n_eff = units / r'``), so a handful of prompts just off
+    the edge no longer makes the interval several times narrower than none would; (2) at an effective count
+    ``p n_eff`` (or ``(1 - p) n_eff``) of 3 or fewer, the bound toward that edge is widened to
+    the exact Poisson one (Brown, Cai and DasGupta 2001's fix of Wilson at 1-3 successes).
+``"wilson"``
     For estimates in [0, 1]: the Wilson score interval on the effective number of prompts
     ``n_eff = m (1 - m) / SE^2`` (bounded below by the number of prompts or clusters, the value
     for 0/1 prompts, and above by ``max_n_eff``, the number of samples). It stays inside [0, 1]
     and is not zero-width at 0 or 1, where the normal interval under-covers badly at a few dozen
     prompts (Bowyer et al. 2025). When every prompt is at 0 (or every one at 1) the spread of
     the prompts is unknown, and the most cautious value, one trial per prompt, is used.
-    Estimates outside [0, 1] get the ``"t"`` interval (the method reported says so).
+    Estimates outside [0, 1] get the ``"t"`` interval under both Wilson methods (the method
+    reported says so).
 ``"t"``
     ``m +/- t * SE`` with ``t`` the Student quantile on ``units - 1`` degrees of freedom.
 ``"bootstrap"``
     Percentile interval of the mean over ``n_boot`` resamples of prompts (of whole clusters when
     given), never of samples inside a prompt (that biases pass@k: Bowyer et al. 2025).
 
-Coverage of the true mean accuracy measured by simulation (2000 evals each; prompts with
-Beta-distributed success rates of concentration 10, 4 samples per prompt; ``t`` for comparison;
-``tests/test_intervals.py`` asserts 0.93-0.975 for Wilson at every cell):
+Coverage of the population's value, simulated (``bench/bench_coverage.py``, 2000 evaluations a
+cell; solve rates ``Beta(c m, c (1 - m))``, 8 samples a prompt; 30-1000 prompts, mean rates
+0.01-0.99; mean@8, pass@4, pass@8, pass^4, maj@4; ``tests/test_coverage.py`` checks a subset):
 
-=======  ======  ======  ======  ======  ======  ======
-rate     30 prompts      100 prompts     1000 prompts
--------  --------------  --------------  --------------
-..       wilson  t       wilson  t       wilson  t
-=======  ======  ======  ======  ======  ======  ======
-0.02     0.967   0.877   0.942   0.890   0.945   0.939
-0.5      0.950   0.952   0.943   0.945   0.946   0.946
-0.98     0.966   0.882   0.942   0.887   0.952   0.946
-=======  ======  ======  ======  ======  ======  ======
+==================================  ===========  =================  ==================
+difficulty                          method       lowest coverage    cells below 0.93
+==================================  ===========  =================  ==================
+U-shaped (c = 1), 180 cells         wilson-edge  0.926              1
+..                                  wilson       0.770              39
+..                                  t            0.036              ..
+concentrated (c = 10), 4 samples    wilson-edge  0.952              0
+uneven (c = 2), 16 samples          wilson-edge  0.944              0
+..                                  wilson       0.863              ..
+==================================  ===========  =================  ==================
 
-Limits: with 16 samples per prompt and very uneven difficulty (concentration 2) Wilson covers
-about 0.87 at 30 prompts and a rate of 0.02 (the few prompts that carry every success make the
-spread itself uncertain), 0.92 at 100 prompts; one sample per prompt gives the binomial's
-discreteness (0.98 at 30 prompts and 0.02).
+Limits: the price is caution at the edges: where a cell expects only a few prompts off the edge
+(30-100 prompts at a mean of 0.01-0.05 or 0.95-0.99) ``"wilson-edge"`` covers 0.97-1.0 (no
+interval that is not randomised can cover 0.95 there: the evaluation takes a handful of values).
+Where most prompts are off the edge it equals ``"wilson"`` up to a factor ``(off + 2) / off``
+on the spread's share.
 """
 
 from __future__ import annotations
@@ -52,6 +65,8 @@ from rlmetrics.validation._args import check_cluster_codes, check_level
 
 __all__ = [
     "CI_METHODS",
+    "DEFAULT_CI",
+    "EDGE_PRIOR",
     "Interval",
     "IntervalTable",
     "column_intervals",
@@ -60,8 +75,14 @@ __all__ = [
     "wilson_interval",
 ]
 
-#: The interval methods, the default first.
-CI_METHODS = ("wilson", "t", "bootstrap")
+#: The interval methods (in the order they were added; the default is :data:`DEFAULT_CI`).
+CI_METHODS = ("wilson", "t", "bootstrap", "wilson-edge")
+#: The default interval.
+DEFAULT_CI = "wilson-edge"
+#: Prompts off the nearer edge that ``"wilson-edge"``'s prior on the spread weighs as
+#: (chosen by the simulation of ``bench/bench_coverage.py``: 1 leaves cells below 0.91, 3 is
+#: more conservative at the edges for no gain).
+EDGE_PRIOR = 2.0
 
 # Resampled means held at once by the bootstrap (bounds its weight matrix to ~32 MB).
 _BOOT_CHUNK_ELEMENTS = 1 << 22
@@ -192,7 +213,7 @@ def standard_errors(
 def column_intervals(
     values: Any,
     *,
-    method: str = "wilson",
+    method: str = DEFAULT_CI,
     confidence: float = 0.95,
     clusters: Any = None,
     max_n_eff: Any = None,
@@ -206,7 +227,7 @@ def column_intervals(
     values : array of shape (P, M)
         Per-prompt estimates, one column per metric; NaN where a metric is undefined for a
         prompt (that prompt is left out of that column).
-    method : {"wilson", "t", "bootstrap"}, keyword-only
+    method : {"wilson-edge", "wilson", "t", "bootstrap"}, keyword-only
         See the module docstring.
     confidence : float, keyword-only
         Level of the intervals.
@@ -231,7 +252,7 @@ def column_intervals(
     --------
     >>> t = column_intervals([[0.0, 1.0], [0.0, 0.5], [0.0, 1.0]])
     >>> t.value.tolist(), t.method
-    ([0.0, 0.8333333333333334], ['wilson', 'wilson'])
+    ([0.0, 0.8333333333333334], ['wilson-edge', 'wilson-edge'])
     >>> [round(float(v), 3) for v in (t.ci_low[0], t.ci_high[0])]
     [0.0, 0.561]
     """
@@ -267,7 +288,7 @@ def column_intervals(
         methods = ["bootstrap"] * m
     else:
         cols = _Columns(filled, present, mean, se, units)
-        low, high, methods = _analytic(cols, method == "wilson", confidence, max_n_eff)
+        low, high, methods = _analytic(cols, method, confidence, max_n_eff)
     undefined = ~(units >= 2)
     low, high = np.where(undefined, np.nan, low), np.where(undefined, np.nan, high)
     return IntervalTable(mean, se, low, high, methods, n.astype(np.int64), None if n_g is None else n_g)
@@ -288,26 +309,26 @@ class _Columns(NamedTuple):
 
 
 def _analytic(
-    cols: _Columns, wilson: bool, confidence: float, max_n_eff: Any
+    cols: _Columns, method: str, confidence: float, max_n_eff: Any
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Wilson-on-effective-n where the column is in [0, 1] and ``wilson`` is asked for, else t."""
+    """Wilson-on-effective-n (plain or edge-adjusted) where the column is in [0, 1], else t."""
     filled, present, mean, se, units = cols
     m = filled.shape[1]
     bounded = ((filled >= 0.0) & (filled <= 1.0) | ~present).all(axis=0) & (units >= 1)
-    use_wilson = bounded if wilson else np.zeros(m, dtype=bool)
+    use_wilson = bounded if method != "t" else np.zeros(m, dtype=bool)
     low, high = np.full(m, np.nan), np.full(m, np.nan)
     if use_wilson.any():
         p = np.clip(mean[use_wilson], 0.0, 1.0)
         u = units[use_wilson].astype(np.float64)
-        s = se[use_wilson]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            n_eff = p * (1.0 - p) / (s * s)
         cap = np.broadcast_to(np.inf if max_n_eff is None else np.asarray(max_n_eff, np.float64), (m,))
-        # at 0 or 1 the prompts' spread is unknown: one trial per prompt (the widest case)
-        n_eff = np.where(np.isfinite(n_eff), n_eff, np.where((p == 0) | (p == 1), u, cap[use_wilson]))
-        n_eff = np.clip(n_eff, u, np.maximum(cap[use_wilson], u))
-        n_eff = np.where(np.isfinite(n_eff), n_eff, u)
-        low[use_wilson], high[use_wilson] = wilson_interval(p, np.maximum(n_eff, 1.0), confidence=confidence)
+        cap = np.maximum(cap[use_wilson], u)
+        if method == "wilson":
+            n_eff = _plain_n_eff(p, se[use_wilson], u, cap)
+            low[use_wilson], high[use_wilson] = wilson_interval(p, n_eff, confidence=confidence)
+        else:
+            off = _off_edge(filled[:, use_wilson], present[:, use_wilson], p)
+            n_eff = _edge_n_eff(p, se[use_wilson], u, cap, off)
+            low[use_wilson], high[use_wilson] = _edge_bounds(p, n_eff, confidence)
     use_t = ~use_wilson
     if use_t.any():
         from scipy.special import stdtrit
@@ -315,7 +336,68 @@ def _analytic(
         df = np.maximum(units[use_t] - 1, 1).astype(np.float64)
         half = stdtrit(df, 0.5 + confidence / 2.0) * se[use_t]
         low[use_t], high[use_t] = mean[use_t] - half, mean[use_t] + half
-    return low, high, ["wilson" if w else "t" for w in use_wilson.tolist()]
+    return low, high, [method if w else "t" for w in use_wilson.tolist()]
+
+
+def _plain_n_eff(p: np.ndarray, se: np.ndarray, u: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """``p (1 - p) / SE^2`` within ``[units, cap]``; one trial per unit at 0 or 1 (``"wilson"``)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n_eff = p * (1.0 - p) / (se * se)
+    # at 0 or 1 the prompts' spread is unknown: one trial per prompt (the widest case)
+    n_eff = np.where(np.isfinite(n_eff), n_eff, np.where((p == 0) | (p == 1), u, cap))
+    n_eff = np.clip(n_eff, u, cap)
+    return np.maximum(np.where(np.isfinite(n_eff), n_eff, u), 1.0)
+
+
+def _off_edge(filled: np.ndarray, present: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """(M,) prompts strictly inside (0, 1) on the side of the nearer edge: above 0 when the
+    mean is at most 1/2, below 1 otherwise (the prompts that tell the spread near that edge)."""
+    low_side = p <= 0.5
+    return np.where(low_side, ((filled > 0.0) & present).sum(axis=0), ((filled < 1.0) & present).sum(axis=0))
+
+
+def _edge_n_eff(p: np.ndarray, se: np.ndarray, u: np.ndarray, cap: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """Effective n of ``"wilson-edge"``: the observed spread shrunk toward the widest one.
+
+    ``r = u / n_eff`` is the prompts' observed variance over the widest possible at that mean
+    (``p (1 - p)``, all prompts at 0 or 1: ``r = 1``). It is estimated from the ``off``
+    prompts away from the nearer edge, so it is shrunk toward 1 with the weight of
+    ``EDGE_PRIOR`` such prompts: ``r' = (off r + EDGE_PRIOR) / (off + EDGE_PRIOR)``. With many
+    such prompts nothing changes; with a few, the interval barely narrows because they left
+    the edge (300 prompts at 0 and a lone pass^4 of 1/70: the plain upper bound drops from
+    0.0126 to 0.0017, this one to 0.0086).
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = u * se * se / (p * (1.0 - p))
+    r = np.where(np.isfinite(r), r, 1.0)  # at 0 or 1 (or a single unit): the widest case
+    r = (off * r + EDGE_PRIOR) / (off + EDGE_PRIOR)
+    with np.errstate(divide="ignore"):
+        n_eff = u / r
+    return np.maximum(np.clip(n_eff, u, cap), 1.0)
+
+
+def _edge_bounds(p: np.ndarray, n_eff: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's bounds, widened to the exact Poisson bound of an effective count of 3 or fewer.
+
+    Wilson's lower bound is too high at 1-3 successes (Brown, Cai and DasGupta 2001, who replace
+    it by the Poisson one); here the count is ``x = p n_eff`` (and ``n_eff - x`` failures for
+    the upper bound), and the bound is the lower of the two, ``gammaincinv(x, alpha / 2) / n_eff``.
+    """
+    low, high = wilson_interval(p, n_eff, confidence=confidence)
+    small = np.where(n_eff > 50.0, 3.0, 2.0) * (1.0 + 1e-9)  # 0.03 * 100 is 3.0000000000000004
+    x, y = p * n_eff, (1.0 - p) * n_eff
+    near_low, near_high = (x > 0) & (x <= small), (y > 0) & (y <= small)
+    if not (near_low.any() or near_high.any()):
+        return np.asarray(low), np.asarray(high)  # scipy only imported where a count is small
+    from scipy.special import gammaincinv
+
+    half_alpha = (1.0 - confidence) / 2.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pois_low = gammaincinv(np.maximum(x, 1e-300), half_alpha) / n_eff
+        pois_high = 1.0 - gammaincinv(np.maximum(y, 1e-300), half_alpha) / n_eff
+    low = np.where(near_low, np.minimum(low, pois_low), low)
+    high = np.where(near_high, np.maximum(high, pois_high), high)
+    return np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
 
 
 def _bootstrap(
@@ -354,7 +436,7 @@ def _bootstrap(
 def mean_interval(
     values: Sequence[float] | np.ndarray,
     *,
-    method: str = "wilson",
+    method: str = DEFAULT_CI,
     confidence: float = 0.95,
     clusters: Any = None,
     max_n_eff: float | None = None,
@@ -378,7 +460,12 @@ def mean_interval(
     --------
     >>> iv = mean_interval([1, 1, 0, 1, 1, 1, 1, 1, 1, 1])
     >>> round(iv.value, 2), round(iv.ci_low, 3), round(iv.ci_high, 3), iv.method
-    (0.9, 0.596, 0.982, 'wilson')
+    (0.9, 0.596, 0.997, 'wilson-edge')
+
+    One failure: the upper bound is the exact (Poisson) one, not Wilson's 0.982:
+
+    >>> round(mean_interval([1, 1, 0, 1, 1, 1, 1, 1, 1, 1], method="wilson").ci_high, 3)
+    0.982
     >>> mean_interval([2.0, 4.0, 6.0], method="t").ci_high > 6
     True
     """

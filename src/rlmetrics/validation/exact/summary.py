@@ -39,7 +39,7 @@ from rlmetrics.validation.exact.inputs import (
     predictions,
     read_column,
 )
-from rlmetrics.validation.exact.intervals import CI_METHODS, Interval, column_intervals
+from rlmetrics.validation.exact.intervals import CI_METHODS, DEFAULT_CI, Interval, column_intervals
 from rlmetrics.validation.exact.votes import Votes, answer_means, pattern_weights, signatures, vote_means
 
 __all__ = [
@@ -118,7 +118,7 @@ class SummaryOptions:
         Draws with replacement (the expectation of verl's bootstrap) instead of unbiased ones.
     confidence : float
         Level of the intervals, in (0, 1).
-    ci : {"wilson", "t", "bootstrap"}
+    ci : {"wilson-edge", "wilson", "t", "bootstrap"}
         The interval (:mod:`~rlmetrics.validation.exact.intervals`).
     taus : sequence of float
         Thresholds of cover@tau, in [0, 1] (repeats dropped).
@@ -141,7 +141,7 @@ class SummaryOptions:
     pred_key: str = ValName.PRED
     replace: bool = False
     confidence: float = 0.95
-    ci: str = "wilson"
+    ci: str = DEFAULT_CI
     taus: Sequence[float] = DEFAULT_TAUS
     n_boot: int = 2000
     seed: int = 0
@@ -320,7 +320,7 @@ def _prompt_clusters(clusters: Any, prompts: Prompts, n: int) -> np.ndarray:
 def summarize_table(
     table: PromptTable,
     *,
-    ci: str = "wilson",
+    ci: str = DEFAULT_CI,
     confidence: float = 0.95,
     n_boot: int = 2000,
     seed: int = 0,
@@ -395,7 +395,7 @@ def summarize_validation(
     pred_key: str = ValName.PRED,
     replace: bool = False,
     confidence: float = 0.95,
-    ci: str = "wilson",
+    ci: str = DEFAULT_CI,
     clusters: Sequence[Any] | np.ndarray | None = None,
     taus: Sequence[float] = DEFAULT_TAUS,
     n_boot: int = 2000,
@@ -426,7 +426,7 @@ def summarize_validation(
         the expectation of verl's bootstrap.
     confidence : float, keyword-only
         Level of the intervals.
-    ci : {"wilson", "t", "bootstrap"}, keyword-only
+    ci : {"wilson-edge", "wilson", "t", "bootstrap"}, keyword-only
         The interval (:mod:`~rlmetrics.validation.exact.intervals`); each metric names the one used.
     clusters : sequence of length n, keyword-only, optional
         A cluster label per sample (constant within a prompt): clustered standard errors.
@@ -466,7 +466,7 @@ def summarize_validation(
     >>> round(m["mean@3"]["value"], 4), round(m["pass@2"]["value"], 4), m["all_solved"]["value"]
     (0.6667, 0.8333, 0.5)
     >>> round(m["maj@3"]["value"], 4), m["maj@3"]["n_prompts"], m["pass^3"]["method"]
-    (0.6667, 2, 'wilson')
+    (0.6667, 2, 'wilson-edge')
     """
     opts = _options(
         options,

@@ -1,0 +1,125 @@
+"""Coverage of the default intervals and size of the paired test, simulated as evaluations look.
+
+Prompts' solve rates are U-shaped (Beta with concentration 1, most prompts always or never
+solved), 8 samples a prompt, the population's pass@k, pass^k, maj@k and mean@N as the targets
+(``coverage_sim``), over the grid of issue 26: 30-1000 prompts, mean rates 0.01-0.99. Each cell
+runs ``REPS`` simulated evaluations, so its coverage estimate has the binomial standard error
+``SE_COVERAGE = sqrt(0.95 * 0.05 / REPS)``; a cell passes within ``TOL_SE`` of those of its
+bounds, 0.93-0.97. ``bench/bench_coverage.py`` prints the full table (2,000 evaluations a cell).
+
+Where an evaluation expects fewer than ``EDGE_COUNT`` prompts' worth of the metric at its
+nearer edge (``P min(v, 1 - v)``, e.g. 30 prompts at pass^4 = 0.003) it takes a handful of
+values, and an interval that is not randomised over-covers: only the lower bound is checked.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from coverage_sim import (
+    MEANS,
+    METRICS,
+    PROMPTS,
+    SAMPLES,
+    draw_counts,
+    draw_rates,
+    estimate_table,
+    estimates,
+    target,
+)
+from rlmetrics.validation.comparison.paired import paired_difference
+from rlmetrics.validation.exact.intervals import DEFAULT_CI, column_intervals
+from rlmetrics.validation.exact.summary import prompt_estimates
+
+#: simulated evaluations a cell
+REPS = 1000
+#: tolerance of a cell, in binomial standard errors of its coverage estimate
+TOL_SE = 3.0
+SE_COVERAGE = math.sqrt(0.95 * 0.05 / REPS)
+#: below this expected count at the nearer edge a cell may over-cover (see the module docstring)
+EDGE_COUNT = 3.5
+#: (prompts, mean rate, metric) where the unadjusted Wilson covers 0.76-0.81 (issue 26)
+PLAIN_LOW = [(300, 0.01, "pass^4"), (300, 0.99, "pass@4"), (100, 0.05, "pass^4"), (100, 0.95, "pass@4")]
+
+
+def _coverage(n_prompts: int, mean: float, metrics=METRICS, method: str = DEFAULT_CI) -> dict[str, float]:
+    rng = np.random.default_rng(1000 * n_prompts + round(100 * mean))
+    counts = draw_counts(rng, draw_rates(rng, mean, n_prompts, REPS))
+    out = {}
+    for name, k in metrics:
+        iv = column_intervals(
+            estimates(counts, name, k), method=method, max_n_eff=np.full(REPS, float(SAMPLES * n_prompts))
+        )
+        want = target(name, k, mean)
+        out[name] = float(np.mean((iv.ci_low <= want) & (want <= iv.ci_high)))
+    return out
+
+
+def _cells(n_prompts: int) -> list[tuple[float, str, float]]:
+    """(mean rate, metric, coverage) of every cell of the grid at ``n_prompts``."""
+    return [(mean, name, cov) for mean in MEANS for name, cov in _coverage(n_prompts, mean).items()]
+
+
+@pytest.mark.parametrize("n_prompts", PROMPTS, ids=[f"P{p}" for p in PROMPTS])
+def test_default_covers_within_two_points(n_prompts):
+    tol = TOL_SE * SE_COVERAGE
+    for mean, name, cov in _cells(n_prompts):
+        value = target(name, dict(METRICS)[name], mean)
+        high = 1.0 if n_prompts * min(value, 1.0 - value) < EDGE_COUNT else 0.97 + tol
+        assert 0.93 - tol <= cov <= high, (mean, name, cov)
+
+
+@pytest.mark.parametrize(
+    ("n_prompts", "mean", "metric"), PLAIN_LOW, ids=[f"{p}x{m}-{name}" for p, m, name in PLAIN_LOW]
+)
+def test_edge_adjustment_restores_coverage_where_plain_wilson_fails(n_prompts, mean, metric):
+    """The cells that made the default change: the rare prompts that carry pass^4 near 0 (pass@4
+    near 1) are often absent, and the spread of those present understates the population's."""
+    cell = [(metric, dict(METRICS)[metric])]
+    plain = _coverage(n_prompts, mean, cell, method="wilson")[metric]
+    edge = _coverage(n_prompts, mean, cell)[metric]
+    assert plain < 0.88 < 0.93 - TOL_SE * SE_COVERAGE <= edge
+
+
+def test_normal_interval_fails_where_the_default_holds():
+    """The t interval's coverage at 30 prompts and a mean rate of 0.99 (pass@8 near 1): the
+    simulation can tell a bad interval from a good one."""
+    t_cov = _coverage(30, 0.99, [("pass@8", 8)], method="t")["pass@8"]
+    assert t_cov < 0.5 < 0.93 - TOL_SE * SE_COVERAGE <= _coverage(30, 0.99, [("pass@8", 8)])["pass@8"]
+
+
+@pytest.mark.parametrize(("name", "k"), METRICS, ids=[name for name, _ in METRICS])
+def test_simulated_estimates_are_summarize_validations(name, k):
+    """The per-prompt estimates of the simulation are those rlmetrics computes (one wrong answer)."""
+    counts = np.arange(SAMPLES + 1)
+    acc = np.concatenate([np.r_[np.ones(c), np.zeros(SAMPLES - c)] for c in counts])
+    uids = np.repeat(np.arange(counts.size), SAMPLES)
+    pred = np.where(acc == 1, "right", "wrong").tolist()
+    table = prompt_estimates(["s"] * acc.size, uids, {"acc": acc, "pred": pred}, ks=[4, 8])["s"]["acc"]
+    col = table.names.index(name)
+    np.testing.assert_allclose(table.values[:, col], estimate_table(name, k, SAMPLES), atol=1e-12)
+
+
+@pytest.mark.parametrize(("name", "k"), METRICS, ids=[name for name, _ in METRICS])
+def test_targets_equal_the_mean_of_many_simulated_prompts(name, k):
+    """The closed-form population values against the mean of the estimates over 400,000 prompts."""
+    rng = np.random.default_rng(7)
+    est = estimates(draw_counts(rng, draw_rates(rng, 0.3, 400_000, 1)), name, k)
+    assert est.mean() == pytest.approx(target(name, k, 0.3), abs=4 * est.std() / math.sqrt(est.size))
+
+
+@pytest.mark.parametrize(
+    ("n_prompts", "mean"), [(30, 0.5), (100, 0.05), (300, 0.95)], ids=["30x0.5", "100x0.05", "300x0.95"]
+)
+def test_paired_test_holds_its_level(n_prompts, mean):
+    """Two runs of the same model on the same prompts: the paired t rejects at most 5% (+ tolerance)."""
+    rng = np.random.default_rng(n_prompts + round(100 * mean))
+    rates = draw_rates(rng, mean, n_prompts, REPS)
+    a = estimates(draw_counts(rng, rates), "mean@8", 0)
+    b = estimates(draw_counts(rng, rates), "mean@8", 0)
+    p = np.array([paired_difference(a[:, r], b[:, r]).p_value for r in range(REPS)])
+    rejected = float(np.mean(np.nan_to_num(p, nan=1.0) < 0.05))
+    assert rejected <= 0.05 + TOL_SE * math.sqrt(0.05 * 0.95 / REPS)
