@@ -90,7 +90,9 @@ def category_codes(labels: Any, n_rows: int, *, where: str) -> tuple[tuple[str, 
     arr = _labels_array(labels, n_rows, where)
     if arr.dtype.kind in "US":
         texts = arr.astype(str)
-    elif arr.dtype.kind in "biu":
+    elif arr.dtype.kind == "b":
+        texts = np.where(arr, "True", "False")
+    elif arr.dtype.kind in "iu":
         texts = arr.astype(np.int64).astype(str)
     else:
         if arr.dtype.kind == "f" and np.isnan(arr).any():

@@ -254,7 +254,7 @@ class Stats:
         if len(devices) > 1:
             parts = tuple(p.to_host() for p in parts)
         xp = array_namespace(parts[0].sums)
-        return self._like(
+        return parts[0]._like(  # parts[0]: in the union's layout when the layouts differ
             xp.sum(xp.stack([p.sums for p in parts]), axis=0),
             xp.max(xp.stack([p.maxes for p in parts]), axis=0),
             xp.min(xp.stack([p.mins for p in parts]), axis=0),

@@ -367,7 +367,8 @@ def data_statistics(
         raise TypeError(f"use_critic must be a bool; got {type(use_critic).__name__} {use_critic!r}")
     max_response_length = _limit(max_response_length, "max_response_length")
     max_prompt_length = _limit(max_prompt_length, "max_prompt_length")
-    view = _host_views(as_batch(batch))
+    raw = as_batch(batch)
+    view = _host_views(raw)
     options = {
         "use_critic": bool(use_critic),
         "max_response_length": max_response_length,
@@ -401,7 +402,7 @@ def data_statistics(
     if not grouped:
         return stats
     groups = resolve_groups(
-        view,
+        raw,  # every column, not only those the metrics read
         inputs.n_rows,
         group_by=group_by,
         group_name=group_name,
