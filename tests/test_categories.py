@@ -65,7 +65,9 @@ def test_property_different_categories_give_different_keys(a, b):
 )
 def test_category_tokens_are_readable(category, token):
     assert K.escape_category(category) == token
-    assert K.category_key(K.SCORE_MEAN, "data_source", category) == f"by_data_source/{token}/critic/score/mean"
+    assert (
+        K.category_key(K.SCORE_MEAN, "data_source", category) == f"by_data_source/{token}/critic/score/mean"
+    )
 
 
 def test_no_plain_key_reads_as_a_category_key():
@@ -130,9 +132,13 @@ def test_category_codes_of_torch_labels():
 @pytest.mark.parametrize(
     ("labels", "error", "match"),
     [
-        pytest.param("abc", TypeError, "group_by must be a sequence of labels, one per sample; got str", id="str"),
+        pytest.param(
+            "abc", TypeError, "group_by must be a sequence of labels, one per sample; got str", id="str"
+        ),
         pytest.param(5, TypeError, "got int", id="scalar"),
-        pytest.param(np.zeros((3, 1)), ValueError, r"must be 1-d, one label per sample; got shape \(3, 1\)", id="2-d"),
+        pytest.param(
+            np.zeros((3, 1)), ValueError, r"must be 1-d, one label per sample; got shape \(3, 1\)", id="2-d"
+        ),
         pytest.param(["a"], ValueError, r"one label per sample \(3\); got 1", id="length"),
         pytest.param(np.array([1.0, np.nan, 2.0]), ValueError, "holds NaN labels", id="nan"),
     ],
@@ -230,13 +236,18 @@ def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
         batch = rank_batch(rank)
         res = {
             "metrics": compute_data_metrics(batch, group_by="data_source", process_group=dist.group.WORLD),
-            "stats": data_statistics(batch, group_by="data_source", split_by_outcome=False, score_threshold=0.0)
+            "stats": data_statistics(
+                batch, group_by="data_source", split_by_outcome=False, score_threshold=0.0
+            )
             .all_reduce(dist.group.WORLD)
             .finalize(),
         }
         try:  # rank 2 with another limit: every rank raises the same error
             compute_data_metrics(
-                batch, group_by="data_source", max_categories=3 if rank == 2 else 64, process_group=dist.group.WORLD
+                batch,
+                group_by="data_source",
+                max_categories=3 if rank == 2 else 64,
+                process_group=dist.group.WORLD,
             )
             res["error"] = None
         except ValueError as err:

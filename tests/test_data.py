@@ -929,7 +929,13 @@ def test_group_by_on_a_verl_dataproto_reads_the_non_tensor_batch(verl_metric_uti
     non_tensors = {k: np.asarray(v) for k, v in batch.items() if k not in tensors}
     proto = data_proto.from_dict(tensors=tensors, non_tensors=non_tensors)
     got = rlmetrics.compute_data_metrics(proto, group_by="data_source")
-    ref = verl_metrics(verl_metric_utils, data_proto, tensors, {k: non_tensors[k] for k in ("__num_turns__", "tool_call_counts")}, True)
+    ref = verl_metrics(
+        verl_metric_utils,
+        data_proto,
+        tensors,
+        {k: non_tensors[k] for k in ("__num_turns__", "tool_call_counts")},
+        True,
+    )
     assert_matches_verl({k: got[k] for k in ref}, ref)
     assert_category_equals_subset(got, batch, np.resize(SOURCES, 12), "data_source")
 
@@ -951,7 +957,9 @@ def test_outcome_split_equals_the_correct_and_incorrect_samples_alone(engine, kw
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         got = rlmetrics.compute_data_metrics({k: v for k, v in batch.items() if k != "data_source"}, **kw)
-        assert_category_equals_subset(got, {k: v for k, v in batch.items() if k != "acc"}, labels, K.OUTCOME_GROUP)
+        assert_category_equals_subset(
+            got, {k: v for k, v in batch.items() if k != "acc"}, labels, K.OUTCOME_GROUP
+        )
 
 
 def test_group_by_and_outcome_split_together():
@@ -962,7 +970,9 @@ def test_group_by_and_outcome_split_together():
         got = rlmetrics.compute_data_metrics(batch, group_by="data_source", score_threshold=1.0)
         assert_category_equals_subset(
             {k: v for k, v in got.items() if (K.split_category_key(k) or ("", "", ""))[1] != K.OUTCOME_GROUP},
-            batch, labels, "data_source",
+            batch,
+            labels,
+            "data_source",
         )
     groups = {K.split_category_key(k)[1:] for k in got if K.split_category_key(k)}
     assert {g for g, _ in groups} == {"data_source", K.OUTCOME_GROUP}
@@ -1008,15 +1018,23 @@ def test_category_limit_folds_the_least_frequent_into_other_with_one_warning():
     assert len([w for w in caught if issubclass(w.category, RLMetricsWarning)]) == 1
     folded = np.where(np.isin(labels, ["a", "b"]), labels, K.OTHER_CATEGORY)
     assert_category_equals_subset(got, batch, folded, "data_source")
-    assert K.category_key(K.SCORE_MEAN, "data_source", K.OTHER_CATEGORY) == "by_data_source/%other/critic/score/mean"
+    assert (
+        K.category_key(K.SCORE_MEAN, "data_source", K.OTHER_CATEGORY)
+        == "by_data_source/%other/critic/score/mean"
+    )
 
 
 def test_category_limit_applies_again_to_the_union_of_merged_parts():
     labels = np.asarray(["a", "a", "a", "b", "b", "c", "d", "d", "e", "e"], dtype=object)
     batch = _grouped_batch(10, 8, labels)
-    parts = [data_statistics({k: v[s] for k, v in batch.items()}, group_by="data_source", max_categories=3)
-             for s in (slice(0, 5), slice(5, 10))]  # each part has at most 3 categories
-    assert len({n for n in (parts[0] + parts[1]).sum_names if n.startswith("\x1e")}) > 3 * len(_data.SUM_FIELDS) - 8
+    parts = [
+        data_statistics({k: v[s] for k, v in batch.items()}, group_by="data_source", max_categories=3)
+        for s in (slice(0, 5), slice(5, 10))
+    ]  # each part has at most 3 categories
+    assert (
+        len({n for n in (parts[0] + parts[1]).sum_names if n.startswith("\x1e")})
+        > 3 * len(_data.SUM_FIELDS) - 8
+    )
     with pytest.warns(RLMetricsWarning, match="max_categories=3"):
         got = Stats.merge(*parts).finalize()
     folded = np.where(np.isin(labels, ["a", "b"]), labels, K.OTHER_CATEGORY)
@@ -1025,11 +1043,18 @@ def test_category_limit_applies_again_to_the_union_of_merged_parts():
 
 def test_numeric_and_boolean_labels_are_categories_by_their_text():
     batch = _grouped_batch(8, 9, np.resize(SOURCES, 8))
-    got = rlmetrics.compute_data_metrics(_subset(batch, np.arange(8)), group_by=np.array([1, 2, 1, 2, 1, 2, 3, 3]))
+    got = rlmetrics.compute_data_metrics(
+        _subset(batch, np.arange(8)), group_by=np.array([1, 2, 1, 2, 1, 2, 3, 3])
+    )
     assert {K.split_category_key(k)[2] for k in got if K.split_category_key(k)} == {"1", "2", "3"}
     torch_labels = torch.tensor([True, False] * 4)
-    got = rlmetrics.compute_data_metrics(_subset(batch, np.arange(8)), group_by=torch_labels, group_name="flag")
-    assert {K.split_category_key(k)[1:] for k in got if K.split_category_key(k)} == {("flag", "True"), ("flag", "False")}
+    got = rlmetrics.compute_data_metrics(
+        _subset(batch, np.arange(8)), group_by=torch_labels, group_name="flag"
+    )
+    assert {K.split_category_key(k)[1:] for k in got if K.split_category_key(k)} == {
+        ("flag", "True"),
+        ("flag", "False"),
+    }
 
 
 def test_a_single_category_equals_the_plain_metrics():
@@ -1043,18 +1068,75 @@ def test_a_single_category_equals_the_plain_metrics():
 @pytest.mark.parametrize(
     ("kw", "error", "match"),
     [
-        pytest.param({"group_by": "missing"}, KeyError, r"group_by: the batch has no column 'missing'", id="no-column"),
-        pytest.param({"group_by": 3}, TypeError, r"group_by must be a column name or an array of labels; got int", id="type"),
-        pytest.param({"group_by": np.zeros(3)}, ValueError, r"group_by must hold one label per sample \(6\); got 3", id="length"),
-        pytest.param({"group_by": np.zeros((6, 2))}, ValueError, r"group_by must be 1-d, one label per sample", id="2-d"),
-        pytest.param({"group_by": np.array([0.0, math.nan, 1, 1, 1, 1])}, ValueError, "group_by holds NaN labels", id="nan"),
-        pytest.param({"group_by": "data_source", "group_name": "a/b"}, ValueError, r"group name must be a non-empty name", id="group-name"),
-        pytest.param({"group_by": "data_source", "group_name": 5}, TypeError, r"group name must be a string; got int", id="group-name-type"),
-        pytest.param({"group_by": "data_source", "max_categories": 0}, ValueError, r"max_categories", id="max-categories"),
-        pytest.param({"split_by_outcome": True}, KeyError, r"split_by_outcome=True reads 'acc' \(or pass score_threshold=\)", id="no-acc"),
-        pytest.param({"split_by_outcome": "yes"}, TypeError, r"split_by_outcome must be a bool; got str", id="split-type"),
-        pytest.param({"score_threshold": "0.5"}, TypeError, r"score_threshold must be a real number", id="threshold-type"),
-        pytest.param({"group_by": "data_source", "group_name": "outcome", "split_by_outcome": True}, ValueError, r"group_name must differ from 'outcome'", id="outcome-name"),
+        pytest.param(
+            {"group_by": "missing"}, KeyError, r"group_by: the batch has no column 'missing'", id="no-column"
+        ),
+        pytest.param(
+            {"group_by": 3},
+            TypeError,
+            r"group_by must be a column name or an array of labels; got int",
+            id="type",
+        ),
+        pytest.param(
+            {"group_by": np.zeros(3)},
+            ValueError,
+            r"group_by must hold one label per sample \(6\); got 3",
+            id="length",
+        ),
+        pytest.param(
+            {"group_by": np.zeros((6, 2))},
+            ValueError,
+            r"group_by must be 1-d, one label per sample",
+            id="2-d",
+        ),
+        pytest.param(
+            {"group_by": np.array([0.0, math.nan, 1, 1, 1, 1])},
+            ValueError,
+            "group_by holds NaN labels",
+            id="nan",
+        ),
+        pytest.param(
+            {"group_by": "data_source", "group_name": "a/b"},
+            ValueError,
+            r"group name must be a non-empty name",
+            id="group-name",
+        ),
+        pytest.param(
+            {"group_by": "data_source", "group_name": 5},
+            TypeError,
+            r"group name must be a string; got int",
+            id="group-name-type",
+        ),
+        pytest.param(
+            {"group_by": "data_source", "max_categories": 0},
+            ValueError,
+            r"max_categories",
+            id="max-categories",
+        ),
+        pytest.param(
+            {"split_by_outcome": True},
+            KeyError,
+            r"split_by_outcome=True reads 'acc' \(or pass score_threshold=\)",
+            id="no-acc",
+        ),
+        pytest.param(
+            {"split_by_outcome": "yes"},
+            TypeError,
+            r"split_by_outcome must be a bool; got str",
+            id="split-type",
+        ),
+        pytest.param(
+            {"score_threshold": "0.5"},
+            TypeError,
+            r"score_threshold must be a real number",
+            id="threshold-type",
+        ),
+        pytest.param(
+            {"group_by": "data_source", "group_name": "outcome", "split_by_outcome": True},
+            ValueError,
+            r"group_name must differ from 'outcome'",
+            id="outcome-name",
+        ),
     ],
 )
 def test_grouping_errors_name_the_argument(kw, error, match):

@@ -516,7 +516,9 @@ def unescape_category(token: str) -> str:
         if c == "%":
             pair = token[i + 1 : i + 3]
             if len(pair) != 2 or any(h not in "0123456789ABCDEF" for h in pair):
-                raise ValueError(f"malformed category token {token!r}: '%' must be followed by two hex digits")
+                raise ValueError(
+                    f"malformed category token {token!r}: '%' must be followed by two hex digits"
+                )
             raw.append(int(pair, 16))
             i += 3
         else:

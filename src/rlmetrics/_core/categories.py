@@ -132,8 +132,8 @@ def segment_sum(values: Any, codes: Any, n: int) -> Any:
     if is_torch_array(values):
         import torch
 
-        out = torch.zeros((n, values.shape[1]), dtype=torch.float64, device=values.device)
-        return out.index_add_(0, codes, values.to(torch.float64))
+        sums = torch.zeros((n, values.shape[1]), dtype=torch.float64, device=values.device)
+        return sums.index_add_(0, codes, values.to(torch.float64))
     onehot = np.zeros((n, values.shape[0]), dtype=np.float64)
     onehot[codes, np.arange(values.shape[0])] = 1.0
     # a zero times a non-finite value is NaN: sum those columns by scatter instead of by product
@@ -150,9 +150,9 @@ def _segment_extreme(values: Any, codes: Any, n: int, largest: bool) -> Any:
     if is_torch_array(values):
         import torch
 
-        out = torch.full((n, values.shape[1]), fill, dtype=torch.float64, device=values.device)
+        ext = torch.full((n, values.shape[1]), fill, dtype=torch.float64, device=values.device)
         index = codes[:, None].expand(-1, values.shape[1])
-        return out.scatter_reduce_(0, index, values.to(torch.float64), "amax" if largest else "amin")
+        return ext.scatter_reduce_(0, index, values.to(torch.float64), "amax" if largest else "amin")
     out = np.full((n, values.shape[1]), fill, dtype=np.float64)
     (np.maximum if largest else np.minimum).at(out, codes, values)
     return out

@@ -323,7 +323,9 @@ Layout = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
 
 def _plain_layout(stats: Stats) -> Layout:
     """The layout without its per-category entries (those of ``group_by=``)."""
-    return cast(Layout, tuple(tuple(n for n in names if not is_category_field(n)) for names in stats.layout()))
+    return cast(
+        Layout, tuple(tuple(n for n in names if not is_category_field(n)) for names in stats.layout())
+    )
 
 
 def union_layout(layouts: Collection[Layout]) -> Layout:
@@ -455,7 +457,9 @@ def _check_options(signatures: list[Mapping[str, Any]], what: str, topic: str) -
     union = None
     if any("layout" in c for c in conflicts):
         layouts = [cast(Layout, sig["layout"]) for sig in signatures]
-        plain = {tuple(tuple(n for n in names if not is_category_field(n)) for names in lay) for lay in layouts}
+        plain = {
+            tuple(tuple(n for n in names if not is_category_field(n)) for names in lay) for lay in layouts
+        }
         if len(plain) == 1:
             union = union_layout(layouts)
             conflicts = [{k: v for k, v in c.items() if k != "layout"} for c in conflicts]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -85,9 +85,7 @@ def _column(view: BatchView, name: str, why: str) -> Any:
         return view.non_tensors[name]
     if view.has(name):
         return view.tensor(name)
-    raise KeyError(
-        f"{why}: the batch has no column {name!r} (non-tensor keys: {sorted(view.non_tensors)})"
-    )
+    raise KeyError(f"{why}: the batch has no column {name!r} (non-tensor keys: {sorted(view.non_tensors)})")
 
 
 def resolve_groups(
@@ -108,7 +106,11 @@ def resolve_groups(
     groups: list[Group] = []
     if group_by is not None:
         if isinstance(group_by, str):
-            name, labels, where = group_name or group_by, _column(view, group_by, "group_by"), f"batch[{group_by!r}]"
+            name, labels, where = (
+                group_name or group_by,
+                _column(view, group_by, "group_by"),
+                f"batch[{group_by!r}]",
+            )
         else:
             name, labels, where = group_name or "group", group_by, "group_by"
         K.category_key("", name, "")  # checks the group name
@@ -149,7 +151,9 @@ def _outcome_labels(
     acc = _column(view, "acc", "split_by_outcome=True reads 'acc' (or pass score_threshold=)")
     acc = acc.detach().cpu().numpy() if is_torch_array(acc) else np.asarray(acc)
     if acc.shape != (n_rows,) or acc.dtype.kind not in "biuf":
-        raise ValueError(f"batch['acc'] must hold one number or bool per sample ({n_rows},); got {acc.dtype} {acc.shape}")
+        raise ValueError(
+            f"batch['acc'] must hold one number or bool per sample ({n_rows},); got {acc.dtype} {acc.shape}"
+        )
     return np.asarray(acc > 0.5, dtype=bool)
 
 
@@ -168,12 +172,19 @@ def _stack(xp: Any, columns: Sequence[Any], like: Any) -> Any:
     device = like.device if is_torch_array(like) else None
     n = like.shape[0]
     return xp.stack(
-        [xp.astype(c, xp.float64) if hasattr(c, "shape") else xp.full((n,), float(c), dtype=xp.float64, device=device) for c in columns],
+        [
+            xp.astype(c, xp.float64)
+            if hasattr(c, "shape")
+            else xp.full((n,), float(c), dtype=xp.float64, device=device)
+            for c in columns
+        ],
         axis=1,
     )
 
 
-def _moments(xp: Any, codes: Any, n_cat: int, moments: Sequence[tuple[str, str, Any, Any, Any]], like: Any) -> tuple[list[str], Any]:
+def _moments(
+    xp: Any, codes: Any, n_cat: int, moments: Sequence[tuple[str, str, Any, Any, Any]], like: Any
+) -> tuple[list[str], Any]:
     """Per-category M2 and ``S**2 / n`` of each moment spec: ``(names, (n_cat, 2 * len) array)``."""
     names: list[str] = []
     out = []
@@ -188,7 +199,10 @@ def _moments(xp: Any, codes: Any, n_cat: int, moments: Sequence[tuple[str, str, 
         dev = row_mean - xp.take(mean_c, codes, axis=0)
         between = segment_sum(xp.reshape(n64 * dev * dev, (-1, 1)), codes, n_cat)[:, 0]
         zero = xp.zeros_like(n_c)
-        out += [xp.where(has_c, nt[:, 2] + between, zero), xp.where(has_c, s_c * s_c / xp.where(has_c, n_c, xp.ones_like(n_c)), zero)]
+        out += [
+            xp.where(has_c, nt[:, 2] + between, zero),
+            xp.where(has_c, s_c * s_c / xp.where(has_c, n_c, xp.ones_like(n_c)), zero),
+        ]
         names += [m2_name, sq_name]
     return names, (xp.stack(out, axis=1) if out else None)
 
@@ -236,7 +250,9 @@ def with_entries(stats: Stats, names: list[Any], vectors: list[Any]) -> Stats:
     )
 
 
-def split_by_category(sums: dict[str, float], maxes: dict[str, float], mins: dict[str, float]) -> tuple[Values, dict[tuple[str, str], Values]]:
+def split_by_category(
+    sums: dict[str, float], maxes: dict[str, float], mins: dict[str, float]
+) -> tuple[Values, dict[tuple[str, str], Values]]:
     """Host values split into the plain ones and, by ``(group, category)``, each category's."""
     plain: Values = ({}, {}, {})
     by: dict[tuple[str, str], Values] = {}
@@ -250,7 +266,17 @@ def split_by_category(sums: dict[str, float], maxes: dict[str, float], mins: dic
     return plain, by
 
 
-def _fold(by: dict[tuple[str, str], Values], count: str, max_categories: int) -> dict[tuple[str, str], Values]:
+#: How sums, maxima and minima of two categories combine (NaN spreads, as in the reductions).
+_COMBINE: tuple[Callable[[float, float], float], ...] = (
+    lambda a, b: a + b,
+    lambda a, b: math.nan if math.isnan(a) or math.isnan(b) else max(a, b),
+    lambda a, b: math.nan if math.isnan(a) or math.isnan(b) else min(a, b),
+)
+
+
+def _fold(
+    by: dict[tuple[str, str], Values], count: str, max_categories: int
+) -> dict[tuple[str, str], Values]:
     """At most ``max_categories`` categories per group; the least frequent (by ``count``) folded
     into :data:`~rlmetrics.keys.OTHER_CATEGORY` (sums added, extremes combined)."""
     out: dict[tuple[str, str], Values] = {}
@@ -266,7 +292,7 @@ def _fold(by: dict[tuple[str, str], Values], count: str, max_categories: int) ->
         for c in cats:
             if c in kept:
                 continue
-            for i, combine in enumerate((lambda a, b: a + b, max, min)):
+            for i, combine in enumerate(_COMBINE):
                 for name, value in by[group, c][i].items():
                     other[i][name] = combine(other[i][name], value) if name in other[i] else value
         out[group, K.OTHER_CATEGORY] = other

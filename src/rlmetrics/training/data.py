@@ -376,7 +376,9 @@ def data_statistics(
     }
     grouped = group_by is not None or split_by_outcome is not False or score_threshold is not None
     if grouped:  # the grouping options join the others (ranks and merged parts must share them)
-        options.update(_grouping_options(group_by, group_name, split_by_outcome, score_threshold, max_categories))
+        options.update(
+            _grouping_options(group_by, group_name, split_by_outcome, score_threshold, max_categories)
+        )
     inputs = _read_inputs(view, use_critic)
     counts = [_host_count_stats(view.non_tensor(k), k, inputs.n_rows) for k in _OPTIONAL_KEYS]
     if inputs.n_rows == 0:
@@ -409,7 +411,7 @@ def data_statistics(
         split_by_outcome=split_by_outcome,
         score_threshold=score_threshold,
         seq_score=rows.seq_score,
-        max_categories=options["max_categories"],
+        max_categories=check_max_categories(max_categories),
     )
     columns = _category_columns(view, inputs, rows, use_critic, max_response_length, max_prompt_length)
     return with_entries(stats, *category_entries(groups, columns, rows.response_len))
@@ -422,9 +424,8 @@ def _grouping_options(
     if group_name is not None:
         K.category_key("", group_name, "")  # a TypeError / ValueError naming the group name
     if group_by is not None and not isinstance(group_by, str) and not hasattr(group_by, "__len__"):
-        raise TypeError(
-            f"group_by must be a column name or an array of labels; got {type(group_by).__name__} {group_by!r}"
-        )
+        got = f"{type(group_by).__name__} {group_by!r}"
+        raise TypeError(f"group_by must be a column name or an array of labels; got {got}")
     name = group_name or (group_by if isinstance(group_by, str) else None if group_by is None else "group")
     return {
         "group_by": name,
@@ -630,9 +631,7 @@ def _row_pass(view: BatchView, inputs: _Inputs, use_critic: bool, per_row: bool 
             if seq[:, 4].any():
                 raise_invalid_mask(attention, _ATTENTION_MASK)
             prompt_len, response_len = seq[:, 2], seq[:, 3]
-        return _Rows(
-            table, tok_hi, tok_lo, 0.0, 0.0, prompt_len, response_len, seq[:, 0], seq[:, 1], row_ext
-        )
+        return _Rows(table, tok_hi, tok_lo, 0.0, 0.0, prompt_len, response_len, seq[:, 0], seq[:, 1], row_ext)
     # numpy masks are checked here (an error naming a bad value); torch ones on their device.
     as_bool, n_invalid = mask_and_invalid_count(mask, _RESPONSE_MASK)
     table, tok_hi, tok_lo, row_ext = _tokens_array_api(
