@@ -118,6 +118,9 @@ GRPO_FRAC_SAMPLES_REWARD_ZERO_STD = f"{GRPO_PREFIX}frac_samples_reward_zero_std"
 GRPO_FRAC_ALL_SOLVED = f"{GRPO_PREFIX}frac_all_solved"
 GRPO_FRAC_NONE_SOLVED = f"{GRPO_PREFIX}frac_none_solved"
 GRPO_REWARD_STD_MEAN = f"{GRPO_PREFIX}reward_std/mean"
+#: ``at_k(GRPO_PASS, k)``: mean over the groups of at least k samples of their unbiased pass@k
+#: (a sample passes when its reward reaches ``solved_threshold``), e.g. ``grpo/pass@4``.
+GRPO_PASS = f"{GRPO_PREFIX}pass"
 
 # --- gradient-variance proxies (policy.variance) ----------------------------------------------
 VARIANCE_PROXY_PREFIX = "variance_proxy/"  # the default prefix= of compute_variance_proxy_metrics

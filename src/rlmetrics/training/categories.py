@@ -47,6 +47,7 @@ __all__ = [
     "finalize_by_category",
     "resolve_groups",
     "split_by_category",
+    "warn_folded",
     "with_entries",
 ]
 
@@ -70,7 +71,8 @@ def check_max_categories(value: Any) -> int:
     return check_int(value, "max_categories", minimum=1)
 
 
-def _warn_folded(group: str, max_categories: int) -> None:
+def warn_folded(group: str, max_categories: int) -> None:
+    """The one warning of a call whose categories beyond ``max_categories`` were folded."""
     warnings.warn(
         f"group_by {group!r} has more than max_categories={max_categories} categories: the least "
         f"frequent are reported together as {K.OTHER_CATEGORY!r}",
@@ -131,7 +133,7 @@ def resolve_groups(
 def _limited(group: Group, max_categories: int) -> Group:
     names, codes, folded = limit_categories(group.categories, group.codes, max_categories, K.OTHER_CATEGORY)
     if folded:
-        _warn_folded(group.name, max_categories)
+        warn_folded(group.name, max_categories)
     return Group(group.name, names, codes)
 
 
@@ -285,7 +287,7 @@ def _fold(
         if len(cats) <= max_categories:
             out.update({(group, c): by[group, c] for c in cats})
             continue
-        _warn_folded(group, max_categories)
+        warn_folded(group, max_categories)
         kept = [c for c in cats if c != K.OTHER_CATEGORY][: max_categories - 1]
         out.update({(group, c): by[group, c] for c in kept})
         other: Values = ({}, {}, {})
