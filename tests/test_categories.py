@@ -218,6 +218,15 @@ def rank_batch(rank: int) -> dict:
     return batch
 
 
+def rank_rewards(rank: int) -> dict:
+    """Reward components of rank ``rank``'s samples (NaN: not given)."""
+    rng = np.random.default_rng(60 + rank)
+    n = len(RANK_LABELS[rank])
+    fmt = rng.normal(size=n)
+    fmt[::3] = np.nan
+    return {"acc": rng.integers(0, 2, size=n).astype(float), "format/strict": fmt}
+
+
 def whole_batch() -> dict:
     parts = [rank_batch(r) for r in range(3)]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -226,7 +235,7 @@ def whole_batch() -> dict:
 def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
     import torch.distributed as dist
 
-    from rlmetrics import compute_data_metrics, data_statistics
+    from rlmetrics import compute_data_metrics, compute_reward_component_metrics, data_statistics
 
     dist.init_process_group(
         "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timedelta(seconds=20)
@@ -242,6 +251,9 @@ def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
             .all_reduce(dist.group.WORLD)
             .finalize(),
         }
+        res["rewards"] = compute_reward_component_metrics(
+            rank_rewards(rank), weights={"acc": 2.0}, process_group=dist.group.WORLD
+        )
         try:  # rank 2 with another limit: every rank raises the same error
             compute_data_metrics(
                 batch,
@@ -312,3 +324,13 @@ def test_gloo_ranks_with_different_grouping_options_raise_alike(ranks):
     errors = [res["error"] for res in ranks]
     assert errors[0] is not None and len(set(errors)) == 1
     assert "max_categories" in errors[0]
+
+
+def test_gloo_reward_components_equal_the_whole(ranks):
+    from rlmetrics import compute_reward_component_metrics
+
+    parts = [rank_rewards(r) for r in range(3)]
+    whole = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    want = compute_reward_component_metrics(whole, weights={"acc": 2.0})
+    for res in ranks:
+        _close(res["rewards"], want)

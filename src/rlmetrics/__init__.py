@@ -51,6 +51,7 @@ from rlmetrics.policy.staleness import compute_staleness_metrics, staleness_stat
 from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 from rlmetrics.tracking import Tracker, TrackingBackend, read_jsonl
 from rlmetrics.training.data import compute_data_metrics, data_statistics
+from rlmetrics.training.rewards import compute_reward_component_metrics, reward_component_statistics
 from rlmetrics.training.timers import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
     ACCELERATOR_PEAK_FLOPS,
@@ -148,6 +149,7 @@ __all__ = [
     "compute_group_metrics",
     "compute_mfu",
     "compute_ppo_update_metrics",
+    "compute_reward_component_metrics",
     "compute_rollout_mismatch_metrics",
     "compute_staleness_metrics",
     "compute_throughout_metrics",
@@ -175,6 +177,7 @@ __all__ = [
     "read_jsonl",
     "reduce_metrics",
     "reducer_for_key",
+    "reward_component_statistics",
     "rollout_mismatch_statistics",
     "run_demo",
     "staleness_statistics",

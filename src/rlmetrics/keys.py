@@ -559,3 +559,19 @@ def split_category_key(key: str) -> tuple[str, str, str] | None:
     except ValueError:
         return None
     return plain, group, category
+
+
+# --- reward components (training.rewards) ---------------------------------------------------------
+REWARD_COMPONENTS_PREFIX = "reward_components/"
+#: Statistics of each component: mean, unbiased std, extremes, and the share of samples it decides
+#: (its weighted contribution has the largest magnitude).
+REWARD_COMPONENT_STATS = ("mean", "std", "max", "min", "decides_frac")
+
+
+def reward_component_key(component: str, stat: str) -> str:
+    """Key of a statistic of one reward component, the name escaped as a category.
+
+    >>> reward_component_key("format/strict", "mean")
+    'reward_components/format%2Fstrict/mean'
+    """
+    return f"{REWARD_COMPONENTS_PREFIX}{escape_category(component)}/{stat}"
