@@ -15,6 +15,7 @@ over the codes for numpy and torch (:func:`segment_sum`, :func:`segment_max`,
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -49,6 +50,7 @@ def is_category_field(name: str) -> bool:
     return name.startswith(FIELD_MARK)
 
 
+@functools.lru_cache(maxsize=1 << 14)  # the same names come back every step
 def parse_field(name: str) -> tuple[str, str, str]:
     """``(group, category, field)`` of a per-category entry name."""
     group, rest = name[1:].split(_SEP, 1)

@@ -315,6 +315,7 @@ def finalize_by_category(
     for (group, category), (s, hi, lo) in sorted(_fold(by, count, max_categories).items()):
         if s.get(count, 0.0) <= 0:
             continue
+        head = K.category_key("", group, category)  # "by_<group>/<token>/": named once per category
         for key, value in finalize(s, hi, lo, options).items():
-            metrics[K.category_key(key, group, category)] = value
+            metrics[head + key] = value
     return metrics
