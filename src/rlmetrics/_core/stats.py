@@ -54,6 +54,7 @@ __all__ = [
     "invalid_mask_field",
     "metrics_from",
     "stand_in_statistics",
+    "union_layout",
     "with_prefix",
 ]
 
@@ -228,7 +229,9 @@ class Stats:
         """Statistics of the union of the batches that ``self`` and ``others`` describe (exact).
 
         ``Stats.merge(*parts)`` reads the same. Parts on one device merge there (no host
-        copy); parts on different devices merge on the host. Deferred mask checks are summed,
+        copy); parts on different devices merge on the host. Parts whose layouts differ only
+        in per-category entries (``group_by=``: they saw different categories) merge over the
+        union of their entries (:func:`union_layout`). Deferred mask checks are summed,
         so a bad mask in any part still raises in :meth:`finalize`.
         """
         parts = (self, *others)
@@ -414,7 +417,9 @@ def agree_statistics(
     -------
     tuple
         ``(stats, verdict)``: this rank's statistics (``None`` where ``make()`` gave ``None`` on
-        every rank) and ``judge``'s verdict (``None`` when the signatures agree).
+        every rank) and ``judge``'s verdict (``None`` when the signatures agree). Without
+        ``judge``, ranks whose layouts differ only in per-category entries agree, and the
+        verdict is the union layout (:func:`union_layout`) that every rank must reduce.
     """
     stats: Stats | None = None
     error: BaseException | None = None

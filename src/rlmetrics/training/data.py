@@ -14,6 +14,13 @@ Two engines compute the same statistics:
 * the array-API path for every other input: numpy (CPU tensors are viewed as numpy) in
   cache-sized row blocks, torch on its device (CUDA) in whole-tensor operations.
 
+With ``group_by=`` (a label column such as verl's ``data_source``, or labels) and the outcome
+split (``split_by_outcome=`` / ``score_threshold=``) the same statistics are also kept per
+category, as extra entries of the same ``Stats`` (segment reductions of the per-row quantities,
+:mod:`rlmetrics.training.categories`): the plain keys stay bit-identical, each category's keys
+(``by_data_source/gsm8k/critic/score/mean``, :func:`rlmetrics.keys.category_key`) equal the
+plain metrics of its samples alone, and parts or ranks with different categories merge exactly.
+
 Centred second moments (behind ``critic/vf_explained_var``) are exact per row (the kernel
 centres on the row's first valid value, the array-API path on the row mean) and combined over
 rows with Chan's formula. Across batches they add: the statistics keep ``M2`` and
