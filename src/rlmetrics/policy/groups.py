@@ -322,18 +322,27 @@ def compute_group_metrics(
         uids, r = _uids_and_rewards(uids_or_batch, rewards, reward_key, allow_nan=trl)
         texts = labels(uids.shape[0])
 
-    def metrics(inverse: np.ndarray, r: np.ndarray) -> dict[str, float]:
-        if trl:
-            return _trl_metrics(inverse, r, atol, "" if prefix is None else prefix)
-        out = _verl_metrics(inverse, r, threshold, atol, n_ddof)
-        out.update(_pass_at_ks(inverse, r, threshold, ks))
-        return with_prefix(out, K.GRPO_PREFIX, K.GRPO_PREFIX if prefix is None else prefix)
-
+    metrics = _metrics_of(trl, threshold, atol, n_ddof, ks, prefix)
     inverse = _group_index(uids)
     out = metrics(inverse, r)
     if texts is not None and name is not None:
         out.update(_by_category(inverse, r, texts, name, check_max_categories(max_categories), metrics))
     return out
+
+
+def _metrics_of(
+    trl: bool, threshold: float, atol: float, ddof: int, ks: tuple[int, ...], prefix: str | None
+) -> Callable[[np.ndarray, np.ndarray], dict[str, float]]:
+    """``metrics(group index, rewards)`` of the checked options: the whole batch's or a category's."""
+
+    def metrics(inverse: np.ndarray, r: np.ndarray) -> dict[str, float]:
+        if trl:
+            return _trl_metrics(inverse, r, atol, "" if prefix is None else prefix)
+        out = _verl_metrics(inverse, r, threshold, atol, ddof)
+        out.update(_pass_at_ks(inverse, r, threshold, ks))
+        return with_prefix(out, K.GRPO_PREFIX, K.GRPO_PREFIX if prefix is None else prefix)
+
+    return metrics
 
 
 def _checked_ks(pass_k: Any) -> tuple[int, ...]:
