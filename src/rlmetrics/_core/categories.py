@@ -27,6 +27,7 @@ __all__ = [
     "FIELD_MARK",
     "category_codes",
     "field_name",
+    "field_names",
     "is_category_field",
     "limit_categories",
     "parse_field",
@@ -43,6 +44,12 @@ _SEP = "\x1f"
 def field_name(group: str, category: str, field: str) -> str:
     """Name of the entry of ``field`` restricted to ``category`` of ``group``."""
     return f"{FIELD_MARK}{group}{_SEP}{category}{_SEP}{field}"
+
+
+@functools.lru_cache(maxsize=256)  # one layout per group, categories and family: the same every step
+def field_names(group: str, categories: tuple[str, ...], fields: tuple[str, ...]) -> tuple[str, ...]:
+    """The entry names of every field of every category, category-major."""
+    return tuple(field_name(group, c, f) for c in categories for f in fields)
 
 
 def is_category_field(name: str) -> bool:
@@ -99,7 +106,11 @@ def category_codes(labels: Any, n_rows: int, *, where: str) -> tuple[tuple[str, 
     else:
         if arr.dtype.kind == "f" and np.isnan(arr).any():
             raise ValueError(f"{where} holds NaN labels")
-        texts = np.asarray([_label_text(v) for v in arr.tolist()], dtype=object).astype(str)
+        items = arr.tolist()
+        if all(type(v) is str for v in items):  # verl's data_source: strings as they are
+            texts = np.asarray(items, dtype=str)
+        else:
+            texts = np.asarray([_label_text(v) for v in items], dtype=object).astype(str)
     names, codes = np.unique(texts, return_inverse=True)
     return tuple(str(n) for n in names.tolist()), codes.astype(np.int64).reshape(-1)
 

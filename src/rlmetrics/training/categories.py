@@ -14,6 +14,7 @@ category's metrics with :func:`~rlmetrics.keys.category_key`.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +27,7 @@ from rlmetrics._core.array import array_namespace, is_torch_array
 from rlmetrics._core.batch import BatchView
 from rlmetrics._core.categories import (
     category_codes,
-    field_name,
+    field_names,
     is_category_field,
     limit_categories,
     on_device,
@@ -229,7 +230,7 @@ def category_entries(groups: Sequence[Group], columns: Columns, like: Any) -> tu
         if m_values is not None:
             parts[0] = (parts[0][0] + m_names, xp.concat([parts[0][1], m_values], axis=1))
         for i, (fields, matrix) in enumerate(parts):
-            names[i] += [field_name(group.name, c, f) for c in group.categories for f in fields]
+            names[i] += field_names(group.name, group.categories, tuple(fields))
             vectors[i].append(xp.reshape(matrix, (-1,)))
     return names, [xp.concat(v) if v else None for v in vectors]
 
@@ -259,13 +260,25 @@ def split_by_category(
     plain: Values = ({}, {}, {})
     by: dict[tuple[str, str], Values] = {}
     for i, values in enumerate((sums, maxes, mins)):
-        for name, value in values.items():
-            if is_category_field(name):
-                group, category, field = parse_field(name)
-                by.setdefault((group, category), ({}, {}, {}))[i][field] = value
+        for value, (category, field) in zip(values.values(), _plan(tuple(values))):
+            if category is None:
+                plain[i][field] = value
             else:
-                plain[i][name] = value
+                by.setdefault(category, ({}, {}, {}))[i][field] = value
     return plain, by
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(names: tuple[str, ...]) -> tuple[tuple[tuple[str, str] | None, str], ...]:
+    """Where each entry goes: ``((group, category), field)``, or ``(None, name)`` for a plain one."""
+    out: list[tuple[tuple[str, str] | None, str]] = []
+    for name in names:
+        if is_category_field(name):
+            group, category, field = parse_field(name)
+            out.append(((group, category), field))
+        else:
+            out.append((None, name))
+    return tuple(out)
 
 
 #: How sums, maxima and minima of two categories combine (NaN spreads, as in the reductions).
