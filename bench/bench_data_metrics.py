@@ -4,6 +4,7 @@ Run by hand (needs the parity extra: ``pip install --no-deps verl==0.9.1`` and i
 
     python bench/bench_data_metrics.py                # CPU, both sizes
     python bench/bench_data_metrics.py --device cuda  # also on the GPU, with host-sync counts
+    python bench/bench_data_metrics.py --grouped      # group_by= with 1, 8, 64 categories vs plain
 
 Sizes (float32, int64 masks, use_critic=True): B=256,P=512,R=1024 and B=1024,P=1024,R=4096.
 Rows: verl; rlmetrics as it runs (the fused numba kernel on the caller's thread at these sizes,
@@ -179,11 +180,40 @@ def bench_size(device: str, b: int, p: int, r: int, repeat: int) -> None:
     print(f"|  |  | (max rel. difference ours vs verl: {worst:.1e}) |  |  |  |  |")
 
 
+def bench_grouped(device: str, b: int, p: int, r: int, repeat: int) -> None:
+    """Rows of the grouped section: group_by= with 1, 8 and 64 categories vs the plain call."""
+    import numpy as np
+
+    import rlmetrics
+
+    batch = make_batch(b, p, r, device)
+    plain_ms = median_ms(lambda: rlmetrics.compute_data_metrics(batch), device, repeat)
+    size = f"{b} x {p} x {r}"
+    print(f"| {device} | {size} | plain | {plain_ms:.2f} | 1.00x | {'' if device == 'cpu' else 0} |")
+    for n_cat in (1, 8, 64):
+        labels = np.asarray([f"source_{i % n_cat}" for i in range(b)], dtype=object)
+        grouped = {**batch, "data_source": labels}
+
+        def call(grouped: dict = grouped) -> Any:
+            return rlmetrics.compute_data_metrics(grouped, group_by="data_source")
+
+        ms = median_ms(call, device, repeat)
+        syncs = count_syncs(call) if device == "cuda" else ""
+        print(
+            f"| {device} | {size} | group_by, {n_cat} categories | {ms:.2f} | {ms / plain_ms:.2f}x "
+            f"| {syncs} |"
+        )
+    split = {**batch, "acc": np.arange(b) % 2 == 0}
+    ms = median_ms(lambda: rlmetrics.compute_data_metrics(split, split_by_outcome=True), device, repeat)
+    print(f"| {device} | {size} | split_by_outcome (2 categories) | {ms:.2f} | {ms / plain_ms:.2f}x |  |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "cuda", "both"], default="cpu")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--cold", action="store_true", help="evict the CPU caches before every timed call")
+    parser.add_argument("--grouped", action="store_true", help="only the group_by= section (no verl needed)")
     args = parser.parse_args()
     if args.cold:
         import numpy as np
@@ -196,6 +226,13 @@ def main() -> None:
         f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads)"
     )
+    if args.grouped:
+        print("| device | B x P x R | call | median ms | vs plain | host syncs |")
+        print("|---|---|---|---:|---:|---:|")
+        for device in devices:
+            for b, p, r in SIZES:
+                bench_grouped(device, b, p, r, args.repeat)
+        return
     header = "| device | B x P x R | impl | median ms | vs verl | vs floor | host syncs |"
     print(header)
     print("|---|---|---|---:|---:|---:|---:|")

@@ -871,3 +871,286 @@ def test_property_any_batch_gives_verls_numbers_or_a_named_error(
     ref_tensors = _build(spec, reference=True)
     ref = verl_metrics(verl_metric_utils, data_proto, ref_tensors, extra, use_critic)
     assert_matches_verl(ours, ref, scale=summand_scale(ref_tensors))
+
+
+# --- group_by= and the outcome split ------------------------------------------------------------
+
+from rlmetrics import keys as K  # noqa: E402
+from rlmetrics.errors import RLMetricsWarning  # noqa: E402
+
+SOURCES = np.array(["openai/gsm8k", "math", "openai/gsm8k", "code contests", "math", "é"], dtype=object)
+
+
+def _grouped_batch(n: int, seed: int, labels: np.ndarray, **kw: Any) -> dict[str, Any]:
+    tensors, extra = make_batch(n, 3, 9, seed=seed, mask="holes", non_tensors=True, **kw)
+    return {**tensors, **extra, "data_source": labels}
+
+
+def _subset(batch: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    return {k: v[rows] for k, v in batch.items() if k != "data_source"}
+
+
+def assert_category_equals_subset(got: dict, batch: dict, labels: np.ndarray, group: str, **kw: Any) -> None:
+    """Each category's keys equal the plain metrics of its samples alone (brute force)."""
+    seen = 0
+    for cat in sorted(set(labels.tolist())):
+        rows = np.flatnonzero(labels == cat)
+        want = rlmetrics.compute_data_metrics(_subset(batch, rows), **kw)
+        for key, value in want.items():
+            mine = got[K.category_key(key, group, cat)]
+            tol = 1e-8 if key == K.VF_EXPLAINED_VAR else 1e-9
+            assert mine == pytest.approx(value, rel=tol, abs=1e-12, nan_ok=True), (cat, key)
+            seen += 1
+    assert len([k for k in got if K.split_category_key(k)]) == seen  # nothing more
+
+
+@pytest.mark.parametrize("use_critic", [True, False], ids=["critic", "no-critic"])
+@pytest.mark.parametrize("given_as", ["column", "array"])
+def test_group_by_each_category_equals_its_samples_alone(engine, use_critic, given_as):
+    labels = np.resize(SOURCES, 30)
+    batch = _grouped_batch(30, 3, labels)
+    plain = rlmetrics.compute_data_metrics(_subset(batch, np.arange(30)), use_critic=use_critic)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if given_as == "column":
+            got = rlmetrics.compute_data_metrics(batch, use_critic, group_by="data_source")
+        else:
+            got = rlmetrics.compute_data_metrics(
+                _subset(batch, np.arange(30)), use_critic, group_by=labels, group_name="data_source"
+            )
+        assert_category_equals_subset(got, batch, labels, "data_source", use_critic=use_critic)
+    # the plain keys are bit-identical to the ungrouped call
+    assert {k: got[k] for k in plain} == pytest.approx(plain, rel=0, abs=0, nan_ok=True)
+
+
+def test_group_by_on_a_verl_dataproto_reads_the_non_tensor_batch(verl_metric_utils, data_proto):
+    batch = _grouped_batch(12, 4, np.resize(SOURCES, 12))
+    tensors = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    non_tensors = {k: np.asarray(v) for k, v in batch.items() if k not in tensors}
+    proto = data_proto.from_dict(tensors=tensors, non_tensors=non_tensors)
+    got = rlmetrics.compute_data_metrics(proto, group_by="data_source")
+    ref = verl_metrics(
+        verl_metric_utils,
+        data_proto,
+        tensors,
+        {k: non_tensors[k] for k in ("__num_turns__", "tool_call_counts")},
+        True,
+    )
+    assert_matches_verl({k: got[k] for k in ref}, ref)
+    assert_category_equals_subset(got, batch, np.resize(SOURCES, 12), "data_source")
+
+
+@pytest.mark.parametrize(
+    ("kw", "outcome"),
+    [
+        pytest.param({"split_by_outcome": True}, "acc", id="acc"),
+        pytest.param({"score_threshold": 0.5}, "score", id="score-threshold"),
+    ],
+)
+def test_outcome_split_equals_the_correct_and_incorrect_samples_alone(engine, kw, outcome):
+    batch = _grouped_batch(24, 5, np.resize(SOURCES, 24), sparse_scores=True)
+    score = batch["token_level_scores"].numpy().sum(axis=-1)
+    batch["acc"] = score > 0.5 if outcome == "acc" else np.zeros(24)
+    correct = score >= 0.5
+    labels = np.where(correct, K.OUTCOME_CORRECT, K.OUTCOME_INCORRECT)
+    assert 0 < correct.sum() < 24
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = rlmetrics.compute_data_metrics({k: v for k, v in batch.items() if k != "data_source"}, **kw)
+        assert_category_equals_subset(
+            got, {k: v for k, v in batch.items() if k != "acc"}, labels, K.OUTCOME_GROUP
+        )
+
+
+def test_group_by_and_outcome_split_together():
+    labels = np.resize(SOURCES, 18)
+    batch = _grouped_batch(18, 6, labels, sparse_scores=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = rlmetrics.compute_data_metrics(batch, group_by="data_source", score_threshold=1.0)
+        assert_category_equals_subset(
+            {k: v for k, v in got.items() if (K.split_category_key(k) or ("", "", ""))[1] != K.OUTCOME_GROUP},
+            batch,
+            labels,
+            "data_source",
+        )
+    groups = {K.split_category_key(k)[1:] for k in got if K.split_category_key(k)}
+    assert {g for g, _ in groups} == {"data_source", K.OUTCOME_GROUP}
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    cuts=st.lists(st.integers(0, 16), max_size=3),
+    n_labels=st.integers(1, 5),
+    engine_name=st.sampled_from(ENGINES),
+    sorted_labels=st.booleans(),
+)
+def test_property_merged_parts_with_different_categories_equal_the_whole(
+    seed, cuts, n_labels, engine_name, sorted_labels
+):
+    """Parts with disjoint (sorted labels) or overlapping categories merge into the whole."""
+    rng = np.random.default_rng(seed)
+    labels = np.asarray([f"s{i}" for i in rng.integers(0, n_labels, size=16)], dtype=object)
+    if sorted_labels:
+        labels = np.sort(labels)
+    batch = _grouped_batch(16, seed, labels, offset=3.0)
+    bounds = sorted({0, 16, *cuts})
+    with use_engine(engine_name), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        whole = data_statistics(batch, group_by="data_source").finalize()
+        parts = [
+            data_statistics({k: v[a:b] for k, v in batch.items()}, group_by="data_source")
+            for a, b in itertools.pairwise(bounds)
+        ]
+        merged = Stats.merge(*parts[::-1]).finalize()
+    assert merged.keys() == whole.keys()
+    for key, value in whole.items():
+        tol = 1e-8 if key.endswith(K.VF_EXPLAINED_VAR) else 1e-9
+        assert merged[key] == pytest.approx(value, rel=tol, abs=1e-12, nan_ok=True), key
+
+
+def test_category_limit_folds_the_least_frequent_into_other_with_one_warning():
+    labels = np.asarray(["a"] * 6 + ["b"] * 5 + ["c"] * 4 + ["d"] * 3 + ["e"] * 2, dtype=object)
+    batch = _grouped_batch(20, 7, labels)
+    with pytest.warns(RLMetricsWarning, match=r"more than max_categories=3 categories") as caught:
+        got = rlmetrics.compute_data_metrics(batch, group_by="data_source", max_categories=3)
+    assert len([w for w in caught if issubclass(w.category, RLMetricsWarning)]) == 1
+    folded = np.where(np.isin(labels, ["a", "b"]), labels, K.OTHER_CATEGORY)
+    assert_category_equals_subset(got, batch, folded, "data_source")
+    assert (
+        K.category_key(K.SCORE_MEAN, "data_source", K.OTHER_CATEGORY)
+        == "by_data_source/%other/critic/score/mean"
+    )
+
+
+def test_category_limit_applies_again_to_the_union_of_merged_parts():
+    labels = np.asarray(["a", "a", "a", "b", "b", "c", "d", "d", "e", "e"], dtype=object)
+    batch = _grouped_batch(10, 8, labels)
+    parts = [
+        data_statistics({k: v[s] for k, v in batch.items()}, group_by="data_source", max_categories=3)
+        for s in (slice(0, 5), slice(5, 10))
+    ]  # each part has at most 3 categories
+    assert (
+        len({n for n in (parts[0] + parts[1]).sum_names if n.startswith("\x1e")})
+        > 3 * len(_data.SUM_FIELDS) - 8
+    )
+    with pytest.warns(RLMetricsWarning, match="max_categories=3"):
+        got = Stats.merge(*parts).finalize()
+    folded = np.where(np.isin(labels, ["a", "b"]), labels, K.OTHER_CATEGORY)
+    assert_category_equals_subset(got, batch, folded, "data_source")
+
+
+def test_numeric_and_boolean_labels_are_categories_by_their_text():
+    batch = _grouped_batch(8, 9, np.resize(SOURCES, 8))
+    got = rlmetrics.compute_data_metrics(
+        _subset(batch, np.arange(8)), group_by=np.array([1, 2, 1, 2, 1, 2, 3, 3])
+    )
+    assert {K.split_category_key(k)[2] for k in got if K.split_category_key(k)} == {"1", "2", "3"}
+    torch_labels = torch.tensor([True, False] * 4)
+    got = rlmetrics.compute_data_metrics(
+        _subset(batch, np.arange(8)), group_by=torch_labels, group_name="flag"
+    )
+    assert {K.split_category_key(k)[1:] for k in got if K.split_category_key(k)} == {
+        ("flag", "True"),
+        ("flag", "False"),
+    }
+
+
+def test_a_single_category_equals_the_plain_metrics():
+    batch = _grouped_batch(9, 10, np.asarray(["x"] * 9, dtype=object))
+    got = rlmetrics.compute_data_metrics(batch, group_by="data_source")
+    plain = rlmetrics.compute_data_metrics(_subset(batch, np.arange(9)))
+    for key, value in plain.items():
+        assert got[K.category_key(key, "data_source", "x")] == pytest.approx(value, rel=1e-12, nan_ok=True)
+
+
+@pytest.mark.parametrize(
+    ("kw", "error", "match"),
+    [
+        pytest.param(
+            {"group_by": "missing"}, KeyError, r"group_by: the batch has no column 'missing'", id="no-column"
+        ),
+        pytest.param(
+            {"group_by": 3},
+            TypeError,
+            r"group_by must be a column name or an array of labels; got int",
+            id="type",
+        ),
+        pytest.param(
+            {"group_by": np.zeros(3)},
+            ValueError,
+            r"group_by must hold one label per sample \(6\); got 3",
+            id="length",
+        ),
+        pytest.param(
+            {"group_by": np.zeros((6, 2))},
+            ValueError,
+            r"group_by must be 1-d, one label per sample",
+            id="2-d",
+        ),
+        pytest.param(
+            {"group_by": np.array([0.0, math.nan, 1, 1, 1, 1])},
+            ValueError,
+            "group_by holds NaN labels",
+            id="nan",
+        ),
+        pytest.param(
+            {"group_by": "data_source", "group_name": "a/b"},
+            ValueError,
+            r"group name must be a non-empty name",
+            id="group-name",
+        ),
+        pytest.param(
+            {"group_by": "data_source", "group_name": 5},
+            TypeError,
+            r"group name must be a string; got int",
+            id="group-name-type",
+        ),
+        pytest.param(
+            {"group_by": "data_source", "max_categories": 0},
+            ValueError,
+            r"max_categories",
+            id="max-categories",
+        ),
+        pytest.param(
+            {"split_by_outcome": True},
+            KeyError,
+            r"split_by_outcome=True reads 'acc' \(or pass score_threshold=\)",
+            id="no-acc",
+        ),
+        pytest.param(
+            {"split_by_outcome": "yes"},
+            TypeError,
+            r"split_by_outcome must be a bool; got str",
+            id="split-type",
+        ),
+        pytest.param(
+            {"score_threshold": "0.5"},
+            TypeError,
+            r"score_threshold must be a real number",
+            id="threshold-type",
+        ),
+        pytest.param(
+            {"group_by": "data_source", "group_name": "outcome", "split_by_outcome": True},
+            ValueError,
+            r"group_name must differ from 'outcome'",
+            id="outcome-name",
+        ),
+    ],
+)
+def test_grouping_errors_name_the_argument(kw, error, match):
+    batch = _grouped_batch(6, 11, SOURCES)
+    if kw.get("split_by_outcome") is True and "group_name" in kw:
+        batch["acc"] = np.ones(6)
+    with pytest.raises(error, match=match):
+        rlmetrics.compute_data_metrics(batch, **kw)
+
+
+def test_grouped_statistics_refuse_to_merge_with_other_grouping_options():
+    batch = _grouped_batch(6, 12, SOURCES)
+    a = data_statistics(batch, group_by="data_source")
+    with pytest.raises(ValueError, match=r"different options: \['max_categories'\]"):
+        a.merge(data_statistics(batch, group_by="data_source", max_categories=5))
+    with pytest.raises(ValueError, match="cannot merge 'data' statistics"):
+        a.merge(data_statistics(batch, group_by="data_source", use_critic=False))

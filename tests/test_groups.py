@@ -381,3 +381,139 @@ def test_trl_definition_gathers_across_ranks(monkeypatch) -> None:
 def test_definition_errors(kwargs: dict, rewards: list, exc: type[Exception], match: str) -> None:
     with pytest.raises(exc, match=match):
         compute_group_metrics(np.array(["a"] * len(rewards)), np.array(rewards), **kwargs)
+
+
+# --- training pass rates and categories ---------------------------------------------------------
+
+from math import comb  # noqa: E402
+
+from rlmetrics import keys as K  # noqa: E402
+from rlmetrics.errors import RLMetricsWarning, UndefinedMetricWarning  # noqa: E402
+
+
+def brute_pass_at_k(uids, rewards, k, threshold=1.0) -> float:
+    groups: dict = defaultdict(list)
+    for u, r in zip(uids, rewards):
+        groups[u].append(r >= threshold)
+    values = [1 - comb(len(v) - sum(v), k) / comb(len(v), k) for v in groups.values() if len(v) >= k]
+    return float(np.mean(values)) if values else math.nan
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 8), min_size=1, max_size=6),
+    seed=st.integers(0, 1000),
+    ks=st.lists(st.integers(1, 9), min_size=1, max_size=3),
+)
+def test_property_pass_at_k_equals_the_brute_force_estimator(sizes, seed, ks):
+    rng = np.random.default_rng(seed)
+    uids = np.repeat(np.arange(len(sizes)), sizes)
+    rewards = rng.integers(0, 2, size=uids.shape[0]).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = compute_group_metrics(uids, rewards, pass_k=ks)
+    for k in set(ks):
+        assert got[K.at_k(K.GRPO_PASS, k)] == pytest.approx(brute_pass_at_k(uids, rewards, k), nan_ok=True)
+    assert {k: v for k, v in got.items() if "pass@" not in k} == pytest.approx(
+        brute(uids, rewards), nan_ok=True
+    )
+
+
+def test_pass_at_k_of_groups_smaller_than_k_is_nan_with_a_warning():
+    with pytest.warns(UndefinedMetricWarning, match="no group has 4 samples: grpo pass@4 is NaN"):
+        got = compute_group_metrics(np.array([0, 0, 1]), np.array([1.0, 0.0, 1.0]), pass_k=[1, 4])
+    assert math.isnan(got["grpo/pass@4"]) and got["grpo/pass@1"] == pytest.approx(0.75)
+
+
+SOURCES = np.array(["gsm8k"] * 4 + ["math/algebra"] * 6 + ["gsm8k"] * 2)
+UIDS = np.array([0, 0, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4])
+REWARDS = np.array([1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("given_as", ["labels", "column"])
+@pytest.mark.parametrize("definition", ["verl", "trl"])
+def test_group_by_each_category_equals_its_groups_alone(given_as, definition):
+    kw = {"pass_k": [1, 2]} if definition == "verl" else {}
+    if given_as == "labels":
+        got = compute_group_metrics(
+            UIDS, REWARDS, group_by=SOURCES, group_name="data_source", definition=definition, **kw
+        )
+    else:
+        batch = {"token_level_rewards": REWARDS[:, None], "uid": UIDS, "data_source": SOURCES}
+        got = compute_group_metrics(batch, group_by="data_source", definition=definition, **kw)
+    assert {k: v for k, v in got.items() if not K.split_category_key(k)} == compute_group_metrics(
+        UIDS, REWARDS, definition=definition, **kw
+    )
+    n_cat = 0
+    for cat in ("gsm8k", "math/algebra"):
+        rows = SOURCES == cat
+        want = compute_group_metrics(UIDS[rows], REWARDS[rows], definition=definition, **kw)
+        assert {
+            K.split_category_key(k)[0]: v
+            for k, v in got.items()
+            if K.split_category_key(k) and K.split_category_key(k)[2] == cat
+        } == want
+        n_cat += len(want)
+    assert len(got) == n_cat + len(compute_group_metrics(UIDS, REWARDS, definition=definition, **kw))
+    assert got["by_data_source/math%2Falgebra/grpo/frac_none_solved"] == 0.5 if definition == "verl" else True
+
+
+def test_group_by_gathers_the_labels_across_ranks(monkeypatch):
+    shards = [(UIDS[:5], REWARDS[:5], SOURCES[:5]), (UIDS[5:], REWARDS[5:], SOURCES[5:])]
+
+    def fake_gather(payload, group):
+        assert payload[0] == "ok" and list(payload[4]) == list(SOURCES[:5])
+        return [("ok", payload[1], u, r, s.astype(object)) for u, r, s in shards]
+
+    monkeypatch.setattr("rlmetrics.policy.groups.all_gather_objects", fake_gather)
+    got = compute_group_metrics(UIDS[:5], REWARDS[:5], group_by=SOURCES[:5], pass_k=2, process_group="world")
+    assert got == compute_group_metrics(UIDS, REWARDS, group_by=SOURCES, pass_k=2)
+
+
+def test_group_by_folds_categories_beyond_the_limit_with_one_warning():
+    labels = np.array(["a", "a", "b", "b", "c", "c", "c", "d", "d", "d", "d", "d"])  # d: the most samples
+    with pytest.warns(RLMetricsWarning, match="more than max_categories=2") as caught:
+        got = compute_group_metrics(UIDS, REWARDS, group_by=labels, max_categories=2)
+    assert len(caught) == 1
+    cats = {K.split_category_key(k)[2] for k in got if K.split_category_key(k)}
+    assert cats == {"d", K.OTHER_CATEGORY}
+    rows = labels != "d"
+    other = {k.split("/", 2)[2]: v for k, v in got.items() if "/%other/" in k}
+    assert other == compute_group_metrics(UIDS[rows], REWARDS[rows])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        pytest.param({"pass_k": 0}, ValueError, "pass_k", id="k-zero"),
+        pytest.param(
+            {"pass_k": [2], "definition": "trl"},
+            ValueError,
+            "pass_k is reported with definition='verl' only",
+            id="trl",
+        ),
+        pytest.param(
+            {"group_by": np.array(["a", "b"] * 6)},
+            ValueError,
+            "the samples of a group must share one category",
+            id="mixed",
+        ),
+        pytest.param(
+            {"group_by": np.array(["a"] * 3)}, ValueError, r"one label per sample \(12\); got 3", id="length"
+        ),
+        pytest.param(
+            {"group_by": "data_source"},
+            TypeError,
+            "names a batch column; pass a batch",
+            id="column-without-batch",
+        ),
+        pytest.param({"group_name": "x"}, ValueError, "pass group_by= too", id="name-alone"),
+        pytest.param(
+            {"group_by": SOURCES, "group_name": "a b"}, ValueError, "group name must be", id="bad-name"
+        ),
+        pytest.param({"group_by": SOURCES, "max_categories": 0}, ValueError, "max_categories", id="limit"),
+    ],
+)
+def test_pass_rate_and_category_errors(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        compute_group_metrics(UIDS, REWARDS, **kwargs)

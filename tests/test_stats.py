@@ -400,7 +400,10 @@ def test_metrics_from_with_a_process_group(world1) -> None:
         pytest.param(
             "compute_data_metrics",
             "(batch: 'Any', use_critic: 'bool' = True, *, max_response_length: 'int | None' = None, "
-            "max_prompt_length: 'int | None' = None, process_group: 'Any' = None) -> 'dict[str, float]'",
+            "max_prompt_length: 'int | None' = None, group_by: 'Any' = None, "
+            "group_name: 'str | None' = None, split_by_outcome: 'bool' = False, "
+            "score_threshold: 'float | None' = None, "
+            "max_categories: 'int' = 64, process_group: 'Any' = None) -> 'dict[str, float]'",
             id="data",
         ),
         pytest.param(

@@ -52,6 +52,7 @@ from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_p
 from rlmetrics.tracking import Tracker, TrackingBackend, read_jsonl
 from rlmetrics.training.data import compute_data_metrics, data_statistics
 from rlmetrics.training.text import compute_text_metrics, text_statistics
+from rlmetrics.training.rewards import compute_reward_component_metrics, reward_component_statistics
 from rlmetrics.training.timers import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
     ACCELERATOR_PEAK_FLOPS,
@@ -149,6 +150,7 @@ __all__ = [
     "compute_group_metrics",
     "compute_mfu",
     "compute_ppo_update_metrics",
+    "compute_reward_component_metrics",
     "compute_rollout_mismatch_metrics",
     "compute_staleness_metrics",
     "compute_text_metrics",
@@ -177,6 +179,7 @@ __all__ = [
     "read_jsonl",
     "reduce_metrics",
     "reducer_for_key",
+    "reward_component_statistics",
     "rollout_mismatch_statistics",
     "run_demo",
     "staleness_statistics",

@@ -118,6 +118,9 @@ GRPO_FRAC_SAMPLES_REWARD_ZERO_STD = f"{GRPO_PREFIX}frac_samples_reward_zero_std"
 GRPO_FRAC_ALL_SOLVED = f"{GRPO_PREFIX}frac_all_solved"
 GRPO_FRAC_NONE_SOLVED = f"{GRPO_PREFIX}frac_none_solved"
 GRPO_REWARD_STD_MEAN = f"{GRPO_PREFIX}reward_std/mean"
+#: ``at_k(GRPO_PASS, k)``: mean over the groups of at least k samples of their unbiased pass@k
+#: (a sample passes when its reward reaches ``solved_threshold``), e.g. ``grpo/pass@4``.
+GRPO_PASS = f"{GRPO_PREFIX}pass"
 
 # --- gradient-variance proxies (policy.variance) ----------------------------------------------
 VARIANCE_PROXY_PREFIX = "variance_proxy/"  # the default prefix= of compute_variance_proxy_metrics
@@ -493,3 +496,119 @@ TEXT_THINK_LENGTH_MEAN = f"{TEXT_PREFIX}think/length/mean"
 TEXT_THINK_LENGTH_MAX = f"{TEXT_PREFIX}think/length/max"
 TEXT_ANSWER_LENGTH_MEAN = f"{TEXT_PREFIX}answer/length/mean"
 TEXT_ANSWER_LENGTH_MAX = f"{TEXT_PREFIX}answer/length/max"
+# --- per-category keys (group_by= of the batch families; the outcome split) -------------------
+#: Per-category keys are ``by_<group>/<category token>/<plain key>``, e.g.
+#: ``by_data_source/gsm8k/critic/score/mean`` or ``by_outcome/correct/response_length/mean``.
+#: No plain key starts with ``by_``, so the two never collide; the category token is the
+#: category with every character other than a letter, a digit, ``_``, ``-`` or ``.`` written as
+#: ``%XX`` (its UTF-8 bytes in upper-case hex, ``%`` itself included): ``/`` (the separator of
+#: W&B sections, TensorBoard and MLflow paths), spaces and ``:`` never reach a tracker raw, and
+#: ``math/algebra`` reads ``math%2Falgebra``. Two tokens are reserved (``%`` followed by letters
+#: other than hex digits, which escaping never makes): ``%empty`` for the empty category and
+#: ``%other`` for :data:`OTHER_CATEGORY`.
+CATEGORY_PREFIX = "by_"
+#: The category that holds the samples of the categories beyond ``max_categories=``.
+OTHER_CATEGORY = "<other>"
+#: ``group_by=`` group of the outcome split (``split_by_outcome=``), and its two categories.
+OUTCOME_GROUP = "outcome"
+OUTCOME_CORRECT = "correct"
+OUTCOME_INCORRECT = "incorrect"
+_CATEGORY_TOKENS = {"": "%empty", OTHER_CATEGORY: "%other"}
+_TOKEN_CATEGORIES = {token: category for category, token in _CATEGORY_TOKENS.items()}
+
+
+def _check_group_name(group: object) -> str:
+    """``group`` if it is a non-empty name of letters, digits, ``_``, ``-`` and ``.`` (a ValueError else)."""
+    if not isinstance(group, str):
+        raise TypeError(f"group name must be a string; got {type(group).__name__} {group!r}")
+    if not group or not all(c.isascii() and (c.isalnum() or c in "_-.") for c in group):
+        raise ValueError(
+            f"group name must be a non-empty name of ASCII letters, digits, '_', '-' and '.'; got {group!r}"
+        )
+    return group
+
+
+def escape_category(category: str) -> str:
+    """The key token of ``category`` (see :data:`CATEGORY_PREFIX`); :func:`unescape_category` inverts it.
+
+    >>> escape_category("math/algebra level 1"), escape_category("é")
+    ('math%2Falgebra%20level%201', 'é')
+    """
+    if category in _CATEGORY_TOKENS:
+        return _CATEGORY_TOKENS[category]
+    out = []
+    for c in category:
+        if c.isalnum() or c in "_-.":
+            out.append(c)
+        else:
+            out.extend(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+    return "".join(out)
+
+
+def unescape_category(token: str) -> str:
+    """The category of a key token (the inverse of :func:`escape_category`); ValueError if malformed."""
+    if token in _TOKEN_CATEGORIES:
+        return _TOKEN_CATEGORIES[token]
+    raw = bytearray()
+    i = 0
+    while i < len(token):
+        c = token[i]
+        if c == "%":
+            pair = token[i + 1 : i + 3]
+            if len(pair) != 2 or any(h not in "0123456789ABCDEF" for h in pair):
+                raise ValueError(
+                    f"malformed category token {token!r}: '%' must be followed by two hex digits"
+                )
+            raw.append(int(pair, 16))
+            i += 3
+        else:
+            raw.extend(c.encode("utf-8", "surrogatepass"))
+            i += 1
+    return raw.decode("utf-8", "surrogatepass")
+
+
+def category_key(key: str, group: str, category: str) -> str:
+    """The key of metric ``key`` restricted to ``category`` of ``group``.
+
+    >>> category_key("critic/score/mean", "data_source", "openai/gsm8k")
+    'by_data_source/openai%2Fgsm8k/critic/score/mean'
+    """
+    return f"{CATEGORY_PREFIX}{_check_group_name(group)}/{escape_category(category)}/{key}"
+
+
+def split_category_key(key: str) -> tuple[str, str, str] | None:
+    """``(plain key, group, category)`` of a per-category key; ``None`` for any other key.
+
+    >>> split_category_key("by_outcome/correct/response_length/mean")
+    ('response_length/mean', 'outcome', 'correct')
+    >>> split_category_key("critic/score/mean") is None
+    True
+    """
+    if not key.startswith(CATEGORY_PREFIX):
+        return None
+    parts = key[len(CATEGORY_PREFIX) :].split("/", 2)
+    if len(parts) != 3 or not parts[2]:
+        return None
+    group, token, plain = parts
+    try:
+        _check_group_name(group)
+        category = unescape_category(token)
+    except ValueError:
+        return None
+    return plain, group, category
+
+
+# --- reward components (training.rewards) ---------------------------------------------------------
+REWARD_COMPONENTS_PREFIX = "reward_components/"
+#: Statistics of each component: mean, unbiased std, extremes, and the share of samples it decides
+#: (its weighted contribution has the largest magnitude).
+REWARD_COMPONENT_STATS = ("mean", "std", "max", "min", "decides_frac")
+
+
+def reward_component_key(component: str, stat: str) -> str:
+    """Key of a statistic of one reward component, the name escaped as a category.
+
+    >>> reward_component_key("format/strict", "mean")
+    'reward_components/format%2Fstrict/mean'
+    """
+    return f"{REWARD_COMPONENTS_PREFIX}{escape_category(component)}/{stat}"

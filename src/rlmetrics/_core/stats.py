@@ -40,6 +40,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from rlmetrics._core.array import array_namespace, is_torch_array, vectors_to_host
+from rlmetrics._core.categories import is_category_field
 from rlmetrics._core.comm import agree, all_reduce_stats, describe_disagreement
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "invalid_mask_field",
     "metrics_from",
     "stand_in_statistics",
+    "union_layout",
     "with_prefix",
 ]
 
@@ -227,19 +229,16 @@ class Stats:
         """Statistics of the union of the batches that ``self`` and ``others`` describe (exact).
 
         ``Stats.merge(*parts)`` reads the same. Parts on one device merge there (no host
-        copy); parts on different devices merge on the host. Deferred mask checks are summed,
+        copy); parts on different devices merge on the host. Parts whose layouts differ only
+        in per-category entries (``group_by=``: they saw different categories) merge over the
+        union of their entries (:func:`union_layout`). Deferred mask checks are summed,
         so a bad mask in any part still raises in :meth:`finalize`.
         """
         parts = (self, *others)
         for p in others:
             if not isinstance(p, Stats):
                 raise TypeError(f"can merge Stats only with Stats; got {type(p).__name__}")
-            if (p.kind, p.sum_names, p.max_names, p.min_names) != (
-                self.kind,
-                self.sum_names,
-                self.max_names,
-                self.min_names,
-            ):
+            if p.kind != self.kind or _plain_layout(p) != _plain_layout(self):
                 raise ValueError(f"cannot merge {p.kind!r} statistics with {self.kind!r} statistics")
             if dict(p.options) != dict(self.options):
                 differ = sorted(
@@ -250,15 +249,23 @@ class Stats:
                 )
         if not others:
             return self
+        layouts = {p.layout() for p in parts}
+        if len(layouts) > 1:  # parts that saw different categories: their union, sorted
+            union = union_layout(layouts)
+            parts = tuple(p.reindexed(*union) for p in parts)
         devices = {str(p.sums.device) if is_torch_array(p.sums) else "numpy" for p in parts}
         if len(devices) > 1:
             parts = tuple(p.to_host() for p in parts)
         xp = array_namespace(parts[0].sums)
-        return self._like(
+        return parts[0]._like(  # parts[0]: in the union's layout when the layouts differ
             xp.sum(xp.stack([p.sums for p in parts]), axis=0),
             xp.max(xp.stack([p.maxes for p in parts]), axis=0),
             xp.min(xp.stack([p.mins for p in parts]), axis=0),
         )
+
+    def layout(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """``(sum_names, max_names, min_names)``."""
+        return self.sum_names, self.max_names, self.min_names
 
     def __add__(self, other: Stats) -> Stats:
         return self.merge(other)
@@ -312,6 +319,27 @@ class Stats:
                     "(in this batch or, with process_group=, on another rank)"
                 )
         return self.finaliser(sums, maxes, mins, self.options, **late)
+
+
+Layout = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+
+
+def _plain_layout(stats: Stats) -> Layout:
+    """The layout without its per-category entries (those of ``group_by=``)."""
+    return cast(
+        Layout, tuple(tuple(n for n in names if not is_category_field(n)) for names in stats.layout())
+    )
+
+
+def union_layout(layouts: Collection[Layout]) -> Layout:
+    """The union of layouts that differ only in per-category entries: the plain entries in their
+    order, then every per-category entry, sorted (the same on every rank)."""
+    merged = []
+    for i in range(3):
+        plain = next(iter(layouts))[i]
+        extra = sorted({n for lay in layouts for n in lay[i] if is_category_field(n)})
+        merged.append(tuple(n for n in plain if not is_category_field(n)) + tuple(extra))
+    return cast(Layout, tuple(merged))
 
 
 #: Signature field of a rank whose family made no statistics (the inputs it needs are absent).
@@ -389,7 +417,9 @@ def agree_statistics(
     -------
     tuple
         ``(stats, verdict)``: this rank's statistics (``None`` where ``make()`` gave ``None`` on
-        every rank) and ``judge``'s verdict (``None`` when the signatures agree).
+        every rank) and ``judge``'s verdict (``None`` when the signatures agree). Without
+        ``judge``, ranks whose layouts differ only in per-category entries agree, and the
+        verdict is the union layout (:func:`union_layout`) that every rank must reduce.
     """
     stats: Stats | None = None
     error: BaseException | None = None
@@ -411,21 +441,36 @@ def agree_statistics(
         return stats, None
     if judge is not None:
         return stats, judge(signatures)
-    _check_options(signatures, what, topic or f"the options of {what}")
-    return stats, None
+    return stats, _check_options(signatures, what, topic or f"the options of {what}")
 
 
-def _check_options(signatures: list[Mapping[str, Any]], what: str, topic: str) -> None:
-    """The default judge: inputs present on every rank or none, and no conflicting option."""
+def _check_options(signatures: list[Mapping[str, Any]], what: str, topic: str) -> Layout | None:
+    """The default judge: inputs present on every rank or none, and no conflicting option.
+
+    Layouts that differ only in per-category entries (ranks that saw different categories)
+    agree: the verdict is their union (:func:`union_layout`), which every rank reduces.
+    """
     absent = [(rank, sig[MISSING]) for rank, sig in enumerate(signatures) if MISSING in sig]
     if absent and len(absent) < len(signatures):
         raise ValueError(
             "; ".join(f"rank {rank}: {why or 'inputs missing'}" for rank, why in absent)
             + f"; the other ranks have the inputs of {what} (every rank must pass the same tensors)"
         )
+    if absent:
+        return None
     conflicts = _conflicts(signatures)
-    if not absent and any(conflicts):
+    union = None
+    if any("layout" in c for c in conflicts):
+        layouts = [cast(Layout, sig["layout"]) for sig in signatures]
+        plain = {
+            tuple(tuple(n for n in names if not is_category_field(n)) for names in lay) for lay in layouts
+        }
+        if len(plain) == 1:
+            union = union_layout(layouts)
+            conflicts = [{k: v for k, v in c.items() if k != "layout"} for c in conflicts]
+    if any(conflicts):
         raise ValueError(describe_disagreement(topic, conflicts))
+    return union
 
 
 def all_reduce_checked(
@@ -450,10 +495,14 @@ def all_reduce_checked(
         The statistics of the union of the ranks' batches (``None`` where ``make()`` gave
         ``None`` on every rank).
     """
-    stats, _ = agree_statistics(
+    stats, union = agree_statistics(
         make, process_group, what=what, device=device, missing=missing, extra=extra, topic=topic
     )
-    return None if stats is None else stats._reduced(process_group)
+    if stats is None:
+        return None
+    if union is not None:  # ranks that saw different categories reduce the union of their entries
+        stats = stats.reindexed(*union)
+    return stats._reduced(process_group)
 
 
 _Compute = TypeVar("_Compute", bound=Callable[..., dict[str, float]])

@@ -20,7 +20,7 @@ may sit on several ranks. So there is no ``group_statistics``: ``process_group=`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,9 +28,11 @@ import numpy as np
 from rlmetrics import keys as K
 from rlmetrics._core.array import check_dense, check_finite_scalar, describe, is_torch_array
 from rlmetrics._core.batch import as_batch
+from rlmetrics._core.categories import category_codes, limit_categories
 from rlmetrics._core.checks import check_int, warn_undefined
 from rlmetrics._core.comm import all_gather_objects, describe_disagreement
 from rlmetrics._core.stats import check_prefix, with_prefix
+from rlmetrics.training.categories import DEFAULT_MAX_CATEGORIES, check_max_categories, warn_folded
 
 __all__ = ["DEFINITIONS", "compute_group_metrics"]
 
@@ -102,7 +104,8 @@ def _gather_groups(
     *,
     options: Callable[[], tuple[bool, float, float, int]],
     signature: Mapping[str, Any],
-) -> tuple[tuple[bool, float, float, int], np.ndarray, np.ndarray]:
+    labels: Callable[[int], np.ndarray | None] = lambda n: None,
+) -> tuple[tuple[bool, float, float, int], np.ndarray, np.ndarray, np.ndarray | None]:
     """The checked options, and every rank's (uids, rewards) concatenated in rank order, on every rank.
 
     A group's samples may sit on several ranks, so its statistics cannot be merged from
@@ -115,7 +118,7 @@ def _gather_groups(
     try:
         checked = options()
         pairs = _uids_and_rewards(uids_or_batch, rewards, reward_key, allow_empty=True, allow_nan=checked[0])
-        payload: tuple[Any, ...] = ("ok", dict(signature), *pairs)
+        payload: tuple[Any, ...] = ("ok", dict(signature), *pairs, labels(pairs[0].shape[0]))
     except Exception as err:  # any failure must reach the other ranks, not strand them
         kind = next((k.__name__ for k in (TypeError, ValueError) if isinstance(err, k)), "RuntimeError")
         payload = ("error", kind, str(err) if kind != "RuntimeError" else f"{type(err).__name__}: {err}")
@@ -131,7 +134,10 @@ def _gather_groups(
     r = np.concatenate([item[3] for item in gathered])
     if uids.shape[0] == 0:
         raise ValueError("the batch is empty on every rank: group metrics need at least one sample")
-    return checked, uids, r
+    # the labels ride last (absent from a payload without group_by=)
+    with_labels = [item[4] for item in gathered if len(item) > 4 and item[4] is not None]
+    texts = np.concatenate(with_labels) if with_labels else None
+    return checked, uids, r, texts
 
 
 def _group_index(uids: np.ndarray) -> np.ndarray:
@@ -155,9 +161,13 @@ def compute_group_metrics(
     zero_std_atol: float = 1e-8,
     ddof: int = 1,
     prefix: str | None = None,
+    pass_k: int | Sequence[int] | None = None,
+    group_by: Any = None,
+    group_name: str | None = None,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
     process_group: Any = None,
 ) -> dict[str, float]:
-    """Per-group reward statistics of a GRPO batch.
+    """Per-group reward statistics of a GRPO batch (the training pass rates), by category if asked.
 
     Parameters
     ----------
@@ -188,6 +198,22 @@ def compute_group_metrics(
     prefix : str, optional, keyword-only
         Prepended to every key instead of the definition's own (``"grpo/"`` for ``"verl"``,
         none for ``"trl"``: TRL logs ``reward``, ``reward_std``, ``frac_reward_zero_std``).
+    pass_k : int or sequence of int, optional, keyword-only
+        ``"verl"`` only: also report ``pass@k`` for each ``k`` (``grpo/pass@4``): the mean over
+        the groups of at least ``k`` samples of the unbiased estimator ``1 - C(n - c, k) / C(n, k)``
+        (``c`` of the group's ``n`` samples reach ``solved_threshold``;
+        :func:`rlmetrics.validation.exact.estimators.pass_at_k`). NaN with an
+        ``UndefinedMetricWarning`` when no group has ``k`` samples.
+    group_by : str or array of shape (B,), optional, keyword-only
+        Also report every metric per category of the prompts: a column of the batch
+        (``"data_source"``) or one label per sample; a group's samples must share their label.
+        Category ``c``'s metrics are those of its groups alone, under
+        ``keys.category_key(key, group, c)`` (``by_data_source/gsm8k/grpo/frac_all_solved``).
+    group_name : str, optional, keyword-only
+        The group's name in those keys (default: the column's name, ``"group"`` for labels).
+    max_categories : int, keyword-only
+        At most this many categories (default 64); the least frequent are reported together
+        as ``<other>``, with one ``RLMetricsWarning``.
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
         When given, every rank gets the metrics of the union of all ranks' samples (a group
         split across ranks is one group); ranks with no samples still take part.
@@ -259,7 +285,16 @@ def compute_group_metrics(
             )
         if prefix is not None:
             check_prefix(prefix)
+        if trl and pass_k is not None:
+            raise ValueError("pass_k is reported with definition='verl' only; got definition='trl'")
+        check_max_categories(max_categories)
         return trl, threshold, atol, n_ddof
+
+    ks = _checked_ks(pass_k)
+    name = _group_name(group_by, group_name)
+
+    def labels(n_rows: int) -> np.ndarray | None:
+        return _label_texts(uids_or_batch, group_by, n_rows)
 
     if process_group is not None:
         signature = {
@@ -269,18 +304,139 @@ def compute_group_metrics(
             "ddof": ddof,
             "prefix": prefix,
             "reward_key": reward_key,
+            "pass_k": ks,
+            "group_by": name,
+            "max_categories": max_categories,
         }
-        (trl, threshold, atol, n_ddof), uids, r = _gather_groups(
-            uids_or_batch, rewards, reward_key, process_group, options=options, signature=signature
+        (trl, threshold, atol, n_ddof), uids, r, texts = _gather_groups(
+            uids_or_batch,
+            rewards,
+            reward_key,
+            process_group,
+            options=options,
+            signature=signature,
+            labels=labels,
         )
     else:
         trl, threshold, atol, n_ddof = options()
         uids, r = _uids_and_rewards(uids_or_batch, rewards, reward_key, allow_nan=trl)
+        texts = labels(uids.shape[0])
+
+    metrics = _metrics_of(trl, threshold, atol, n_ddof, ks, prefix)
     inverse = _group_index(uids)
-    if trl:
-        return _trl_metrics(inverse, r, atol, "" if prefix is None else prefix)
-    out = _verl_metrics(inverse, r, threshold, atol, n_ddof)
-    return with_prefix(out, K.GRPO_PREFIX, K.GRPO_PREFIX if prefix is None else prefix)
+    out = metrics(inverse, r)
+    if texts is not None and name is not None:
+        out.update(_by_category(inverse, r, texts, name, check_max_categories(max_categories), metrics))
+    return out
+
+
+def _metrics_of(
+    trl: bool, threshold: float, atol: float, ddof: int, ks: tuple[int, ...], prefix: str | None
+) -> Callable[[np.ndarray, np.ndarray], dict[str, float]]:
+    """``metrics(group index, rewards)`` of the checked options: the whole batch's or a category's."""
+
+    def metrics(inverse: np.ndarray, r: np.ndarray) -> dict[str, float]:
+        if trl:
+            return _trl_metrics(inverse, r, atol, "" if prefix is None else prefix)
+        out = _verl_metrics(inverse, r, threshold, atol, ddof)
+        out.update(_pass_at_ks(inverse, r, threshold, ks))
+        return with_prefix(out, K.GRPO_PREFIX, K.GRPO_PREFIX if prefix is None else prefix)
+
+    return metrics
+
+
+def _checked_ks(pass_k: Any) -> tuple[int, ...]:
+    """``pass_k=`` as a sorted tuple of distinct integers >= 1 (empty for ``None``)."""
+    if pass_k is None:
+        return ()
+    items = [pass_k] if not isinstance(pass_k, Sequence) or isinstance(pass_k, str) else list(pass_k)
+    return tuple(sorted({check_int(k, "pass_k", minimum=1) for k in items}))
+
+
+def _group_name(group_by: Any, group_name: str | None) -> str | None:
+    """The group's name in the per-category keys (checked), ``None`` without ``group_by=``."""
+    if group_by is None:
+        if group_name is not None:
+            raise ValueError("group_name= names the group of group_by=; pass group_by= too")
+        return None
+    name = group_name or (group_by if isinstance(group_by, str) else "group")
+    K.category_key("", name, "")  # a TypeError / ValueError naming a bad group name
+    return name
+
+
+def _label_texts(uids_or_batch: Any, group_by: Any, n_rows: int) -> np.ndarray | None:
+    """Each sample's category name (a host array of str), from a batch column or the labels."""
+    if group_by is None:
+        return None
+    if isinstance(group_by, str):
+        if not _looks_like_batch(uids_or_batch):
+            raise TypeError(f"group_by={group_by!r} names a batch column; pass a batch, or the labels")
+        view = as_batch(uids_or_batch)
+        if group_by in view.non_tensors:
+            column = view.non_tensors[group_by]
+        elif view.has(group_by):
+            column = view.tensor(group_by)
+        else:
+            raise KeyError(f"group_by: the batch has no column {group_by!r}")
+        names, codes = category_codes(column, n_rows, where=f"batch[{group_by!r}]")
+    else:
+        names, codes = category_codes(group_by, n_rows, where="group_by")
+    return np.asarray(names, dtype=object)[codes] if names else np.zeros(0, dtype=object)
+
+
+def _by_category(
+    inverse: np.ndarray,
+    r: np.ndarray,
+    texts: np.ndarray,
+    name: str,
+    max_categories: int,
+    metrics: Callable[[np.ndarray, np.ndarray], dict[str, float]],
+) -> dict[str, float]:
+    """Each category's metrics: those of its groups alone, under ``category_key``."""
+    names, codes = category_codes(texts, texts.shape[0], where="group_by")
+    n_groups = int(inverse.max()) + 1
+    lo = np.full(n_groups, np.iinfo(np.int64).max)
+    hi = np.full(n_groups, -1)
+    np.minimum.at(lo, inverse, codes)
+    np.maximum.at(hi, inverse, codes)
+    if np.any(lo != hi):
+        g = int(np.flatnonzero(lo != hi)[0])
+        raise ValueError(
+            f"group_by: the samples of a group must share one category; a group has both "
+            f"{names[lo[g]]!r} and {names[hi[g]]!r}"
+        )
+    names, codes, folded = limit_categories(names, codes, max_categories, K.OTHER_CATEGORY)
+    if folded:
+        warn_folded(name, max_categories)
+    out: dict[str, float] = {}
+    for c, category in enumerate(names):  # host arrays of one number per sample: a loop is cheap
+        rows = codes == c
+        sub = metrics(_group_index(inverse[rows]), r[rows])
+        out.update({K.category_key(key, name, category): value for key, value in sub.items()})
+    return out
+
+
+def _pass_at_ks(
+    inverse: np.ndarray, r: np.ndarray, threshold: float, ks: tuple[int, ...]
+) -> dict[str, float]:
+    """``grpo/pass@k``: the mean unbiased pass@k over the groups of at least ``k`` samples."""
+    if not ks:
+        return {}
+    from rlmetrics.validation.exact.estimators import pass_at_k
+
+    n = np.bincount(inverse).astype(np.int64)
+    c = np.bincount(inverse, weights=(r >= threshold).astype(np.float64), minlength=n.shape[0])
+    c = np.rint(c).astype(np.int64)
+    out: dict[str, float] = {}
+    for k in ks:
+        ok = n >= k
+        if ok.any():
+            out[K.at_k(K.GRPO_PASS, k)] = float(np.mean(pass_at_k(n[ok], c[ok], k)))
+        else:
+            out[K.at_k(K.GRPO_PASS, k)] = warn_undefined(
+                f"no group has {k} samples: grpo pass@{k} is NaN", stacklevel=None
+            )
+    return out
 
 
 def _verl_metrics(

@@ -14,6 +14,13 @@ Two engines compute the same statistics:
 * the array-API path for every other input: numpy (CPU tensors are viewed as numpy) in
   cache-sized row blocks, torch on its device (CUDA) in whole-tensor operations.
 
+With ``group_by=`` (a label column such as verl's ``data_source``, or labels) and the outcome
+split (``split_by_outcome=`` / ``score_threshold=``) the same statistics are also kept per
+category, as extra entries of the same ``Stats`` (segment reductions of the per-row quantities,
+:mod:`rlmetrics.training.categories`): the plain keys stay bit-identical, each category's keys
+(``by_data_source/gsm8k/critic/score/mean``, :func:`rlmetrics.keys.category_key`) equal the
+plain metrics of its samples alone, and parts or ranks with different categories merge exactly.
+
 Centred second moments (behind ``critic/vf_explained_var``) are exact per row (the kernel
 centres on the row's first valid value, the array-API path on the row mean) and combined over
 rows with Chan's formula. Across batches they add: the statistics keep ``M2`` and
@@ -50,6 +57,16 @@ from rlmetrics._core.kernels import (
 )
 from rlmetrics._core.lengths import attention_split, prompt_response_lengths, response_width
 from rlmetrics._core.stats import ANY, Stats, invalid_mask_field, metrics_from
+from rlmetrics.training.categories import (
+    DEFAULT_MAX_CATEGORIES,
+    Columns,
+    category_entries,
+    check_max_categories,
+    finalize_by_category,
+    resolve_groups,
+    split_by_category,
+    with_entries,
+)
 
 __all__ = ["compute_data_metrics", "data_statistics"]
 
@@ -136,12 +153,14 @@ def _combine_rows(xp: Any, n: Any, total: Any, m2: Any) -> tuple[Any, Any]:
 
 
 def _tokens_array_api(
-    xp: Any, floats: list[Any], mask: Any, use_critic: bool, on_cpu: bool
-) -> tuple[dict[str, Any], list[Any], list[Any]]:
+    xp: Any, floats: list[Any], mask: Any, use_critic: bool, on_cpu: bool, per_row: bool = False
+) -> tuple[dict[str, Any], list[Any], list[Any], list[Any] | None]:
     """Per-row token sums and centred M2 (two passes per row), and the extremes, with ``xp``.
 
     ``mask`` is boolean. On the CPU the rows go in cache-sized blocks; on an accelerator all at
-    once. Masked-out slots are selected away, so a NaN there never leaks in. A select costs
+    once. Masked-out slots are selected away, so a NaN there never leaks in. With ``per_row``
+    (``group_by=``) the extremes are taken per row, and also returned, as ``(B,)`` maxima and
+    minima of each value tensor. A select costs
     several times a multiply on scattered masks, so each value tensor is selected once; the
     extremes come from the selected values and one shared offset per block (``+0.0`` or
     ``-0.0`` inside the mask, which keeps every value and the sign of a zero, ``inf`` outside),
@@ -161,6 +180,7 @@ def _tokens_array_api(
     zero, minus_zero, inf = scalar(0.0, work), scalar(-0.0, work), scalar(math.inf, work)
     maxes = [scalar(-math.inf, f64)] * 3
     mins = [scalar(math.inf, f64)] * 3
+    row_ext: list[list[Any]] = [[] for _ in range(2 * n_values)]
     for start in range(0, n_rows, step):
         rows = slice(start, start + step)
         m = mask[rows, ...]
@@ -172,6 +192,12 @@ def _tokens_array_api(
         below = xp.where(m, zero, inf)  # x - below: x inside the mask, -inf outside
         above = xp.where(m, minus_zero, inf)  # x + above: x inside the mask, +inf outside
         for c in range(n_values if width else 0):  # zero-width responses: no token, no extreme
+            if per_row:
+                row_ext[2 * c].append(xp.astype(xp.max(selected[c] - below, axis=-1), f64))
+                row_ext[2 * c + 1].append(xp.astype(xp.min(selected[c] + above, axis=-1), f64))
+                maxes[c] = xp.maximum(maxes[c], xp.max(row_ext[2 * c][-1]))
+                mins[c] = xp.minimum(mins[c], xp.min(row_ext[2 * c + 1][-1]))
+                continue
             maxes[c] = xp.maximum(maxes[c], xp.astype(xp.max(selected[c] - below), f64))
             mins[c] = xp.minimum(mins[c], xp.astype(xp.min(selected[c] + above), f64))
         ret64 = xp.astype(selected[1], f64)
@@ -188,7 +214,11 @@ def _tokens_array_api(
             columns["diff_sum"].append(diff_sum)
             columns["diff_m2"].append(xp.vecdot(dev, dev, axis=-1))
     table = {k: xp.concat(v) if v else None for k, v in columns.items()}
-    return table, maxes, mins
+    if not per_row:
+        return table, maxes, mins, None
+    empty = [xp.full((n_rows,), (-1) ** c * -math.inf, dtype=f64, device=device) for c in range(2)]
+    rows_ext = [xp.concat(v) if v and width else empty[c % 2] for c, v in enumerate(row_ext)]
+    return table, maxes, mins, rows_ext
 
 
 def _tokens_fused(
@@ -197,8 +227,9 @@ def _tokens_fused(
     mask: np.ndarray,
     use_critic: bool,
     extras: tuple[np.ndarray, np.ndarray, np.ndarray, int],
-) -> tuple[dict[str, Any], list[float], list[float], float, np.ndarray]:
-    """Per-row token sums and M2, extremes, invalid-mask count and the per-row sequence table.
+) -> tuple[dict[str, Any], list[float], list[float], float, np.ndarray, np.ndarray]:
+    """Per-row token sums and M2, extremes, invalid-mask count, the per-row sequence table and
+    the per-row order-preserving keys of the extremes (``(B, 6)``: max, min of each tensor).
 
     ``extras`` = (scores, rewards, attention_mask, split); zero-width arrays skip them.
     """
@@ -231,7 +262,7 @@ def _tokens_fused(
             mins[c] = math.nan if nan else bottom
     if not use_critic:
         table["val_sum"] = table["diff_sum"] = table["diff_m2"] = None
-    return table, maxes, mins, float(table.pop("n_invalid").sum()), seq
+    return table, maxes, mins, float(table.pop("n_invalid").sum()), seq, keys
 
 
 def _seq_stats(xp: Any, x: Any, keep: Any) -> tuple[Any, Any, Any]:
@@ -246,8 +277,16 @@ def _seq_stats(xp: Any, x: Any, keep: Any) -> tuple[Any, Any, Any]:
 def _host_count_stats(values: Any, name: str, n_rows: int) -> tuple[float, float, float, float]:
     """(n, sum, max, min) of a per-sample host array such as ``__num_turns__`` (zeros and
     infinities if absent); it must be 1-d, numeric and hold one entry per row."""
-    if values is None:
+    arr = _host_count_array(values, name, n_rows)
+    if arr is None or arr.size == 0:
         return 0.0, 0.0, -math.inf, math.inf
+    return float(arr.size), float(arr.sum(dtype=np.float64)), float(arr.max()), float(arr.min())
+
+
+def _host_count_array(values: Any, name: str, n_rows: int) -> np.ndarray | None:
+    """A per-sample host array such as ``__num_turns__``, checked (``None`` if absent)."""
+    if values is None:
+        return None
     where = f"batch.non_tensor_batch[{name!r}]"
     if is_torch_array(values):
         values = values.detach().cpu().numpy()
@@ -269,9 +308,7 @@ def _host_count_stats(values: Any, name: str, n_rows: int) -> tuple[float, float
             raise TypeError(f"{where} must hold numbers; got dtype {arr.dtype}") from None
     if arr.shape[0] != n_rows:
         raise ValueError(f"{where} must hold one entry per sample ({n_rows}); got {arr.shape[0]} entries")
-    if arr.size == 0:
-        return 0.0, 0.0, -math.inf, math.inf
-    return float(arr.size), float(arr.sum(dtype=np.float64)), float(arr.max()), float(arr.min())
+    return arr
 
 
 def _host_views(view: BatchView) -> BatchView:
@@ -306,6 +343,11 @@ def data_statistics(
     *,
     max_response_length: int | None = None,
     max_prompt_length: int | None = None,
+    group_by: Any = None,
+    group_name: str | None = None,
+    split_by_outcome: bool = False,
+    score_threshold: float | None = None,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
 ) -> Stats:
     """Sufficient statistics of :func:`compute_data_metrics` for one batch (or shard, or micro-batch).
 
@@ -332,17 +374,23 @@ def data_statistics(
         raise TypeError(f"use_critic must be a bool; got {type(use_critic).__name__} {use_critic!r}")
     max_response_length = _limit(max_response_length, "max_response_length")
     max_prompt_length = _limit(max_prompt_length, "max_prompt_length")
-    view = _host_views(as_batch(batch))
+    raw = as_batch(batch)
+    view = _host_views(raw)
     options = {
         "use_critic": bool(use_critic),
         "max_response_length": max_response_length,
         "max_prompt_length": max_prompt_length,
     }
+    grouped = group_by is not None or split_by_outcome is not False or score_threshold is not None
+    if grouped:  # the grouping options join the others (ranks and merged parts must share them)
+        options.update(
+            _grouping_options(group_by, group_name, split_by_outcome, score_threshold, max_categories)
+        )
     inputs = _read_inputs(view, use_critic)
     counts = [_host_count_stats(view.non_tensor(k), k, inputs.n_rows) for k in _OPTIONAL_KEYS]
     if inputs.n_rows == 0:
         return _empty(inputs.xp, inputs.device, options)
-    rows = _row_pass(view, inputs, use_critic)
+    rows = _row_pass(view, inputs, use_critic, per_row=grouped)
     if rows.prompt_len.shape[0] != inputs.n_rows:
         raise ValueError(
             f"prompt/response lengths have {rows.prompt_len.shape[0]} rows, the token tensors {inputs.n_rows}"
@@ -350,7 +398,7 @@ def data_statistics(
     sums, maxes, mins = _batch_sums(
         view, inputs, rows, use_critic, max_response_length, max_prompt_length, counts
     )
-    return Stats.pack(
+    stats = Stats.pack(
         "data",
         dict(zip(SUM_FIELDS, sums)),
         dict(zip(EXTREME_FIELDS, maxes)),
@@ -360,6 +408,115 @@ def data_statistics(
         xp=inputs.xp,
         device=inputs.device,
     )
+    if not grouped:
+        return stats
+    groups = resolve_groups(
+        raw,  # every column, not only those the metrics read
+        inputs.n_rows,
+        group_by=group_by,
+        group_name=group_name,
+        split_by_outcome=split_by_outcome,
+        score_threshold=score_threshold,
+        seq_score=rows.seq_score,
+        max_categories=check_max_categories(max_categories),
+    )
+    columns = _category_columns(view, inputs, rows, use_critic, max_response_length, max_prompt_length)
+    return with_entries(stats, *category_entries(groups, columns, rows.response_len))
+
+
+def _grouping_options(
+    group_by: Any, group_name: Any, split_by_outcome: Any, score_threshold: Any, max_categories: Any
+) -> dict[str, Any]:
+    """The options of ``group_by=`` and the outcome split, checked (what ranks must share)."""
+    if group_name is not None:
+        K.category_key("", group_name, "")  # a TypeError / ValueError naming the group name
+    if group_by is not None and not isinstance(group_by, str) and not hasattr(group_by, "__len__"):
+        got = f"{type(group_by).__name__} {group_by!r}"
+        raise TypeError(f"group_by must be a column name or an array of labels; got {got}")
+    name = group_name or (group_by if isinstance(group_by, str) else None if group_by is None else "group")
+    return {
+        "group_by": name,
+        "split_by_outcome": bool(split_by_outcome),
+        "score_threshold": score_threshold,
+        "max_categories": check_max_categories(max_categories),
+    }
+
+
+def _category_columns(
+    view: BatchView,
+    inputs: _Inputs,
+    rows: _Rows,
+    use_critic: bool,
+    max_response_length: int | None,
+    max_prompt_length: int | None,
+) -> Columns:
+    """The per-row quantities behind each statistic, for the per-category entries."""
+    xp, table = inputs.xp, rows.table
+    f64 = xp.float64
+    response_len, prompt_len = xp.astype(rows.response_len, f64), xp.astype(rows.prompt_len, f64)
+    na = response_len != 0
+    na64 = xp.astype(na, f64)
+    resp_clipped, prompt_clipped = _clipped(view, rows, max_response_length, max_prompt_length)
+    score, reward = xp.astype(rows.seq_score, f64), xp.astype(rows.seq_reward, f64)
+    zeros = xp.zeros_like(response_len)
+    inf = xp.full_like(response_len, math.inf)
+    sums: dict[str, Any] = {
+        "n_samples": 1.0,
+        "n_non_aborted": na64,
+        "score_sum": xp.where(na, score, zeros),
+        "reward_sum": xp.where(na, reward, zeros),
+        "n_tokens": table["n"],
+        "adv_sum": table["adv_sum"],
+        "ret_sum": table["ret_sum"],
+        "resp_len_sum": response_len,
+        "resp_len_clipped": xp.astype(resp_clipped, f64),
+        "na_resp_len_sum": xp.where(na, response_len, zeros),
+        "na_resp_len_clipped": xp.astype(na & resp_clipped, f64),
+        "prompt_len_sum": prompt_len,
+        "prompt_len_clipped": xp.astype(prompt_clipped, f64),
+    }
+    ext = rows.row_ext or []
+    maxes: dict[str, Any] = {
+        "score": xp.where(na, score, -inf),
+        "reward": xp.where(na, reward, -inf),
+        "adv": ext[0],
+        "ret": ext[2],
+        "resp_len": response_len,
+        "na_resp_len": xp.where(na, response_len, -inf),
+        "prompt_len": prompt_len,
+    }
+    mins: dict[str, Any] = {
+        "score": xp.where(na, score, inf),
+        "reward": xp.where(na, reward, inf),
+        "adv": ext[1],
+        "ret": ext[3],
+        "resp_len": response_len,
+        "na_resp_len": xp.where(na, response_len, inf),
+        "prompt_len": prompt_len,
+    }
+    moments = [("ret_m2", "ret_sq_over_n", table["n"], table["ret_sum"], table["ret_m2"])]
+    if use_critic:
+        sums.update(val_sum=table["val_sum"], diff_sum=table["diff_sum"])
+        maxes["val"], mins["val"] = ext[4], ext[5]
+        moments.append(("diff_m2", "diff_sq_over_n", table["n"], table["diff_sum"], table["diff_m2"]))
+    _count_columns(view, inputs, sums, maxes, mins)
+    return Columns(sums, maxes, mins, moments)
+
+
+def _count_columns(
+    view: BatchView, inputs: _Inputs, sums: dict[str, Any], maxes: dict[str, Any], mins: dict[str, Any]
+) -> None:
+    """``__num_turns__`` and ``tool_call_counts`` per row, on the batch's device, when present."""
+    for key, (n_name, s_name, e_name) in zip(
+        _OPTIONAL_KEYS, (("n_turns", "turns_sum", "turns"), ("n_tool_calls", "tool_calls_sum", "tool_calls"))
+    ):
+        arr = _host_count_array(view.non_tensor(key), key, inputs.n_rows)
+        if arr is None:  # the statistics of nothing, as the plain entries hold
+            sums[n_name], sums[s_name], maxes[e_name], mins[e_name] = 0.0, 0.0, -math.inf, math.inf
+            continue
+        col = inputs.xp.asarray(arr.astype(np.float64), device=inputs.device)
+        sums[n_name], sums[s_name] = 1.0, col
+        maxes[e_name] = mins[e_name] = col
 
 
 class _Inputs(NamedTuple):
@@ -435,9 +592,25 @@ class _Rows(NamedTuple):
     response_len: Any
     seq_score: Any
     seq_reward: Any
+    #: with ``group_by=``: per-row (max, min) of advantages, returns[, values], each (B,)
+    row_ext: list[Any] | None = None
 
 
-def _row_pass(view: BatchView, inputs: _Inputs, use_critic: bool) -> _Rows:
+def _row_extremes_from_keys(keys: np.ndarray, n: np.ndarray, dtype: Any, n_values: int) -> list[Any]:
+    """Per-row (max, min) of each value tensor from the fused kernel's keys (NaN rows: both NaN)."""
+    values = float_keys_to_values(keys, dtype).astype(np.float64)
+    has = n > 0
+    out: list[Any] = []
+    for c in range(n_values):
+        hi, lo = values[:, 2 * c].copy(), values[:, 2 * c + 1].copy()
+        nan = np.isnan(hi) | np.isnan(lo)
+        hi[nan] = lo[nan] = math.nan
+        hi[~has], lo[~has] = -math.inf, math.inf
+        out += [hi, lo]
+    return out
+
+
+def _row_pass(view: BatchView, inputs: _Inputs, use_critic: bool, per_row: bool = False) -> _Rows:
     """Token statistics, score/reward sums and lengths per row: the fused kernel where it pays
     (numpy inputs of at least ``FUSED_MIN_ELEMENTS`` tokens, numba installed), else the array API."""
     xp, mask, n_rows = inputs.xp, inputs.response_mask, inputs.n_rows
@@ -451,8 +624,13 @@ def _row_pass(view: BatchView, inputs: _Inputs, use_critic: bool) -> _Rows:
         else:
             attention, split = _checked_attention(view, n_rows)
         extras = (as_float(inputs.scores, xp), as_float(inputs.rewards, xp), attention, split)
-        table, tok_hi, tok_lo, mask_invalid, seq = _tokens_fused(
+        table, tok_hi, tok_lo, mask_invalid, seq, keys = _tokens_fused(
             kernel, inputs.floats, mask, use_critic, extras
+        )
+        row_ext = (
+            _row_extremes_from_keys(keys, table["n"], inputs.floats[0].dtype, len(inputs.floats))
+            if per_row
+            else None
         )
         if mask_invalid:
             raise_invalid_mask(mask, _RESPONSE_MASK)
@@ -460,10 +638,12 @@ def _row_pass(view: BatchView, inputs: _Inputs, use_critic: bool) -> _Rows:
             if seq[:, 4].any():
                 raise_invalid_mask(attention, _ATTENTION_MASK)
             prompt_len, response_len = seq[:, 2], seq[:, 3]
-        return _Rows(table, tok_hi, tok_lo, 0.0, 0.0, prompt_len, response_len, seq[:, 0], seq[:, 1])
+        return _Rows(table, tok_hi, tok_lo, 0.0, 0.0, prompt_len, response_len, seq[:, 0], seq[:, 1], row_ext)
     # numpy masks are checked here (an error naming a bad value); torch ones on their device.
     as_bool, n_invalid = mask_and_invalid_count(mask, _RESPONSE_MASK)
-    table, tok_hi, tok_lo = _tokens_array_api(xp, inputs.floats, as_bool, use_critic, on_host)
+    table, tok_hi, tok_lo, row_ext = _tokens_array_api(
+        xp, inputs.floats, as_bool, use_critic, on_host, per_row
+    )
     prompt_len, response_len, n_att = prompt_response_lengths(view)
     return _Rows(
         table,
@@ -475,6 +655,7 @@ def _row_pass(view: BatchView, inputs: _Inputs, use_critic: bool) -> _Rows:
         response_len,
         xp.sum(as_float(inputs.scores, xp), axis=-1, dtype=xp.float64),
         xp.sum(as_float(inputs.rewards, xp), axis=-1, dtype=xp.float64),
+        row_ext,
     )
 
 
@@ -595,7 +776,20 @@ def _empty(xp: Any, device: Any, options: Mapping[str, Any]) -> Stats:
 def _finalize(
     s: dict[str, float], hi: dict[str, float], lo: dict[str, float], options: Mapping[str, Any]
 ) -> dict[str, float]:
-    """verl's metric dictionary from the host statistics."""
+    """verl's metric dictionary from the host statistics (and each category's, with ``group_by=``)."""
+    if "max_categories" in options:
+        (s, hi, lo), by = split_by_category(s, hi, lo)
+        metrics = _finalize(s, hi, lo, {"use_critic": options["use_critic"]})
+        metrics.update(
+            finalize_by_category(
+                by,
+                _finalize,
+                {"use_critic": options["use_critic"]},
+                count="n_samples",
+                max_categories=options["max_categories"],
+            )
+        )
+        return metrics
     n, n_na, n_tok = s["n_samples"], s["n_non_aborted"], s["n_tokens"]
     if n == 0:
         raise ValueError(
@@ -720,6 +914,11 @@ def compute_data_metrics(  # type: ignore[empty-body]  # the body is @metrics_fr
     *,
     max_response_length: int | None = None,
     max_prompt_length: int | None = None,
+    group_by: Any = None,
+    group_name: str | None = None,
+    split_by_outcome: bool = False,
+    score_threshold: float | None = None,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
     process_group: Any = None,
 ) -> dict[str, float]:
     """Reward, advantage, return, value and length statistics of a training batch.
@@ -746,13 +945,34 @@ def compute_data_metrics(  # type: ignore[empty-body]  # the body is @metrics_fr
         (an integer >= 1).
         Default: equal to the padded width, as verl does (with dynamic padding verl's clip
         ratio can then never read 0).
+    group_by : str or array of shape (B,), optional, keyword-only
+        Also report every metric per category: the name of a per-sample label column of the
+        batch (``"data_source"`` in verl's non-tensor batch, any column of a dict or
+        TensorDict), or the labels themselves (strings, numbers, booleans). Category ``c``'s
+        metrics are those of its samples alone, under ``keys.category_key(key, group, c)``
+        (``by_data_source/gsm8k/critic/score/mean``; ``/``, spaces and other separators
+        ``%XX``-escaped). The plain keys stay as they are.
+    group_name : str, optional, keyword-only
+        The group's name in the keys (default: the column's name, ``"group"`` for labels).
+    split_by_outcome : bool, keyword-only
+        Also report every metric for the correct and the incorrect samples
+        (``by_outcome/correct/...``, ``by_outcome/incorrect/...``), by ``acc`` in the batch
+        (correct where ``acc > 0.5``).
+    score_threshold : float, optional, keyword-only
+        Split by outcome on the score instead: correct where the sample's score (its sum of
+        ``token_level_scores``) is at least this.
+    max_categories : int, keyword-only
+        At most this many categories per group (default 64): the least frequent are reported
+        together as ``<other>`` (key token ``%other``), with one ``RLMetricsWarning``; applied
+        to each batch and again to the union of merged parts and ranks.
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
         When given, every rank gets the metrics of the union of all ranks' batches: one tiny
         agreement collective, then two packed all-reduces (a rank with an empty shard still
         takes part). A rank whose input is bad makes every rank raise the same error, naming
         that rank (``"rank 2: batch is missing the tensor 'values' (use_critic=True) ..."``);
         ranks with different ``use_critic``, limits, or optional keys raise the same
-        ``ValueError`` naming what differs.
+        ``ValueError`` naming what differs. Ranks (and merged parts) that saw different
+        categories reduce the union of their categories, agreed in the same step.
 
     Returns
     -------

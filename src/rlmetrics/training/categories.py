@@ -1,0 +1,334 @@
+"""Metrics by category (``group_by=``, the outcome split) for the batch families, exact across ranks.
+
+A family that takes ``group_by=`` reads each sample's label (:func:`resolve_groups`), reduces
+its per-row quantities once per category with segment sums, maxima and minima over the category
+codes (:func:`category_entries`: one vectorised pass per group, whatever the number of
+categories), and appends the results to its :class:`~rlmetrics._core.stats.Stats` as extra named
+entries (:func:`with_entries`). The plain entries, hence the plain keys, stay as they are.
+Statistics of parts that saw different categories merge and all-reduce over the union of their
+entries (``Stats.merge``; the agreement step of ``Stats.all_reduce``). The finaliser splits the
+host values back by category (:func:`split_by_category`), folds the categories beyond
+``max_categories`` into :data:`~rlmetrics.keys.OTHER_CATEGORY` (one warning), and names each
+category's metrics with :func:`~rlmetrics.keys.category_key`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from rlmetrics import keys as K
+from rlmetrics._core.array import array_namespace, is_torch_array
+from rlmetrics._core.batch import BatchView
+from rlmetrics._core.categories import (
+    category_codes,
+    field_names,
+    is_category_field,
+    limit_categories,
+    on_device,
+    parse_field,
+    segment_max,
+    segment_min,
+    segment_sum,
+)
+from rlmetrics._core.checks import check_int
+from rlmetrics._core.stats import Stats
+from rlmetrics.errors import RLMetricsWarning
+
+__all__ = [
+    "DEFAULT_MAX_CATEGORIES",
+    "Group",
+    "category_entries",
+    "check_max_categories",
+    "finalize_by_category",
+    "resolve_groups",
+    "split_by_category",
+    "warn_folded",
+    "with_entries",
+]
+
+#: Default ``max_categories=``: the categories beyond it are reported as one ``<other>``.
+DEFAULT_MAX_CATEGORIES = 64
+
+#: Host values of statistics: ``(sums, maxes, mins)`` by name.
+Values = tuple[dict[str, float], dict[str, float], dict[str, float]]
+
+
+class Group(NamedTuple):
+    """One grouping of the batch's samples: its name, sorted category names, each row's code."""
+
+    name: str
+    categories: tuple[str, ...]
+    codes: np.ndarray
+
+
+def check_max_categories(value: Any) -> int:
+    """``max_categories=``: an integer >= 1."""
+    return check_int(value, "max_categories", minimum=1)
+
+
+def warn_folded(group: str, max_categories: int) -> None:
+    """The one warning of a call whose categories beyond ``max_categories`` were folded."""
+    warnings.warn(
+        f"group_by {group!r} has more than max_categories={max_categories} categories: the least "
+        f"frequent are reported together as {K.OTHER_CATEGORY!r}",
+        RLMetricsWarning,
+        stacklevel=4,
+    )
+
+
+def _column(view: BatchView, name: str, why: str) -> Any:
+    """A per-sample column of the batch: a non-tensor entry, else a tensor."""
+    if name in view.non_tensors:
+        return view.non_tensors[name]
+    if view.has(name):
+        return view.tensor(name)
+    raise KeyError(f"{why}: the batch has no column {name!r} (non-tensor keys: {sorted(view.non_tensors)})")
+
+
+def resolve_groups(
+    view: BatchView,
+    n_rows: int,
+    *,
+    group_by: Any,
+    group_name: str | None,
+    split_by_outcome: bool,
+    score_threshold: float | None,
+    seq_score: Any,
+    max_categories: int,
+) -> list[Group]:
+    """The groupings a call asks for: ``group_by=`` (a column name or labels) and the outcome split.
+
+    ``seq_score`` (each row's score, any namespace) is read only with ``score_threshold=``.
+    """
+    groups: list[Group] = []
+    if group_by is not None:
+        if isinstance(group_by, str):
+            name, labels, where = (
+                group_name or group_by,
+                _column(view, group_by, "group_by"),
+                f"batch[{group_by!r}]",
+            )
+        else:
+            name, labels, where = group_name or "group", group_by, "group_by"
+        K.category_key("", name, "")  # checks the group name
+        categories, codes = category_codes(labels, n_rows, where=where)
+        groups.append(_limited(Group(name, categories, codes), max_categories))
+    outcome = _outcome_labels(view, n_rows, split_by_outcome, score_threshold, seq_score)
+    if outcome is not None:
+        names = (K.OUTCOME_CORRECT, K.OUTCOME_INCORRECT)
+        present = sorted({names[0] if ok else names[1] for ok in outcome.tolist()})
+        index = {c: i for i, c in enumerate(present)}
+        codes = np.where(outcome, index.get(names[0], 0), index.get(names[1], 0)).astype(np.int64)
+        groups.append(Group(K.OUTCOME_GROUP, tuple(present), codes))
+    if len({g.name for g in groups}) < len(groups):
+        raise ValueError(f"group_name must differ from {K.OUTCOME_GROUP!r} with split_by_outcome=")
+    return groups
+
+
+def _limited(group: Group, max_categories: int) -> Group:
+    names, codes, folded = limit_categories(group.categories, group.codes, max_categories, K.OTHER_CATEGORY)
+    if folded:
+        warn_folded(group.name, max_categories)
+    return Group(group.name, names, codes)
+
+
+def _outcome_labels(
+    view: BatchView, n_rows: int, split: bool, threshold: float | None, seq_score: Any
+) -> np.ndarray | None:
+    """Each row's outcome (True: correct), from ``acc`` or from the score and ``score_threshold``."""
+    if not isinstance(split, bool | np.bool_):
+        raise TypeError(f"split_by_outcome must be a bool; got {type(split).__name__} {split!r}")
+    if threshold is not None:
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float) or math.isnan(threshold):
+            raise TypeError(f"score_threshold must be a real number; got {threshold!r}")
+        score = seq_score.detach().cpu().numpy() if is_torch_array(seq_score) else np.asarray(seq_score)
+        return np.asarray(score >= threshold, dtype=bool).reshape(-1)
+    if not split:
+        return None
+    acc = _column(view, "acc", "split_by_outcome=True reads 'acc' (or pass score_threshold=)")
+    acc = acc.detach().cpu().numpy() if is_torch_array(acc) else np.asarray(acc)
+    if acc.shape != (n_rows,) or acc.dtype.kind not in "biuf":
+        raise ValueError(
+            f"batch['acc'] must hold one number or bool per sample ({n_rows},); got {acc.dtype} {acc.shape}"
+        )
+    return np.asarray(acc > 0.5, dtype=bool)
+
+
+class Columns(NamedTuple):
+    """Per-row quantities of a family, by the entry name each one reduces to (each ``(B,)``)."""
+
+    sums: Mapping[str, Any]
+    maxes: Mapping[str, Any]
+    mins: Mapping[str, Any]
+    #: ``(m2_name, sq_over_n_name, n column, sum column, per-row M2 column)``: centred second
+    #: moments combined over the rows of each category (Chan), kept with ``S**2 / n`` to merge.
+    moments: Sequence[tuple[str, str, Any, Any, Any]] = ()
+
+
+def _stack(xp: Any, columns: Sequence[Any], like: Any) -> Any:
+    device = like.device if is_torch_array(like) else None
+    n = like.shape[0]
+    return xp.stack(
+        [
+            xp.astype(c, xp.float64)
+            if hasattr(c, "shape")
+            else xp.full((n,), float(c), dtype=xp.float64, device=device)
+            for c in columns
+        ],
+        axis=1,
+    )
+
+
+def _moments(
+    xp: Any, codes: Any, n_cat: int, moments: Sequence[tuple[str, str, Any, Any, Any]], like: Any
+) -> tuple[list[str], Any]:
+    """Per-category M2 and ``S**2 / n`` of each moment spec: ``(names, (n_cat, 2 * len) array)``."""
+    names: list[str] = []
+    out = []
+    for m2_name, sq_name, n, total, m2 in moments:
+        nt = segment_sum(_stack(xp, [n, total, m2], like), codes, n_cat)
+        n_c, s_c = nt[:, 0], nt[:, 1]
+        has_c = n_c > 0
+        mean_c = s_c / xp.where(has_c, n_c, xp.ones_like(n_c))
+        n64, t64 = xp.astype(n, xp.float64), xp.astype(total, xp.float64)
+        has = n64 > 0
+        row_mean = xp.where(has, t64 / xp.where(has, n64, xp.ones_like(n64)), xp.take(mean_c, codes, axis=0))
+        dev = row_mean - xp.take(mean_c, codes, axis=0)
+        between = segment_sum(xp.reshape(n64 * dev * dev, (-1, 1)), codes, n_cat)[:, 0]
+        zero = xp.zeros_like(n_c)
+        out += [
+            xp.where(has_c, nt[:, 2] + between, zero),
+            xp.where(has_c, s_c * s_c / xp.where(has_c, n_c, xp.ones_like(n_c)), zero),
+        ]
+        names += [m2_name, sq_name]
+    return names, (xp.stack(out, axis=1) if out else None)
+
+
+def category_entries(groups: Sequence[Group], columns: Columns, like: Any) -> tuple[list[Any], list[Any]]:
+    """Per-category entries: ``([sum names, max names, min names], [sums, maxes, mins])`` vectors.
+
+    ``like`` is a ``(B,)`` array of the batch's namespace and device. One segment reduction per
+    group and kind over all columns at once.
+    """
+    xp = array_namespace(like)
+    names: list[list[str]] = [[], [], []]
+    vectors: list[list[Any]] = [[], [], []]
+    for group in groups:
+        codes, n_cat = on_device(group.codes, like), len(group.categories)
+        parts = [
+            (list(columns.sums), segment_sum(_stack(xp, list(columns.sums.values()), like), codes, n_cat)),
+            (list(columns.maxes), segment_max(_stack(xp, list(columns.maxes.values()), like), codes, n_cat)),
+            (list(columns.mins), segment_min(_stack(xp, list(columns.mins.values()), like), codes, n_cat)),
+        ]
+        m_names, m_values = _moments(xp, codes, n_cat, columns.moments, like)
+        if m_values is not None:
+            parts[0] = (parts[0][0] + m_names, xp.concat([parts[0][1], m_values], axis=1))
+        for i, (fields, matrix) in enumerate(parts):
+            names[i] += field_names(group.name, group.categories, tuple(fields))
+            vectors[i].append(xp.reshape(matrix, (-1,)))
+    return names, [xp.concat(v) if v else None for v in vectors]
+
+
+def with_entries(stats: Stats, names: list[Any], vectors: list[Any]) -> Stats:
+    """``stats`` with per-category entries appended (from :func:`category_entries`)."""
+    if not names[0]:
+        return stats
+    xp = array_namespace(stats.sums)
+    return Stats(
+        stats.kind,
+        stats.sum_names + tuple(names[0]),
+        stats.max_names + tuple(names[1]),
+        stats.min_names + tuple(names[2]),
+        xp.concat([stats.sums, vectors[0]]),
+        xp.concat([stats.maxes, vectors[1]]),
+        xp.concat([stats.mins, vectors[2]]),
+        stats.options,
+        stats.finaliser,
+    )
+
+
+def split_by_category(
+    sums: dict[str, float], maxes: dict[str, float], mins: dict[str, float]
+) -> tuple[Values, dict[tuple[str, str], Values]]:
+    """Host values split into the plain ones and, by ``(group, category)``, each category's."""
+    plain: Values = ({}, {}, {})
+    by: dict[tuple[str, str], Values] = {}
+    for i, values in enumerate((sums, maxes, mins)):
+        for value, (category, field) in zip(values.values(), _plan(tuple(values))):
+            if category is None:
+                plain[i][field] = value
+            else:
+                by.setdefault(category, ({}, {}, {}))[i][field] = value
+    return plain, by
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(names: tuple[str, ...]) -> tuple[tuple[tuple[str, str] | None, str], ...]:
+    """Where each entry goes: ``((group, category), field)``, or ``(None, name)`` for a plain one."""
+    out: list[tuple[tuple[str, str] | None, str]] = []
+    for name in names:
+        if is_category_field(name):
+            group, category, field = parse_field(name)
+            out.append(((group, category), field))
+        else:
+            out.append((None, name))
+    return tuple(out)
+
+
+#: How sums, maxima and minima of two categories combine (NaN spreads, as in the reductions).
+_COMBINE: tuple[Callable[[float, float], float], ...] = (
+    lambda a, b: a + b,
+    lambda a, b: math.nan if math.isnan(a) or math.isnan(b) else max(a, b),
+    lambda a, b: math.nan if math.isnan(a) or math.isnan(b) else min(a, b),
+)
+
+
+def _fold(
+    by: dict[tuple[str, str], Values], count: str, max_categories: int
+) -> dict[tuple[str, str], Values]:
+    """At most ``max_categories`` categories per group; the least frequent (by ``count``) folded
+    into :data:`~rlmetrics.keys.OTHER_CATEGORY` (sums added, extremes combined)."""
+    out: dict[tuple[str, str], Values] = {}
+    for group in sorted({g for g, _ in by}):
+        cats = sorted((c for g, c in by if g == group), key=lambda c: (-by[group, c][0].get(count, 0.0), c))
+        if len(cats) <= max_categories:
+            out.update({(group, c): by[group, c] for c in cats})
+            continue
+        warn_folded(group, max_categories)
+        kept = [c for c in cats if c != K.OTHER_CATEGORY][: max_categories - 1]
+        out.update({(group, c): by[group, c] for c in kept})
+        other: Values = ({}, {}, {})
+        for c in cats:
+            if c in kept:
+                continue
+            for i, combine in enumerate(_COMBINE):
+                for name, value in by[group, c][i].items():
+                    other[i][name] = combine(other[i][name], value) if name in other[i] else value
+        out[group, K.OTHER_CATEGORY] = other
+    return out
+
+
+def finalize_by_category(
+    by: dict[tuple[str, str], Values],
+    finalize: Any,
+    options: Mapping[str, Any],
+    *,
+    count: str,
+    max_categories: int,
+) -> dict[str, float]:
+    """Each category's metrics, ``finalize(sums, maxes, mins, options)`` renamed by
+    :func:`~rlmetrics.keys.category_key`; a category with ``count == 0`` (seen nowhere) is skipped."""
+    metrics: dict[str, float] = {}
+    for (group, category), (s, hi, lo) in sorted(_fold(by, count, max_categories).items()):
+        if s.get(count, 0.0) <= 0:
+            continue
+        head = K.category_key("", group, category)  # "by_<group>/<token>/": named once per category
+        for key, value in finalize(s, hi, lo, options).items():
+            metrics[head + key] = value
+    return metrics

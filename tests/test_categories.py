@@ -1,0 +1,336 @@
+"""Metrics by category: the key scheme (keys.category_key and its inverse), the labels and segment
+reductions of rlmetrics._core.categories, the folding of rlmetrics.training.categories, and
+grouped data metrics over 3 gloo ranks that see different categories."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import time
+import warnings
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlmetrics import keys as K
+from rlmetrics._core.categories import (
+    category_codes,
+    field_name,
+    is_category_field,
+    limit_categories,
+    parse_field,
+    segment_max,
+    segment_min,
+    segment_sum,
+)
+from rlmetrics.errors import RLMetricsWarning
+from rlmetrics.training.categories import finalize_by_category
+
+# --- the key scheme ----------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(category=st.text(max_size=20) | st.sampled_from(["a/b", " ", "%", "%20", "<other>", "", "é ü/ß"]))
+def test_property_escaping_round_trips_and_leaves_no_separator(category):
+    token = K.escape_category(category)
+    assert K.unescape_category(token) == category
+    assert "/" not in token and " " not in token and ":" not in token and token
+    key = K.category_key(K.SCORE_MEAN, "data_source", category)
+    assert K.split_category_key(key) == (K.SCORE_MEAN, "data_source", category)
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=st.text(max_size=8), b=st.text(max_size=8))
+def test_property_different_categories_give_different_keys(a, b):
+    if a != b:
+        assert K.category_key("x/y", "g", a) != K.category_key("x/y", "g", b)
+
+
+@pytest.mark.parametrize(
+    ("category", "token"),
+    [
+        pytest.param("gsm8k", "gsm8k", id="plain"),
+        pytest.param("openai/gsm8k", "openai%2Fgsm8k", id="slash"),
+        pytest.param("code contests", "code%20contests", id="space"),
+        pytest.param("100%", "100%25", id="percent"),
+        pytest.param("数学", "数学", id="unicode-letters"),
+        pytest.param("", "%empty", id="empty"),
+        pytest.param(K.OTHER_CATEGORY, "%other", id="other"),
+    ],
+)
+def test_category_tokens_are_readable(category, token):
+    assert K.escape_category(category) == token
+    assert (
+        K.category_key(K.SCORE_MEAN, "data_source", category) == f"by_data_source/{token}/critic/score/mean"
+    )
+
+
+def test_no_plain_key_reads_as_a_category_key():
+    plain = [v for n, v in vars(K).items() if n.isupper() and isinstance(v, str) and "/" in v]
+    assert plain and all(K.split_category_key(v) is None for v in plain)
+    assert not any(v.startswith(K.CATEGORY_PREFIX) for v in plain)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["by_data_source", "by_g/tok", "by_g/tok/", "by_a b/x/k", "by_g/%2/k", "by_g/%zz/k", "by_/x/k"],
+    ids=["no-slash", "no-key", "empty-key", "bad-group", "short-escape", "bad-escape", "empty-group"],
+)
+def test_malformed_category_keys_are_not_split(key):
+    assert K.split_category_key(key) is None
+
+
+def test_unescape_names_the_malformed_token():
+    with pytest.raises(ValueError, match=r"malformed category token '%2x': '%' must be followed by two hex"):
+        K.unescape_category("%2x")
+
+
+@pytest.mark.parametrize(
+    ("group", "error", "match"),
+    [
+        pytest.param("", ValueError, "group name must be a non-empty name", id="empty"),
+        pytest.param("a/b", ValueError, r"got 'a/b'", id="slash"),
+        pytest.param("é", ValueError, r"ASCII letters", id="unicode"),
+        pytest.param(3, TypeError, "group name must be a string; got int 3", id="type"),
+    ],
+)
+def test_group_names_are_checked(group, error, match):
+    with pytest.raises(error, match=match):
+        K.category_key("k/x", group, "c")
+
+
+# --- labels, limits and segment reductions --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("labels", "names", "codes"),
+    [
+        pytest.param(np.array(["b", "a", "b"], dtype=object), ("a", "b"), [1, 0, 1], id="object-strings"),
+        pytest.param(np.array(["b", "a", "b"]), ("a", "b"), [1, 0, 1], id="unicode-array"),
+        pytest.param(["x", b"y", "x"], ("x", "y"), [0, 1, 0], id="bytes"),
+        pytest.param(np.array([3, 1, 3]), ("1", "3"), [1, 0, 1], id="ints"),
+        pytest.param(np.array([3.0, 1.5, 3.0]), ("1.5", "3"), [1, 0, 1], id="floats"),
+        pytest.param(np.array([True, False, True]), ("False", "True"), [1, 0, 1], id="bools"),
+    ],
+)
+def test_category_codes_are_sorted_names(labels, names, codes):
+    got_names, got_codes = category_codes(labels, 3, where="group_by")
+    assert got_names == names and got_codes.tolist() == codes
+
+
+def test_category_codes_of_torch_labels():
+    torch = pytest.importorskip("torch")
+    names, codes = category_codes(torch.tensor([2, 0, 2]), 3, where="group_by")
+    assert names == ("0", "2") and codes.tolist() == [1, 0, 1]
+
+
+@pytest.mark.parametrize(
+    ("labels", "error", "match"),
+    [
+        pytest.param(
+            "abc", TypeError, "group_by must be a sequence of labels, one per sample; got str", id="str"
+        ),
+        pytest.param(5, TypeError, "got int", id="scalar"),
+        pytest.param(
+            np.zeros((3, 1)), ValueError, r"must be 1-d, one label per sample; got shape \(3, 1\)", id="2-d"
+        ),
+        pytest.param(["a"], ValueError, r"one label per sample \(3\); got 1", id="length"),
+        pytest.param(np.array([1.0, np.nan, 2.0]), ValueError, "holds NaN labels", id="nan"),
+    ],
+)
+def test_category_codes_errors(labels, error, match):
+    with pytest.raises(error, match=match):
+        category_codes(labels, 3, where="group_by")
+
+
+def test_limit_keeps_the_most_frequent_and_folds_the_rest_sorted():
+    names, codes = ("a", "b", "c", "d"), np.array([0, 1, 1, 2, 2, 2, 3])
+    got, remapped, folded = limit_categories(names, codes, 3, "<other>")
+    assert folded and got == ("<other>", "b", "c")
+    assert [got[c] for c in remapped] == ["<other>", "b", "b", "c", "c", "c", "<other>"]
+    assert limit_categories(names, codes, 4, "<other>")[2] is False
+
+
+def test_field_names_round_trip_and_are_marked():
+    name = field_name("data_source", "a\x1fb/c", "n_samples")
+    assert is_category_field(name) and not is_category_field("n_samples")
+    assert parse_field(name) == ("data_source", "a\x1fb/c", "n_samples")
+
+
+@pytest.mark.parametrize("namespace", ["numpy", "torch"])
+def test_segment_reductions_equal_a_loop_over_categories(namespace):
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(50, 4))
+    values[3, 1] = np.inf  # a non-finite column is summed by scatter, not by product
+    codes = rng.integers(0, 5, size=50)
+    codes[codes == 4] = 0  # category 4 is empty
+    if namespace == "torch":
+        torch = pytest.importorskip("torch")
+        v, c = torch.from_numpy(values), torch.from_numpy(codes)
+        got = [np.asarray(f(v, c, 5)) for f in (segment_sum, segment_max, segment_min)]
+    else:
+        got = [f(values, codes, 5) for f in (segment_sum, segment_max, segment_min)]
+    for k in range(5):
+        rows = values[codes == k]
+        want = [rows.sum(0), rows.max(0), rows.min(0)] if len(rows) else [0.0, -np.inf, np.inf]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g[k], np.broadcast_to(w, (4,)), rtol=1e-12)
+
+
+def test_folding_at_finalize_adds_sums_and_combines_extremes_with_one_warning():
+    by = {
+        ("g", c): ({"n": float(n), "s": float(n * 10)}, {"x": float(n)}, {"x": -float(n)})
+        for c, n in (("a", 5), ("b", 4), ("c", 2), ("d", 1))
+    }
+
+    def fin(s, hi, lo, options):
+        return {"m/n": s["n"], "m/s": s["s"], "m/hi": hi["x"], "m/lo": lo["x"]}
+
+    with pytest.warns(RLMetricsWarning, match="more than max_categories=3") as caught:
+        got = finalize_by_category(by, fin, {}, count="n", max_categories=3)
+    assert len(caught) == 1
+    other = {k.split("/", 2)[2]: v for k, v in got.items() if "/%other/" in k}
+    assert other == {"m/n": 3.0, "m/s": 30.0, "m/hi": 2.0, "m/lo": -2.0}
+    assert {K.split_category_key(k)[2] for k in got} == {"a", "b", K.OTHER_CATEGORY}
+
+
+# --- 3 gloo ranks with different categories ---------------------------------------------------------
+
+#: Each rank's labels: rank 0 and 2 overlap on "math", rank 1 has an empty shard.
+RANK_LABELS = {0: ["math", "code", "math", "a/b"], 1: [], 2: ["math", "é x", "é x", "logic", "logic"]}
+
+
+def rank_batch(rank: int) -> dict:
+    here = str(Path(__file__).parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from test_distributed import make_batch
+
+    labels = RANK_LABELS[rank]
+    batch = make_batch(max(len(labels), 1), 40 + rank)
+    batch = {k: v[: len(labels)] for k, v in batch.items()}
+    batch["data_source"] = np.asarray(labels, dtype=object)
+    return batch
+
+
+def rank_rewards(rank: int) -> dict:
+    """Reward components of rank ``rank``'s samples (NaN: not given)."""
+    rng = np.random.default_rng(60 + rank)
+    n = len(RANK_LABELS[rank])
+    fmt = rng.normal(size=n)
+    fmt[::3] = np.nan
+    return {"acc": rng.integers(0, 2, size=n).astype(float), "format/strict": fmt}
+
+
+def whole_batch() -> dict:
+    parts = [rank_batch(r) for r in range(3)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    from rlmetrics import compute_data_metrics, compute_reward_component_metrics, data_statistics
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timedelta(seconds=20)
+    )
+    try:
+        warnings.simplefilter("ignore", RuntimeWarning)
+        batch = rank_batch(rank)
+        res = {
+            "metrics": compute_data_metrics(batch, group_by="data_source", process_group=dist.group.WORLD),
+            "stats": data_statistics(
+                batch, group_by="data_source", split_by_outcome=False, score_threshold=0.0
+            )
+            .all_reduce(dist.group.WORLD)
+            .finalize(),
+        }
+        res["rewards"] = compute_reward_component_metrics(
+            rank_rewards(rank), weights={"acc": 2.0}, process_group=dist.group.WORLD
+        )
+        try:  # rank 2 with another limit: every rank raises the same error
+            compute_data_metrics(
+                batch,
+                group_by="data_source",
+                max_categories=3 if rank == 2 else 64,
+                process_group=dist.group.WORLD,
+            )
+            res["error"] = None
+        except ValueError as err:
+            res["error"] = str(err)
+        with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as fh:
+            pickle.dump(res, fh)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)  # leave before gloo's teardown (see tests/test_distributed.py)
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory) -> list[dict]:
+    torch = pytest.importorskip("torch")
+    import torch.multiprocessing as tmp
+
+    here = str(Path(__file__).parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from test_categories import _worker as worker  # the same function, under an importable name
+
+    out = tmp_path_factory.mktemp("categories_gloo")
+    ctx = tmp.spawn(worker, args=(3, str(out / "store"), str(out)), nprocs=3, join=False)
+    deadline = time.monotonic() + 120
+    while not ctx.join(timeout=1.0):
+        if time.monotonic() > deadline:
+            for proc in ctx.processes:
+                proc.kill()
+            pytest.fail("the 3 gloo ranks did not finish within 120 s (hang)")
+    assert torch is not None
+    results = []
+    for r in range(3):
+        with open(out / f"rank{r}.pkl", "rb") as fh:
+            results.append(pickle.load(fh))
+    return results
+
+
+def _close(got: dict, want: dict) -> None:
+    assert sorted(got) == sorted(want)
+    for key in want:
+        assert got[key] == pytest.approx(want[key], rel=1e-9, abs=1e-9, nan_ok=True), key
+
+
+def test_gloo_ranks_with_different_categories_equal_the_whole(ranks):
+    from rlmetrics import compute_data_metrics
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        whole = whole_batch()
+        want = compute_data_metrics(whole, group_by="data_source")
+        want_split = compute_data_metrics(whole, group_by="data_source", score_threshold=0.0)
+    cats = {K.split_category_key(k)[2] for k in want if K.split_category_key(k)}
+    assert cats == {"math", "code", "a/b", "é x", "logic"}
+    for res in ranks:
+        _close(res["metrics"], want)
+        _close(res["stats"], want_split)
+
+
+def test_gloo_ranks_with_different_grouping_options_raise_alike(ranks):
+    errors = [res["error"] for res in ranks]
+    assert errors[0] is not None and len(set(errors)) == 1
+    assert "max_categories" in errors[0]
+
+
+def test_gloo_reward_components_equal_the_whole(ranks):
+    from rlmetrics import compute_reward_component_metrics
+
+    parts = [rank_rewards(r) for r in range(3)]
+    whole = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    want = compute_reward_component_metrics(whole, weights={"acc": 2.0})
+    for res in ranks:
+        _close(res["rewards"], want)
