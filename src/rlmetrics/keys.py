@@ -378,3 +378,16 @@ GROUP_ORDER = tuple(
 #: the completions of a logging window; TRL logs the mean of its per-generation values under the
 #: bare names. The window's verl-definition statistics go under :data:`GRPO_PREFIX`.
 GRPO_TRL_PREFIX = "grpo-trl/"
+
+# --- health actions (HealthMonitor(actions=...)) ---------------------------------------------------
+#: Record of an action the live monitor took on a finding (``HealthMonitor(actions=...)``):
+#: ``health_action/<kind>`` is logged once, at the step it acted, with the value of the action in
+#: :data:`HEALTH_ACTION_VALUE`; the ``health/<kind>`` record of that kind gives the finding.
+HEALTH_ACTION_PREFIX = "health_action/"
+#: Value of a ``health_action/<kind>`` record: 1.0 the run was told to stop, 2.0 an exception raised.
+HEALTH_ACTION_VALUE = {"stop": 1.0, "raise": 2.0}
+
+
+def health_action(kind: str) -> str:
+    """Key of the record of an action on a health finding, e.g. ``health_action/nonfinite``."""
+    return f"{HEALTH_ACTION_PREFIX}{kind}"
