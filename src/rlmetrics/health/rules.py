@@ -32,9 +32,9 @@ advantage_collapse      level                   0.8      share of zero-spread gr
                                                          5 carries a gradient (DAPO's dynamic
                                                          sampling filters them)
 advantage_collapse      error_level             0.95     almost no group carries a gradient
-advantage_collapse      end_level               0.2      bimodal (a warning): a fifth of the
-                                                         groups or more all solved and a fifth
-                                                         none solved ...
+advantage_collapse      end_level               0.3      bimodal (a warning): 30% of the groups
+                                                         or more all solved and 30% none solved
+                                                         (a solved run keeps ~15% unsolved) ...
 advantage_collapse      middle_level            0.1      ... and under a tenth in between: the
                                                          solve rates have two modes and no middle
                                                          (a dip test on the per-group shares)
@@ -544,7 +544,7 @@ def _bimodal(history: History, p: Params) -> Result:
 
 
 @_rule(
-    thresholds={"level": 0.8, "error_level": 0.95, "end_level": 0.2, "middle_level": 0.1, **_PERSIST},
+    thresholds={"level": 0.8, "error_level": 0.95, "end_level": 0.3, "middle_level": 0.1, **_PERSIST},
     advice="Most prompt groups are all right or all wrong: filter such prompts (dynamic "
     "sampling), raise the group size, or move to harder or easier data.",
 )
@@ -553,7 +553,7 @@ def advantage_collapse(history: History, p: Params) -> Result:
 
     Groups whose every sample has full marks (``grpo/frac_all_solved``) are a success, not a
     collapse: they are left out where that share is logged (TRL logs none). Where the share of
-    groups none solved is logged too, a bimodal solve rate (a fifth or more of the groups at
+    groups none solved is logged too, a bimodal solve rate (30% or more of the groups at
     each end, under a tenth between: half the prompts always solved, half never) is a warning
     of this kind (``bimodal`` in its evidence).
     """
@@ -1191,6 +1191,8 @@ def _zero_spread(history: History, p: Params) -> Result:
     s = resolve(history, "frac_reward_zero_std")
     if s is None:
         return Skipped("no_learning_signal", "needs frac_reward_zero_std")
+    if short := _too_short("no_learning_signal", s, int(p["steps"])):
+        return short
     with np.errstate(invalid="ignore"):
         hit = _consecutive(s.values >= p["zero_std_level"], int(p["steps"]))
     if hit is None:
@@ -1211,8 +1213,10 @@ def _zero_advantages(history: History, p: Params) -> Result:
     if hi is None or lo is None:
         return Skipped("no_learning_signal", "needs advantage_max and advantage_min")
     steps, a, b = np.intersect1d(hi.steps, lo.steps, return_indices=True)
+    spread = hi.values[a] - lo.values[b]
+    if short := _too_short("no_learning_signal", Series(hi.key, steps, spread), int(p["steps"])):
+        return short
     with np.errstate(invalid="ignore"):
-        spread = hi.values[a] - lo.values[b]
         hit = _consecutive(spread <= p["adv_range_max"], int(p["steps"]))
     if hit is None:
         return None
