@@ -462,3 +462,19 @@ def test_an_action_policy_object_is_taken_as_is_and_frozen():
         policy.actions["warning"] = "stop"  # type: ignore[index]
     with pytest.raises(TypeError, match="defer_raise must be True or False"):
         HealthMonitor(defer_raise=1)  # type: ignore[arg-type]
+
+
+def test_a_loop_with_a_tracker_stops_on_the_monitors_flag(tmp_path):
+    from rlmetrics.tracking import Tracker, read_jsonl
+
+    mon = HealthMonitor(every=1, budget=None, actions={"error": "stop"})
+    with Tracker("p", "e", log_dir=tmp_path, monitor=mon) as tr:
+        with pytest.warns(RuntimeWarning, match=r"rlmetrics health: nonfinite \(error\) from step 57"):
+            for step, row in enumerate(run_rows(nan_at=57)):
+                tr.log(row, step=step)
+                if mon.should_stop:
+                    tr.log(mon.pop_action_records(), step=step)  # (a Tracker that logs them itself: {})
+                    break
+    assert step == 57 and tr.monitor is mon
+    rows = read_jsonl(tr.jsonl_path)
+    assert rows[-1]["step"] == 57 and rows[-1][K.health_action("nonfinite")] == 1.0
