@@ -117,3 +117,19 @@ def test_health_findings_warn_in_their_own_category(tmp_path):
         with rlmetrics.Tracker("p", "h", backends=("jsonl",), log_dir=tmp_path, monitor=monitor) as tracker:
             for step in range(1, 12):
                 tracker.log({"actor/pg_loss": float("nan") if step == 5 else 0.1}, step=step)
+
+
+def test_run_stopped_carries_its_finding_and_is_caught_by_nothing_built_in():
+    from rlmetrics.errors import RunStopped
+    from rlmetrics.health.findings import Finding
+
+    finding = Finding("nonfinite", "error", 7, ("actor/pg_loss",), {}, "Lower the learning rate.")
+    err = RunStopped(finding, action="stop", step=9, findings=[finding])
+    assert isinstance(err, RLMetricsError) and not isinstance(err, ValueError | RuntimeError | TypeError)
+    assert (err.finding, err.action, err.step, err.findings) == (finding, "stop", 9, (finding,))
+    with pytest.raises(
+        RLMetricsError,
+        match=r"^rlmetrics health: run stopped at step 9 on nonfinite \(error\) "
+        r"from step 7: Lower the learning rate\.$",
+    ):
+        raise err

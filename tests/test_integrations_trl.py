@@ -452,3 +452,95 @@ def test_a_run_name_with_path_separators_is_one_folder(tmp_path):
     cb.on_train_begin(a, state(0), None)
     cb.on_log(a, state(1), None, logs={"loss": 0.5})
     assert run_dir(cb) == tmp_path / "logs" / "trl" / "org_model-grpo"
+
+
+# --- stopping a lost run ----------------------------------------------------------------------
+
+
+def control():
+    """transformers' TrainerControl, the two flags the callback sets."""
+    return types.SimpleNamespace(should_training_stop=False, should_save=False)
+
+
+@pytest.mark.parametrize(
+    ("actions", "save_on_stop", "stops", "raises"),
+    [
+        pytest.param(None, True, False, False, id="warn"),
+        pytest.param({"nonfinite": "stop"}, True, True, False, id="stop"),
+        pytest.param({"error": "stop"}, False, True, False, id="stop-without-checkpoint"),
+        pytest.param({"nonfinite": "raise"}, True, True, True, id="raise-after-the-checkpoint"),
+    ],
+)
+def test_the_monitor_stops_the_training_with_a_checkpoint_first(
+    tmp_path, actions, save_on_stop, stops, raises
+):
+    from rlmetrics.errors import HealthWarning, RunStopped
+
+    monitor = HealthMonitor(every=1, budget=None, actions=actions)
+    cb = RLMetricsCallback(monitor=monitor, group_metrics=False, save_on_stop=save_on_stop)
+    a, ctl = args(tmp_path), control()
+    cb.on_train_begin(a, state(0), ctl)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(1, 6):
+            loss = math.nan if step == 3 else 0.5
+            cb.on_log(a, state(step), ctl, logs={"loss": loss, "grad_norm": 1.0, "reward": 0.5})
+            if ctl.should_training_stop:
+                break
+    assert (ctl.should_training_stop, ctl.should_save) == (stops, stops and save_on_stop)
+    assert step == (3 if stops else 5)
+    stopping = [str(w.message) for w in caught if "stopping the training" in str(w.message)]
+    assert [w.category for w in caught if "stopping" in str(w.message)] == [HealthWarning] * stops
+    if stops:
+        assert stopping[0].startswith(
+            "rlmetrics health: stopping the training at step 3 on nonfinite (error)"
+        )
+        assert ("checkpoint of this step is saved" in stopping[0]) == save_on_stop
+    if raises:
+        with pytest.raises(RunStopped, match=r"run stopped at step 3 on nonfinite"):
+            cb.on_train_end(a, state(step), ctl)
+        cb.on_train_end(a, state(step), ctl)  # raised once
+    else:
+        cb.on_train_end(a, state(step), ctl)
+    rows = jsonl_rows(cb)
+    actions_logged = {
+        r["step"]: {k: v for k, v in r.items() if k.startswith(K.HEALTH_ACTION_PREFIX)} for r in rows
+    }
+    want = {3: {K.health_action("nonfinite"): 2.0 if raises else 1.0}} if stops else {}
+    assert {s: v for s, v in actions_logged.items() if v} == want
+    assert any(r.get(K.health("nonfinite")) == 2.0 for r in rows)
+    assert cb.tracker is not None and cb.tracker.monitor is monitor  # not switched off by the raise
+
+
+def test_bad_save_on_stop():
+    with pytest.raises(TypeError, match="save_on_stop must be a bool; got int"):
+        RLMetricsCallback(save_on_stop=1)
+
+
+def test_a_real_grpo_run_stops_on_a_planted_nan_reward_with_its_checkpoint_saved(tmp_path, monkeypatch):
+    """A reward function that turns NaN at the 3rd generation batch: the run of 8 steps ends at
+    the log of step 4, a checkpoint of that step saved, trainer.train() raising RunStopped."""
+    from rlmetrics.errors import RunStopped
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    calls = []
+
+    def planted(completions, **kwargs):
+        calls.append(len(completions))
+        return [math.nan if len(calls) >= 3 else float("a" in c.split()) for c in completions]
+
+    trainer = tiny_trainer(tmp_path / "run", [planted], max_steps=8)
+    monitor = HealthMonitor(every=1, budget=None, actions={"nonfinite": "raise"})
+    cb = RLMetricsCallback(experiment="stopped", monitor=monitor, group_metrics=False).attach(trainer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RunStopped, match=r"on nonfinite \(error\)"):
+            trainer.train()
+    assert trainer.state.global_step == 4 and len(calls) == 4
+    assert (tmp_path / "run" / "checkpoint-4").is_dir()
+    rows = read_jsonl(run_dir(cb) / "metrics.jsonl")
+    acted = [r["step"] for r in rows if K.health_action("nonfinite") in r]
+    assert acted == [4] and {r["step"] for r in rows} == {2, 4}
+    assert cb.tracker is not None and cb.tracker._finished

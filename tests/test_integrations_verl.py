@@ -775,3 +775,141 @@ def test_the_version_fields_are_verls(verl):
     source = (verl_root / "experimental" / "agent_loop" / "agent_loop.py").read_text()
     oldest, newest = rv.STALENESS_VERSION_FIELDS[0]
     assert f'"{oldest}"' in source and f'"{newest}"' in source
+
+
+# ----------------------------------------------------------------------------- stopping a lost run
+FAKE_RECIPE = '''
+"""A recipe trainer shaped as verl's: a class with the validation flattener, whose fit logs each
+step through verl's Tracking (the console backend), as its last call of the step."""
+from verl.utils.tracking import Tracking
+
+
+class FakeTrainer:
+    def __init__(self, rows):
+        self.rows, self.done, self.cleaned = rows, [], False
+
+    def _val_metrics_update(self, *args):
+        return {}
+
+    def _shutdown_dump_executor(self):
+        self.cleaned = True
+
+    def fit(self):
+        logger = Tracking(project_name="p", experiment_name="e", default_backend="console")
+        for step, row in enumerate(self.rows, start=1):
+            logger.log(data=row, step=step)
+            self.done.append(step)
+        return "ran to the end"
+'''
+
+
+@pytest.fixture
+def recipe(tmp_path, monkeypatch) -> Iterator[Any]:
+    """A package of one's own (``rlm_fake_recipe``), watched by the patch next to verl."""
+    (tmp_path / "rlm_fake_recipe").mkdir()
+    (tmp_path / "rlm_fake_recipe" / "__init__.py").write_text(FAKE_RECIPE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield lambda: importlib.import_module("rlm_fake_recipe")
+    sys.modules.pop("rlm_fake_recipe", None)
+
+
+def planted_rows(nan_at: int = 3, n: int = 6) -> list[dict[str, Any]]:
+    return [
+        {keys.ACTOR_PG_LOSS: math.nan if step == nan_at else 0.1, keys.ACTOR_GRAD_NORM: 1.0, "note": "x"}
+        for step in range(1, n + 1)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "done", "returned", "action"),
+    [
+        pytest.param({"monitor": True}, [1, 2, 3, 4, 5, 6], "ran to the end", None, id="warn"),
+        pytest.param({"monitor": True, "actions": {"nonfinite": "stop"}}, [1, 2], None, 1.0, id="stop"),
+        pytest.param({"monitor": True, "actions": {"error": "raise"}}, [1, 2], "raise", 2.0, id="raise"),
+        pytest.param({}, [1, 2, 3, 4, 5, 6], "ran to the end", None, id="no-monitor"),
+    ],
+)
+def test_the_live_monitor_stops_a_patched_trainer_at_the_end_of_the_step(
+    verl, recipe, capsys, options, done, returned, action
+):
+    from rlmetrics.errors import HealthWarning, RunStopped
+
+    quiet_patch(packages=["verl", "rlm_fake_recipe"], preload=False, **options)
+    trainer = recipe().FakeTrainer(planted_rows())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if returned == "raise":
+            with pytest.raises(RunStopped, match=r"run stopped at step 3 on nonfinite \(error\) from step 3"):
+                trainer.fit()
+        else:
+            assert trainer.fit() == returned
+    assert trainer.done == done
+    lines = {
+        int(line.split(" - ")[0][5:]): line
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("step:")
+    }
+    assert sorted(lines) == ([1, 2, 3] if action else [1, 2, 3, 4, 5, 6])  # the stopping step is logged
+    monitored = "monitor" in options
+    assert (f"{keys.health('nonfinite')}:2.0" in lines[3]) == monitored
+    assert (f"{keys.health_action('nonfinite')}:{action}" in lines[3]) == (action is not None)
+    warned = [w for w in caught if w.category is HealthWarning and "nonfinite (error)" in str(w.message)]
+    assert len(warned) == monitored
+    assert trainer.cleaned == (action == 1.0)  # verl's clean-up on a stop
+
+
+def test_the_stop_message_is_in_the_log(verl, recipe, capsys):
+    from rlmetrics.errors import HealthWarning
+
+    quiet_patch(packages=["verl", "rlm_fake_recipe"], preload=False, monitor=True, actions={"error": "stop"})
+    with pytest.warns(HealthWarning, match=r"nonfinite \(error\) from step 2"):
+        recipe().FakeTrainer(planted_rows(nan_at=2)).fit()
+    out = capsys.readouterr().out
+    assert "rlmetrics health: run stopped at step 2 on nonfinite (error) from step 2: A NaN or inf" in out
+    assert "verl's fit ends here" in out
+
+
+def test_verls_trainers_and_logger_are_wrapped_and_restored(verl):
+    import verl.utils.tracking as tracking
+
+    original_log, original_fit = tracking.Tracking.log, verl["mods"][RAY_TRAINER].RayPPOTrainer.fit
+    report = quiet_patch(monitor=True)
+    for site in (
+        "verl.utils.tracking.Tracking.log",
+        f"{RAY_TRAINER}.RayPPOTrainer.fit",
+        f"{SEPARATION}.SeparateRayPPOTrainer.fit",
+    ):
+        assert site in report.patched
+    assert inspect.signature(tracking.Tracking.log) == inspect.signature(original_log)
+    rv.unpatch()
+    assert (
+        tracking.Tracking.log is original_log and verl["mods"][RAY_TRAINER].RayPPOTrainer.fit is original_fit
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"actions": {"error": "stop"}}, ValueError, r"actions= needs monitor=True"),
+        (
+            {"monitor": True, "actions": {"error": "halt"}},
+            ValueError,
+            r"actions\['error'\] must be one of 'warn', 'stop', 'raise'",
+        ),
+        ({"monitor": True, "actions": {"nan": "stop"}}, ValueError, r"actions: unknown key 'nan'"),
+        ({"monitor": "yes"}, TypeError, r"monitor must be True or False; got str"),
+    ],
+    ids=["without-monitor", "bad-action", "bad-kind", "monitor-str"],
+)
+def test_bad_monitor_options(options, error, match):
+    with pytest.raises(error, match=match):
+        rv.VerlPatchOptions(**options)
+
+
+def test_monitor_options_travel_to_the_ray_workers():
+    built = rv.VerlPatchOptions(monitor=True, actions={"nonfinite": "raise", "error": "stop"})
+    raw = rv.runtime_env(monitor=True, actions={"nonfinite": "raise", "error": "stop"})["env_vars"][
+        rv.OPTIONS_ENV
+    ]
+    assert rv.VerlPatchOptions.from_json(raw) == built
+    assert built.actions == {"nonfinite": "raise", "error": "stop"}

@@ -325,3 +325,156 @@ def test_a_nan_in_a_value_loss_return_or_kl_is_found_live(key):
     monitor.update({key: 0.3}, 0)
     found = monitor.update({key: math.nan}, 1)
     assert [(f.kind, f.step, f.evidence["first_key"]) for f in found] == [("nonfinite", 1, key)]
+
+
+# --- actions: warn, stop, raise -----------------------------------------------------------------
+
+
+def scripted(stand_in, script):
+    """The stand-in answers the findings of ``script[n_steps]`` (the last ones before)."""
+
+    def answer(history):
+        n = len(history[X][0])
+        return Diagnosis(findings=tuple(script[max(k for k in script if k <= n)] if n >= min(script) else ()))
+
+    stand_in.answer = answer
+
+
+NAN_THEN_DRIFT = {
+    3: [finding("nonfinite", 2, "error")],
+    6: [finding("nonfinite", 2, "error"), finding("kl_drift", 4)],
+}
+
+
+@pytest.mark.parametrize(
+    ("actions", "stops_at", "raises_at", "taken"),
+    [
+        pytest.param(None, None, None, [], id="default-warn"),
+        pytest.param({"nonfinite": "warn", "warning": "warn"}, None, None, [], id="all-warn"),
+        pytest.param({"error": "stop"}, 2, None, [("stop", "nonfinite")], id="stop-on-error"),
+        pytest.param({"nonfinite": "stop"}, 2, None, [("stop", "nonfinite")], id="stop-on-kind"),
+        pytest.param({"warning": "stop"}, 5, None, [("stop", "kl_drift")], id="stop-on-warning"),
+        pytest.param(
+            {"kl_drift": "raise", "error": "stop"},
+            2,
+            5,
+            [("stop", "nonfinite"), ("raise", "kl_drift")],
+            id="kind-before-severity",
+        ),
+        pytest.param({"nonfinite": "raise", "error": "stop"}, 2, 2, [("raise", "nonfinite")], id="raise"),
+    ],
+)
+def test_the_action_policy_per_kind_and_severity(stand_in, actions, stops_at, raises_at, taken):
+    from rlmetrics.errors import RunStopped
+
+    scripted(stand_in, NAN_THEN_DRIFT)
+    mon = HealthMonitor(every=1, budget=None, actions=actions)
+    stopped = raised = None
+    for step in range(8):
+        try:
+            mon.update({X: 1.0}, step)
+        except RunStopped as err:
+            raised = step if raised is None else raised
+            assert err.finding is mon.actions_taken[-1].finding and err.step == step and err.action == "raise"
+            assert [f.kind for f in err.findings] == [mon.actions_taken[-1].finding.kind]
+        if mon.should_stop and stopped is None:
+            stopped = step
+    assert (stopped, raised) == (stops_at, raises_at)
+    assert [(a.action, a.finding.kind) for a in mon.actions_taken] == taken
+    assert mon.stop_reason is (mon.actions_taken[0].finding if taken else None)
+    assert [f.kind for f in mon.reported] == ["nonfinite", "kl_drift"]  # reported whatever the action
+    assert mon.pop_action_records() == {
+        K.health_action(kind): K.HEALTH_ACTION_VALUE[action] for action, kind in taken
+    }
+    assert mon.pop_action_records() == {}  # handed out once
+
+
+def test_an_escalated_kind_is_acted_on_when_it_becomes_an_error(stand_in):
+    scripted(stand_in, {2: [finding("entropy_collapse", 1)], 5: [finding("entropy_collapse", 1, "error")]})
+    mon = HealthMonitor(every=1, budget=None, actions={"error": "stop"})
+    for step in range(6):
+        mon.update({X: 1.0}, step)
+        if mon.should_stop:
+            break
+    assert step == 4 and mon.stop_reason is not None and mon.stop_reason.severity == "error"
+    assert [(f.kind, f.severity) for f in mon.reported] == [("entropy_collapse", "warning")]
+
+
+def test_a_deferred_raise_stops_and_raises_once_later(stand_in):
+    from rlmetrics.errors import RLMetricsError, RunStopped
+
+    scripted(stand_in, NAN_THEN_DRIFT)
+    mon = HealthMonitor(every=1, budget=None, actions={"nonfinite": "raise"}, defer_raise=True)
+    for step in range(4):
+        mon.update({X: 1.0}, step)  # no raise here
+    assert mon.should_stop and mon.stop_reason is not None and mon.stop_reason.kind == "nonfinite"
+    with pytest.raises(
+        RunStopped, match=r"run stopped at step 2 on nonfinite \(error\) from step 2: fix"
+    ) as err:
+        mon.raise_pending()
+    assert isinstance(err.value, RLMetricsError) and not isinstance(err.value, ValueError | RuntimeError)
+    mon.raise_pending()  # raised once
+
+
+def test_a_real_nan_stops_a_loop_of_ones_own():
+    mon = HealthMonitor(every=1, budget=None, actions={"nonfinite": "stop"})
+    for step, row in enumerate(run_rows(nan_at=57)):
+        mon.update(row, step)
+        if mon.should_stop:
+            break
+    assert step == 57 and mon.stop_reason is not None and mon.stop_reason.step == 57
+
+
+@pytest.mark.parametrize(
+    ("actions", "exc", "match"),
+    [
+        pytest.param(["stop"], TypeError, r"actions must be a mapping kind or severity -> action", id="list"),
+        pytest.param(
+            {"nan": "stop"},
+            ValueError,
+            r"actions: unknown key 'nan'; expected a severity \(warning, error\) or a kind \(nonfinite, ",
+            id="kind",
+        ),
+        pytest.param(
+            {"nonfinite": "halt"},
+            ValueError,
+            r"actions\['nonfinite'\] must be one of 'warn', 'stop', 'raise'; got 'halt'",
+            id="action",
+        ),
+        pytest.param({"error": None}, ValueError, r"actions\['error'\] must be one of", id="none"),
+    ],
+)
+def test_a_bad_action_policy_is_refused_when_the_monitor_is_made(actions, exc, match):
+    from rlmetrics.health.monitor import ActionPolicy
+
+    with pytest.raises(exc, match=match):
+        HealthMonitor(actions=actions)
+    with pytest.raises(exc, match=match):
+        ActionPolicy(actions)
+
+
+def test_an_action_policy_object_is_taken_as_is_and_frozen():
+    from rlmetrics.health.monitor import ActionPolicy
+
+    policy = ActionPolicy({"error": "stop"})
+    assert HealthMonitor(actions=policy).actions is policy
+    with pytest.raises(TypeError):
+        policy.actions["warning"] = "stop"  # type: ignore[index]
+    with pytest.raises(TypeError, match="defer_raise must be True or False"):
+        HealthMonitor(defer_raise=1)  # type: ignore[arg-type]
+
+
+def test_a_loop_with_a_tracker_stops_on_the_monitors_flag(tmp_path):
+    from rlmetrics.tracking import Tracker, read_jsonl
+
+    mon = HealthMonitor(every=1, budget=None, actions={"error": "stop"})
+    with Tracker("p", "e", log_dir=tmp_path, monitor=mon) as tr:
+        with pytest.warns(RuntimeWarning, match=r"rlmetrics health: nonfinite \(error\) from step 57"):
+            for step, row in enumerate(run_rows(nan_at=57)):
+                tr.log(row, step=step)
+                if mon.should_stop:
+                    tr.log(mon.pop_action_records(), step=step)  # (a Tracker that logs them itself: {})
+                    break
+    assert step == 57 and tr.monitor is mon
+    rows = read_jsonl(tr.jsonl_path)
+    assert rows[-1]["step"] == 57 and rows[-1][K.health_action("nonfinite")] == 1.0

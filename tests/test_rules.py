@@ -631,3 +631,133 @@ def test_reward_gaming_not_on_the_shipped_demo_even_without_its_validation():
         assert not d.has_error and len(d.findings) <= 1, summary(d)
         assert "reward_gaming" not in {f.kind for f in d.findings}
     assert "reward_gaming" not in {s.kind for s in diagnose(training_only).skipped}
+
+
+# --- the detectors of issue 28: advantage drift, zero learning signal, bimodal solve rates, NaN grads --
+
+
+def with_group_shares(run, seed):
+    """A verl GRPO run as the rlmetrics group statistics and verl's data metrics log it: the share
+    of groups none solved (the zero-spread groups that are not all solved) and the advantages'
+    max and min (GRPO's normalised advantages span about +-2)."""
+    rng = np.random.default_rng(seed)
+    n = len(run[K.TRACKING_STEP])
+    zero, solved = np.array(run[K.GRPO_FRAC_REWARD_ZERO_STD]), np.array(run[K.GRPO_FRAC_ALL_SOLVED])
+    run[K.GRPO_FRAC_NONE_SOLVED] = [float(x) for x in np.clip(zero - solved, 0.0, 1.0)]
+    run[K.ADV_MAX] = [float(x) for x in 2.0 * np.exp(rng.normal(0, 0.1, n))]
+    run[K.ADV_MIN] = [float(x) for x in -2.0 * np.exp(rng.normal(0, 0.1, n))]
+    return run
+
+
+def set_from(run, key, onset, values):
+    run[key] = [float(v) if i >= onset else old for i, (old, v) in enumerate(zip(run[key], values))]
+
+
+@pytest.mark.parametrize("solved", [False, True], ids=["learning", "solved"])
+@pytest.mark.parametrize("n_steps", [80, 300], ids=lambda n: f"{n}steps")
+def test_healthy_runs_with_group_shares_and_advantage_range_stay_healthy(n_steps, solved):
+    new_arms = ("advantage_drift", "no_learning_signal", "advantage_collapse")
+    for seed in range(30 if not solved else 20):
+        run = with_group_shares(healthy_run(n_steps, seed=seed, solved=solved), seed)
+        d = diagnose(to_rows(run))
+        assert_healthy(d)
+        assert [f for f in d.findings if f.kind in new_arms] == [], summary(d)
+
+
+@pytest.mark.parametrize(
+    ("mean", "with_range", "severity"),
+    [(-0.8, False, ERROR), (-0.8, True, WARNING), (1.5, True, ERROR), (0.1, False, None)],
+    ids=["unit-scale", "half-range", "half-range-error", "small"],
+)
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=lambda s: f"seed{s}")
+def test_advantage_drift_is_found_near_its_onset(seed, mean, with_range, severity):
+    run = healthy_run(N_STEPS, seed=seed)
+    if with_range:
+        run = with_group_shares(run, seed)
+    rng = np.random.default_rng(seed)
+    set_from(run, K.ADV_MEAN, ONSET, mean + rng.normal(0, 0.02, N_STEPS))
+    found = diagnose(to_rows(run), kinds=["advantage_drift"]).findings
+    assert [f.severity for f in found] == ([severity] if severity else [])
+    if found:
+        assert abs(found[0].step - ONSET) <= TOLERANCE and found[0].evidence["mean"] == pytest.approx(
+            mean, abs=0.05
+        )
+        assert found[0].evidence["scale"] == pytest.approx(2.0 if with_range else 1.0, rel=0.1)
+
+
+@pytest.mark.parametrize(
+    ("plant_it", "severity"),
+    [
+        pytest.param(
+            lambda run: set_from(run, K.GRPO_FRAC_REWARD_ZERO_STD, ONSET, [1.0] * N_STEPS),
+            ERROR,
+            id="zero-spread",
+        ),
+        pytest.param(
+            lambda run: (
+                set_from(run, K.GRPO_FRAC_REWARD_ZERO_STD, ONSET, [1.0] * N_STEPS),
+                set_from(run, K.GRPO_FRAC_ALL_SOLVED, ONSET, [0.9] * N_STEPS),
+            ),
+            WARNING,
+            id="zero-spread-solved",
+        ),
+        pytest.param(
+            lambda run: (
+                set_from(run, K.ADV_MAX, ONSET, [0.0] * N_STEPS),
+                set_from(run, K.ADV_MIN, ONSET, [0.0] * N_STEPS),
+            ),
+            ERROR,
+            id="zero-advantages",
+        ),
+    ],
+)
+@pytest.mark.parametrize("seed", [0, 1], ids=lambda s: f"seed{s}")
+def test_a_learning_signal_that_stays_at_zero_is_found(seed, plant_it, severity):
+    run = with_group_shares(healthy_run(N_STEPS, seed=seed), seed)
+    plant_it(run)
+    (finding,) = diagnose(to_rows(run), kinds=["no_learning_signal"]).findings
+    assert (finding.severity, finding.step) == (severity, ONSET)
+    assert finding.evidence["window"] == [ONSET, ONSET + 4] and finding.evidence["consecutive_steps"] == 5
+
+
+def test_four_zero_spread_steps_in_a_row_are_not_yet_a_lost_signal():
+    run = with_group_shares(healthy_run(N_STEPS, seed=0), 0)
+    run[K.GRPO_FRAC_REWARD_ZERO_STD][ONSET : ONSET + 4] = [1.0] * 4
+    assert diagnose(to_rows(run), kinds=["no_learning_signal"]).findings == ()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=lambda s: f"seed{s}")
+def test_a_bimodal_solve_rate_is_an_advantage_collapse_warning(seed):
+    """Half the prompts always solved, half never: few groups carry a gradient, none of them unsolved."""
+    run = with_group_shares(healthy_run(N_STEPS, seed=seed), seed)
+    rng = np.random.default_rng(seed)
+    top, bottom = 0.45 + rng.normal(0, 0.02, N_STEPS), 0.5 + rng.normal(0, 0.02, N_STEPS)
+    set_from(run, K.GRPO_FRAC_ALL_SOLVED, ONSET, top)
+    set_from(run, K.GRPO_FRAC_NONE_SOLVED, ONSET, bottom)
+    set_from(run, K.GRPO_FRAC_REWARD_ZERO_STD, ONSET, top + bottom)
+    (finding,) = diagnose(to_rows(run), kinds=["advantage_collapse"]).findings
+    assert finding.severity == WARNING and abs(finding.step - ONSET) <= 2
+    assert finding.evidence["bimodal"] is True and finding.evidence["middle"] < 0.1
+    assert finding.metric == (K.GRPO_FRAC_ALL_SOLVED, K.GRPO_FRAC_NONE_SOLVED)
+
+
+@pytest.mark.parametrize(
+    ("bad_steps", "severity", "repeated_from"),
+    [
+        ([60], WARNING, None),
+        ([60, 64], WARNING, None),
+        ([60, 64, 68], ERROR, 68),
+        ([60, 75, 90], WARNING, None),
+    ],
+    ids=["once", "twice", "3-of-10", "3-spread-out"],
+)
+def test_nonfinite_gradients_alone_are_an_error_once_repeated(bad_steps, severity, repeated_from):
+    run = healthy_run(100, seed=0)
+    for step in bad_steps:
+        run[K.ACTOR_GRAD_NORM][step] = math.inf
+    (finding,) = diagnose(to_rows(run), kinds=["nonfinite"]).findings
+    assert (finding.severity, finding.step) == (severity, 60)
+    assert finding.evidence["gradient_only"] is True and finding.evidence["repeated_from"] == repeated_from
+    run[K.ACTOR_PG_LOSS][80] = math.nan  # a loss too: an error at once
+    (finding,) = diagnose(to_rows(run), kinds=["nonfinite"]).findings
+    assert finding.severity == ERROR and "gradient_only" not in finding.evidence

@@ -3,7 +3,10 @@
 Every error rlmetrics defines is an :class:`RLMetricsError`, and also the built-in type callers
 already catch (``ValueError``): ``except rlmetrics.errors.RLMetricsError`` catches what rlmetrics
 refused on purpose, ``except ValueError`` keeps working. Bad arguments are plain ``TypeError`` /
-``ValueError`` naming the argument, what was expected and what came.
+``ValueError`` naming the argument, what was expected and what came. One error is not a refusal
+but a decision: :class:`RunStopped`, raised by the live health monitor on a finding its action
+policy says to ``raise`` on; it is only an :class:`RLMetricsError` (no built-in base), so that no
+``except ValueError`` or ``except RuntimeError`` of a training loop swallows it by accident.
 
 Every warning rlmetrics emits is an :class:`RLMetricsWarning` (a ``RuntimeWarning``, as before),
 in one category per kind, so one kind can be silenced without silencing numpy's warnings or the
@@ -38,6 +41,8 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "DumpError",
     "HealthWarning",
@@ -45,6 +50,7 @@ __all__ = [
     "RLMetricsWarning",
     "RunReadError",
     "RunReadWarning",
+    "RunStopped",
     "TrackingWarning",
     "UndefinedMetricWarning",
     "ValidationDumpError",
@@ -65,6 +71,50 @@ class ValidationDumpError(RunReadError):
 
 class DumpError(RLMetricsError, ValueError):
     """A rollout dump that could not be read (missing, unreadable, malformed); the message says which."""
+
+
+class RunStopped(RLMetricsError):
+    """The live health monitor stopped the run: a finding its action policy says to act on.
+
+    Parameters
+    ----------
+    finding : object
+        The :class:`~rlmetrics.health.findings.Finding` that caused it (its ``kind``,
+        ``severity``, ``step`` and ``advice`` make the message).
+    action : str, keyword-only
+        ``"raise"`` (the policy's action) or ``"stop"`` (an integration unwinding a loop it cannot
+        break otherwise, e.g. verl's ``fit``).
+    step : int or None, keyword-only
+        The last step the monitor held when it acted.
+    findings : sequence, keyword-only
+        The new findings of the diagnosis that acted (the ones ``update`` would have returned).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> f = SimpleNamespace(kind="nonfinite", severity="error", step=7, advice="Lower the learning rate.")
+    >>> str(RunStopped(f, step=8))
+    'rlmetrics health: run stopped at step 8 on nonfinite (error) from step 7: Lower the learning rate.'
+    """
+
+    def __init__(
+        self,
+        finding: object,
+        *,
+        action: str = "raise",
+        step: int | None = None,
+        findings: Sequence[object] = (),
+    ) -> None:
+        self.finding = finding
+        self.action = action
+        self.step = step
+        self.findings = tuple(findings)
+        kind, severity = getattr(finding, "kind", "?"), getattr(finding, "severity", "?")
+        at = "" if step is None else f" at step {step}"
+        super().__init__(
+            f"rlmetrics health: run stopped{at} on {kind} ({severity}) from step "
+            f"{getattr(finding, 'step', '?')}: {getattr(finding, 'advice', '')}".rstrip(": ")
+        )
 
 
 class RLMetricsWarning(RuntimeWarning):

@@ -612,3 +612,17 @@ def reward_component_key(component: str, stat: str) -> str:
     'reward_components/format%2Fstrict/mean'
     """
     return f"{REWARD_COMPONENTS_PREFIX}{escape_category(component)}/{stat}"
+
+
+# --- health actions (HealthMonitor(actions=...)) ---------------------------------------------------
+#: Record of an action the live monitor took on a finding (``HealthMonitor(actions=...)``):
+#: ``health_action/<kind>`` is logged once, at the step it acted, with the value of the action in
+#: :data:`HEALTH_ACTION_VALUE`; the ``health/<kind>`` record of that kind gives the finding.
+HEALTH_ACTION_PREFIX = "health_action/"
+#: Value of a ``health_action/<kind>`` record: 1.0 the run was told to stop, 2.0 an exception raised.
+HEALTH_ACTION_VALUE = {"stop": 1.0, "raise": 2.0}
+
+
+def health_action(kind: str) -> str:
+    """Key of the record of an action on a health finding, e.g. ``health_action/nonfinite``."""
+    return f"{HEALTH_ACTION_PREFIX}{kind}"

@@ -13,6 +13,14 @@ are written into a table (one column per kept key, grown by doubling), the rows 
 keys as one block, so the per-step cost does not grow with the number of keys or steps. The
 diagnosis reads column views of that table. No thread is started: the check runs inside the
 ``update`` call that completes ``every`` steps.
+
+Acting on a finding: ``actions=`` (an :class:`ActionPolicy`, or its mapping) says, per kind and
+per severity, what the monitor does when a diagnosis holds a finding: ``"warn"`` (report it, the
+default), ``"stop"`` (set :attr:`HealthMonitor.should_stop`, which a loop checks; the TRL
+callback and the verl patch stop their trainer on it) or ``"raise"`` (raise
+:class:`rlmetrics.errors.RunStopped` from the ``update`` or ``check`` that found it). Each action
+is kept (:attr:`HealthMonitor.actions_taken`) and handed out once as a ``health_action/<kind>``
+record (:meth:`HealthMonitor.pop_action_records`).
 """
 
 from __future__ import annotations
@@ -22,16 +30,23 @@ import math
 import operator
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from rlmetrics import keys as K
 from rlmetrics._core.checks import check_int
-from rlmetrics.health.findings import Diagnosis, Finding, as_history
-from rlmetrics.health.rules import diagnose, watched_for_nonfinite
+from rlmetrics.errors import RunStopped
+from rlmetrics.health.findings import SEVERITIES, Diagnosis, Finding, as_history
+from rlmetrics.health.rules import KINDS, diagnose, watched_for_nonfinite
 from rlmetrics.health.signals import SIGNALS
 
-__all__ = ["HealthMonitor"]
+__all__ = ["ACTIONS", "Action", "ActionPolicy", "HealthMonitor"]
+
+#: What the monitor may do on a finding: report it, tell the loop to stop, raise RunStopped.
+ACTIONS = ("warn", "stop", "raise")
 
 _MIN_CAPACITY = 64
 _clock = time.perf_counter
@@ -95,6 +110,78 @@ class _Layout:
         )
 
 
+@dataclass(frozen=True)
+class ActionPolicy:
+    """What the live monitor does on a finding, per kind and per severity; checked once.
+
+    Parameters
+    ----------
+    actions : Mapping[str, str], optional
+        Key: a kind (:data:`~rlmetrics.health.rules.KINDS`, e.g. ``"nonfinite"``) or a severity
+        (``"warning"``, ``"error"``); value: one of :data:`ACTIONS`. A finding takes the action
+        of its kind, else of its severity, else ``"warn"``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``actions`` is not a mapping, names an unknown kind or severity, or an action outside
+        :data:`ACTIONS` (the message lists the allowed ones).
+
+    Examples
+    --------
+    >>> policy = ActionPolicy({"nonfinite": "raise", "error": "stop"})
+    >>> policy.action_for("nonfinite", "error"), policy.action_for("kl_drift", "error")
+    ('raise', 'stop')
+    >>> policy.action_for("kl_drift", "warning")
+    'warn'
+    """
+
+    actions: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        given = self.actions
+        if not isinstance(given, Mapping):
+            raise TypeError(
+                f"actions must be a mapping kind or severity -> action, e.g. {{'nonfinite': 'raise'}}; "
+                f"got {type(given).__name__}"
+            )
+        for key, action in given.items():
+            if key not in KINDS and key not in SEVERITIES:
+                raise ValueError(
+                    f"actions: unknown key {key!r}; expected a severity ({', '.join(SEVERITIES)}) or a "
+                    f"kind ({', '.join(KINDS)})"
+                )
+            if action not in ACTIONS:
+                raise ValueError(
+                    f"actions[{key!r}] must be one of {', '.join(map(repr, ACTIONS))}; got {action!r}"
+                )
+        object.__setattr__(self, "actions", MappingProxyType(dict(given)))
+
+    def action_for(self, kind: str, severity: str) -> str:
+        """The action on a finding of ``kind`` and ``severity``: its kind's, its severity's, or warn."""
+        return self.actions.get(kind) or self.actions.get(severity) or "warn"
+
+    @property
+    def acts(self) -> bool:
+        """Whether any finding can make the monitor do more than warn."""
+        return any(action != "warn" for action in self.actions.values())
+
+
+class Action(NamedTuple):
+    """An action the monitor took: ``"stop"`` or ``"raise"``, the finding that caused it, and the
+    last step held when it acted."""
+
+    action: str
+    finding: Finding
+    step: int
+
+
+def _as_policy(actions: ActionPolicy | Mapping[str, str] | None) -> ActionPolicy:
+    if isinstance(actions, ActionPolicy):
+        return actions
+    return ActionPolicy({} if actions is None else actions)  # type: ignore[arg-type]
+
+
 class HealthMonitor:
     """Diagnose a run while it is logged: the findings of kinds not reported before, every few steps.
 
@@ -115,6 +202,16 @@ class HealthMonitor:
         every due diagnosis runs; steps logged in a tight loop are diagnosed less often (a
         diagnosis reads the whole history and takes milliseconds). ``None``: every due
         diagnosis runs, whatever it costs (deterministic, for tests).
+    actions : ActionPolicy or Mapping[str, str], optional, keyword-only
+        What to do on a finding, per kind and severity (:class:`ActionPolicy`; default: warn on
+        every finding). ``{"nonfinite": "raise", "error": "stop"}``: raise
+        :class:`~rlmetrics.errors.RunStopped` on a NaN, stop on any other error. Acted on at
+        every diagnosis, for every finding it holds (so a kind first reported as a warning is
+        acted on when it becomes an error), each kind at most once.
+    defer_raise : bool, keyword-only
+        ``True``: a ``"raise"`` action does not raise from ``update``/``check``; it stops the
+        run like ``"stop"`` and :meth:`raise_pending` raises it later (integrations that must
+        first log the step or save a checkpoint set it).
 
     Notes
     -----
@@ -130,6 +227,12 @@ class HealthMonitor:
         Every finding returned so far, in the order reported (one per kind).
     last : Diagnosis or None
         The most recent diagnosis (with its skipped checks), ``None`` before the first.
+    should_stop : bool
+        Whether a ``"stop"`` or ``"raise"`` action was taken: a loop should end after this step.
+    stop_reason : Finding or None
+        The finding of the first such action.
+    actions_taken : list of Action
+        Every ``"stop"`` / ``"raise"`` action taken, in order.
 
     Examples
     --------
@@ -140,6 +243,16 @@ class HealthMonitor:
     ([], 20)
     >>> [f.kind for f in monitor.update({"actor/pg_loss": float("nan")}, 20) + monitor.check()]
     ['nonfinite']
+
+    A loop that stops itself:
+
+    >>> monitor = HealthMonitor(every=1, budget=None, actions={"error": "stop"})
+    >>> for step in range(100):
+    ...     _ = monitor.update({"actor/pg_loss": float("nan") if step == 3 else 0.1}, step)
+    ...     if monitor.should_stop:
+    ...         break
+    >>> step, monitor.stop_reason.kind, monitor.pop_action_records()
+    (3, 'nonfinite', {'health_action/nonfinite': 1.0})
     """
 
     def __init__(
@@ -149,7 +262,13 @@ class HealthMonitor:
         signals: Mapping[str, str] | None = None,
         every: int = 10,
         budget: float | None = 0.02,
+        actions: ActionPolicy | Mapping[str, str] | None = None,
+        defer_raise: bool = False,
     ) -> None:
+        self.actions = _as_policy(actions)
+        if not isinstance(defer_raise, bool):
+            raise TypeError(f"defer_raise must be True or False; got {type(defer_raise).__name__}")
+        self.defer_raise = defer_raise
         self.every = check_int(every, "every", minimum=1)
         if budget is not None:
             if isinstance(budget, bool) or not isinstance(budget, int | float):
@@ -173,6 +292,10 @@ class HealthMonitor:
                 )
         self._named_keys = frozenset(self.signals.values())
         self.reported: list[Finding] = []
+        self.actions_taken: list[Action] = []
+        self._acted: set[str] = set()
+        self._unrecorded: list[Action] = []
+        self._unraised: RunStopped | None = None
         self.last: Diagnosis | None = None
         self.n_steps = 0  #: distinct steps given so far
         self._kinds: set[str] = set()
@@ -229,8 +352,44 @@ class HealthMonitor:
             return []  # the last diagnosis was dear for the time since: wait a step
         return self.check()
 
+    @property
+    def should_stop(self) -> bool:
+        """Whether a ``"stop"`` or ``"raise"`` action was taken (the loop should end after this step)."""
+        return bool(self.actions_taken)
+
+    @property
+    def stop_reason(self) -> Finding | None:
+        """The finding of the first ``"stop"`` or ``"raise"`` action, ``None`` before one."""
+        return self.actions_taken[0].finding if self.actions_taken else None
+
+    def pop_action_records(self) -> dict[str, float]:
+        """The ``health_action/<kind>`` records of the actions taken since the last call.
+
+        Value 1.0 for ``"stop"``, 2.0 for ``"raise"`` (:data:`rlmetrics.keys.HEALTH_ACTION_VALUE`);
+        log them with the step, beside its ``health/<kind>`` records.
+        """
+        records = {K.health_action(a.finding.kind): K.HEALTH_ACTION_VALUE[a.action] for a in self._unrecorded}
+        self._unrecorded = []
+        return records
+
+    def raise_pending(self) -> None:
+        """Raise the :class:`~rlmetrics.errors.RunStopped` a deferred ``"raise"`` action holds, once.
+
+        Nothing happens when no ``"raise"`` action was taken with ``defer_raise=True``.
+        """
+        pending, self._unraised = self._unraised, None
+        if pending is not None:
+            raise pending
+
     def check(self) -> list[Finding]:
-        """Diagnose what is held now and return the findings of kinds not reported before."""
+        """Diagnose what is held now and return the findings of kinds not reported before.
+
+        Raises
+        ------
+        RunStopped
+            A finding whose action is ``"raise"`` (not with ``defer_raise=True``); its
+            ``findings`` are the new findings this call would have returned.
+        """
         start = _clock()
         self._since_check = 0
         history = self.history()
@@ -245,7 +404,28 @@ class HealthMonitor:
         self.reported.extend(fresh)
         self._last_end = _clock()
         self._last_cost = self._last_end - start
+        if self.actions.acts:
+            self._act(diagnosis, fresh)
         return fresh
+
+    def _act(self, diagnosis: Diagnosis, fresh: list[Finding]) -> None:
+        """Take the policy's action on each finding of a kind not acted on yet; raise on ``"raise"``."""
+        step = -1 if self._last_step is None else self._last_step
+        to_raise: RunStopped | None = None
+        for finding in sorted(diagnosis.findings, key=lambda f: f.step):
+            action = self.actions.action_for(finding.kind, finding.severity)
+            if action == "warn" or finding.kind in self._acted:
+                continue
+            self._acted.add(finding.kind)
+            taken = Action(action, finding, step)
+            self.actions_taken.append(taken)
+            self._unrecorded.append(taken)
+            if action == "raise" and to_raise is None and self._unraised is None:
+                to_raise = RunStopped(finding, action="raise", step=step, findings=fresh)
+        if to_raise is not None:
+            if not self.defer_raise:
+                raise to_raise
+            self._unraised = to_raise
 
     def history(self) -> Mapping[str, tuple[np.ndarray, np.ndarray]]:
         """The history held so far of the keys the rules read, key -> ``(steps, values)``.

@@ -20,6 +20,11 @@ kind                    parameter               default  source or reason
 nonfinite               min_points              1        one NaN/inf in a loss, gradient norm,
                                                          reward, advantage or KL poisons Adam's
                                                          moments and every later step
+nonfinite               repeat_k, repeat_n      3, 10    only gradient norms non-finite, under
+                                                         3 of 10 steps: a warning (an fp16 loss
+                                                         scaler skips an overflowing step);
+                                                         repeated, an error (prime-rl aborts on
+                                                         repeated non-finite gradients)
 advantage_collapse      level                   0.8      share of zero-spread groups that are
                                                          not all solved (``frac_all_solved``,
                                                          where logged: a solved group is a
@@ -27,6 +32,12 @@ advantage_collapse      level                   0.8      share of zero-spread gr
                                                          5 carries a gradient (DAPO's dynamic
                                                          sampling filters them)
 advantage_collapse      error_level             0.95     almost no group carries a gradient
+advantage_collapse      end_level               0.3      bimodal (a warning): 30% of the groups
+                                                         or more all solved and 30% none solved
+                                                         (a solved run keeps ~15% unsolved) ...
+advantage_collapse      middle_level            0.1      ... and under a tenth in between: the
+                                                         solve rates have two modes and no middle
+                                                         (a dip test on the per-group shares)
 entropy_collapse        fraction                0.1      entropy under 10% of its early level;
                                                          a ~70% fall is normal (Cui et al. 2025)
 entropy_collapse        error_fraction          0.02     under 2%: the policy is deterministic
@@ -125,6 +136,22 @@ no_learning_signal      error_fraction          0.001    under 0.1% (or 0): no u
 no_learning_signal      reward_sigmas           2.0      reward change between the halves of the
                                                          window under 2 noise sigmas: flat (a
                                                          median of n/2 points is noisier)
+no_learning_signal      zero_std_level          0.99     every group without reward spread ...
+no_learning_signal      adv_range_max           1e-6     ... or every advantage equal (max - min):
+                                                         GRPO's update is then exactly zero
+no_learning_signal      steps                   5        ... for 5 consecutive logged steps (an
+                                                         isolated all-zero batch is noise; the
+                                                         shipped demo has single ones)
+no_learning_signal      solved_level            0.5      a warning, not an error, when over half
+                                                         of those groups are all solved (done)
+advantage_drift         level                   0.25     batch mean of the advantages over a
+                                                         quarter of their half-range (max - min)
+                                                         / 2 (else of the unit spread of
+                                                         normalised advantages): GRPO's centred
+                                                         and PPO's whitened advantages sit at 0
+                                                         (healthy: under 0.02, demo and real
+                                                         logs)
+advantage_drift         error_level             0.5      half of it: one sign dominates
 (baseline rules)        baseline                10       points of the frozen early baseline
 (persistent rules)      k, n                    8, 10    8 of the last 10 logged points
 rollout_mismatch        k, n                    3, 5     a sourced absolute check: 3 of 5
@@ -323,12 +350,17 @@ def _below_baseline(
 
 
 @_rule(
-    thresholds={"min_points": 1.0},
+    thresholds={"min_points": 1.0, "repeat_k": 3.0, "repeat_n": 10.0},
     advice="A NaN or inf reached the update: lower the learning rate, check the reward function "
     "and the loss scaling, and restart from the last finite checkpoint.",
 )
 def nonfinite(history: History, p: Params) -> Result:
     """NaN or inf in a loss, value loss, gradient norm, reward, return, advantage or KL.
+
+    An error, except where only gradient norms are non-finite, fewer than ``repeat_k`` of any
+    ``repeat_n`` consecutive logged steps: a warning (an fp16 loss scaler skips the update of
+    an overflowing step and lowers its scale); repeated, an error (``repeated_from`` names the
+    step).
 
     Besides the signals' keys, every training key :func:`watched_for_nonfinite` names is
     watched (``critic/vf_loss``, ``critic/grad_norm``, ``train/policy_loss``, ``critic_loss``,
@@ -354,8 +386,32 @@ def nonfinite(history: History, p: Params) -> Result:
                 first = (int(steps[where[0]]), key)
     if first is None:
         return None
-    evidence = {"nonfinite_points": bad, "first_key": first[1]}
-    return Finding("nonfinite", ERROR, first[0], tuple(bad), evidence, ADVICE["nonfinite"])
+    evidence: dict[str, Any] = {"nonfinite_points": bad, "first_key": first[1]}
+    severity = ERROR
+    if all(_is_gradient_norm(key) for key in bad):
+        # an fp16 loss scaler skips the step of an overflowing gradient: an error once repeated
+        repeated = _repeated_nonfinite(history, list(bad), int(p["repeat_k"]), int(p["repeat_n"]))
+        severity = ERROR if repeated is not None else WARNING
+        evidence |= {"gradient_only": True, "repeated_from": repeated}
+    return Finding("nonfinite", severity, first[0], tuple(bad), evidence, ADVICE["nonfinite"])
+
+
+def _is_gradient_norm(key: str) -> bool:
+    name = key.lower().rsplit("/", 1)[-1]
+    return "grad_norm" in name or "gradient_norm" in name
+
+
+def _repeated_nonfinite(history: History, keys: list[str], k: int, n: int) -> int | None:
+    """The first step at which ``k`` of the last ``n`` logged steps had a non-finite point in one of
+    ``keys`` (None if never)."""
+    steps = np.unique(np.concatenate([np.asarray(history[key][0]) for key in keys]))
+    bad = np.zeros(steps.size, dtype=bool)
+    for key in keys:
+        s, v = history[key]
+        bad[np.searchsorted(steps, np.asarray(s)[~np.isfinite(np.asarray(v, dtype=np.float64))])] = True
+    counts = np.convolve(bad.astype(np.int64), np.ones(n, dtype=np.int64))[: bad.size]
+    hit = np.flatnonzero(counts >= k)
+    return int(steps[hit[0]]) if hit.size else None
 
 
 _VALIDATION_PREFIXES = ("val-", K.VERL_LEGACY_VAL_PREFIX, "val_", "validation", "eval", "test")
@@ -451,8 +507,44 @@ def _above_level(kind: str, s: Series, p: Params, *, to_the_end: bool = False, *
     )
 
 
+def _bimodal(history: History, p: Params) -> Result:
+    """A bimodal solve rate: the groups at both ends (all solved, none solved), few in between.
+
+    A dip test on the per-prompt solve rates, read from the shares the group statistics log
+    (``grpo/frac_all_solved``, ``grpo/frac_none_solved``): each end holds ``end_level`` of the
+    groups or more, the middle (1 - both) under ``middle_level``, for k of n points.
+    """
+    solved, unsolved = resolve(history, "frac_all_solved"), resolve(history, "frac_none_solved")
+    if solved is None or unsolved is None:
+        return None
+    steps, a, b = np.intersect1d(solved.steps, unsolved.steps, return_indices=True)
+    top, bottom = solved.values[a], unsolved.values[b]
+    middle = Series(solved.key, steps, 1.0 - top - bottom)
+    if _too_short("advantage_collapse", middle, int(p["k"])):
+        return None
+    with np.errstate(invalid="ignore"):
+        flags = (top >= p["end_level"]) & (bottom >= p["end_level"]) & (middle.values < p["middle_level"])
+    hit = _persist(flags, p)
+    if hit is None:
+        return None
+    onset, end = hit
+    return _finding(
+        "advantage_collapse",
+        WARNING,
+        steps,
+        onset,
+        end,
+        middle,
+        metric=(solved.key, unsolved.key),
+        bimodal=True,
+        frac_all_solved=float(np.median(top[onset : end + 1])),
+        frac_none_solved=float(np.median(bottom[onset : end + 1])),
+        middle=float(np.median(middle.values[onset : end + 1])),
+    )
+
+
 @_rule(
-    thresholds={"level": 0.8, "error_level": 0.95, **_PERSIST},
+    thresholds={"level": 0.8, "error_level": 0.95, "end_level": 0.3, "middle_level": 0.1, **_PERSIST},
     advice="Most prompt groups are all right or all wrong: filter such prompts (dynamic "
     "sampling), raise the group size, or move to harder or easier data.",
 )
@@ -460,7 +552,10 @@ def advantage_collapse(history: History, p: Params) -> Result:
     """Most prompt groups have zero reward spread, and are not all solved: little learning signal.
 
     Groups whose every sample has full marks (``grpo/frac_all_solved``) are a success, not a
-    collapse: they are left out where that share is logged (TRL logs none).
+    collapse: they are left out where that share is logged (TRL logs none). Where the share of
+    groups none solved is logged too, a bimodal solve rate (30% or more of the groups at
+    each end, under a tenth between: half the prompts always solved, half never) is a warning
+    of this kind (``bimodal`` in its evidence).
     """
     s = _series(history, "advantage_collapse", "frac_reward_zero_std")
     if isinstance(s, Skipped):
@@ -472,7 +567,8 @@ def advantage_collapse(history: History, p: Params) -> Result:
     steps, zi, si = np.intersect1d(zero.steps, solved.steps, return_indices=True)
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, a point left out
         unsolved = Series(zero.key, steps, zero.values[zi] - solved.values[si])
-    return _above_level("advantage_collapse", unsolved, p, metric=(zero.key, solved.key))
+    found = _above_level("advantage_collapse", unsolved, p, metric=(zero.key, solved.key))
+    return found if isinstance(found, Finding) else _bimodal(history, p) or found
 
 
 def _tail_median(s: Series | None, n: int) -> float | None:
@@ -1054,11 +1150,89 @@ def critic_failure(history: History, p: Params) -> Result:
 
 
 @_rule(
-    thresholds={"fraction": 0.05, "error_fraction": 1e-3, "reward_sigmas": 2.0, **_BASE},
-    advice="Gradients are near zero while the reward is flat: the advantages vanish; "
-    "check the reward spread, the learning rate schedule and frozen parameters.",
+    thresholds={
+        "fraction": 0.05,
+        "error_fraction": 1e-3,
+        "reward_sigmas": 2.0,
+        "zero_std_level": 0.99,
+        "adv_range_max": 1e-6,
+        "steps": 5.0,
+        "solved_level": 0.5,
+        **_BASE,
+    },
+    advice="The update has nothing to learn from (gradients near zero, or no group with reward "
+    "spread, or every advantage zero): check the reward spread, filter solved and unsolvable prompts "
+    "(dynamic sampling), the learning rate schedule and frozen parameters.",
 )
 def no_learning_signal(history: History, p: Params) -> Result:
+    """No learning signal: the gradient norm flat near zero while the reward is flat; or (GRPO)
+    every group without reward spread (``frac_reward_zero_std`` at ``zero_std_level`` or
+    above), or every advantage of the batch equal (their max - min at most ``adv_range_max``),
+    for ``steps`` consecutive logged steps, solved groups or not: the update is zero.
+    """
+    arms = (_vanished_gradient(history, p), _zero_spread(history, p), _zero_advantages(history, p))
+    found = [a for a in arms if isinstance(a, Finding)]
+    if found:
+        return min(found, key=lambda f: f.step)
+    return arms[0] if all(isinstance(a, Skipped) for a in arms) else None
+
+
+def _consecutive(flags: np.ndarray, m: int) -> tuple[int, int] | None:
+    """The first run of ``m`` consecutive True flags, as (its first index, its last index)."""
+    run = 0
+    for i, flag in enumerate(flags):
+        run = run + 1 if flag else 0
+        if run == m:
+            return i - m + 1, i
+    return None
+
+
+def _zero_spread(history: History, p: Params) -> Result:
+    s = resolve(history, "frac_reward_zero_std")
+    if s is None:
+        return Skipped("no_learning_signal", "needs frac_reward_zero_std")
+    if short := _too_short("no_learning_signal", s, int(p["steps"])):
+        return short
+    with np.errstate(invalid="ignore"):
+        hit = _consecutive(s.values >= p["zero_std_level"], int(p["steps"]))
+    if hit is None:
+        return None
+    # every group solved is a success, not a failure: the run has nothing left to learn (a warning)
+    solved = resolve(history, "frac_all_solved")
+    at = solved.values[np.isin(solved.steps, s.steps[hit[0] : hit[1] + 1])] if solved is not None else None
+    share = float(np.nanmedian(at)) if at is not None and np.isfinite(at).any() else None
+    evidence: dict[str, Any] = {"zero_std_level": p["zero_std_level"], "consecutive_steps": int(p["steps"])}
+    if share is not None:
+        evidence["frac_all_solved"] = share
+    severity = WARNING if share is not None and share >= p["solved_level"] else ERROR
+    return _finding("no_learning_signal", severity, s.steps, *hit, s, **evidence)
+
+
+def _zero_advantages(history: History, p: Params) -> Result:
+    hi, lo = resolve(history, "advantage_max"), resolve(history, "advantage_min")
+    if hi is None or lo is None:
+        return Skipped("no_learning_signal", "needs advantage_max and advantage_min")
+    steps, a, b = np.intersect1d(hi.steps, lo.steps, return_indices=True)
+    spread = hi.values[a] - lo.values[b]
+    if short := _too_short("no_learning_signal", Series(hi.key, steps, spread), int(p["steps"])):
+        return short
+    with np.errstate(invalid="ignore"):
+        hit = _consecutive(spread <= p["adv_range_max"], int(p["steps"]))
+    if hit is None:
+        return None
+    return _finding(
+        "no_learning_signal",
+        ERROR,
+        steps,
+        *hit,
+        Series(hi.key, steps, spread),
+        metric=(hi.key, lo.key),
+        advantage_range=float(np.nanmax(spread[hit[0] : hit[1] + 1])),
+        consecutive_steps=int(p["steps"]),
+    )
+
+
+def _vanished_gradient(history: History, p: Params) -> Result:
     """Gradient norm flat near zero for a sustained window while the reward is flat."""
     s = _series(history, "no_learning_signal", "grad_norm", "reward")
     if isinstance(s, Skipped):
@@ -1098,6 +1272,47 @@ def no_learning_signal(history: History, p: Params) -> Result:
         ratio=ratio,
         reward_gain=gain[end],
     )
+
+
+@_rule(
+    thresholds={"level": 0.25, "error_level": 0.5, **_PERSIST},
+    advice="The advantages are no longer centred: check the advantage estimator and its "
+    "normalisation (per group, per batch), and a length gap between right and wrong answers "
+    "under a token-mean loss (long wrong answers pull the mean below zero).",
+)
+def advantage_drift(history: History, p: Params) -> Result:
+    """The batch mean of the advantages drifts from 0, where GRPO's (centred per group) and
+    whitened PPO/GAE advantages sit, for k of n points.
+
+    In units of the advantages' half-range (``(max - min) / 2``) where verl logs them, else of the
+    unit spread the normalisation gives; a step whose advantages are all equal is no_learning_signal's.
+    """
+    s = _series(history, "advantage_drift", "advantage")
+    if isinstance(s, Skipped):
+        return s
+    mean = s[0]
+    if short := _too_short("advantage_drift", mean, int(p["k"])):
+        return short
+    steps, values, scale = mean.steps, mean.values, np.ones(mean.values.size)
+    hi, lo = resolve(history, "advantage_max"), resolve(history, "advantage_min")
+    if hi is not None and lo is not None:
+        steps, a, b = np.intersect1d(hi.steps, lo.steps, return_indices=True)
+        steps, m, c = np.intersect1d(mean.steps, steps, return_indices=True)
+        values, scale = mean.values[m], (hi.values[a][c] - lo.values[b][c]) / 2.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(scale > 0, np.abs(values) / scale, np.nan)
+    drifted = Series(mean.key, steps, ratio)
+    found = _above_level("advantage_drift", drifted, p, metric=(mean.key,))
+    if not isinstance(found, Finding):
+        return found
+    window = found.evidence["window"]
+    at = (steps >= window[0]) & (steps <= window[1])
+    evidence = {
+        **found.evidence,
+        "mean": _num(np.nanmedian(values[at])),
+        "scale": _num(np.nanmedian(scale[at])),
+    }
+    return Finding(found.kind, found.severity, found.step, found.metric, evidence, found.advice)
 
 
 #: Every rule, in the order they run.

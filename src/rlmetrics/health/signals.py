@@ -117,6 +117,9 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
     ),
     "loss": (K.ACTOR_PG_LOSS, K.TRL_LOSS, K.TRL_PPO_POLICY_LOSS, K.OPENRLHF_POLICY_LOSS),
     "advantage": (K.ADV_MEAN,),
+    # the batch's largest and smallest advantage (verl): their spread, and the mean's scale
+    "advantage_max": (K.ADV_MAX,),
+    "advantage_min": (K.ADV_MIN,),
     "grad_norm": (K.ACTOR_GRAD_NORM, K.TRL_GRAD_NORM),
     # policy entropy (older verl and OpenRLHF log it under the name of its loss term)
     "entropy": (
@@ -175,6 +178,8 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
     "logp_abs_diff": (K.TRL_SAMPLING_LOGP_DIFFERENCE_MEAN,),
     # share of groups whose every sample has full marks (rlmetrics; TRL logs none)
     "frac_all_solved": (K.GRPO_FRAC_ALL_SOLVED,),
+    # share of groups none of whose samples is solved (rlmetrics; the TRL callback's grpo/ too)
+    "frac_none_solved": (K.GRPO_FRAC_NONE_SOLVED,),
     # perplexity of the training policy on its own rollouts (verl's rollout correction)
     "perplexity": (K.ROLLOUT_CORR_TRAINING_PPL,),
 }

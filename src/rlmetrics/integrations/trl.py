@@ -9,6 +9,14 @@ rules knowing TRL's names (:mod:`rlmetrics.health.signals`). With ``monitor=True
 :class:`rlmetrics.HealthMonitor` runs on it (each finding a ``HealthWarning`` and a
 ``health/<kind>`` record). The tracker is finished ``on_train_end``.
 
+Stopping a lost run: give the monitor an action policy
+(``monitor=HealthMonitor(actions={"nonfinite": "stop", "error": "stop"})``). When it says stop, the
+callback sets ``control.should_training_stop`` and ``control.should_save`` (the Trainer saves a
+checkpoint of that step, then ends the loop), warns once (a ``HealthWarning`` naming the finding)
+and logs a ``health_action/<kind>`` record. A ``"raise"`` action stops the same way, and
+``trainer.train()`` then raises :class:`rlmetrics.errors.RunStopped` from ``on_train_end``, once the
+checkpoint is saved and the run closed.
+
 Exact group statistics. TRL logs, per logging step, the mean over the generation batches of
 the window of each batch's ``reward_std`` and ``frac_reward_zero_std``; and no per-group
 statistic beyond that fraction. A callback's hooks are given no rewards, so the callback reads
@@ -45,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
-from rlmetrics.errors import TrackingWarning
+from rlmetrics.errors import HealthWarning, TrackingWarning
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.tracking import Tracker
 from rlmetrics.tracking.tracker import _BACKEND_KEYWORDS
@@ -94,7 +102,13 @@ class RLMetricsCallback(TrainerCallback):
         ``log_dir/project/experiment/`` (:attr:`run_dir`).
     monitor : bool or monitor, keyword-only
         ``True`` (default): a :class:`rlmetrics.HealthMonitor` with its defaults; ``False``:
-        none; or a monitor object, passed to the tracker as is.
+        none; or a monitor object, passed to the tracker as is. A monitor with an action
+        policy (``HealthMonitor(actions=...)``) stops the training when it says so (its
+        ``defer_raise`` is set: a ``"raise"`` is raised at the end of training, after the
+        checkpoint).
+    save_on_stop : bool, keyword-only
+        When the monitor stops the run, save a checkpoint of that step first
+        (``control.should_save``; default ``True``).
     group_metrics : bool, keyword-only
         Add the exact group statistics of each logging window (default ``True``; needs
         :meth:`attach`).
@@ -145,9 +159,13 @@ class RLMetricsCallback(TrainerCallback):
         group_metrics: bool = True,
         solved_threshold: float = 1.0,
         log_config: bool = True,
+        save_on_stop: bool = True,
         **tracker_options: Any,
     ) -> None:
         _check_options(project, experiment, tracker_options, group_metrics, log_config, solved_threshold)
+        if not isinstance(save_on_stop, bool):
+            raise TypeError(f"save_on_stop must be a bool; got {type(save_on_stop).__name__}")
+        self.save_on_stop: bool = save_on_stop
         self.project: str = project
         self.experiment: str | None = experiment
         self.backends: str | Sequence[Any] = backends
@@ -158,6 +176,8 @@ class RLMetricsCallback(TrainerCallback):
         self.tracker_options: dict[str, Any] = tracker_options
         self.tracker: Tracker | None = None
         self.trainer: Any = None
+        self._live: Any = None  # the monitor given to the tracker (kept if the tracker drops it)
+        self._stopped = False
         self._groups = _GroupWindow(enabled=group_metrics)
         self._numeric = _NumericRecord()
 
@@ -206,13 +226,16 @@ class RLMetricsCallback(TrainerCallback):
         output_dir = Path(getattr(args, "output_dir", None) or ".")
         log_dir = Path(self.log_dir) if self.log_dir is not None else output_dir / "rlmetrics"
         config = args.to_dict() if self.log_config and callable(getattr(args, "to_dict", None)) else None
+        self._live, self._stopped = _live_monitor(self.monitor), False
+        if isinstance(getattr(self._live, "defer_raise", None), bool):
+            self._live.defer_raise = True  # raised on_train_end, after the checkpoint
         self.tracker = Tracker(
             self.project,
             _experiment_name(self.experiment, args, output_dir),
             self.backends,
             config,
             log_dir=log_dir,
-            monitor=_live_monitor(self.monitor),
+            monitor=self._live,
             **self.tracker_options,
         )
         return self.tracker
@@ -251,10 +274,37 @@ class RLMetricsCallback(TrainerCallback):
         if _training(self.trainer):
             record.update(self._groups.take(self.trainer, self.solved_threshold))
         tracker.log(record, step=int(state.global_step))
+        self._act(tracker, control, int(state.global_step))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.tracker is not None:
             self.tracker.finish()
+        raise_pending = getattr(self._live, "raise_pending", None)
+        if callable(raise_pending):
+            raise_pending()  # a "raise" action: RunStopped out of trainer.train(), the run saved
+
+    def _act(self, tracker: Tracker, control: Any, step: int) -> None:
+        """Log the monitor's action records; when it says stop, stop the training (a checkpoint first)."""
+        pop = getattr(self._live, "pop_action_records", None)
+        records = pop() if callable(pop) else None
+        if records:
+            tracker.log(records, step=step)
+        if self._stopped or not getattr(self._live, "should_stop", False):
+            return
+        self._stopped = True
+        if control is not None:
+            control.should_training_stop = True
+            if self.save_on_stop:
+                control.should_save = True
+        reason = getattr(self._live, "stop_reason", None)
+        saved = "a checkpoint of this step is saved, then " if self.save_on_stop else ""
+        warnings.warn(
+            f"rlmetrics health: stopping the training at step {step} on {getattr(reason, 'kind', '?')} "
+            f"({getattr(reason, 'severity', '?')}) from step {getattr(reason, 'step', '?')}: {saved}the "
+            f"trainer ends its loop",
+            HealthWarning,
+            stacklevel=3,
+        )
 
 
 # --- the callback's pieces ---------------------------------------------------------------------

@@ -40,6 +40,20 @@ and a second one for options (JSON; a Hydra single-quoted string inside the shel
 
     "++ray_kwargs.ray_init.runtime_env.env_vars.RLMETRICS_VERL_OPTIONS='{\\"max_response_length\\": 1024}'"
 
+Stopping a lost run: with ``monitor=True`` the live :class:`rlmetrics.HealthMonitor` reads every
+step a patched trainer's ``fit`` logs (verl's ``Tracking.log`` is wrapped; the trainers whose
+class has the validation flattener have their ``fit`` wrapped: ``RayPPOTrainer``, the v1
+``PPOTrainer``, the separation trainer; an ``async def fit`` is not). Each finding is a
+``HealthWarning`` and a ``health/<kind>`` record logged with the step; ``actions=`` (as
+``HealthMonitor(actions=...)``) acts on them. verl's loop has no stop flag, and the step's
+``logger.log`` is its last call: on ``"stop"`` the wrapped ``log`` logs the step (with its
+``health/`` and ``health_action/`` records), prints ``rlmetrics health: stopping the run after
+step N ...`` and raises :class:`rlmetrics.errors.RunStopped`, which the wrapped ``fit`` catches:
+it runs verl's end-of-training clean-up (the async calls finalised, the dump executor shut
+down) and returns, the run ended after that step; no checkpoint is saved beyond verl's own
+``save_freq`` ones (a lost run's weights are rarely worth one). On ``"raise"`` the same
+``RunStopped`` leaves ``fit`` (the Ray task fails, ``main_ppo`` exits non-zero with the message).
+
 :func:`unpatch` puts every original back (the same objects). Tested with verl 0.9.1; another
 version gets a :class:`VerlPatchWarning` naming what was and was not patched.
 """
@@ -71,7 +85,8 @@ from rlmetrics._core.batch import as_batch
 from rlmetrics._core.checks import check_int
 from rlmetrics.aggregation import Metric
 from rlmetrics.aggregation import reduce_metrics as _reduce_metrics
-from rlmetrics.errors import RLMetricsWarning
+from rlmetrics.errors import HealthWarning, RLMetricsWarning, RunStopped, TrackingWarning
+from rlmetrics.health.monitor import ActionPolicy, HealthMonitor
 from rlmetrics.keys import ValName
 from rlmetrics.policy.staleness import compute_staleness_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
@@ -120,6 +135,11 @@ _DEFINITIONS: dict[str, tuple[str, ...]] = {
 }
 #: The trainers' method that files the nested validation dict under val-core / val-aux.
 _VAL_FLATTENER = "_val_metrics_update"
+#: The training loop of a trainer (a class with the flattener), wrapped to end it on a stop.
+_FIT = "fit"
+#: verl's logger class and its method that every trainer calls once per step, wrapped to feed
+#: the live monitor: (module, class) -> method.
+_LOGGERS = {("verl.utils.tracking", "Tracking"): "log"}
 
 
 class VerlPatchWarning(RLMetricsWarning, UserWarning):
@@ -183,6 +203,9 @@ class VerlPatchOptions:
     #: any sequence of top-level package names; kept as a tuple
     packages: Sequence[str] = ("verl",)
     preload: bool = True
+    monitor: bool = False
+    #: kind or severity -> "warn" | "stop" | "raise" (:class:`rlmetrics.health.monitor.ActionPolicy`)
+    actions: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         lengths = {
@@ -200,6 +223,8 @@ class VerlPatchOptions:
             "pass_at_k": _flag(self.pass_at_k, "pass_at_k"),
             "preload": _flag(self.preload, "preload"),
             "packages": _strings(self.packages, "packages"),
+            "monitor": _flag(self.monitor, "monitor"),
+            "actions": _actions(self.actions, self.monitor),
         }
         for name, value in checked.items():  # frozen: the normalised values are set once, here
             object.__setattr__(self, name, value)
@@ -240,7 +265,18 @@ class VerlPatchOptions:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
     return list(value) if isinstance(value, tuple) else value
+
+
+def _actions(actions: Any, monitor: Any) -> dict[str, str] | None:
+    """The action policy as a plain dict (checked by :class:`ActionPolicy`); it needs the monitor."""
+    if actions is None:
+        return None
+    if monitor is not True:
+        raise ValueError(f"actions= needs monitor=True (the live monitor takes the actions); got {actions!r}")
+    return dict(ActionPolicy(actions).actions)
 
 
 def _optional_length(value: Any, name: str) -> int | None:
@@ -574,6 +610,9 @@ class _State:
         self.sites: dict[tuple[int, str], _Site] = {}
         self.missing: set[str] = set()
         self.failed: dict[str, str] = {}
+        # the live monitor of the patched fit running now (None: none, or switched off)
+        self.live: HealthMonitor | None = None
+        self.in_fit = False
 
     def watched(self, name: str) -> bool:
         return any(name == p or name.startswith(p + ".") for p in self.options.packages)
@@ -616,14 +655,23 @@ class _State:
             self.sites[(id(module), attr)] = _Site(module, attr, pair[0], pair[1], f"{name}.{attr}")
 
     def _patch_class(self, cls: type) -> None:
-        fn = cls.__dict__.get(_VAL_FLATTENER)
+        """Wrap a trainer's validation flattener and ``fit``, and verl's logger's ``log``."""
+        self._wrap(cls, _VAL_FLATTENER, _promoting)
+        if hasattr(cls, _VAL_FLATTENER) and not inspect.iscoroutinefunction(cls.__dict__.get(_FIT)):
+            self._wrap(cls, _FIT, _stopping_fit)
+        method = _LOGGERS.get((cls.__module__, cls.__qualname__))
+        if method is not None:
+            self._wrap(cls, method, _monitored_log)
+
+    def _wrap(self, cls: type, attr: str, make: Callable[[Any], Any]) -> None:
+        fn = cls.__dict__.get(attr)
         if not inspect.isfunction(fn) or id(fn) in self.by_replacement:
             return
-        wrapper = _promoting(fn)
+        wrapper = make(fn)
         self._register(fn, wrapper)
-        setattr(cls, _VAL_FLATTENER, wrapper)
-        label = f"{cls.__module__}.{cls.__qualname__}.{_VAL_FLATTENER}"
-        self.sites[(id(cls), _VAL_FLATTENER)] = _Site(cls, _VAL_FLATTENER, fn, wrapper, label)
+        setattr(cls, attr, wrapper)
+        label = f"{cls.__module__}.{cls.__qualname__}.{attr}"
+        self.sites[(id(cls), attr)] = _Site(cls, attr, fn, wrapper, label)
 
     def scan(self) -> None:
         """Patch every loaded watched module (the definers first, so their functions are known)."""
@@ -667,6 +715,95 @@ def _promoting(flattener: Callable[..., Any]) -> Callable[..., Any]:
         return _promote_pass_at_k(flattener(*args, **kwargs))
 
     return wrapper
+
+
+# ----------------------------------------------------------------------------- the live monitor
+def _stopping_fit(fit: Callable[..., Any]) -> Callable[..., Any]:
+    """A trainer's ``fit`` with the live monitor (``monitor=True``): a ``"stop"`` ends it after
+    the step, a ``"raise"`` leaves it as :class:`RunStopped`."""
+
+    @functools.wraps(fit)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        options = _STATE.options
+        if not options.monitor or _STATE.in_fit:  # off, or a subclass's fit calling super().fit()
+            return fit(self, *args, **kwargs)
+        _STATE.in_fit = True
+        _STATE.live = HealthMonitor(every=1, budget=None, actions=options.actions, defer_raise=True)
+        try:
+            return fit(self, *args, **kwargs)
+        except RunStopped as stop:
+            if stop.action != "stop":
+                raise
+            _end_of_training(self)
+            return None
+        finally:
+            _STATE.in_fit, _STATE.live = False, None
+
+    return wrapper
+
+
+def _end_of_training(trainer: Any) -> None:
+    """What verl's fit does after its last step: finalise the async calls, shut the dump executor."""
+    finalize = getattr(getattr(trainer, "actor_rollout_wg", None), "async_calls_finalize_fn_exec", None)
+    if callable(finalize):
+        finalize(blocking=True)
+    shutdown = getattr(trainer, "_shutdown_dump_executor", None)
+    if callable(shutdown):
+        shutdown()
+
+
+def _monitored_log(log: Callable[..., Any]) -> Callable[..., Any]:
+    """verl's ``Tracking.log``, the step fed to the live monitor first: its new findings and
+    actions are logged with the step; then a stop ends the step with :class:`RunStopped`."""
+
+    @functools.wraps(log)
+    def wrapper(self: Any, data: Any, step: Any, *args: Any, **kwargs: Any) -> Any:
+        live = _STATE.live
+        if live is None or not isinstance(data, Mapping):
+            return log(self, data, step, *args, **kwargs)
+        records = _feed(live, data, step)
+        out = log(self, {**data, **records} if records else data, step, *args, **kwargs)
+        if live.should_stop and _STATE.live is live:
+            _STATE.live = None  # acted once: a later log (verl's clean-up) is not monitored
+            reason = live.stop_reason
+            print(f"{RunStopped(reason, action='stop', step=int(step))}; verl's fit ends here", flush=True)
+            live.raise_pending()  # a "raise" action
+            raise RunStopped(reason, action="stop", step=int(step))
+        return out
+
+    return wrapper
+
+
+def _feed(live: HealthMonitor, data: Mapping[Any, Any], step: Any) -> dict[str, float]:
+    """One logged step into the monitor: its ``health/<kind>`` and ``health_action/<kind>``
+    records (each finding also a ``HealthWarning``). A monitor that fails is switched off."""
+    scalars = {
+        k: float(v)
+        for k, v in data.items()
+        if isinstance(k, str)
+        and isinstance(v, int | float | np.integer | np.floating)
+        and not isinstance(v, bool)
+    }
+    try:
+        found = live.update(scalars, int(step))
+    except Exception as err:  # the metrics go on being logged without it
+        _STATE.live = None
+        warnings.warn(
+            f"the health monitor failed at step {step} and is switched off; verl's logging goes on: "
+            f"{type(err).__name__}: {err}",
+            TrackingWarning,
+            stacklevel=3,
+        )
+        return {}
+    records = {keys.health(f.kind): keys.HEALTH_SEVERITY_VALUE[f.severity] for f in found}
+    for f in found:
+        warnings.warn(
+            f"rlmetrics health: {f.kind} ({f.severity}) from step {f.step}: {f.advice}",
+            HealthWarning,
+            stacklevel=3,
+        )
+    records.update(live.pop_action_records())
+    return records
 
 
 _STATE = _State()
@@ -828,6 +965,8 @@ def patch(
     ks: Sequence[int] | None = None,
     packages: Sequence[str] = ("verl",),
     preload: bool = True,
+    monitor: bool = False,
+    actions: Mapping[str, str] | None = None,
 ) -> PatchReport:
     """Make verl's trainers, in this process, compute their metrics with rlmetrics.
 
@@ -858,6 +997,14 @@ def patch(
         one of their functions by name (found by reading the files, not from a list), so that
         the report is complete now; a module that fails to import is skipped with a
         :class:`VerlPatchWarning`.
+    monitor : bool, keyword-only
+        Run the live :class:`rlmetrics.HealthMonitor` on every step a patched trainer's ``fit``
+        logs (a diagnosis per step; findings as ``HealthWarning`` and ``health/<kind>`` records).
+    actions : dict, keyword-only, optional
+        What the monitor does on a finding, kind or severity -> ``"warn"`` / ``"stop"`` /
+        ``"raise"`` (:class:`rlmetrics.health.monitor.ActionPolicy`; needs ``monitor=True``):
+        ``"stop"`` ends ``fit`` after the step, ``"raise"`` raises
+        :class:`rlmetrics.errors.RunStopped` out of it (the module docstring says how).
 
     Returns
     -------
@@ -893,6 +1040,8 @@ def patch(
         ks=ks,
         packages=packages,
         preload=preload,
+        monitor=monitor,
+        actions=actions,
     )
     return _install(options)
 
