@@ -51,8 +51,8 @@ from rlmetrics.policy.staleness import compute_staleness_metrics, staleness_stat
 from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 from rlmetrics.tracking import Tracker, TrackingBackend, read_jsonl
 from rlmetrics.training.data import compute_data_metrics, data_statistics
-from rlmetrics.training.text import compute_text_metrics, text_statistics
 from rlmetrics.training.rewards import compute_reward_component_metrics, reward_component_statistics
+from rlmetrics.training.text import compute_text_metrics, text_statistics
 from rlmetrics.training.timers import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
     ACCELERATOR_PEAK_FLOPS,
