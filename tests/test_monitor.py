@@ -473,8 +473,28 @@ def test_a_loop_with_a_tracker_stops_on_the_monitors_flag(tmp_path):
             for step, row in enumerate(run_rows(nan_at=57)):
                 tr.log(row, step=step)
                 if mon.should_stop:
-                    tr.log(mon.pop_action_records(), step=step)  # (a Tracker that logs them itself: {})
                     break
-    assert step == 57 and tr.monitor is mon
+    assert step == 57 and tr.monitor is mon and mon.pop_action_records() == {}  # the Tracker took them
     rows = read_jsonl(tr.jsonl_path)
     assert rows[-1]["step"] == 57 and rows[-1][K.health_action("nonfinite")] == 1.0
+    assert rows[-1][K.health("nonfinite")] == K.HEALTH_SEVERITY_VALUE["error"]
+
+
+def test_a_raise_action_leaves_tracker_log_after_the_step_is_written(tmp_path):
+    from rlmetrics.errors import RunStopped
+    from rlmetrics.tracking import Tracker, read_jsonl
+
+    mon = HealthMonitor(every=1, budget=None, actions={"nonfinite": "raise"})
+    tr = Tracker("p", "e", log_dir=tmp_path, monitor=mon)
+    with pytest.warns(RuntimeWarning, match=r"rlmetrics health: nonfinite \(error\) from step 57"):
+        with pytest.raises(RunStopped, match=r"run stopped at step 57 on nonfinite"):
+            for step, row in enumerate(run_rows(nan_at=57)):
+                tr.log(row, step=step)
+    assert step == 57 and tr.monitor is mon  # not switched off as a failing monitor would be
+    tr.log({"after": 1.0}, step=58)  # raised once: the loop may go on logging (e.g. a last save)
+    tr.finish()
+    rows = read_jsonl(tr.jsonl_path)
+    at_57 = next(r for r in rows if r["step"] == 57)
+    assert at_57[K.health_action("nonfinite")] == K.HEALTH_ACTION_VALUE["raise"]
+    assert at_57[K.health("nonfinite")] == K.HEALTH_SEVERITY_VALUE["error"]
+    assert rows[-1]["step"] == 58 and rows[-1]["after"] == 1.0

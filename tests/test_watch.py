@@ -256,6 +256,35 @@ def test_watcher_sees_trl_finish(tmp_path):
     assert w.runs[0].status == "finished"
 
 
+@pytest.mark.parametrize("given", ["folder", "file"])
+def test_watcher_sees_a_tracker_finish_and_a_resume_undoes_it(tmp_path, given):
+    from rlmetrics.readers.jsonl import run_end
+    from rlmetrics.tracking import Tracker
+
+    tr = Tracker("p", "e", log_dir=tmp_path)
+    for s in range(3):
+        tr.log({K.SCORE_MEAN: 0.1 * s}, step=s)
+    w = Watcher([tr.run_dir if given == "folder" else tr.jsonl_path])
+    w.poll()
+    assert (w.runs[0].status, w.runs[0].last_step) == ("following", 2)
+    assert run_end(tr.jsonl_path) is None
+    tr.finish(exit_code=1)
+    w.poll()  # the end file alone changed: the run is looked at again
+    assert w.runs[0].status == "finished" and w.ended()
+    end = run_end(tr.jsonl_path)
+    assert end is not None and (end["exit_code"], end["last_step"]) == (1, 2)
+    again = Tracker("p", "e", log_dir=tmp_path, resume=True)
+    assert again.run_dir == tr.run_dir and run_end(tr.jsonl_path) is None
+    again.finish()
+
+
+def test_a_cut_end_file_still_marks_the_end(tmp_path):
+    from rlmetrics.readers.jsonl import RUN_END_FILE, run_end
+
+    (tmp_path / RUN_END_FILE).write_text('{"exit_co')
+    assert run_end(tmp_path / "metrics.jsonl") == {}
+
+
 def test_watcher_fails_a_rollout_dump(tmp_path):
     dump = tmp_path / "0.jsonl"
     append(dump, {"input": "q", "output": "a", "score": 1.0, "step": 0})

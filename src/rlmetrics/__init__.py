@@ -37,8 +37,9 @@ from rlmetrics.aggregation import (
     reduce_metrics,
     reducer_for_key,
 )
-from rlmetrics.errors import RLMetricsError, UndefinedMetricWarning
+from rlmetrics.errors import RLMetricsError, RunStopped, UndefinedMetricWarning
 from rlmetrics.health import Diagnosis, Finding, HealthMonitor, RunReadError, diagnose, load_history
+from rlmetrics.health.monitor import ActionPolicy
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.policy.logits import (
     entropy_and_sum_pi_squared_from_logits,
@@ -115,6 +116,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ACCELERATOR_PEAK_FLOPS",
+    "ActionPolicy",
     "AggregationType",
     "BatchView",
     "DemoConfig",
@@ -127,6 +129,7 @@ __all__ = [
     "MetricCollector",
     "RLMetricsError",
     "RunReadError",
+    "RunStopped",
     "Stage",
     "StageTimer",
     "Stats",

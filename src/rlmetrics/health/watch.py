@@ -17,8 +17,10 @@ optional package) is *failed* and no longer followed.
 A run has *finished* when its log says so: TRL's training summary (``train_runtime``, logged
 once after the last step: a key of a TensorBoard or ``trainer_state.json`` run, a dict at the
 end of a printed log) or verl's ``Final validation metrics`` line at the end of a console log.
-Other runs hold no end mark (a rlmetrics ``metrics.jsonl`` has none): the caller ends such a run
-after a time without new steps (:meth:`RunState.idle_for`).
+A rlmetrics run has finished when its Tracker did: ``finish()`` leaves
+:data:`~rlmetrics.readers.jsonl.RUN_END_FILE` beside ``metrics.jsonl``. Other runs hold no end mark
+(verl's file logger, a killed run): the caller ends such a run after a time without new steps
+(:meth:`RunState.idle_for`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from rlmetrics.health.findings import ERROR, SEVERITIES, Diagnosis, Finding, His
 from rlmetrics.readers import TRL_PRINTED, VERL_CONSOLE, read_run
 from rlmetrics.readers._run import Source
 from rlmetrics.readers.detect import locate
+from rlmetrics.readers.jsonl import RLMETRICS_JSONL, RUN_END_FILE, run_end
 from rlmetrics.readers.tail import TAIL_FORMATS, complete_size, extend_history, read_tail
 
 __all__ = ["KEY_SIGNALS", "NewFinding", "RunState", "Watcher", "at_least", "key_values", "run_finished"]
@@ -154,6 +157,8 @@ def run_finished(fmt: str | None, history: History, target: Path | None = None) 
     """
     if any(key in history for key in _TRL_END_KEYS):
         return True
+    if fmt == RLMETRICS_JSONL and target is not None:
+        return run_end(target if target.is_file() else target / "metrics.jsonl") is not None
     mark = _END_MARKS.get(fmt or "")
     if mark is not None and target is not None and target.is_file():
         with open(target, "rb") as fh:
@@ -168,7 +173,8 @@ def _signature(path: Path) -> Any:
     try:
         if not path.is_dir():
             st = path.stat()
-            return st.st_ino, st.st_size, st.st_mtime_ns
+            # a Tracker's end mark beside a metrics.jsonl changes the run without changing its file
+            return st.st_ino, st.st_size, st.st_mtime_ns, (path.parent / RUN_END_FILE).exists()
         stats = [(f.name, f.stat()) for f in path.iterdir() if f.is_file()]
         return tuple(sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats))
     except OSError:  # removed or rotated while being looked at: read it again

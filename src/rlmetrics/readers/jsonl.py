@@ -25,7 +25,15 @@ from rlmetrics.errors import RunReadError, ValidationDumpError
 from rlmetrics.readers._history import as_history, rows_history
 from rlmetrics.readers._run import Notes, Parsed, Source
 
-__all__ = ["DUMP_FIELDS", "RLMETRICS_JSONL", "VERL_JSONL", "is_verl_record", "read_jsonl"]
+__all__ = [
+    "DUMP_FIELDS",
+    "RLMETRICS_JSONL",
+    "RUN_END_FILE",
+    "VERL_JSONL",
+    "is_verl_record",
+    "read_jsonl",
+    "run_end",
+]
 
 RLMETRICS_JSONL = "rlmetrics-jsonl"
 VERL_JSONL = "verl-jsonl"
@@ -35,7 +43,30 @@ DUMP_FIELDS = ("input", "output", "gts", "prompt", "response", "data_source", "u
 _REPEATED = ("last", "all")
 _VERL_STEP, _VERL_DATA = "step", "data"  # verl's FileLogger record: {"step": s, "data": {...}}
 _CONFIG_FILE = "config.json"
+#: Written beside a run's ``metrics.jsonl`` when its Tracker finishes (``{"exit_code": 0,
+#: "last_step": 99, "_timestamp": ...}``); removed when the run is resumed. A run without it is
+#: still running, or was killed.
+RUN_END_FILE = "finished.json"
 _DUMP_HEAD = 50  # rows looked at to tell a rollout dump
+
+
+def run_end(metrics_path: str | Path) -> dict[str, Any] | None:
+    """The end record a finished Tracker left beside ``metrics_path``, ``None`` when there is none.
+
+    A file that is not a JSON object (cut by a crash) reads as ``{}``: the run did end.
+    """
+    path = Path(metrics_path).parent / RUN_END_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:
+        return {}
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def is_verl_record(record: Any) -> bool:

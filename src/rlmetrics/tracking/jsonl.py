@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlmetrics import keys as K
-from rlmetrics.readers.jsonl import read_jsonl  # the run reader's, re-exported here
+from rlmetrics.readers.jsonl import RUN_END_FILE, read_jsonl  # the run reader's, re-exported here
 from rlmetrics.tracking._backend import RunInfo
 from rlmetrics.tracking._files import _unwritable, _write_atomic
 from rlmetrics.tracking._values import _config_json
@@ -60,6 +60,7 @@ class JsonlBackend:
         self._orjson: Any = None
         self._dumps: Any = None
         self._newline = 0
+        self._last_step: int | None = None
 
     def __repr__(self) -> str:
         return f"JsonlBackend(fsync={self.fsync})"
@@ -68,7 +69,9 @@ class JsonlBackend:
         if self.path is not None:
             raise RuntimeError(f"this JsonlBackend already writes {str(self.path)!r}; make one per tracker")
         self.path = run.run_dir / "metrics.jsonl"
+        self._last_step: int | None = None
         try:
+            (run.run_dir / RUN_END_FILE).unlink(missing_ok=True)  # a resumed run is running again
             if run.config:
                 _write_atomic(run.run_dir / "config.json", _config_json(run.config) + "\n")
             # Unbuffered and O_APPEND: each write() lands whole at the end of the file, whatever
@@ -98,6 +101,7 @@ class JsonlBackend:
         if fh is None:
             raise RuntimeError(f"{self.path} is closed" if self.path else "JsonlBackend.log before start()")
         head = {_STEP: step, _TIMESTAMP: _now()}
+        self._last_step = step
         line = None
         # orjson writes NaN/inf as null: those lines go through json, which writes NaN/Infinity. A
         # finite sum proves every value finite (NaN and inf propagate; a sum that overflows goes
@@ -133,6 +137,14 @@ class JsonlBackend:
             view = view[written or 0 :]
 
     def finish(self, *, exit_code: int = 0) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        """Close ``metrics.jsonl``; mark the run finished (:data:`~rlmetrics.readers.jsonl.RUN_END_FILE`)."""
+        if self._fh is None:
+            return
+        self._fh.close()
+        self._fh = None
+        assert self.path is not None
+        end = {"exit_code": exit_code, "last_step": self._last_step, _TIMESTAMP: _now()}
+        try:
+            _write_atomic(self.path.parent / RUN_END_FILE, json.dumps(end) + "\n")
+        except OSError as err:
+            raise _unwritable(self.path.parent / RUN_END_FILE, err, "mark the run finished") from None

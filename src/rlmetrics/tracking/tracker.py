@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rlmetrics._core.checks import check_int
-from rlmetrics.errors import HealthWarning, TrackingWarning
+from rlmetrics.errors import HealthWarning, RunStopped, TrackingWarning
 from rlmetrics.tracking._backend import (
     Backend,
     RunInfo,
@@ -108,7 +108,10 @@ class Tracker:
         :meth:`finish` runs it once more, so that the steps after its last due diagnosis are
         checked too; those findings are logged with the last step. A monitor that raises gets
         one warning and is switched off (``monitor`` becomes ``None``); the metrics are logged
-        all the same.
+        all the same. A monitor's actions (``HealthMonitor(actions=...)``) are logged as
+        ``health_action/<kind>`` records with the step they were taken at; a ``"raise"`` action's
+        :class:`~rlmetrics.errors.RunStopped` leaves :meth:`log` (or :meth:`finish`) after the
+        step and its records are written, and a ``"stop"`` sets ``monitor.should_stop``.
 
     **backend_options
         Options of the backends given by name, kept from before the backend constructors
@@ -169,6 +172,7 @@ class Tracker:
         experiment = _check_name(experiment, "experiment")
         _check_options(resume, nonfinite, monitor)
         self.monitor = monitor
+        self._stopped: RunStopped | None = None
         self.project, self.nonfinite, self.resume = project, nonfinite, resume
         self.config = _config_to_dict(config)
         self._params = _flatten(self.config)  # colliding names fail here, before anything is written
@@ -299,6 +303,8 @@ class Tracker:
             values = self._prepare(values, dropped, step)
         self._last_step = step
         self._log_to_backends(values, step)
+        if self._stopped is not None:
+            self._raise_stopped()
 
     def _prepare(self, converted: dict[str, float], dropped: Sequence[tuple[str, str]], step: int) -> dict:
         """The converted step after the drop warnings, the ``nonfinite`` policy, the resume overlap
@@ -382,6 +388,9 @@ class Tracker:
         """
         try:
             records, messages = _finding_records(run())
+        except RunStopped as stop:  # a "raise" action: the step and its records are logged first
+            records, messages = _finding_records(stop.findings)
+            self._stopped = stop
         except Exception as err:
             self.monitor = None
             warnings.warn(
@@ -393,7 +402,16 @@ class Tracker:
             return values
         for message in messages:
             warnings.warn(message, HealthWarning, stacklevel=stacklevel)
+        pop = getattr(self.monitor, "pop_action_records", None)
+        if callable(pop):
+            records.update(pop())
         return {**values, **records} if records else values
+
+    def _raise_stopped(self) -> None:
+        """Raise the RunStopped a ``"raise"`` action of the monitor left, once its step is logged."""
+        stop, self._stopped = self._stopped, None
+        if stop is not None:
+            raise stop
 
     def _finish_all(self, exit_code: int) -> None:
         for name, backend, *_ in self._targets:
@@ -423,6 +441,7 @@ class Tracker:
                 self._log_to_backends(records, self._last_step)
         self._finish_all(exit_code)
         self._warn_lost_totals()
+        self._raise_stopped()
 
     def _warn_lost_totals(self) -> None:
         """One more warning for each backend that lost more than one record, with the count."""
