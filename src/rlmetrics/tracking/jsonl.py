@@ -69,7 +69,7 @@ class JsonlBackend:
         if self.path is not None:
             raise RuntimeError(f"this JsonlBackend already writes {str(self.path)!r}; make one per tracker")
         self.path = run.run_dir / "metrics.jsonl"
-        self._last_step: int | None = None
+        self._last_step = None
         try:
             (run.run_dir / RUN_END_FILE).unlink(missing_ok=True)  # a resumed run is running again
             if run.config:
