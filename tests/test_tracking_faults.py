@@ -392,7 +392,11 @@ def test_two_processes_appending_to_one_run_lose_nothing(tmp_path, zygote):
         assert zygote.reap(pid) == {"signal": None, "code": 0}
     lines = (tmp_path / "p" / "e" / "metrics.jsonl").read_bytes().split(b"\n")
     assert lines[-1] == b""
-    rows = [json.loads(line) for line in lines[:-1]]  # every line whole: json.loads raises otherwise
+    # A writer that starts while the other is mid-write can see the file end inside that line (the
+    # size grows page by page) and start on a fresh line, as after a crash: at most one blank line
+    # per start, which readers skip.
+    assert sum(not line for line in lines[:-1]) <= 2
+    rows = [json.loads(line) for line in lines[:-1] if line]  # every line whole: json.loads raises otherwise
     for w in "ab":
         mine = [r for r in rows if f"{w}/a" in r]
         assert [r["step"] for r in mine] == list(range(n))
