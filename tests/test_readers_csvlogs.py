@@ -3,13 +3,19 @@ layouts, clean and damaged; a damaged row costs that row, with a warning naming 
 
 from __future__ import annotations
 
+import csv
+import io
+import math
 import warnings
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlmetrics.errors import RunReadWarning
+from rlmetrics.health.sources import RunReadError, load_history
 from rlmetrics.readers import CSV_EXPORT, read_run
-from rlmetrics.readers.csvlogs import csv_export_records
+from rlmetrics.readers.csvlogs import csv_export_records, is_csv_export, parse_csv_export
 
 CLEAN = [
     ("wandb-panel", "run-1.csv", "Step,run-1 - reward,run-1 - reward__MIN\n1,0.1,0.0\n2,0.2,0.1\n"),
@@ -47,3 +53,153 @@ def test_a_damaged_row_costs_that_row(tmp_path, text, steps, lines):
         run = read_run(path)
     assert run.steps.tolist() == steps
     assert csv_export_records(text)[1] == lines
+
+
+# --- the parser and load_history ---------------------------------------------------------------
+
+WANDB = (
+    '"Step","exp-1 - train/reward","exp-1 - train/reward__MIN","exp-1 - train/reward__MAX",'
+    '"exp-1 - train/kl"\n'
+    '"1","0.5","0.4","0.6","0.01"\n'
+    '"2","0.6","0.5","0.7",""\n'
+    '"3","nan","","","0.03"\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "rows", "skipped"),
+    [
+        pytest.param(
+            WANDB,
+            "wandb_export",
+            [
+                {"step": 1, "train/reward": 0.5, "train/kl": 0.01},
+                {"step": 2, "train/reward": 0.6},
+                {"step": 3, "train/reward": math.nan, "train/kl": 0.03},
+            ],
+            0,
+            id="wandb-panel",
+        ),
+        pytest.param(
+            "Wall time,Step,Value\n1733000000.5,10,0.25\n1733000001.5,20,0.5\n",
+            "run-grpo_seed0-tag-critic_score_mean",
+            [{"step": 10, "critic_score_mean": 0.25}, {"step": 20, "critic_score_mean": 0.5}],
+            0,
+            id="tensorboard-scalar",
+        ),
+        pytest.param(
+            "Wall time,Step,Value\n1.0,1,2.0\n",
+            "entropy",
+            [{"step": 1, "entropy": 2.0}],
+            0,
+            id="tensorboard-any-file-name",
+        ),
+        pytest.param(
+            "key,value,step,timestamp\nloss,0.5,1,17\nreward,0.1,1,17\nloss,0.4,2,18\n",
+            "mlflow",
+            [{"step": 1, "loss": 0.5, "reward": 0.1}, {"step": 2, "loss": 0.4}],
+            0,
+            id="mlflow-long",
+        ),
+        pytest.param(
+            "step\tactor/entropy\tcritic/score/mean\n1\t0.9\t0.1\n2\t0.8\t0.2\n",
+            "pandas",
+            [
+                {"step": 1, "actor/entropy": 0.9, "critic/score/mean": 0.1},
+                {"step": 2, "actor/entropy": 0.8, "critic/score/mean": 0.2},
+            ],
+            0,
+            id="tab-separated",
+        ),
+        pytest.param(
+            "_step,loss\n1,0.5\n1.5,0.4\n,0.3\nx,0.2\n3,inf\n\n",
+            "damaged",
+            [{"step": 1, "loss": 0.5}, {"step": 3, "loss": math.inf}],
+            3,
+            id="damaged-steps-skipped",
+        ),
+        pytest.param(
+            "global_step,loss,note\n1,0.5,hello\n2,,\n",
+            "words",
+            [{"step": 1, "loss": 0.5}],
+            0,
+            id="non-numbers-are-missing",
+        ),
+    ],
+)
+def test_csv_exports_parse(text, name, rows, skipped):
+    assert is_csv_export(text)
+    got, bad = parse_csv_export(text, name=name)
+    assert bad == skipped
+    assert [
+        {k: (str(v) if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in got
+    ] == [{k: (str(v) if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()} for r in rows]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["step:1 - actor/entropy:0.4\n", "{'loss': 0.1}\n", "a,b\n1,2\n", "just words\n", ""],
+    ids=["verl-console", "trl-dict", "no-step-column", "words", "empty"],
+)
+def test_other_text_is_not_a_csv_export(text):
+    assert not is_csv_export(text)
+    assert parse_csv_export(text) == ([], 0)
+
+
+def test_load_history_reads_a_csv_export_by_content(tmp_path):
+    path = tmp_path / "export.txt"  # the name says nothing: the content does
+    path.write_text(WANDB)
+    history, kind = load_history(path)
+    assert kind == CSV_EXPORT
+    assert history["train/kl"][0].tolist() == [1, 3] and history["train/reward"][1][:2].tolist() == [0.5, 0.6]
+
+
+def test_damaged_rows_cost_one_warning(tmp_path):
+    path = tmp_path / "export.csv"
+    path.write_text("step,loss\n1,0.5\nbad,0.4\n2,0.3\n")
+    with pytest.warns(RuntimeWarning, match=r"1 damaged CSV record skipped \(2 read\)"):
+        history, _ = load_history(path)
+    assert history["loss"][0].tolist() == [1, 2]
+
+
+def test_a_csv_without_a_step_is_not_a_run(tmp_path):
+    path = tmp_path / "table.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(RunReadError, match=r"no text log was recognised.*CSV export"):
+        load_history(path)
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=32)
+
+
+@given(
+    st.dictionaries(
+        st.integers(0, 10**9), st.lists(st.one_of(finite, st.none()), min_size=3, max_size=3), max_size=30
+    ),
+    st.sampled_from(["wide", "wandb", "long"]),
+)
+@settings(max_examples=80, deadline=None)
+def test_property_any_history_written_in_a_layout_reads_back(table, layout):
+    keys = ["actor/entropy", "critic/score/mean", "loss"]
+    out = io.StringIO()
+    writer = csv.writer(out)
+    if layout == "long":
+        writer.writerow(["key", "value", "step"])
+        for step, values in table.items():
+            writer.writerows([k, repr(v), step] for k, v in zip(keys, values) if v is not None)
+    else:
+        prefix = "run-7 - " if layout == "wandb" else ""
+        writer.writerow(
+            ["Step", *(prefix + k for k in keys), *([prefix + keys[0] + "__MIN"] if prefix else [])]
+        )
+        for step, values in table.items():
+            writer.writerow(
+                [step, *("" if v is None else repr(v) for v in values), *(["0"] if prefix else [])]
+            )
+    rows, skipped = parse_csv_export(out.getvalue())
+    expected = [
+        {"step": s, **{k: v for k, v in zip(keys, values) if v is not None}}
+        for s, values in sorted(table.items())
+        if any(v is not None for v in values)
+    ]
+    assert skipped == 0 and rows == expected

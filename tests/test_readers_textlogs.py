@@ -14,6 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmetrics.errors import RunReadWarning
+from rlmetrics.health.sources import (
+    RLMETRICS_JSONL,
+    SOURCES,
+    TRL_TRAINER_STATE,
+    RunReadError,
+    load_history,
+)
 from rlmetrics.readers import TRL_PRINTED, VERL_CONSOLE, read_run
 from rlmetrics.readers import textlogs as T
 
@@ -198,3 +205,394 @@ def test_verl_console_one_damaged_record_costs_only_it(records, bad, prefix):
     rows, damaged = T.verl_console_records("\n".join(lines))
     assert damaged == [bad + 1]
     assert [r["step"] for r in rows] == [step for i, (step, _) in enumerate(records) if i != bad]
+
+
+# --- the parsers, and load_history detecting text logs ----------------------------------------
+
+
+INF = math.inf
+DIM_RAY = "\x1b[2m\x1b[36m(main_task pid=926049)\x1b[0m "
+
+
+def _same(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> bool:
+    """Rows equal, NaN equal to NaN."""
+    if len(got) != len(want):
+        return False
+    for g, w in zip(got, want):
+        if g.keys() != w.keys():
+            return False
+        for k, v in w.items():
+            if not (g[k] == v or (isinstance(v, float) and math.isnan(v) and math.isnan(g[k]))):
+                return False
+    return True
+
+
+def _wrap(line: str, width: int, prefix: str = "") -> list[str]:
+    """``line`` hard-wrapped at ``width`` characters, each piece with ``prefix`` in front."""
+    return [prefix + line[i : i + width] for i in range(0, len(line), width)]
+
+
+# ---------------------------------------------------------------------------------------------
+# verl console
+# ---------------------------------------------------------------------------------------------
+
+REC1 = "step:1 - actor/entropy:0.452 - critic/score/mean:0.300 - timing_s/gen:1.204"
+REC2 = "step:2 - actor/entropy:0.448 - critic/score/mean:0.350 - timing_s/gen:1.187"
+ROWS12 = [
+    {"actor/entropy": 0.452, "critic/score/mean": 0.3, "timing_s/gen": 1.204, "step": 1},
+    {"actor/entropy": 0.448, "critic/score/mean": 0.35, "timing_s/gen": 1.187, "step": 2},
+]
+CONFIG = [
+    "{'actor_rollout_ref': {'actor': {'clip_ratio': 0.2,",
+    "                                 'entropy_coeff': 0.001,",
+    "                                 'ppo_epochs': 1}}}",
+]
+
+VERL_CASES = [
+    ("clean", [REC1, REC2], ROWS12, 0),
+    ("ray-prefix-coloured", [RAY + REC1, RAY + REC2], ROWS12, 0),
+    ("ray-prefix-dim-coloured", [DIM_RAY + REC1, DIM_RAY + REC2], ROWS12, 0),
+    ("ray-prefix-with-ip", [f"(WorkerDict pid=1609, ip=10.1.2.3) {REC1}", REC2], ROWS12, 0),
+    (
+        "esc-lost-in-a-copy",
+        [f"[36m(TaskRunner pid=7)[0m {REC1}", f"[36m(TaskRunner pid=7)[0m {REC2}"],
+        ROWS12,
+        0,
+    ),
+    ("crlf", [REC1 + "\r", REC2 + "\r"], ROWS12, 0),
+    (
+        "interleaved-config-warnings-bars",
+        [
+            *[RAY + c for c in CONFIG],
+            "/usr/lib/python3/site-packages/torch/fsdp.py:690: FutureWarning: deprecated",
+            "Training Progress:   0%|          | 0/10 [00:00<?, ?it/s]",
+            RAY + REC1,
+            RAY,
+            "Training Progress:  10%|#         | 1/10 [00:11<01:40, 11.1s/it]\r" + RAY + REC2,
+            RAY + "list(reward_extra_infos_dict.keys())=[]",
+        ],
+        ROWS12,
+        0,
+    ),
+    ("progress-bar-before-on-the-line", ["  5%|#  | 1/20 [00:01<00:19] " + REC1, REC2], ROWS12, 0),
+    ("logging-prefix", ["2025-01-01 12:00:00,001 INFO " + REC1, "[train] " + REC2], ROWS12, 0),
+    (
+        "ray-repeated-suffix",
+        [RAY + REC1 + "\x1b[32m [repeated 3x across cluster]\x1b[0m", REC2],
+        ROWS12,
+        0,
+    ),
+    ("wrap-in-a-key", [REC1[:40], REC1[40:], REC2], ROWS12, 0),
+    ("wrap-in-a-number", [REC1[:27], REC1[27:], REC2[:70], REC2[70:]], ROWS12, 0),
+    ("wrap-in-step", ["ste", "p:1" + REC1[6:], REC2], ROWS12, 0),
+    ("wrap-prefix-repeated", [*_wrap(REC1, 33, RAY), *_wrap(REC2, 33, RAY)], ROWS12, 0),
+    ("wrap-width-1", [*_wrap(REC1, 1, RAY), *_wrap(REC2, 1)], ROWS12, 0),
+    ("wrap-space-lost", [REC1[:28].rstrip(), REC1[28:].lstrip(), REC2], ROWS12, 0),
+    (
+        "wrap-with-another-process-between",
+        [RAY + REC1[:30], "(WorkerDict pid=9) loading shard 3/4", RAY + REC1[30:], REC2],
+        ROWS12,
+        0,
+    ),
+    (
+        "nan-inf-ints-exponents",
+        ["step:3 - a:nan - b:inf - c:-inf - d:12 - e:1e-05 - f:-2.5E+3 - g:NaN - h:.5"],
+        [{"a": NAN, "b": INF, "c": -INF, "d": 12.0, "e": 1e-05, "f": -2500.0, "g": NAN, "h": 0.5, "step": 3}],
+        0,
+    ),
+    (
+        "non-numeric-skipped",
+        ["step:4 - a:0.1 - ids:[1, 2] - mode:None - name:qwen2 - shape:(3, 4) - b:2"],
+        [{"a": 0.1, "b": 2.0, "step": 4}],
+        0,
+    ),
+    (
+        "validation-then-training-same-step",
+        [
+            "step:0 - val-core/openai/gsm8k/acc/mean@1:0.521",
+            "step:0 - critic/lr(1e-4):0.100 - actor/pg_loss:-0.003",
+        ],
+        [
+            {"val-core/openai/gsm8k/acc/mean@1": 0.521, "step": 0},
+            {"critic/lr(1e-4)": 0.1, "actor/pg_loss": -0.003, "step": 0},
+        ],
+        0,
+    ),
+    ("damaged-cut-off-last", [REC1, REC2[:-9]], ROWS12[:1], 1),
+    ("damaged-empty-value", [REC1, "step:2 - actor/entropy:", REC2], ROWS12, 1),
+    ("damaged-number", ["step:1 - a:0.4x5 - b:1", REC2, "step:3 - c:1e-"], ROWS12[1:], 2),
+    ("no-record", ["hello", "step: the first one", "steps 3 of 10"], [], 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "rows", "skipped"), [c[1:] for c in VERL_CASES], ids=[c[0] for c in VERL_CASES]
+)
+def test_verl_console_records(lines, rows, skipped):
+    got, n = T.parse_verl_console("\n".join(lines) + "\n")
+    assert _same(got, rows), got
+    assert n == skipped
+    assert T.is_verl_console("\n".join(lines)) == bool(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# TRL / transformers printed dicts
+# ---------------------------------------------------------------------------------------------
+
+D1 = "{'loss': 0.0123, 'grad_norm': 0.31, 'learning_rate': 1e-06, 'reward': 0.5, 'epoch': 0.01}"
+D2 = "{'loss': -0.0045, 'grad_norm': 0.29, 'learning_rate': 2e-06, 'reward': 0.625, 'epoch': 0.02}"
+DROWS = [
+    {"loss": 0.0123, "grad_norm": 0.31, "learning_rate": 1e-06, "reward": 0.5, "epoch": 0.01, "step": 1},
+    {"loss": -0.0045, "grad_norm": 0.29, "learning_rate": 2e-06, "reward": 0.625, "epoch": 0.02, "step": 2},
+]
+SUMMARY = "{'train_runtime': 3462.78, 'train_samples_per_second': 0.404, 'train_loss': -0.0122, 'epoch': 1.0}"
+BAR2 = "\r 23%|##3       | 10/43 [14:12<44:45, 81.39s/it]"
+
+TRL_CASES = [
+    ("clean", [D1, D2], DROWS, 0),
+    (
+        "bare-nan-inf",
+        ["{'loss': nan, 'grad_norm': inf, 'reward': -inf, 'kl': NaN, 'epoch': 0.1}"],
+        [{"loss": NAN, "grad_norm": INF, "reward": -INF, "kl": NAN, "epoch": 0.1, "step": 1}],
+        0,
+    ),
+    (
+        "progress-bars-around",
+        [f"{BAR2}\r{' ' * 40}\r{D1}{BAR2}", f"{BAR2}{BAR2}{D2}"],
+        DROWS,
+        0,
+    ),
+    ("summary-dict-skipped", [D1, D2, BAR2 + SUMMARY + BAR2], DROWS, 0),
+    ("pprint-multi-line", [*D1.replace(", '", ",\n '").split("\n"), D2], DROWS, 0),
+    ("wrap-in-a-key-and-a-number", [D1[:20], D1[20:50], D1[50:], *_wrap(D2, 7)], DROWS, 0),
+    (
+        "step-and-global-step-used",
+        ["{'loss': 0.1, 'step': 10}", "{'loss': 0.2, 'global_step': 20}", "{'loss': 0.3}"],
+        [{"loss": 0.1, "step": 10}, {"loss": 0.2, "step": 20}, {"loss": 0.3, "step": 21}],
+        0,
+    ),
+    (
+        "eval-dict-joins-the-step-before",
+        [D1, "{'eval_loss': 0.7, 'eval_runtime': 3.1, 'epoch': 0.01}", D2],
+        [DROWS[0], {"eval_loss": 0.7, "eval_runtime": 3.1, "epoch": 0.01, "step": 1}, DROWS[1]],
+        0,
+    ),
+    (
+        "numpy-torch-reprs-and-other-values",
+        ["{'loss': np.float64(0.25), 'kl': tensor(0.5, device='cuda:0'), 'lr': [1e-06], 'tag': 'a'}"],
+        [{"loss": 0.25, "kl": 0.5, "step": 1}],
+        0,
+    ),
+    ("config-dicts-ignored", [*CONFIG, "{'model': 'qwen', 'lr': 1e-05}", D1, D2], DROWS, 0),
+    ("damaged-cut-off", [D1, D2[:40], D2], DROWS, 1),
+    ("damaged-not-a-literal", [D1, "{'loss': 0.1 'grad_norm': 2}", D2], DROWS, 1),
+    (
+        "progress-table-pipes",
+        [
+            "| Step | Training Loss | reward | rewards / correctness |",
+            "|---|---|---|---|",
+            "| 10 | 0.0 | 0.5 | 0.25 |",
+            "| 20 | 0.0012 | 0.75 | nan |",
+        ],
+        [
+            {"loss": 0.0, "reward": 0.5, "rewards/correctness": 0.25, "step": 10},
+            {"loss": 0.0012, "reward": 0.75, "rewards/correctness": NAN, "step": 20},
+        ],
+        0,
+    ),
+    (
+        "progress-table-tabs-no-log",
+        ["Step\tTraining Loss\tValidation Loss\treward", "5\tNo log\t0.9\t0.1", "10\t0.25\t0.8\t0.2"],
+        [
+            {"eval_loss": 0.9, "reward": 0.1, "step": 5},
+            {"loss": 0.25, "eval_loss": 0.8, "reward": 0.2, "step": 10},
+        ],
+        0,
+    ),
+    (
+        "progress-table-spaces",
+        ["Step  Training Loss  reward  kl", "1  0.000100  0.4  0.0", "2  0.000200  0.6  1e-05", "done"],
+        [
+            {"loss": 1e-4, "reward": 0.4, "kl": 0.0, "step": 1},
+            {"loss": 2e-4, "reward": 0.6, "kl": 1e-05, "step": 2},
+        ],
+        0,
+    ),
+    ("only-the-summary", [SUMMARY], [], 0),
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "rows", "skipped"), [c[1:] for c in TRL_CASES], ids=[c[0] for c in TRL_CASES]
+)
+def test_trl_printed_dicts(lines, rows, skipped):
+    got, n = T.parse_trl_printed("\n".join(lines) + "\n")
+    assert _same(got, rows), got
+    assert n == skipped
+    assert T.is_trl_printed("\n".join(lines)) == bool(rows)
+
+
+def test_clean_line_and_split_lines():
+    assert T.clean_line("\x1b[33m(raylet, ip=1.2.3.4)\x1b[0m x") == ("", "(raylet, ip=1.2.3.4) x")
+    assert T.clean_line("(run pid=3) \x1b[1mbold\x1b[0m") == ("(run pid=3)", "bold")
+    assert T.split_lines("a\rb\r\nc") == ["a", "b", "c"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Through load_history
+# ---------------------------------------------------------------------------------------------
+
+FILES = [
+    ("verl-console", "run.log", "\n".join([*CONFIG, *_wrap(REC1, 50, RAY), RAY + REC2]), VERL_CONSOLE),
+    ("verl-console-no-suffix", "output", f"{REC1}\n{REC2}\n", VERL_CONSOLE),
+    ("trl-printed", "train.txt", f"Loading...\n{BAR2}\r{D1}\n{D2}{BAR2}\n{SUMMARY}\n", TRL_PRINTED),
+    ("trl-table", "cell.txt", "Step | Training Loss | reward\n1 | 0.1 | 0.5\n2 | 0.2 | 0.6\n", TRL_PRINTED),
+    (
+        "trainer-state-renamed",
+        "state.txt",
+        '{\n  "log_history": [\n    {"loss": 0.1, "step": 1}\n  ]\n}\n',
+        TRL_TRAINER_STATE,
+    ),
+    (
+        "jsonl-unchanged",
+        "metrics.txt",
+        '{"step": 1, "loss": 0.1}\n{"step": 2, "loss": 0.2}\n',
+        RLMETRICS_JSONL,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "kind"), [f[1:] for f in FILES], ids=[f[0] for f in FILES])
+def test_load_history_detects_text_logs_by_content(tmp_path, name, text, kind):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        history, source = load_history(path)
+    assert source == kind and source in SOURCES
+    steps, values = history["loss" if kind != VERL_CONSOLE else "actor/entropy"]
+    assert steps.tolist() == ([1] if kind == TRL_TRAINER_STATE else [1, 2])
+    assert values.dtype.kind == "f"
+
+
+def test_load_history_verl_console_values(tmp_path):
+    path = tmp_path / "verl.txt"
+    path.write_text("\n".join(["noise", *_wrap(REC1, 17, DIM_RAY), "step:2 - actor/entropy:nan"]) + "\n")
+    history, source = load_history(path)
+    assert source == VERL_CONSOLE
+    assert history["actor/entropy"][0].tolist() == [1, 2]
+    assert history["actor/entropy"][1][0] == 0.452 and math.isnan(history["actor/entropy"][1][1])
+    assert history["timing_s/gen"][1].tolist() == [1.204]
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (
+            f"{REC1}\nstep:2 - a:\nstep:3 - b:1e-\n{REC2}\n",
+            r"log\.txt: 2 damaged verl console records skipped \(2 read\)",
+        ),
+        (f"{D1}\n{D2[:30]}\n{D2}\n", r"log\.txt: 1 damaged TRL printed record skipped \(2 read\)"),
+    ],
+    ids=["verl", "trl"],
+)
+def test_damaged_records_cost_one_warning(tmp_path, text, match):
+    path = tmp_path / "log.txt"
+    path.write_text(text)
+    with pytest.warns(RuntimeWarning, match=match) as record:
+        history, _ = load_history(path)
+    assert len([w for w in record if issubclass(w.category, RuntimeWarning)]) == 1
+    assert history
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("hello\nworld\n", r"the first line is not JSON .* no text log was recognised .*verl console log"),
+        ("step:1 - a:x\nstep:2 - b:[1]\n", r"no text log was recognised in the file; expected .*TRL"),
+        (f"{SUMMARY}\n", r"no text log was recognised"),
+        ("[1, 2]\n", r"expected a JSON object per line; the first line is a list"),
+        ("3\nstep:1 - a:0.5\n", None),
+    ],
+    ids=["plain-text", "no-numeric-field", "only-summary", "json-not-an-object", "json-number-then-verl"],
+)
+def test_unrecognised_text_is_a_run_read_error(tmp_path, text, match):
+    path = tmp_path / "log.txt"
+    path.write_text(text)
+    if match is None:  # a first line that is JSON but no object: the text is still looked at
+        assert load_history(path)[1] == VERL_CONSOLE
+        return
+    with pytest.raises(RunReadError, match=match):
+        load_history(path)
+
+
+def test_detection_reads_the_head_only(tmp_path):
+    path = tmp_path / "late.txt"
+    path.write_text("x" * 100 + "\n" + ("padding line\n" * 50_000) + REC1 + "\n")
+    assert T.is_verl_console(path.read_text())
+    with pytest.raises(RunReadError, match="no text log was recognised"):
+        load_history(path)  # the first record lies past the first 512 KiB
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties
+# ---------------------------------------------------------------------------------------------
+
+_rows = st.lists(
+    st.tuples(st.integers(0, 10**6), st.dictionaries(_keys, _values, min_size=1, max_size=6)),
+    min_size=1,
+    max_size=4,
+)
+_prefixes = st.sampled_from(["", "(TaskRunner pid=12) ", RAY, DIM_RAY, "(WorkerDict pid=5, ip=10.0.0.2) "])
+_junk = st.sampled_from(
+    [
+        "",
+        "Training Progress:  50%|#####     | 5/10 [00:05<00:05,  1.00it/s]",
+        "(WorkerDict pid=77) WARNING: a warning of another process",
+        "{'actor': {'lr': 1e-06}}",
+        "list(reward_extra_infos_dict.keys())=[]",
+    ]
+)
+
+
+def _expected(rows: list[tuple[int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [{**{k: float(v) for k, v in fields.items()}, "step": step} for step, fields in rows]
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=_rows, width=st.integers(1, 150), prefix=_prefixes, junk=_junk, colour=st.booleans())
+def test_verl_console_round_trip_wrapped_prefixed_coloured(rows, width, prefix, junk, colour):
+    lines: list[str] = []
+    for step, fields in rows:
+        for piece in _wrap(_record(step, fields), width):
+            lines.append(prefix + (f"\x1b[2m{piece}\x1b[0m" if colour else piece))
+        lines.append(junk)
+    got, skipped = T.parse_verl_console("\n".join(lines))
+    assert skipped == 0
+    assert _same(got, _expected(rows)), (got, lines)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=_rows, width=st.integers(1, 150), bars=st.booleans())
+def test_trl_printed_round_trip_wrapped(rows, width, bars):
+    lines: list[str] = []
+    for _, fields in rows:
+        printed = repr({"loss": 0.5, **fields})
+        pieces = _wrap(printed, width)
+        if bars:
+            pieces[0] = BAR2 + "\r" + pieces[0]
+            pieces[-1] += BAR2
+        lines += pieces
+    got, skipped = T.parse_trl_printed("\n".join(lines))
+    assert skipped == 0
+    want = [
+        {**{k: float(v) for k, v in {"loss": 0.5, **fields}.items()}, "step": i}
+        for i, (_, fields) in enumerate(rows, 1)
+    ]
+    assert _same(got, want), (got, lines)
+
+
+def test_the_old_module_path_is_the_same_module():
+    import rlmetrics.health.textlogs as old_path
+
+    assert old_path is T
