@@ -71,7 +71,16 @@ def test_unpaired_and_degenerate_results():
         (-0.5, 0.5, "inconclusive"),
         (float("nan"), 0.1, "undefined"),
     ],
-    ids=["better", "better-inside", "worse", "equivalent", "upper-at-margin", "lower-at-margin", "wide", "nan"],
+    ids=[
+        "better",
+        "better-inside",
+        "worse",
+        "equivalent",
+        "upper-at-margin",
+        "lower-at-margin",
+        "wide",
+        "nan",
+    ],
 )
 def test_margin_verdict_by_its_definition(low, high, verdict):
     """Strict inequalities: an interval that touches a margin is not inside it."""

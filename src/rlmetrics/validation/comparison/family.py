@@ -113,9 +113,9 @@ def adjust_comparisons(
 
     Examples
     --------
-    >>> from rlmetrics.validation.comparison.paired import unpaired_difference
+    >>> from rlmetrics.validation.comparison.paired import unpaired_difference as welch
     >>> from rlmetrics.validation.comparison.tables import TableComparison
-    >>> d = {f"m{i}": unpaired_difference(0.5, 0.01, 400, 0.5 + e, 0.01, 400) for i, e in enumerate([0.01, 0.04])}
+    >>> d = {f"m{i}": welch(0.5, 0.01, 400, 0.5 + e, 0.01, 400) for i, e in enumerate([0.01, 0.04])}
     >>> (c,) = adjust_comparisons([TableComparison("s", "acc", None, None, None, d, None)])
     >>> c.family.size, round(d["m0"].p_value, 3), round(c.adjusted["m0"].p_value, 3)
     (2, 0.48, 0.48)
