@@ -9,10 +9,15 @@ standard error and degrees of freedom, and a verdict in words from the differenc
 
 * ``"better"``: the interval lies above 0;
 * ``"worse"``: it lies below 0;
-* ``"no worse than <margin>"``: it lies above ``-margin`` (B non-inferior), but holds 0;
-* ``"inconclusive"``: it reaches below ``-margin`` and holds 0;
+* ``"equivalent within <margin>"``: it holds 0 and lies inside ``(-margin, +margin)`` (both one-sided
+  tests reject: B and A differ by less than the margin either way);
+* ``"no worse than <margin>"``: it holds 0 and lies above ``-margin`` but reaches ``+margin`` (B
+  non-inferior);
+* ``"inconclusive"``: it holds 0 and reaches ``-margin`` or below;
 * ``"undefined"``: no interval (fewer than two prompts).
 
+The first that applies is the verdict (:func:`margin_verdict`), so "better" and "worse" win over
+"equivalent" when an interval lies on one side of 0 and inside the margin.
 The interval is the two-sided one at the result's ``confidence``, so each bound is a one-sided
 test at ``(1 - confidence) / 2`` (the usual convention for non-inferiority: 2.5% at 95%).
 """
@@ -25,7 +30,17 @@ from typing import NamedTuple
 from rlmetrics.validation._args import check_scalar
 from rlmetrics.validation.comparison.paired import PairedDifference
 
-__all__ = ["MarginTest", "margin_test"]
+__all__ = ["VERDICTS", "MarginTest", "check_margin", "margin_test", "margin_verdict"]
+
+#: The verdicts, ``{margin}`` filled in by :func:`margin_verdict`.
+VERDICTS = (
+    "better",
+    "worse",
+    "equivalent within {margin}",
+    "no worse than {margin}",
+    "inconclusive",
+    "undefined",
+)
 
 
 class MarginTest(NamedTuple):
@@ -39,7 +54,7 @@ class MarginTest(NamedTuple):
     p_nonsuperior: float
     #: TOST p-value of H0 ``|B - A| >= margin``: the larger of the two
     p_equivalent: float
-    #: ``"better"``, ``"worse"``, ``"no worse than <margin>"``, ``"inconclusive"`` or ``"undefined"``
+    #: one of :data:`VERDICTS` (see :func:`margin_verdict`)
     verdict: str
 
 
@@ -80,13 +95,11 @@ def margin_test(result: PairedDifference, margin: float) -> MarginTest:
     >>> r = paired_difference([0.5, 0.75, 0.25, 1.0, 0.5, 0.75], [0.5, 0.75, 0.5, 1.0, 0.5, 0.5])
     >>> t = margin_test(r, 0.2)
     >>> round(r.ci_low, 3), round(r.ci_high, 3), t.verdict, round(t.p_noninferior, 3)
-    (-0.166, 0.166, 'no worse than 0.2', 0.013)
+    (-0.166, 0.166, 'equivalent within 0.2', 0.013)
     """
     if not isinstance(result, PairedDifference):
         raise TypeError(f"result must be a PairedDifference; got {type(result).__name__}")
-    margin = check_scalar(margin, "margin", minimum=0.0)
-    if not margin > 0.0:
-        raise ValueError(f"margin must be > 0 (the difference that does not matter); got {margin!r}")
+    margin = check_margin(margin)
     diff, se, df = result.diff, result.se, result.df
     if math.isnan(se) or math.isnan(result.ci_low):
         nan = math.nan
@@ -96,14 +109,51 @@ def margin_test(result: PairedDifference, margin: float) -> MarginTest:
     else:
         p_low = _one_sided((diff + margin) / se, df)
         p_high = _one_sided((margin - diff) / se, df)
-    return MarginTest(margin, p_low, p_high, max(p_low, p_high), _verdict(result, margin))
+    verdict = margin_verdict(result.ci_low, result.ci_high, margin)
+    return MarginTest(margin, p_low, p_high, max(p_low, p_high), verdict)
 
 
-def _verdict(result: PairedDifference, margin: float) -> str:
-    if result.ci_low > 0.0:
+def check_margin(margin: object, name: str = "margin") -> float:
+    """``margin`` as a float > 0, or an error naming ``name``."""
+    value = check_scalar(margin, name, minimum=0.0)
+    if not value > 0.0:
+        raise ValueError(f"{name} must be > 0 (the difference that does not matter); got {value!r}")
+    return value
+
+
+def margin_verdict(ci_low: float, ci_high: float, margin: float) -> str:
+    """The verdict in words of an interval ``[ci_low, ci_high]`` of ``B - A`` against ``margin``.
+
+    Parameters
+    ----------
+    ci_low, ci_high : float
+        A two-sided interval of the difference (NaN: none).
+    margin : float
+        The difference that does not matter, > 0.
+
+    Returns
+    -------
+    str
+        The first of, in order: ``"undefined"`` (a NaN bound), ``"better"`` (``ci_low > 0``),
+        ``"worse"`` (``ci_high < 0``), ``"equivalent within <margin>"`` (``-margin < ci_low`` and
+        ``ci_high < margin``), ``"no worse than <margin>"`` (``ci_low > -margin``),
+        ``"inconclusive"``.
+
+    Examples
+    --------
+    >>> margin_verdict(-0.004, 0.006, 0.01), margin_verdict(-0.004, 0.02, 0.01)
+    ('equivalent within 0.01', 'no worse than 0.01')
+    >>> margin_verdict(0.001, 0.02, 0.01)
+    'better'
+    >>> margin_verdict(-0.03, 0.005, 0.01), margin_verdict(-0.03, -0.001, 0.01)
+    ('inconclusive', 'worse')
+    """
+    if math.isnan(ci_low) or math.isnan(ci_high):
+        return "undefined"
+    if ci_low > 0.0:
         return "better"
-    if result.ci_high < 0.0:
+    if ci_high < 0.0:
         return "worse"
-    if result.ci_low > -margin:
-        return f"no worse than {margin:g}"
+    if ci_low > -margin:
+        return f"equivalent within {margin:g}" if ci_high < margin else f"no worse than {margin:g}"
     return "inconclusive"

@@ -7,18 +7,23 @@ difference of B minus A with its interval, p-value and minimum detectable differ
 (:func:`~rlmetrics.validation.comparison.paired.paired_difference`); for 0/1 variables also the
 pass@k curves for every k up to the samples of the matched prompts and where they cross
 (:func:`~rlmetrics.validation.comparison.curves.compare_curves`). :func:`compare_summaries` does
-what can be done from two summaries alone (an unpaired test).
+what can be done from two summaries alone (an unpaired test). Both adjust the p-values and
+intervals of everything they test as one family (``adjust=``, Holm by default;
+:mod:`~rlmetrics.validation.comparison.family`) and, with ``margin=``, give each metric the two
+one-sided tests and a verdict in words (:mod:`~rlmetrics.validation.comparison.equivalence`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from rlmetrics.validation.comparison.curves import CurveComparison, compare_curves, pass_at_k_curves
+from rlmetrics.validation.comparison.equivalence import MarginTest, check_margin
+from rlmetrics.validation.comparison.family import Adjusted, Family, adjust_comparisons, check_adjust
 from rlmetrics.validation.comparison.paired import (
     PairedDifference,
     match_prompts,
@@ -48,6 +53,12 @@ class TableComparison:
     #: each run's own pass@k curve over the matched prompts, with pointwise (Wilson) intervals
     curve_a: IntervalTable | None = None
     curve_b: IntervalTable | None = None
+    #: the family every comparison of the call was adjusted over
+    family: Family | None = None
+    #: metric name -> its adjusted p-value, interval (and verdict)
+    adjusted: dict[str, Adjusted] = field(default_factory=dict)
+    #: metric name -> the two one-sided tests against the margin (with ``margin=``)
+    margins: dict[str, MarginTest] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (numbers, lists, strings) for JSON."""
@@ -61,6 +72,9 @@ class TableComparison:
             "curve": None if self.curve is None else _plain(vars(self.curve)),
             "curve_a": None if self.curve_a is None else _plain(self.curve_a._asdict()),
             "curve_b": None if self.curve_b is None else _plain(self.curve_b._asdict()),
+            "family": None if self.family is None else vars(self.family),
+            "adjusted": {name: vars(x) for name, x in self.adjusted.items()},
+            "margins": {name: t._asdict() for name, t in self.margins.items()},
         }
         return out
 
@@ -84,6 +98,8 @@ def compare_tables(
     curves: bool = True,
     n_boot: int = 2000,
     seed: int = 0,
+    adjust: str = "holm",
+    margin: float | None = None,
 ) -> list[TableComparison]:
     """Paired differences of B minus A on the prompts the two runs share.
 
@@ -99,12 +115,17 @@ def compare_tables(
         Compare the pass@k curves of 0/1 variables (a bootstrap over prompts).
     n_boot, seed : int, keyword-only
         Bootstrap replicates and seed of the curve comparison.
+    adjust : {"holm", "bh", "none"}, keyword-only
+        The adjustment of p-values and intervals over every metric compared
+        (:func:`~rlmetrics.validation.comparison.family.adjust_comparisons`).
+    margin : float > 0, optional, keyword-only
+        Non-inferiority / equivalence margin: each metric's two one-sided tests and verdict.
 
     Returns
     -------
     list of TableComparison
-        One per (source, variable) present in both runs, in A's order. Clusters of prompts
-        (``prompt_estimates(clusters=...)``) are taken from A.
+        One per (source, variable) present in both runs, in A's order, sharing one ``family``.
+        Clusters of prompts (``prompt_estimates(clusters=...)``) are taken from A.
 
     Examples
     --------
@@ -116,7 +137,10 @@ def compare_tables(
     >>> d = cmp.metrics["mean@4"]
     >>> cmp.n_matched, round(d.diff, 4), d.ci_low > 0, d.p_value < 0.05
     (8, 0.1875, True, True)
+    >>> cmp.family.method, cmp.family.size, cmp.adjusted["mean@4"].p_value >= d.p_value
+    ('holm', 5, True)
     """
+    adjust, margin = _family_options(adjust, margin)
     out = []
     for src, per_var in a.items():
         for var, ta in per_var.items():
@@ -124,7 +148,12 @@ def compare_tables(
             if tb is None:
                 continue
             out.append(_compare_pair(src, var, ta, tb, confidence, power, curves, n_boot, seed))
-    return out
+    return adjust_comparisons(out, method=adjust, margin=margin)
+
+
+def _family_options(adjust: object, margin: object) -> tuple[str, float | None]:
+    """``adjust`` and ``margin`` checked before any work."""
+    return check_adjust(adjust), None if margin is None else check_margin(margin)
 
 
 def _compare_pair(
@@ -185,12 +214,15 @@ def compare_summaries(
     *,
     confidence: float = 0.95,
     power: float = 0.8,
+    adjust: str = "holm",
+    margin: float | None = None,
 ) -> list[TableComparison]:
     """B minus A from two :func:`~rlmetrics.validation.exact.summary.summarize_validation` results alone.
 
     Without the prompts the pairing is lost: each metric gets Welch's unpaired test from the
     means, standard errors and prompt counts (wider than the paired one when the runs are
-    correlated, as two checkpoints on the same prompts are).
+    correlated, as two checkpoints on the same prompts are). ``adjust`` and ``margin`` as in
+    :func:`compare_tables`.
 
     Examples
     --------
@@ -202,6 +234,7 @@ def compare_summaries(
     >>> round(d.diff, 4), d.method
     (0.1875, 'unpaired (Welch)')
     """
+    adjust, margin = _family_options(adjust, margin)
     out = []
     for src, per_var in a.items():
         for var, body_a in per_var.items():
@@ -226,4 +259,4 @@ def compare_summaries(
                     power=power,
                 )
             out.append(TableComparison(src, var, None, None, None, metrics, None))
-    return out
+    return adjust_comparisons(out, method=adjust, margin=margin)
