@@ -101,6 +101,8 @@ def test_json_lists_every_run_and_is_written_atomically(tmp_path, rules):
         "metric": ["err/x"],
         "evidence": {"value": None, "n": 2},  # NaN as null: strict JSON
         "advice": "lower the lr",
+        "category": None,  # the run's own finding, no category folded in
+        "categories": [],
     }
     assert payload["runs"][1]["findings"] == []
     assert payload["runs"][1]["skipped"] == [{"kind": "kl_drift", "why": "no KL metric in the run"}]

@@ -567,13 +567,22 @@ def unescape_category(token: str) -> str:
     return raw.decode("utf-8", "surrogatepass")
 
 
+def category_prefix(group: str, category: str) -> str:
+    """The prefix every key of ``category`` of ``group`` starts with (its label in findings).
+
+    >>> category_prefix("data_source", "openai/gsm8k")
+    'by_data_source/openai%2Fgsm8k'
+    """
+    return f"{CATEGORY_PREFIX}{_check_group_name(group)}/{escape_category(category)}"
+
+
 def category_key(key: str, group: str, category: str) -> str:
     """The key of metric ``key`` restricted to ``category`` of ``group``.
 
     >>> category_key("critic/score/mean", "data_source", "openai/gsm8k")
     'by_data_source/openai%2Fgsm8k/critic/score/mean'
     """
-    return f"{CATEGORY_PREFIX}{_check_group_name(group)}/{escape_category(category)}/{key}"
+    return f"{category_prefix(group, category)}/{key}"
 
 
 def split_category_key(key: str) -> tuple[str, str, str] | None:

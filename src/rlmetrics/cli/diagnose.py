@@ -163,13 +163,18 @@ def _print_run(console: Console, name: str, source: str, kind: str, diagnosis: A
 
     n_err = sum(f.severity == "error" for f in diagnosis.findings)
     n_warn = len(diagnosis.findings) - n_err
-    head = f"[bold]{escape(name)}[/bold] [dim]({escape(source)}, {escape(kind)})[/dim]: "
+    n_cat = len(diagnosis.categories)
+    cats = f", {n_cat} categor{'y' if n_cat == 1 else 'ies'} diagnosed" if n_cat else ""
+    head = f"[bold]{escape(name)}[/bold] [dim]({escape(source)}, {escape(kind)}{cats})[/dim]: "
     if not diagnosis.findings:
         console.print(head + "[green]no findings[/green]", soft_wrap=True)
     else:
         console.print(head + f"{n_err} error(s), {n_warn} warning(s)", soft_wrap=True)
         table = Table(show_lines=False)
-        for column in ("kind", "severity", "step", "metric", "evidence"):
+        # the category column where a finding is a category's or names some (a run logged with group_by=)
+        where = any(f.category is not None or f.categories for f in diagnosis.findings)
+        columns = ("kind", "severity", "step", *(("where",) if where else ()), "metric", "evidence")
+        for column in columns:
             table.add_column(column, justify="right" if column == "step" else "left", overflow="fold")
         for f in diagnosis.findings:
             style = _SEVERITY_STYLE.get(f.severity, "")
@@ -177,13 +182,15 @@ def _print_run(console: Console, name: str, source: str, kind: str, diagnosis: A
                 escape(f.kind),
                 f"[{style}]{escape(f.severity)}[/{style}]" if style else escape(f.severity),
                 str(f.step),
+                *((escape(f.where),) if where else ()),
                 escape(", ".join(f.metric)),
                 escape(f.evidence_text()),
             )
         console.print(table)
         # the advice under the table, one line a finding: a sixth column would be too narrow to read
         for f in diagnosis.findings:
-            console.print(f"  [bold]{escape(f.kind)}[/bold]: {escape(f.advice)}", soft_wrap=True)
+            at = f" [dim]({escape(f.category)})[/dim]" if f.category is not None else ""
+            console.print(f"  [bold]{escape(f.kind)}[/bold]{at}: {escape(f.advice)}", soft_wrap=True)
     for s in diagnosis.skipped:
         console.print(f"[dim]  skipped {escape(s.kind)}: {escape(s.why)}[/dim]", soft_wrap=True)
 

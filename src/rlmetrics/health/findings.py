@@ -71,6 +71,12 @@ class Finding:
         Values and windows behind it (JSON-serialisable numbers and strings).
     advice : str
         One sentence: what usually causes it and what to try.
+    category : str or None
+        Where it was found when it is one category's: the prefix of that category's keys
+        (``"by_data_source/gsm8k"``, :func:`rlmetrics.keys.category_prefix`); None for the run.
+    categories : tuple of str
+        For a finding of the run: the categories that show it too (folded into it, see
+        :mod:`rlmetrics.health.categories`); empty otherwise.
     """
 
     kind: str
@@ -79,10 +85,30 @@ class Finding:
     metric: tuple[str, ...]
     evidence: dict[str, Any] = field(default_factory=dict)
     advice: str = ""
+    category: str | None = None
+    categories: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity must be one of {SEVERITIES}; got {self.severity!r}")
+        if self.category is not None and self.categories:
+            raise ValueError(
+                f"a finding of category {self.category!r} names no other categories; got "
+                f"categories={self.categories!r}"
+            )
+
+    @property
+    def where(self) -> str:
+        """Where it holds, in words: ``"run"``, its category, or the run and the categories folded in.
+
+        >>> Finding("kl_drift", "warning", 3, (), category="by_data_source/gsm8k").where
+        'by_data_source/gsm8k'
+        >>> Finding("kl_drift", "warning", 3, (), categories=("by_data_source/a", "by_data_source/b")).where
+        'run (also by_data_source/a, by_data_source/b)'
+        """
+        if self.category is not None:
+            return self.category
+        return f"run (also {', '.join(self.categories)})" if self.categories else "run"
 
     def evidence_text(self) -> str:
         """The evidence on one line, numbers to 4 significant digits.
@@ -96,10 +122,33 @@ class Finding:
         return ", ".join(f"{k}={_evidence_value(v)}" for k, v in self.evidence.items())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: ``kind, severity, step, metric, evidence, advice``."""
+        """JSON-ready form: ``kind, severity, step, metric, evidence, advice, category, categories``."""
         out = asdict(self)
         out["metric"] = list(self.metric)
+        out["categories"] = list(self.categories)
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        """The finding of :meth:`to_dict` (read back from JSON); ``category`` and ``categories`` optional.
+
+        >>> f = Finding("nonfinite", "error", 7, ("actor/pg_loss",), {"first_key": "actor/pg_loss"})
+        >>> Finding.from_dict(f.to_dict()) == f
+        True
+        """
+        missing = [k for k in ("kind", "severity", "step", "metric") if k not in data]
+        if missing:
+            raise ValueError(f"a finding's dict needs {', '.join(missing)}; got keys {sorted(data)}")
+        return cls(
+            str(data["kind"]),
+            str(data["severity"]),
+            int(data["step"]),
+            tuple(data["metric"]),
+            dict(data.get("evidence") or {}),
+            str(data.get("advice", "")),
+            data.get("category"),
+            tuple(data.get("categories") or ()),
+        )
 
 
 def _evidence_value(value: Any) -> str:
@@ -125,10 +174,13 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """The findings of one run (ordered by step) and the checks that could not run."""
+    """The findings of one run (ordered by step), the checks that could not run, and the
+    categories diagnosed (their labels, ``by_<group>/<category>``; see
+    :mod:`rlmetrics.health.categories`)."""
 
     findings: tuple[Finding, ...]
     skipped: tuple[Skipped, ...] = ()
+    categories: tuple[str, ...] = ()
 
     def __iter__(self) -> Iterator[Finding]:
         """The findings, in step order (a diagnosis reads as the list of its findings)."""
@@ -145,4 +197,5 @@ class Diagnosis:
         return {
             "findings": [f.to_dict() for f in self.findings],
             "skipped": [s.to_dict() for s in self.skipped],
+            "categories": list(self.categories),
         }

@@ -165,7 +165,7 @@ conservative. verl's ``rollout_corr/ppl_ratio`` is checked both ways (``max(r, 1
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -173,6 +173,7 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
+from rlmetrics.health.categories import check_groups, fold_findings, in_category, split_history
 from rlmetrics.health.findings import ERROR, WARNING, Diagnosis, Finding, History, Series, Skipped, as_history
 from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, with_signals
 from rlmetrics.health.smoothing import (
@@ -1368,8 +1369,9 @@ def diagnose(
     thresholds: Mapping[str, Mapping[str, float]] | None = None,
     kinds: tuple[str, ...] | list[str] | None = None,
     signals: Mapping[str, str] | None = None,
+    groups: Sequence[str] | None = None,
 ) -> Diagnosis:
-    """Run the health rules over one run.
+    """Run the health rules over one run, and over each of its categories.
 
     Parameters
     ----------
@@ -1382,11 +1384,20 @@ def diagnose(
     signals : dict, optional
         ``{signal: key}``: the key of this run a signal reads (e.g. ``{"reward": "train_reward"}``
         for a custom loop), before the candidates of :data:`~rlmetrics.health.signals.SIGNALS`.
+        A category reads the same key under its prefix, where it logs it.
+    groups : sequence of str, optional
+        The groups whose categories (``by_<group>/<category>/<key>``, logged with ``group_by=``)
+        are diagnosed each as a run of its own (default: every group but the outcome split;
+        ``()``: none). :mod:`rlmetrics.health.categories` says which of their findings are
+        reported: a category's is folded into the run's finding of its kind when the plain
+        keys show it too (``Finding.categories``), and reported on its own, ``Finding.category``
+        naming it, when they do not (one source collapsed while the mean looks healthy).
 
     Returns
     -------
     Diagnosis
-        Findings ordered by step, and the rules that could not run, with why.
+        Findings ordered by step (the run's before a category's at the same step), the rules
+        that could not run on the run's plain keys, with why, and the categories diagnosed.
 
     Examples
     --------
@@ -1401,14 +1412,29 @@ def diagnose(
     unknown = [k for k in selected if k not in RULES]
     if unknown:
         raise ValueError(f"kinds: unknown kind(s) {unknown}; expected some of {list(KINDS)}")
-    h = with_signals(as_history(history), signals)
+    full = as_history(history)
+    plain, categories = split_history(full, groups=check_groups(groups), keep=(signals or {}).values())
+    findings, skipped = _run_rules(with_signals(plain, signals), selected, params)
+    in_categories: list[Finding] = []
+    for label, h in categories.items():
+        named = {signal: key for signal, key in (signals or {}).items() if key in h}
+        found, _ = _run_rules(with_signals(h, named or None), selected, params)
+        in_categories.extend(in_category(f, label, h) for f in found)
+    reported = fold_findings(findings, in_categories)
+    reported.sort(key=lambda f: (f.step, KINDS.index(f.kind), f.category is not None, f.category or ""))
+    return Diagnosis(tuple(reported), tuple(skipped), tuple(categories))
+
+
+def _run_rules(
+    history: History, kinds: tuple[str, ...], params: Mapping[str, Params]
+) -> tuple[list[Finding], list[Skipped]]:
+    """The findings and the skipped checks of the rules ``kinds`` over one history."""
     findings: list[Finding] = []
     skipped: list[Skipped] = []
-    for kind in selected:
-        result = RULES[kind](h, params[kind])
+    for kind in kinds:
+        result = RULES[kind](history, params[kind])
         if isinstance(result, Finding):
             findings.append(result)
         elif isinstance(result, Skipped):
             skipped.append(result)
-    findings.sort(key=lambda f: (f.step, KINDS.index(f.kind)))
-    return Diagnosis(tuple(findings), tuple(skipped))
+    return findings, skipped

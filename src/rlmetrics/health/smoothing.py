@@ -196,12 +196,26 @@ def rolling_baseline(values: np.ndarray, *, window: int, log: bool = False) -> t
     if window < 1 or x.size <= window:
         return median, mad
     windows = np.lib.stride_tricks.sliding_window_view(np.where(np.isfinite(x), x, np.nan), window)[:-1]
+    med = _row_nanmedian(windows)
+    median[window:] = med
+    mad[window:] = _row_nanmedian(np.abs(windows - med[:, None]))
+    return median, mad
+
+
+def _row_nanmedian(rows: np.ndarray) -> np.ndarray:
+    """``np.nanmedian(rows, axis=1)``: the rows without NaN by ``np.median`` (a partition, many
+    times faster than nanmedian's masked arrays), only the others by ``nanmedian``."""
+    if rows.shape[0] == 0:
+        return np.zeros(0)
+    holes = np.isnan(rows).any(axis=1)
+    if not holes.any():
+        return np.median(rows, axis=1)
+    out = np.empty(rows.shape[0])
+    out[~holes] = np.median(rows[~holes], axis=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a window of only non-finite points: NaN
-        med = np.nanmedian(windows, axis=1)
-        median[window:] = med
-        mad[window:] = np.nanmedian(np.abs(windows - med[:, None]), axis=1)
-    return median, mad
+        out[holes] = np.nanmedian(rows[holes], axis=1)
+    return out
 
 
 def window_median(values: np.ndarray, *, window: int) -> np.ndarray:
@@ -219,9 +233,7 @@ def window_median(values: np.ndarray, *, window: int) -> np.ndarray:
     if window < 1 or x.size < window:
         return out
     windows = np.lib.stride_tricks.sliding_window_view(np.where(np.isfinite(x), x, np.nan), window)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a window of only non-finite points: NaN
-        out[window - 1 :] = np.nanmedian(windows, axis=1)
+    out[window - 1 :] = _row_nanmedian(windows)
     return out
 
 
