@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 import pytest
-from planted_runs import healthy_run, plant, to_history
 
+from planted_runs import healthy_run, plant, to_history
 from rlmetrics import keys as K
 from rlmetrics.health.categories import check_groups, fold_findings, in_category, split_history
 from rlmetrics.health.findings import Diagnosis, Finding
@@ -218,7 +218,8 @@ def test_in_category_renames_metric_and_evidence_keys_only():
     g = in_category(f, "by_data_source/a", ["actor/pg_loss", "critic/score/mean"])
     assert g.metric == ("by_data_source/a/actor/pg_loss",)
     assert g.evidence == {"nonfinite_points": {"by_data_source/a/actor/pg_loss": 2}, "n": "actor"}
-    assert (g.kind, g.severity, g.step, g.advice, g.category) == (f.kind, f.severity, 3, f.advice, "by_data_source/a")
+    assert (g.kind, g.severity, g.step, g.advice) == (f.kind, f.severity, 3, f.advice)
+    assert g.category == "by_data_source/a"
 
 
 def _f(kind, severity, category=None):
@@ -239,7 +240,11 @@ def _f(kind, severity, category=None):
             [("k", "warning", None, ("B",)), ("k", "error", "A", ())],
         ),
         # a kind the run does not show: its own
-        ([], [_f("k", "error", "A"), _f("k", "error", "B")], [("k", "error", "A", ()), ("k", "error", "B", ())]),
+        (
+            [],
+            [_f("k", "error", "A"), _f("k", "error", "B")],
+            [("k", "error", "A", ()), ("k", "error", "B", ())],
+        ),
         # no category finding: the run's as it was
         ([_f("k", "warning")], [], [("k", "warning", None, ())]),
     ],

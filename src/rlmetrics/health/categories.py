@@ -100,7 +100,8 @@ def split_history(
             if split is None:
                 continue
         plain_key, group, category = split
-        if groups is None and group in DEFAULT_SKIPPED_GROUPS or groups is not None and group not in groups:
+        skipped = group in DEFAULT_SKIPPED_GROUPS if groups is None else group not in groups
+        if skipped:
             continue
         categories.setdefault(K.category_prefix(group, category), {})[plain_key] = history[key]
     return plain, {label: categories[label] for label in sorted(categories)}
@@ -127,8 +128,10 @@ def in_category(finding: Finding, label: str, keys: Iterable[str]) -> Finding:
     --------
     >>> f = Finding("entropy_collapse", "error", 30, ("actor/entropy",), {"first_key": "actor/entropy"})
     >>> g = in_category(f, "by_data_source/gsm8k", ["actor/entropy"])
-    >>> g.category, g.metric, g.evidence
-    ('by_data_source/gsm8k', ('by_data_source/gsm8k/actor/entropy',), {'first_key': 'by_data_source/gsm8k/actor/entropy'})
+    >>> g.category, g.metric
+    ('by_data_source/gsm8k', ('by_data_source/gsm8k/actor/entropy',))
+    >>> g.evidence
+    {'first_key': 'by_data_source/gsm8k/actor/entropy'}
     """
     names = {key: f"{label}/{key}" for key in keys}
     return replace(
@@ -161,8 +164,11 @@ def fold_findings(run: Sequence[Finding], by_category: Sequence[Finding]) -> lis
     >>> cats = [Finding("kl_drift", "warning", 42, (), category="by_data_source/a"),
     ...         Finding("kl_drift", "error", 41, (), category="by_data_source/b"),
     ...         Finding("entropy_collapse", "error", 30, (), category="by_data_source/c")]
-    >>> [(f.kind, f.category, f.categories) for f in fold_findings(run, cats)]
-    [('kl_drift', None, ('by_data_source/a',)), ('kl_drift', 'by_data_source/b', ()), ('entropy_collapse', 'by_data_source/c', ())]
+    >>> for f in fold_findings(run, cats):
+    ...     print(f.kind, f.category, f.categories)
+    kl_drift None ('by_data_source/a',)
+    kl_drift by_data_source/b ()
+    entropy_collapse by_data_source/c ()
     """
     rank = {severity: i for i, severity in enumerate(SEVERITIES)}
     of_kind = {f.kind: f for f in run}

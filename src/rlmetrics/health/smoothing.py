@@ -66,13 +66,13 @@ def debiased_ema(values: np.ndarray, weight: float = 0.6) -> np.ndarray:
     out = x.copy()
     if x.size == 0 or np.all(x == x[0]):
         return out
-    last, count = 0.0, 0
-    for i, value in enumerate(x.tolist()):
-        if not np.isfinite(value):
-            continue
-        last = last * weight + (1.0 - weight) * value
-        count += 1
-        out[i] = last / (1.0 - weight**count)
+    from scipy.signal import lfilter
+
+    finite = np.isfinite(x)
+    kept = x[finite]
+    # last = last * weight + (1 - weight) * x over the finite points is one first-order filter
+    smoothed = lfilter([1.0 - weight], [1.0, -weight], kept)
+    out[finite] = smoothed / (1.0 - weight ** np.arange(1, kept.size + 1, dtype=np.float64))
     return out
 
 

@@ -159,6 +159,8 @@ def last_per_step(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np
     >>> [a.tolist() for a in last_per_step(np.array([2, 1, 2]), np.array([0.5, 0.1, 0.7]))]
     [[1, 2], [0.1, 0.7]]
     """
+    if steps.size < 2 or bool((steps[1:] > steps[:-1]).all()):
+        return steps, values  # already in step order with no step twice: a run as it was logged
     order = np.argsort(steps, kind="stable")
     steps, values = steps[order], values[order]
     if steps.size > 1:

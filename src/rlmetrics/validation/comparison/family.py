@@ -159,7 +159,8 @@ def _confidence(results: list[PairedDifference]) -> float:
 def _distinct(entries: list[tuple[int, str, PairedDifference]]) -> tuple[list[int], np.ndarray]:
     """Each entry's hypothesis number, and each hypothesis's unadjusted p-value."""
     seen: dict[Any, int] = {}
-    hypothesis, p = [], []
+    hypothesis: list[int] = []
+    p: list[float] = []
     for i, _, r in entries:
         key = (i, _rounded(r.diff), _rounded(r.se), r.n, _rounded(r.df)) if math.isfinite(r.p_value) else None
         if key is None or key not in seen:
