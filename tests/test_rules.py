@@ -24,6 +24,18 @@ TOLERANCE = 12
 #: Validation is logged every 10 steps: reward_hacking's onset is known to a validation interval.
 TOLERANCE_OF = {"reward_hacking": TOLERANCE + 10}
 
+#: The rules of the staleness and text families, whose keys the planted runs do not log.
+OFF_POLICY_AND_TEXT_KINDS = (
+    "staleness_growth",
+    "staleness_cost",
+    "staleness_drops",
+    "staleness_length_bias",
+    "repetition_rise",
+    "gibberish_rise",
+    "format_failure_rise",
+    "stop_reason_shift",
+)
+
 PLANTED = [
     (vocabulary, algo, kind) for (vocabulary, algo), kinds in KINDS_BY_VOCABULARY.items() for kind in kinds
 ]
@@ -356,7 +368,8 @@ def test_short_runs_are_skipped_not_raised(n_steps):
     d = diagnose(to_rows(healthy_run(n_steps, seed=0, algo="ppo")))
     assert d.findings == ()
     short = [s for s in d.skipped if s.why.startswith("run too short")]
-    assert len(short) >= len(KINDS) - 3  # nonfinite, and the two rules with no critic/group signal
+    # nonfinite, the two rules with no critic/group signal, and the off-policy and text rules
+    assert len(short) >= len(KINDS) - 3 - len(OFF_POLICY_AND_TEXT_KINDS)
     assert all("needs" in s.why for s in short)
 
 

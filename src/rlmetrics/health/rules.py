@@ -152,6 +152,66 @@ advantage_drift         level                   0.25     batch mean of the advan
                                                          (healthy: under 0.02, demo and real
                                                          logs)
 advantage_drift         error_level             0.5      half of it: one sign dominates
+staleness_growth        window                  10       points of each of the two lag windows
+staleness_growth        min_rise                1.0      the lag median a whole version above
+                                                         the window before (lags are whole
+                                                         versions; a bounded queue holds the
+                                                         lag flat once it is full), k of n
+                                                         points up to the end of the run
+staleness_growth        rise_sigmas             3.0      ... and 3 noise sigmas (the noise of a
+                                                         difference of two 10-point medians is
+                                                         ~0.56 sigma)
+staleness_growth        error_lag               8.0      an error once the lag is 8 or more:
+                                                         the staleness family's last bucket
+                                                         (9 and more) lies beyond it
+staleness_cost          lag_rise                1.0      the lag a version above its early
+                                                         level ...
+staleness_cost          cost_factor             2.0      ... while the mismatch KL, the share of
+                                                         truncated importance weights or the
+                                                         clip fraction doubled at the same k
+                                                         of n points
+staleness_cost          min_kl, min_share       1e-3/    ... and rose by 0.001 nats (a
+                                                0.02     hundredth of the 0.1 verl's health
+                                                         check flags) or 2% of the tokens: a
+                                                         doubling of next to nothing is noise
+staleness_drops         share_rise              0.1      a tenth more of the generated samples
+                                                         dropped than at the lowest level so
+                                                         far: that generation is wasted
+staleness_drops         count_factor            2.0      peers log counts without a batch size:
+                                                         the count doubled (from none: one
+                                                         more a step)
+staleness_length_bias   ratio                   1.1      trained and generated mean lengths 10%
+                                                         apart: with a tenth dropped, the
+                                                         dropped twice as long as the kept
+staleness_length_bias   error_ratio             1.25     a quarter apart
+repetition_rise         loop_rise               0.1      one response in ten more ending in an
+                                                         n-gram loop than at the lowest level
+                                                         so far (a sampled policy rarely loops
+                                                         to its end)
+repetition_rise         distinct_fall           0.1      mean distinct-n 0.1 below its highest
+gibberish_rise          compression_rise        0.05     mean compression ratio up by 0.05:
+                                                         2 KB of README prose compress to 0.58,
+                                                         random characters to 0.76 (zlib level
+                                                         1): over a quarter turned to noise
+gibberish_rise          non_word_rise           0.1      a tenth more of the pieces non-words
+                                                         (random characters: all of them)
+format_failure_rise     fail_rise               0.1      a tenth more answers failing the
+                                                         format check than at the best so far
+(rising rules)          rise_sigmas             4.0      repetition, gibberish, format, drops:
+                                                         the rise also 4 noise sigmas (binomial
+                                                         noise of a share of a batch)
+(rising rules)          error_factor            3.0      a rise 3x its threshold, or two arms
+                                                         rising together: an error
+(rising rules)          window                  10       points of the window medians whose
+                                                         lowest (best) so far is the reference
+stop_reason_shift       window                  10       the median of the 10 points before
+                                                         each point is its reference
+stop_reason_shift       length_jump             0.2      a fifth more stopped by the length
+                                                         limit than just before: a jump, not a
+                                                         drift (length_truncation's)
+stop_reason_shift       error_jump              0.1      a tenth more stopped by an error
+stop_reason_shift       takeover_level          0.5      most responses stop so: an error
+stop_reason_shift       k, n                    3, 5     a jump that lasts, not one bad batch
 (baseline rules)        baseline                10       points of the frozen early baseline
 (persistent rules)      k, n                    8, 10    8 of the last 10 logged points
 rollout_mismatch        k, n                    3, 5     a sourced absolute check: 3 of 5
@@ -161,6 +221,12 @@ reward_hacking          k, n                    2, 3     validation is sparse: 2
 TRL's ``sampling/sampling_logp_difference/mean`` is the mean ``|log p_train - log p_rollout|``;
 ``exp`` of it is at most NeMo-RL's mean ``exp|...|`` (Jensen), so the 1.05 check on it is
 conservative. verl's ``rollout_corr/ppl_ratio`` is checked both ways (``max(r, 1/r)``).
+
+The off-policy rules read the lag under rlmetrics' ``staleness/`` keys or the peers' names
+:mod:`rlmetrics.policy.staleness` maps to them (verl, prime-rl, slime; see
+:mod:`~rlmetrics.health.signals`). The text rules name the steps whose samples show a finding
+(``sample_steps`` in its evidence: the last step before its onset, the onset, the worst step),
+for a report to open those steps' sample tables.
 """
 
 from __future__ import annotations
@@ -168,7 +234,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -1314,6 +1380,463 @@ def advantage_drift(history: History, p: Params) -> Result:
         "scale": _num(np.nanmedian(scale[at])),
     }
     return Finding(found.kind, found.severity, found.step, found.metric, evidence, found.advice)
+
+
+# --- off-policy staleness (policy.staleness) -------------------------------------------------------
+
+
+def _hinge_onset(values: np.ndarray, lo: int, hi: int, end: int) -> int:
+    """Where a flat series turns into a rising line: the break ``s`` in ``[lo, hi]`` of the
+    least-squares fit ``a + b * max(i - s, 0)`` to the points ``lo .. end`` (their indices)."""
+    idx = np.arange(lo, end + 1)
+    y = values[lo : end + 1]
+    ok = np.isfinite(y)
+    idx, y = idx[ok], y[ok]
+    best, best_sse = hi, np.inf
+    for s in range(lo, hi + 1):
+        design = np.column_stack([np.ones(idx.size), np.clip(idx - s, 0, None)])
+        coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+        sse = float(np.sum((y - design @ coef) ** 2))
+        if sse < best_sse - 1e-12:
+            best, best_sse = s, sse
+    return best
+
+
+@_rule(
+    thresholds={"window": 10.0, "min_rise": 1.0, "rise_sigmas": 3.0, "error_lag": 8.0, **_PERSIST},
+    advice="The off-policy lag keeps growing: the generator outruns the trainer. Bound the queue "
+    "(a staleness threshold or an async level), drop or down-weight stale samples, or give the "
+    "trainer more of the hardware.",
+)
+def staleness_growth(history: History, p: Params) -> Result:
+    """The off-policy lag grows without bound: its median over the last ``window`` points a whole
+    version (``min_rise``) above the ``window`` before, in k of n points up to the end of the run.
+
+    A lag that is high but flat is not growth (a pipeline configured for it), nor is the ramp of a
+    queue filling up at the start of a run (``rlmetrics demo --off-policy-lag N`` ramps 0 .. N
+    and stays there): only a rise that still holds over the last ``n`` points counts. The onset
+    is the break of a flat-then-rising line fitted before the first flagged point.
+    """
+    s = _series(history, "staleness_growth", "staleness_lag")
+    if isinstance(s, Skipped):
+        return s
+    lag, w = s[0], int(p["window"])
+    if short := _too_short("staleness_growth", lag, 2 * w + int(p["k"])):
+        return short
+    _, steps, values = lag
+    recent = window_median(values, window=w)
+    before = np.concatenate([np.full(w, np.nan), recent[:-w]])
+    limit = max(p["min_rise"], p["rise_sigmas"] * noise_sigma(values))
+    with np.errstate(invalid="ignore"):
+        flags = recent - before >= limit
+    hit = last_persistent(flags, k=int(p["k"]), n=int(p["n"]))
+    if hit is None:
+        return None
+    first, end = hit
+    onset = _hinge_onset(values, max(first - 3 * w, 0), first, min(first + w, end))
+    at_end = float(np.nanmedian(values[-w:]))
+    at_onset = float(np.nanmedian(values[max(onset - w + 1, 0) : onset + 1]))
+    span = max(int(steps[end] - steps[onset]), 1)
+    return _finding(
+        "staleness_growth",
+        ERROR if at_end >= p["error_lag"] else WARNING,
+        steps,
+        onset,
+        end,
+        lag,
+        lag_at_onset=at_onset,
+        lag_now=at_end,
+        growth_per_step=(at_end - at_onset) / span,
+        window_rise=recent[end] - before[end],
+    )
+
+
+#: The cost signals staleness_cost reads with the lag: (signal, absolute value, floor parameter).
+_LAG_COSTS = (
+    ("mismatch_kl", True, "min_kl"),
+    ("is_clip_share", False, "min_share"),
+    ("clip_fraction", False, "min_share"),
+)
+
+
+@_rule(
+    thresholds={
+        "lag_rise": 1.0,
+        "cost_factor": 2.0,
+        "min_kl": 1e-3,
+        "min_share": 0.02,
+        **_BASE,
+    },
+    advice="The rollout/training mismatch or the clipped importance weights rise with the lag: "
+    "the stale samples cost the update. Bound the staleness, correct with (truncated) importance "
+    "weights, or drop samples past a lag.",
+)
+def staleness_cost(history: History, p: Params) -> Result:
+    """The lag and what it costs rise together: the lag a version (``lag_rise``) above its early
+    level while the rollout/training mismatch KL, the share of truncated (or zeroed) importance
+    weights, or the PPO clip fraction reaches ``cost_factor`` times its early level (and at least
+    ``min_kl`` nats, ``min_share`` of the tokens above it), at the same k of n points.
+
+    A cost that rises while the lag stays at its level is another failure's
+    (``rollout_mismatch``); a lag that rises for free is ``staleness_growth``'s. An error when two
+    costs rise with the lag.
+    """
+    s = _series(history, "staleness_cost", "staleness_lag")
+    if isinstance(s, Skipped):
+        return s
+    lag, window = s[0], int(p["baseline"])
+    costs = [(sig, found, a, f) for sig, a, f in _LAG_COSTS if (found := resolve(history, sig)) is not None]
+    if not costs:
+        return Skipped(
+            "staleness_cost", "needs a mismatch KL, a clipped importance-weight share or a clip fraction"
+        )
+    if short := _too_short("staleness_cost", lag, window + int(p["k"])):
+        return short
+    hits: dict[str, tuple[Series, np.ndarray, int, int, float, float]] = {}
+    for signal, cost, absolute, floor in costs:
+        steps, li, ci = np.intersect1d(lag.steps, cost.steps, return_indices=True)
+        x = lag.values[li]
+        c = np.abs(cost.values[ci]) if absolute else cost.values[ci]
+        lag_base, cost_base = frozen_baseline(x, window=window), frozen_baseline(c, window=window)
+        if lag_base is None or cost_base is None:
+            continue
+        with np.errstate(invalid="ignore"):
+            flags = (x >= lag_base.level + p["lag_rise"]) & (c >= p["cost_factor"] * cost_base.level)
+            flags &= c - cost_base.level >= p[floor]
+        hit = _persist(flags, p, start=max(lag_base.last_index, cost_base.last_index) + 1)
+        if hit is not None:
+            hits[signal] = (Series(cost.key, steps, c), x, *hit, lag_base.level, cost_base.level)
+    if not hits:
+        return None
+    cost, x, onset, end, lag_level, _ = min(hits.values(), key=lambda h: int(h[0].steps[h[2]]))
+    return _finding(
+        "staleness_cost",
+        ERROR if len(hits) >= 2 else WARNING,
+        cost.steps,
+        onset,
+        end,
+        cost,
+        metric=(lag.key, *(h[0].key for h in hits.values())),
+        rising_with_lag=sorted(hits),
+        lag_baseline=lag_level,
+        lag_in_window=float(np.nanmedian(x[onset : end + 1])),
+        cost_baseline={h[0].key: _num(h[5]) for h in hits.values()},
+        cost_in_window={h[0].key: _num(np.nanmedian(h[0].values[h[2] : h[3] + 1])) for h in hits.values()},
+        rank_correlation=_rank_correlation(x, cost.values),
+    )
+
+
+def _rank_correlation(a: np.ndarray, b: np.ndarray) -> float | str:
+    """Spearman's correlation of two series on their finite points (``"nan"`` when undefined)."""
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 3:
+        return "nan"
+    ra = np.argsort(np.argsort(a[ok], kind="stable"), kind="stable").astype(np.float64)
+    rb = np.argsort(np.argsort(b[ok], kind="stable"), kind="stable").astype(np.float64)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    scale = float(np.sqrt(np.sum(ra**2) * np.sum(rb**2)))
+    return _num(float(np.sum(ra * rb)) / scale) if scale > 0 else "nan"
+
+
+def _rise(values: np.ndarray, window: int, sign: float) -> np.ndarray:
+    """How far each point is (``sign``: above, or below for -1) from the series' best level before
+    it: the lowest (highest) median of ``window`` points ending before it; NaN before the first."""
+    x = sign * np.asarray(values, dtype=np.float64)
+    best = np.fmin.accumulate(window_median(x, window=window))
+    reference = np.concatenate([[np.nan], best[:-1]])
+    return x - reference
+
+
+#: An arm of a rising rule: (signal, sign, its threshold parameter).
+_Arm = tuple[str, float, str]
+
+
+class _Hit(NamedTuple):
+    """Where one arm of a rule holds: its series, window ``[onset, end]`` (indices), how far each
+    point is from the arm's reference, its threshold, and its sign (-1: a falling arm)."""
+
+    s: Series
+    onset: int
+    end: int
+    away: np.ndarray
+    threshold: float
+    sign: float
+
+    def reference(self) -> float:
+        """The arm's best level before its onset, in the metric's own units."""
+        return float(self.s.values[self.onset] - self.sign * self.away[self.onset])
+
+    def in_window(self) -> float:
+        return float(np.nanmedian(self.s.values[self.onset : self.end + 1]))
+
+
+def _rising(kind: str, history: History, p: Params, arms: Sequence[_Arm], *, samples: bool = False) -> Result:
+    """Shared body of the rising rules: a signal away from its best level so far (its lowest
+    window median; the highest for a falling arm) by its threshold and by ``rise_sigmas`` noise
+    sigmas, for k of n points; an error when two arms hold, or one by ``error_factor`` times its
+    threshold. ``samples``: the evidence names the steps whose samples show it."""
+    present = [(sig, sign, name, s) for sig, sign, name in arms if (s := resolve(history, sig)) is not None]
+    if not present:
+        needs = " or ".join(f"{sig} ({', '.join(SIGNALS[sig])})" for sig, _, _ in arms)
+        return Skipped(kind, f"needs {needs}; none is logged")
+    w = int(p["window"])
+    hits: list[_Hit] = []
+    shorts: list[Skipped] = []
+    for _, sign, name, s in present:
+        if too_short := _too_short(kind, s, w + int(p["k"])):
+            shorts.append(too_short)
+            continue
+        away = _rise(s.values, w, sign)
+        limit = max(p[name], p["rise_sigmas"] * noise_sigma(s.values))
+        with np.errstate(invalid="ignore"):
+            hit = _persist(away >= limit, p, start=w)
+        if hit is not None:
+            hits.append(_Hit(s, *hit, away, p[name], sign))
+    if not hits:
+        return shorts[0] if len(shorts) == len(present) else None
+    first = min(hits, key=lambda h: int(h.s.steps[h.onset]))
+    severe = len(hits) >= 2 or any(
+        np.nanmedian(h.away[h.onset : h.end + 1]) >= p["error_factor"] * h.threshold for h in hits
+    )
+    evidence: dict[str, Any] = {
+        "rising": sorted(sig for sig, _, _, s in present if any(h.s is s for h in hits)),
+        "level_before": {h.s.key: _num(h.reference()) for h in hits},
+        "level_in_window": {h.s.key: _num(h.in_window()) for h in hits},
+    }
+    if samples:
+        evidence["sample_steps"] = _sample_steps(first.s, first.onset, first.end, first.away)
+    return _finding(
+        kind,
+        ERROR if severe else WARNING,
+        first.s.steps,
+        first.onset,
+        first.end,
+        first.s,
+        metric=tuple(h.s.key for h in hits),
+        **evidence,
+    )
+
+
+def _sample_steps(s: Series, onset: int, end: int, worse: np.ndarray) -> dict[str, int]:
+    """The steps whose rollouts show a finding: the last before its onset (what it was), its onset
+    and its worst point up to the window's end (a report links them to that step's samples)."""
+    out = {"onset": int(s.steps[onset])}
+    before = np.flatnonzero(np.isfinite(s.values[:onset]))
+    if before.size:
+        out["before"] = int(s.steps[before[-1]])
+    segment = np.where(np.isfinite(worse[onset : end + 1]), worse[onset : end + 1], -np.inf)
+    out["worst"] = int(s.steps[onset + int(np.argmax(segment))])
+    return out
+
+
+@_rule(
+    thresholds={
+        "share_rise": 0.1,
+        "count_factor": 2.0,
+        "rise_sigmas": 4.0,
+        "error_factor": 3.0,
+        "window": 10.0,
+        **_PERSIST,
+    },
+    advice="More and more generated samples are dropped or evicted (too stale, filtered): the "
+    "generation they cost is wasted and what is trained on is biased toward fast rollouts. Bound "
+    "the lag upstream, raise the staleness limit, or generate less ahead.",
+)
+def staleness_drops(history: History, p: Params) -> Result:
+    """The share of generated samples dropped or evicted rises above its lowest level so far.
+
+    From ``staleness/dropped/share`` where logged (a rise of ``share_rise``); else from a count
+    per step (rlmetrics' ``dropped/count``, verl's ``evicted_samples``, prime-rl's
+    ``off_policy/dropped``: per-step counts as :mod:`rlmetrics.policy.staleness` maps them),
+    which carries no batch size: a rise to ``count_factor`` times its lowest level (from none, to
+    at least one more sample a step).
+    """
+    if resolve(history, "dropped_share") is not None:
+        return _rising("staleness_drops", history, p, [("dropped_share", 1.0, "share_rise")])
+    count = resolve(history, "dropped_count")
+    if count is None:
+        return Skipped(
+            "staleness_drops",
+            "needs dropped_share or dropped_count (one of "
+            f"{', '.join(SIGNALS['dropped_share'] + SIGNALS['dropped_count'])}); none is logged",
+        )
+    w = int(p["window"])
+    if short := _too_short("staleness_drops", count, w + int(p["k"])):
+        return short
+    away = _rise(count.values, w, 1.0)
+    with np.errstate(invalid="ignore"):
+        # from none, at least one more sample a step; from some, count_factor times as many
+        needed = (p["count_factor"] - 1.0) * np.fmax(count.values - away, 1.0)
+        limit = np.fmax(p["rise_sigmas"] * noise_sigma(count.values), needed)
+        hit = _persist(away >= limit, p, start=w)
+    if hit is None:
+        return None
+    h = _Hit(count, *hit, away, float(limit[hit[0]]), 1.0)
+    severe = np.nanmedian(away[h.onset : h.end + 1]) >= p["error_factor"] * h.threshold
+    return _finding(
+        "staleness_drops",
+        ERROR if severe else WARNING,
+        count.steps,
+        h.onset,
+        h.end,
+        count,
+        rising=["dropped_count"],
+        level_before={count.key: _num(h.reference())},
+        level_in_window={count.key: _num(h.in_window())},
+    )
+
+
+@_rule(
+    thresholds={"ratio": 1.1, "error_ratio": 1.25, **_PERSIST},
+    advice="The samples trained on are shorter (or longer) than those generated: dropping stale "
+    "samples keeps the fast rollouts. Bound the lag rather than drop, or drop whole groups at "
+    "random, and compare the rewards of trained and generated samples.",
+)
+def staleness_length_bias(history: History, p: Params) -> Result:
+    """The mean length of the samples trained on and of those generated (trained + dropped) apart
+    by a factor ``ratio`` either way (``max(r, 1/r)``), for k of n points.
+
+    Dropping stale samples drops the slow rollouts, the long ones: a 10% gap needs, with a tenth
+    of the samples dropped, dropped samples twice as long as the kept ones. At a step where nothing
+    is dropped the two means are equal.
+    """
+    s = _series(history, "staleness_length_bias", "trained_length", "generated_length")
+    if isinstance(s, Skipped):
+        return s
+    trained, generated = s
+    steps, a, b = np.intersect1d(trained.steps, generated.steps, return_indices=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = trained.values[a] / generated.values[b]
+        ratio = np.where((r > 0) & np.isfinite(r), np.maximum(r, 1.0 / np.where(r > 0, r, 1.0)), np.nan)
+    bias = Series(trained.key, steps, ratio)
+    if short := _too_short("staleness_length_bias", bias, int(p["k"])):
+        return short
+    with np.errstate(invalid="ignore"):
+        hit = _persist(ratio >= p["ratio"], p)
+    if hit is None:
+        return None
+    onset, end = hit
+    window_ratio = float(np.nanmedian(r[onset : end + 1]))
+    return _finding(
+        "staleness_length_bias",
+        ERROR if np.nanmedian(ratio[onset : end + 1]) >= p["error_ratio"] else WARNING,
+        steps,
+        onset,
+        end,
+        bias,
+        metric=(trained.key, generated.key),
+        trained_over_generated=window_ratio,
+        trained_shorter=window_ratio < 1.0,
+    )
+
+
+# --- text statistics of the rollouts (training.text) -----------------------------------------------
+
+_TEXT_RISE = {"rise_sigmas": 4.0, "error_factor": 3.0, "window": 10.0, **_PERSIST}
+
+
+@_rule(
+    thresholds={"loop_rise": 0.1, "distinct_fall": 0.1, **_TEXT_RISE},
+    advice="More responses repeat themselves (n-gram loops, fewer distinct n-grams): read the "
+    "samples of the steps named, lower the learning rate, add a repetition or overlong penalty, "
+    "check the sampling temperature.",
+)
+def repetition_rise(history: History, p: Params) -> Result:
+    """Repetition rises: the share of responses ending in an n-gram loop up by ``loop_rise`` from its
+    lowest level so far, or the mean distinct-n down by ``distinct_fall`` from its highest.
+
+    Names the steps whose samples show it (``sample_steps``: before, onset, worst).
+    """
+    arms = [("loop_ratio", 1.0, "loop_rise"), ("distinct_ngram", -1.0, "distinct_fall")]
+    return _rising("repetition_rise", history, p, arms, samples=True)
+
+
+@_rule(
+    thresholds={"compression_rise": 0.05, "non_word_rise": 0.1, **_TEXT_RISE},
+    advice="The responses look more like noise (they compress worse, fewer of their pieces are "
+    "words): read the samples of the steps named, check the rollout/trainer mismatch and the "
+    "tokenizer, lower the learning rate or restart from an earlier checkpoint.",
+)
+def gibberish_rise(history: History, p: Params) -> Result:
+    """The gibberish proxies rise: the mean compression ratio up by ``compression_rise`` or the mean
+    non-word share up by ``non_word_rise`` from their lowest level so far.
+
+    ``compression_rise``: 2 KB of this README compress (zlib level 1, :mod:`~rlmetrics.training.text`)
+    to 0.58 of their size, random characters to 0.76: a rise of 0.05 is over a quarter of the
+    responses turned to noise. Names the steps whose samples show it.
+    """
+    arms = [("compression_ratio", 1.0, "compression_rise"), ("non_word_ratio", 1.0, "non_word_rise")]
+    return _rising("gibberish_rise", history, p, arms, samples=True)
+
+
+@_rule(
+    thresholds={"fail_rise": 0.1, **_TEXT_RISE},
+    advice="More answers fail the format check: read the samples of the steps named; check the "
+    "format reward, the length limit (answers cut before their end) and the chat template.",
+)
+def format_failure_rise(history: History, p: Params) -> Result:
+    """The share of answers failing the format check (``1 - format/match_ratio``) up by
+    ``fail_rise`` from its lowest level so far. Names the steps whose samples show it."""
+    return _rising("format_failure_rise", history, p, [("format_match", -1.0, "fail_rise")], samples=True)
+
+
+@_rule(
+    thresholds={
+        "window": 10.0,
+        "length_jump": 0.2,
+        "error_jump": 0.1,
+        "takeover_level": 0.5,
+        "k": 3.0,
+        "n": 5.0,
+    },
+    advice="The responses stop for another reason all of a sudden (the length limit or errors): "
+    "read the samples of the steps named; check the generation settings, the engine's logs and "
+    "the length limit.",
+)
+def stop_reason_shift(history: History, p: Params) -> Result:
+    """A sudden shift in stop reasons: the share stopped by the length limit up by ``length_jump``,
+    or stopped by an error up by ``error_jump``, over its median of the ``window`` points before,
+    for k of n points (a jump, not a drift: a slow rise of truncation is ``length_truncation``'s).
+
+    An error when the reason takes over (``takeover_level``, most responses). Names the steps
+    whose samples show it.
+    """
+    arms = [("stop_length", "length_jump"), ("stop_error", "error_jump")]
+    present = [(sig, name, s) for sig, name in arms if (s := resolve(history, sig)) is not None]
+    if not present:
+        return Skipped(
+            "stop_reason_shift", "needs stop_length or stop_error (text/stop_reason/*); none is logged"
+        )
+    w = int(p["window"])
+    hits: dict[str, tuple[Series, int, int, np.ndarray]] = {}
+    for signal, name, s in present:
+        if _too_short("stop_reason_shift", s, w + int(p["k"])):
+            continue
+        median, _ = rolling_baseline(s.values, window=w)
+        jump = s.values - median
+        with np.errstate(invalid="ignore"):
+            hit = _persist(jump >= p[name], p, start=w)
+        if hit is not None:
+            hits[signal] = (s, *hit, jump)
+    if not hits:
+        if all(_too_short("stop_reason_shift", s, w + int(p["k"])) for _, _, s in present):
+            return _too_short("stop_reason_shift", present[0][2], w + int(p["k"]))
+        return None
+    s, onset, end, jump = min(hits.values(), key=lambda h: int(h[0].steps[h[1]]))
+    levels = {h[0].key: float(np.nanmax(h[0].values[h[1] : h[2] + 1])) for h in hits.values()}
+    return _finding(
+        "stop_reason_shift",
+        ERROR if max(levels.values()) >= p["takeover_level"] else WARNING,
+        s.steps,
+        onset,
+        end,
+        s,
+        metric=tuple(h[0].key for h in hits.values()),
+        shifted=sorted(hits),
+        level_before={h[0].key: _num(h[0].values[h[1]] - h[3][h[1]]) for h in hits.values()},
+        level_in_window={k: _num(v) for k, v in levels.items()},
+        sample_steps=_sample_steps(s, onset, end, jump),
+    )
 
 
 #: Every rule, in the order they run.

@@ -18,6 +18,12 @@ give them (``train/reward``, ``train/kl``; evaluation ``eval/reward`` where
 ``trainer_state.json`` holds ``eval_reward``); OpenRLHF and NeMo-RL log ``train/<key>`` too:
 every such candidate is listed in both forms.
 
+The off-policy signals (``staleness_lag``, ``dropped_count``) read, after rlmetrics' own
+``staleness/`` keys, the peers' names :data:`rlmetrics.policy.staleness.PEER_KEYS` maps to them
+(verl's ``training/off_policy/trajectory_staleness_worst/mean`` and ``evicted_samples``,
+prime-rl's ``off_policy/mean`` and ``off_policy/dropped``, slime's ``rollout/staleness/mean``),
+so a run of those trainers is judged on what it logs.
+
 Keys not listed are ignored; a signal none of whose keys is present makes the rules that need it
 report that they could not run. A run of your own loop names its signals itself:
 :func:`with_signals` (``diagnose(..., signals={"reward": "train_reward"})``, ``rlmetrics
@@ -182,6 +188,33 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
     "frac_none_solved": (K.GRPO_FRAC_NONE_SOLVED,),
     # perplexity of the training policy on its own rollouts (verl's rollout correction)
     "perplexity": (K.ROLLOUT_CORR_TRAINING_PPL,),
+    # share of importance weights cut by truncation (above the upper bound), or zeroed (IcePop)
+    "is_clip_share": (K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH, K.ROLLOUT_CORR_IS_OOB_RATIO),
+    # off-policy lag, in policy versions (policy.staleness and its documented peer names): a
+    # sample's oldest token (verl's trajectory_staleness_worst, prime-rl's off_policy, slime's
+    # rollout/staleness); verl's newest-token lag last
+    "staleness_lag": (
+        K.STALENESS_LAG_MEAN,
+        K.VERL_TRAJECTORY_STALENESS_WORST_MEAN,
+        K.PRIME_RL_OFF_POLICY_MEAN,
+        K.SLIME_STALENESS_MEAN,
+        K.VERL_TRAJECTORY_STALENESS_MEAN,
+    ),
+    # samples generated and not trained on: their share (rlmetrics), else their count per step
+    # (verl's replay-buffer evictions, prime-rl's dropped)
+    "dropped_share": (K.STALENESS_DROPPED_SHARE,),
+    "dropped_count": (K.STALENESS_DROPPED_COUNT, K.VERL_EVICTED_SAMPLES, K.PRIME_RL_OFF_POLICY_DROPPED),
+    # mean length of the samples trained on, and of all generated (trained + dropped)
+    "trained_length": (K.STALENESS_TRAINED_LENGTH_MEAN,),
+    "generated_length": (K.STALENESS_GENERATED_LENGTH_MEAN,),
+    # text statistics of the rollouts (training.text)
+    "loop_ratio": (K.TEXT_LOOP_RATIO,),
+    "distinct_ngram": (K.TEXT_DISTINCT_NGRAM_MEAN,),
+    "compression_ratio": (K.TEXT_COMPRESSION_RATIO_MEAN,),
+    "non_word_ratio": (K.TEXT_NON_WORD_RATIO_MEAN,),
+    "format_match": (K.TEXT_FORMAT_MATCH_RATIO,),
+    "stop_length": (K.TEXT_STOP_REASON_LENGTH,),
+    "stop_error": (K.TEXT_STOP_REASON_ERROR,),
 }
 
 #: Canonical signal -> candidate keys, rlmetrics/verl 0.9.1 first, then TRL (1.16), OpenRLHF and
