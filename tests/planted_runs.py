@@ -32,7 +32,19 @@ import numpy as np
 
 from rlmetrics import keys as K
 
-__all__ = ["KINDS_BY_VOCABULARY", "healthy_run", "plant", "to_history", "to_rows", "vocabulary_of"]
+__all__ = [
+    "BATCH",
+    "KINDS_BY_VOCABULARY",
+    "OFF_POLICY_KEYS",
+    "healthy_run",
+    "off_policy_columns",
+    "plant",
+    "plant_columns",
+    "text_columns",
+    "to_history",
+    "to_rows",
+    "vocabulary_of",
+]
 
 Run = dict[str, list[Any]]
 
@@ -377,4 +389,129 @@ def to_history(run: Run) -> dict[str, tuple[np.ndarray, np.ndarray]]:
             continue
         logged = np.array([v is not None for v in values])
         out[key] = (steps[logged], np.array([v for v in values if v is not None], dtype=np.float64))
+    return out
+
+
+# --- off-policy staleness and text statistics ------------------------------------------------------
+
+#: The key of the mean lag and of the dropped samples (a share for rlmetrics, a count per step for
+#: the peers: the names ``rlmetrics.policy.staleness.PEER_KEYS`` maps) in each vocabulary.
+OFF_POLICY_KEYS: dict[str, dict[str, str]] = {
+    "rlmetrics": {"lag": K.STALENESS_LAG_MEAN, "dropped": K.STALENESS_DROPPED_SHARE},
+    "verl": {"lag": K.VERL_TRAJECTORY_STALENESS_WORST_MEAN, "dropped": K.VERL_EVICTED_SAMPLES},
+    "prime-rl": {"lag": K.PRIME_RL_OFF_POLICY_MEAN, "dropped": K.PRIME_RL_OFF_POLICY_DROPPED},
+    "slime": {"lag": K.SLIME_STALENESS_MEAN},
+}
+
+
+def _floats(x: Any) -> list[Any]:
+    return [float(v) for v in np.asarray(x, dtype=np.float64)]
+
+
+#: Samples generated per step in :func:`off_policy_columns` and :func:`text_columns`.
+BATCH = 256
+
+
+def off_policy_columns(n_steps: int, *, seed: int, vocabulary: str = "rlmetrics", lag: float = 2.0) -> Run:
+    """The staleness columns of a healthy asynchronous run: a bounded queue holds the mean lag at
+    ``lag`` (batch noise), 5% of the samples dropped at random (so the trained and generated
+    lengths agree), the rollout/training mismatch and the truncated importance-weight share flat.
+
+    >>> cols = off_policy_columns(30, seed=0)
+    >>> round(float(np.median(cols[K.STALENESS_LAG_MEAN])), 1)
+    2.0
+    """
+    rng = np.random.default_rng(seed)
+    keys = OFF_POLICY_KEYS[vocabulary]
+    out: Run = {K.TRACKING_STEP: list(range(n_steps))}
+    out[keys["lag"]] = _floats(np.maximum(lag + rng.normal(0.0, 0.15, n_steps), 0.0))
+    out[K.ROLLOUT_CORR_K3_KL] = _floats(2e-3 * np.exp(rng.normal(0.0, 0.2, n_steps)))
+    out[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = _floats(
+        rng.binomial(BATCH * 50, 0.01, n_steps) / (BATCH * 50)
+    )
+    if "dropped" in keys:
+        dropped = rng.binomial(BATCH, 0.05, n_steps).astype(np.float64)
+        out[keys["dropped"]] = _floats(dropped / BATCH if vocabulary == "rlmetrics" else dropped)
+    if vocabulary == "rlmetrics":
+        generated = 400.0 * np.exp(rng.normal(0.0, 0.05, n_steps))
+        out[K.STALENESS_GENERATED_LENGTH_MEAN] = _floats(generated)
+        out[K.STALENESS_TRAINED_LENGTH_MEAN] = _floats(generated * np.exp(rng.normal(0.0, 0.01, n_steps)))
+    return out
+
+
+def text_columns(n_steps: int, *, seed: int) -> Run:
+    """The text statistics of a healthy run that learns: its early loops and truncation fade, the
+    format check is learnt (0.6 to 0.9 of the answers), responses compress a little better as
+    they grow; binomial noise of a batch of :data:`BATCH` responses.
+
+    >>> cols = text_columns(100, seed=0)
+    >>> cols[K.TEXT_FORMAT_MATCH_RATIO][-1] > cols[K.TEXT_FORMAT_MATCH_RATIO][0]
+    True
+    """
+    rng = np.random.default_rng(seed)
+    t = np.arange(n_steps, dtype=np.float64)
+    early = np.exp(-t / 20.0)  # the first ~20 steps of a policy that has not learnt to stop
+
+    def share(p: np.ndarray) -> list[float]:
+        return _floats(rng.binomial(BATCH, np.clip(p, 0.0, 1.0)) / BATCH)
+
+    learnt = 1.0 - np.exp(-t / max(n_steps / 4.0, 1.0))
+    return {
+        K.TRACKING_STEP: list(range(n_steps)),
+        K.TEXT_LOOP_RATIO: share(0.02 + 0.2 * early),
+        K.TEXT_DISTINCT_NGRAM_MEAN: _floats(0.85 - 0.1 * early + rng.normal(0.0, 0.01, n_steps)),
+        K.TEXT_COMPRESSION_RATIO_MEAN: _floats(
+            0.58 - 0.03 * t / max(n_steps, 1) + rng.normal(0.0, 0.01, n_steps)
+        ),
+        K.TEXT_NON_WORD_RATIO_MEAN: share(np.full(n_steps, 0.15)),
+        K.TEXT_FORMAT_MATCH_RATIO: share(0.6 + 0.3 * learnt),
+        K.TEXT_STOP_REASON_LENGTH: share(0.05 + 0.4 * early),
+        K.TEXT_STOP_REASON_ERROR: share(np.full(n_steps, 0.002)),
+    }
+
+
+def plant_columns(run: Run, kind: str, onset: int, *, seed: int = 0) -> Run:
+    """``run`` (off-policy or text columns, or a run holding them) with ``kind`` planted from step
+    ``onset`` on (index = step).
+
+    >>> cols = plant_columns(off_policy_columns(40, seed=0), "staleness_growth", 20)
+    >>> cols[K.STALENESS_LAG_MEAN][39] > cols[K.STALENESS_LAG_MEAN][19] + 3
+    True
+    """
+    rng = np.random.default_rng(seed + 10_000)
+    out = copy.deepcopy(run)
+    n = len(out[K.TRACKING_STEP])
+    after = np.arange(n) >= onset
+    ramp = np.clip((np.arange(n) - onset + 1) / 5.0, 0.0, 1.0)  # reaches its level in 5 steps
+    lag_key = next((k for k in (v["lag"] for v in OFF_POLICY_KEYS.values()) if k in out), None)
+    drop_key = next((k for k in (v.get("dropped") for v in OFF_POLICY_KEYS.values()) if k and k in out), None)
+
+    def change(key: str, f: Any) -> None:
+        x = np.asarray(out[key], dtype=np.float64)
+        out[key] = _floats(np.where(after, f(x), x))
+
+    if kind == "staleness_growth":  # the queue grows: 0.2 versions more per step
+        change(lag_key, lambda x: x + 0.2 * (np.arange(n) - onset))
+    elif kind == "staleness_cost":  # a bounded lag 3 versions higher, the mismatch 4x with it
+        change(lag_key, lambda x: x + 3.0)
+        for key in (K.ROLLOUT_CORR_KL, K.ROLLOUT_CORR_K3_KL):  # whichever the run logs
+            if key in out:
+                change(key, lambda x: 4.0 * x)
+    elif kind == "staleness_drops":  # a quarter more of the samples dropped (counts: 6x)
+        share = drop_key == K.STALENESS_DROPPED_SHARE
+        change(drop_key, lambda x: x + 0.25 if share else rng.binomial(BATCH, 0.3, n).astype(np.float64))
+    elif kind == "staleness_length_bias":  # the long rollouts dropped: trained 20% shorter
+        change(K.STALENESS_TRAINED_LENGTH_MEAN, lambda x: 0.8 * x)
+    elif kind == "repetition_rise":
+        change(K.TEXT_LOOP_RATIO, lambda x: np.clip(x + 0.3 * ramp, 0.0, 1.0))
+        change(K.TEXT_DISTINCT_NGRAM_MEAN, lambda x: x - 0.2 * ramp)
+    elif kind == "gibberish_rise":
+        change(K.TEXT_COMPRESSION_RATIO_MEAN, lambda x: x + 0.1 * ramp)
+        change(K.TEXT_NON_WORD_RATIO_MEAN, lambda x: np.clip(x + 0.3 * ramp, 0.0, 1.0))
+    elif kind == "format_failure_rise":
+        change(K.TEXT_FORMAT_MATCH_RATIO, lambda x: np.clip(x - 0.3 * ramp, 0.0, 1.0))
+    elif kind == "stop_reason_shift":  # the length limit takes over at once
+        change(K.TEXT_STOP_REASON_LENGTH, lambda x: rng.binomial(BATCH, 0.6, n) / BATCH)
+    else:
+        raise ValueError(f"cannot plant {kind!r}")
     return out

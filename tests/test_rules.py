@@ -11,7 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planted_runs import KINDS_BY_VOCABULARY, healthy_run, plant, to_history, to_rows
+from planted_runs import (
+    KINDS_BY_VOCABULARY,
+    OFF_POLICY_KEYS,
+    healthy_run,
+    off_policy_columns,
+    plant,
+    plant_columns,
+    text_columns,
+    to_history,
+    to_rows,
+)
 from rlmetrics import keys as K
 from rlmetrics.health import load_history, rules
 from rlmetrics.health.findings import ERROR, WARNING
@@ -774,3 +784,250 @@ def test_nonfinite_gradients_alone_are_an_error_once_repeated(bad_steps, severit
     run[K.ACTOR_PG_LOSS][80] = math.nan  # a loss too: an error at once
     (finding,) = diagnose(to_rows(run), kinds=["nonfinite"]).findings
     assert finding.severity == ERROR and "gradient_only" not in finding.evidence
+
+
+# --- off-policy staleness and text statistics ------------------------------------------------------
+
+#: How far from the planted step these rules may date a finding: they compare each point with a
+#: reference level (the best window so far, the window before) and the planted changes reach
+#: their level within 5 steps; staleness_growth dates the break of a fitted flat-then-rising line.
+NEW_TOLERANCE = 5
+STALENESS_VOCABULARIES = sorted(OFF_POLICY_KEYS)
+#: (kind, vocabulary): the staleness kinds in every vocabulary that logs what they read (slime
+#: logs no dropped samples; only rlmetrics logs the trained and generated lengths).
+PLANTED_NEW = [
+    *(("staleness_growth", v) for v in STALENESS_VOCABULARIES),
+    *(("staleness_cost", v) for v in STALENESS_VOCABULARIES),
+    *(("staleness_drops", v) for v in STALENESS_VOCABULARIES if "dropped" in OFF_POLICY_KEYS[v]),
+    ("staleness_length_bias", "rlmetrics"),
+    *((kind, "rlmetrics") for kind in OFF_POLICY_AND_TEXT_KINDS if not kind.startswith("staleness")),
+]
+
+
+def async_run(n_steps, *, seed, vocabulary="rlmetrics"):
+    """A healthy verl GRPO run with the staleness columns of ``vocabulary`` and the text columns."""
+    run = healthy_run(n_steps, seed=seed)
+    run.update(off_policy_columns(n_steps, seed=seed, vocabulary=vocabulary))
+    run.update(text_columns(n_steps, seed=seed))
+    return run
+
+
+def found_kind(run, kind):
+    """The findings of ``kind`` in a run (columns with a step) or a history."""
+    history = to_history(run) if K.TRACKING_STEP in run else run
+    return [f for f in diagnose(history, kinds=[kind]).findings if f.kind == kind]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("onset", [60, 180, 240], ids=lambda o: f"onset{o}")
+@pytest.mark.parametrize(("kind", "vocabulary"), PLANTED_NEW, ids=[f"{k}-{v}" for k, v in PLANTED_NEW])
+def test_off_policy_and_text_kinds_are_found_near_their_onset(kind, vocabulary, onset, seed):
+    run = plant_columns(async_run(N_STEPS, seed=seed, vocabulary=vocabulary), kind, onset, seed=seed)
+    d = diagnose(to_rows(run))
+    found = [f for f in d.findings if f.kind == kind]
+    assert found, summary(d)
+    assert abs(found[0].step - onset) <= NEW_TOLERANCE, summary(d)
+    assert found[0].advice and found[0].evidence
+    json.dumps(d.to_dict(), allow_nan=False)
+    if kind in ("staleness_growth", "staleness_cost"):  # read under the vocabulary's own name
+        assert OFF_POLICY_KEYS[vocabulary]["lag"] in found[0].metric
+    if kind == "staleness_drops":
+        assert found[0].metric == (OFF_POLICY_KEYS[vocabulary]["dropped"],)
+
+
+@pytest.mark.parametrize("vocabulary", STALENESS_VOCABULARIES)
+@pytest.mark.parametrize("n_steps", [25, 80, 300], ids=lambda n: f"{n}steps")
+def test_healthy_async_runs_with_text_statistics_stay_healthy(vocabulary, n_steps):
+    """Over 10 seeds: a bounded lag with batch noise, random drops, early loops and truncation
+    that fade, a format check being learnt: none of the new kinds, and the run healthy."""
+    for seed in range(10):
+        d = diagnose(to_rows(async_run(n_steps, seed=seed, vocabulary=vocabulary)))
+        assert not [f for f in d.findings if f.kind in OFF_POLICY_AND_TEXT_KINDS], (seed, summary(d))
+        assert_healthy(d)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(STALENESS_VOCABULARIES), st.floats(0.0, 0.1))
+def test_extra_noise_on_the_new_columns_raises_no_finding(seed, vocabulary, sigma):
+    rng = np.random.default_rng(seed)
+    columns = off_policy_columns(N_STEPS, seed=seed, vocabulary=vocabulary) | text_columns(N_STEPS, seed=seed)
+    noisy = {
+        key: values
+        if key == K.TRACKING_STEP
+        else list(np.asarray(values) * np.exp(rng.normal(0, sigma, N_STEPS)))
+        for key, values in columns.items()
+    }
+    assert diagnose(to_history(noisy), kinds=OFF_POLICY_AND_TEXT_KINDS).findings == ()
+
+
+def _with_lag(values, *, seed):
+    run = off_policy_columns(N_STEPS, seed=seed)
+    run[K.STALENESS_LAG_MEAN] = list(values)
+    return run
+
+
+_T = np.arange(N_STEPS, dtype=np.float64)
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize(
+    "lag",
+    [
+        np.minimum(_T, 8.0),  # rlmetrics demo --off-policy-lag 8: the queue fills, then holds
+        np.minimum(2.0 + 0.2 * np.maximum(_T - 100.0, 0.0), 20.0),  # grows, then the bound holds it
+        np.full(N_STEPS, 6.0),  # high, but flat
+        np.where(_T >= 150, 5.0, 2.0),  # a new bound, once
+    ],
+    ids=["queue-fills", "grows-to-a-bound", "high-and-flat", "one-jump"],
+)
+def test_a_bounded_lag_is_no_growth(lag, seed):
+    noise = np.random.default_rng(seed).normal(0.0, 0.15, N_STEPS)
+    assert found_kind(_with_lag(np.maximum(lag + noise, 0.0), seed=seed), "staleness_growth") == []
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+def test_a_slow_growth_of_the_lag_to_the_end_is_found(seed):
+    """1/20 of a version a step from step 150: 7.5 versions more by the end, an error past 8."""
+    base = np.asarray(off_policy_columns(N_STEPS, seed=seed)[K.STALENESS_LAG_MEAN])
+    (finding,) = found_kind(
+        _with_lag(base + 0.05 * np.maximum(_T - 150.0, 0.0), seed=seed), "staleness_growth"
+    )
+    assert abs(finding.step - 150) <= NEW_TOLERANCE
+    assert finding.severity == ERROR and finding.evidence["lag_now"] >= 8.0
+    assert finding.evidence["growth_per_step"] == pytest.approx(0.05, rel=0.3)
+
+
+@pytest.mark.parametrize(
+    ("lag_rise", "kl_factor", "clip_share", "expected"),
+    [
+        (0.0, 4.0, None, None),  # the mismatch alone: rollout_mismatch's, not the lag's
+        (3.0, 1.0, None, None),  # the lag alone, at no cost
+        (3.0, 4.0, None, WARNING),
+        (3.0, 4.0, 0.1, ERROR),  # the mismatch and the truncated weights rise with the lag
+        (0.5, 4.0, None, None),  # half a version: within the lag's own level
+    ],
+    ids=["cost-alone", "lag-alone", "together", "two-costs", "half-a-version"],
+)
+def test_staleness_cost_needs_the_lag_and_a_cost_rising_together(lag_rise, kl_factor, clip_share, expected):
+    run = off_policy_columns(N_STEPS, seed=3)
+    after = _T >= ONSET
+    run[K.STALENESS_LAG_MEAN] = list(np.asarray(run[K.STALENESS_LAG_MEAN]) + lag_rise * after)
+    run[K.ROLLOUT_CORR_K3_KL] = list(np.asarray(run[K.ROLLOUT_CORR_K3_KL]) * np.where(after, kl_factor, 1.0))
+    if clip_share is not None:
+        share = np.asarray(run[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH])
+        run[K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH] = list(share + clip_share * after)
+    found = found_kind(run, "staleness_cost")
+    assert [f.severity for f in found] == ([] if expected is None else [expected])
+    if found:
+        assert abs(found[0].step - ONSET) <= NEW_TOLERANCE
+        assert found[0].metric[0] == K.STALENESS_LAG_MEAN
+        assert found[0].evidence["rank_correlation"] > 0.5
+        assert found[0].evidence["rising_with_lag"] == (
+            ["is_clip_share", "mismatch_kl"] if clip_share else ["mismatch_kl"]
+        )
+
+
+@pytest.mark.parametrize("key", [K.VERL_EVICTED_SAMPLES, K.PRIME_RL_OFF_POLICY_DROPPED])
+def test_dropped_counts_from_none(key):
+    """A peer's count per step, none dropped, then 3 a step: a rise (a count carries no batch size)."""
+    counts = np.where(_T >= ONSET, 3.0, 0.0)
+    (finding,) = found_kind({key: (np.arange(N_STEPS), counts)}, "staleness_drops")
+    assert finding.step == ONSET and finding.evidence["level_before"] == {key: 0.0}
+    one_off = np.where(_T == ONSET, 3.0, 0.0)  # one step with drops is no rise
+    assert found_kind({key: (np.arange(N_STEPS), one_off)}, "staleness_drops") == []
+
+
+@pytest.mark.parametrize(
+    ("factor", "severity", "shorter"),
+    [(0.8, WARNING, True), (1.3, ERROR, False), (1.05, None, None)],
+    ids=["trained-shorter", "trained-longer", "within-5pct"],
+)
+def test_length_bias_both_ways(factor, severity, shorter):
+    run = off_policy_columns(N_STEPS, seed=0)
+    trained = np.asarray(run[K.STALENESS_TRAINED_LENGTH_MEAN])
+    run[K.STALENESS_TRAINED_LENGTH_MEAN] = list(np.where(_T >= ONSET, factor * trained, trained))
+    found = found_kind(run, "staleness_length_bias")
+    assert [f.severity for f in found] == ([] if severity is None else [severity])
+    if found:
+        assert found[0].step == ONSET and found[0].evidence["trained_shorter"] is shorter
+        assert found[0].metric == (K.STALENESS_TRAINED_LENGTH_MEAN, K.STALENESS_GENERATED_LENGTH_MEAN)
+
+
+TEXT_KINDS = [k for k in OFF_POLICY_AND_TEXT_KINDS if not k.startswith("staleness")]
+
+
+@pytest.mark.parametrize("kind", TEXT_KINDS)
+def test_text_findings_name_the_steps_of_their_samples(kind):
+    """No samples reader yet: a finding names the steps whose sample tables show it."""
+    (finding,) = found_kind(plant_columns(text_columns(N_STEPS, seed=1), kind, ONSET, seed=1), kind)
+    steps = finding.evidence["sample_steps"]
+    window = finding.evidence["window"]
+    assert steps["onset"] == finding.step
+    assert steps["before"] == finding.step - 1
+    assert window[0] <= steps["worst"] <= window[1]
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "change", "severity"),
+    [
+        ("repetition_rise", K.TEXT_LOOP_RATIO, 0.15, WARNING),
+        ("repetition_rise", K.TEXT_LOOP_RATIO, 0.35, ERROR),  # over 3x the 0.1 threshold
+        ("repetition_rise", K.TEXT_LOOP_RATIO, 0.05, None),
+        ("gibberish_rise", K.TEXT_COMPRESSION_RATIO_MEAN, 0.08, WARNING),
+        ("gibberish_rise", K.TEXT_COMPRESSION_RATIO_MEAN, 0.02, None),
+        ("format_failure_rise", K.TEXT_FORMAT_MATCH_RATIO, -0.15, WARNING),
+        ("format_failure_rise", K.TEXT_FORMAT_MATCH_RATIO, -0.05, None),
+        ("stop_reason_shift", K.TEXT_STOP_REASON_LENGTH, 0.3, WARNING),
+        ("stop_reason_shift", K.TEXT_STOP_REASON_LENGTH, 0.1, None),
+        ("stop_reason_shift", K.TEXT_STOP_REASON_ERROR, 0.15, WARNING),
+        ("stop_reason_shift", K.TEXT_STOP_REASON_ERROR, 0.6, ERROR),  # errors take over
+    ],
+    ids=[
+        "loops-up-0.15",
+        "loops-up-0.35",
+        "loops-up-0.05",
+        "compression-up-0.08",
+        "compression-up-0.02",
+        "format-down-0.15",
+        "format-down-0.05",
+        "length-stops-up-0.3",
+        "length-stops-up-0.1",
+        "error-stops-up-0.15",
+        "error-stops-up-0.6",
+    ],
+)
+def test_text_rules_at_their_thresholds(kind, key, change, severity):
+    for seed in range(3):
+        run = text_columns(N_STEPS, seed=seed)
+        x = np.asarray(run[key])
+        run[key] = list(np.where(_T >= ONSET, x + change, x))
+        found = found_kind(run, kind)
+        assert [f.severity for f in found] == ([] if severity is None else [severity]), seed
+        if found:
+            assert key in found[0].metric and abs(found[0].step - ONSET) <= 1
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+def test_a_slow_rise_of_truncation_or_one_bad_batch_is_no_stop_reason_shift(seed):
+    run = text_columns(N_STEPS, seed=seed)
+    x = np.asarray(run[K.TEXT_STOP_REASON_LENGTH])
+    run[K.TEXT_STOP_REASON_LENGTH] = list(x + 0.4 * np.clip((_T - 100.0) / 150.0, 0.0, 1.0))  # a drift
+    errors = np.asarray(run[K.TEXT_STOP_REASON_ERROR])
+    errors[ONSET] = 0.9  # the engine failed one batch
+    run[K.TEXT_STOP_REASON_ERROR] = list(errors)
+    assert found_kind(run, "stop_reason_shift") == []
+
+
+def test_the_new_rules_say_what_they_need():
+    lag_only = {K.PRIME_RL_OFF_POLICY_MEAN: (np.arange(50), np.full(50, 2.0))}
+    skipped = {s.kind: s.why for s in diagnose(lag_only, kinds=OFF_POLICY_AND_TEXT_KINDS).skipped}
+    assert set(skipped) == set(OFF_POLICY_AND_TEXT_KINDS) - {"staleness_growth"}
+    assert "needs a mismatch KL" in skipped["staleness_cost"]
+    assert K.VERL_EVICTED_SAMPLES in skipped["staleness_drops"]
+    assert "needs trained_length" in skipped["staleness_length_bias"]
+    assert (
+        "needs loop_ratio" in skipped["repetition_rise"] and K.TEXT_LOOP_RATIO in skipped["repetition_rise"]
+    )
+    assert "stop_length" in skipped["stop_reason_shift"]
+    short = diagnose({K.TEXT_LOOP_RATIO: (np.arange(5), np.zeros(5))}, kinds=["repetition_rise"])
+    assert short.skipped[0].why.startswith("run too short")

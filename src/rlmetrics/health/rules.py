@@ -153,14 +153,15 @@ advantage_drift         level                   0.25     batch mean of the advan
                                                          logs)
 advantage_drift         error_level             0.5      half of it: one sign dominates
 staleness_growth        window                  10       points of each of the two lag windows
+staleness_growth        span                    30       points from one window's end to the
+                                                         other's: 1/30 version a step is seen
 staleness_growth        min_rise                1.0      the lag median a whole version above
                                                          the window before (lags are whole
                                                          versions; a bounded queue holds the
                                                          lag flat once it is full), k of n
                                                          points up to the end of the run
-staleness_growth        rise_sigmas             3.0      ... and 3 noise sigmas (the noise of a
-                                                         difference of two 10-point medians is
-                                                         ~0.56 sigma)
+staleness_growth        rise_sigmas             3.0      ... and 3 noise sigmas (a difference
+                                                         of two 10-point medians has ~0.56)
 staleness_growth        error_lag               8.0      an error once the lag is 8 or more:
                                                          the staleness family's last bucket
                                                          (9 and more) lies beyond it
@@ -1403,14 +1404,23 @@ def _hinge_onset(values: np.ndarray, lo: int, hi: int, end: int) -> int:
 
 
 @_rule(
-    thresholds={"window": 10.0, "min_rise": 1.0, "rise_sigmas": 3.0, "error_lag": 8.0, **_PERSIST},
+    thresholds={
+        "window": 10.0,
+        "span": 30.0,
+        "min_rise": 1.0,
+        "rise_sigmas": 3.0,
+        "error_lag": 8.0,
+        **_PERSIST,
+    },
     advice="The off-policy lag keeps growing: the generator outruns the trainer. Bound the queue "
     "(a staleness threshold or an async level), drop or down-weight stale samples, or give the "
     "trainer more of the hardware.",
 )
 def staleness_growth(history: History, p: Params) -> Result:
     """The off-policy lag grows without bound: its median over the last ``window`` points a whole
-    version (``min_rise``) above the ``window`` before, in k of n points up to the end of the run.
+    version (``min_rise``) above its median over the ``window`` points ending ``span`` points
+    before (a growth of 1/30 of a version a step or more), in k of n points up to the end of the
+    run.
 
     A lag that is high but flat is not growth (a pipeline configured for it), nor is the ramp of a
     queue filling up at the start of a run (``rlmetrics demo --off-policy-lag N`` ramps 0 .. N
@@ -1420,12 +1430,12 @@ def staleness_growth(history: History, p: Params) -> Result:
     s = _series(history, "staleness_growth", "staleness_lag")
     if isinstance(s, Skipped):
         return s
-    lag, w = s[0], int(p["window"])
-    if short := _too_short("staleness_growth", lag, 2 * w + int(p["k"])):
+    lag, w, span = s[0], int(p["window"]), max(int(p["span"]), 1)
+    if short := _too_short("staleness_growth", lag, w + span + int(p["k"])):
         return short
     _, steps, values = lag
     recent = window_median(values, window=w)
-    before = np.concatenate([np.full(w, np.nan), recent[:-w]])
+    before = np.concatenate([np.full(span, np.nan), recent[:-span]])[: recent.size]
     limit = max(p["min_rise"], p["rise_sigmas"] * noise_sigma(values))
     with np.errstate(invalid="ignore"):
         flags = recent - before >= limit
@@ -1433,7 +1443,7 @@ def staleness_growth(history: History, p: Params) -> Result:
     if hit is None:
         return None
     first, end = hit
-    onset = _hinge_onset(values, max(first - 3 * w, 0), first, min(first + w, end))
+    onset = _hinge_onset(values, max(first - span - w, 0), first, min(first + w, end))
     at_end = float(np.nanmedian(values[-w:]))
     at_onset = float(np.nanmedian(values[max(onset - w + 1, 0) : onset + 1]))
     span = max(int(steps[end] - steps[onset]), 1)
