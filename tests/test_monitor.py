@@ -271,6 +271,24 @@ def test_the_live_findings_are_those_of_the_whole_run():
     assert (nonfinite.severity, nonfinite.step, nonfinite.metric) == ("error", 57, (K.ACTOR_PG_LOSS,))
 
 
+@pytest.mark.parametrize(
+    ("kind", "vocabulary"),
+    [("staleness_growth", "prime-rl"), ("staleness_drops", "verl"), ("stop_reason_shift", "rlmetrics")],
+    ids=["lag-growth-prime-rl", "evictions-verl", "stop-reasons"],
+)
+def test_the_staleness_and_text_rules_run_live(kind, vocabulary):
+    """The monitor keeps the staleness keys (the peers' names too) and the text statistics, and
+    every registered rule runs on them: each found at the first check that can see it."""
+    from planted_runs import off_policy_columns, plant_columns, text_columns, to_rows
+
+    run = off_policy_columns(200, seed=0, vocabulary=vocabulary) | text_columns(200, seed=0)
+    rows = to_rows(plant_columns(run, kind, 120))
+    mon = HealthMonitor(every=10, budget=None)
+    live = {f.kind: step for row in rows for step in [row.pop("step")] for f in mon.update(row, step)}
+    assert kind in live and live[kind] < 160, mon.last
+    assert next(f for f in mon.reported if f.kind == kind).step in range(115, 126)
+
+
 def test_tracker_with_a_health_monitor(tmp_path):
     from rlmetrics.tracking import Tracker, read_jsonl
 
