@@ -937,6 +937,18 @@ def test_dropped_counts_from_none(key):
     assert found_kind({key: (np.arange(N_STEPS), one_off)}, "staleness_drops") == []
 
 
+def test_a_running_total_of_drops_is_read_as_its_increase():
+    """verl's fully-async counter of dropped stale samples never resets: flat, then 3 more a step."""
+    totals = np.cumsum(np.where(_T >= ONSET, 3.0, 0.0)) + 7.0  # 7 dropped before the window
+    key = K.VERL_FULLY_ASYNC_DROPPED_STALE_SAMPLES
+    (finding,) = found_kind({key: (np.arange(N_STEPS), totals)}, "staleness_drops")
+    assert finding.step == ONSET and finding.evidence["level_before"] == {key: 0.0}
+    steady = 7.0 + 2.0 * _T  # 2 a step from the start: a high level, not a rise
+    assert found_kind({key: (np.arange(N_STEPS), steady)}, "staleness_drops") == []
+    restarted = np.where(_T < ONSET, 2.0 * _T, 2.0 * (_T - ONSET))  # a resumed run's counter restarts
+    assert found_kind({key: (np.arange(N_STEPS), restarted)}, "staleness_drops") == []
+
+
 @pytest.mark.parametrize(
     ("factor", "severity", "shorter"),
     [(0.8, WARNING, True), (1.3, ERROR, False), (1.05, None, None)],

@@ -436,7 +436,7 @@ def staleness_bucket(bucket: str, stat: str) -> str:
 
 #: The names peers chart for the same quantities (``peer_names=`` of compute_staleness_metrics).
 #: verl's v1 trainer (``ray_trainer`` off-policy metrics; its current version is ``global_steps - 1``)
-#: and its replay buffer's evicted samples.
+#: and its replay buffer's evictions (read by the health rules, never written: see below).
 VERL_TRAJECTORY_SPANS_MEAN = "training/off_policy/trajectory_spans/mean"
 VERL_TRAJECTORY_SPANS_MAX = "training/off_policy/trajectory_spans/max"
 VERL_TRAJECTORY_SPANS_MIN = "training/off_policy/trajectory_spans/min"
@@ -446,10 +446,13 @@ VERL_TRAJECTORY_STALENESS_MIN = "training/off_policy/trajectory_staleness/min"
 VERL_TRAJECTORY_STALENESS_WORST_MEAN = "training/off_policy/trajectory_staleness_worst/mean"
 VERL_TRAJECTORY_STALENESS_WORST_MAX = "training/off_policy/trajectory_staleness_worst/max"
 VERL_TRAJECTORY_STALENESS_WORST_MIN = "training/off_policy/trajectory_staleness_worst/min"
+#: verl 0.9.1's replay buffer: the stale prompt *groups* evicted in a step (summed over its polls),
+#: and their staleness as the prompt's dispatch age plus one. Neither means rlmetrics' dropped
+#: samples or their lag, so compute_staleness_metrics does not write them; diagnose reads the count.
 VERL_EVICTED_SAMPLES = "training/off_policy/evicted_samples"
-VERL_EVICTED_SAMPLES_STALENESS_MEAN = "training/off_policy/evicted_samples_staleness/mean"
-VERL_EVICTED_SAMPLES_STALENESS_MAX = "training/off_policy/evicted_samples_staleness/max"
-VERL_EVICTED_SAMPLES_STALENESS_MIN = "training/off_policy/evicted_samples_staleness/min"
+#: verl's fully-async rollouter: the stale samples dropped since the start of the run (a running
+#: total, logged as its last value each step).
+VERL_FULLY_ASYNC_DROPPED_STALE_SAMPLES = "fully_async/count/dropped_stale_samples"
 #: prime-rl's orchestrator (policy steps between a rollout's policy and the trainer's step).
 PRIME_RL_OFF_POLICY_MEAN = "off_policy/mean"
 PRIME_RL_OFF_POLICY_MAX = "off_policy/max"

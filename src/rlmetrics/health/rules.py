@@ -1639,6 +1639,18 @@ def _sample_steps(s: Series, onset: int, end: int, worse: np.ndarray) -> dict[st
     return out
 
 
+def _increments(total: Series | None) -> Series | None:
+    """A running total as its increase since the previous logged step (from the first step: none).
+
+    A total that falls (a restarted counter) gives NaN at that step, not a negative count.
+    """
+    if total is None or total.values.size < 2:
+        return None
+    rise = np.diff(total.values)
+    rise[rise < 0] = np.nan
+    return Series(total.key, total.steps[1:], rise)
+
+
 @_rule(
     thresholds={
         "share_rise": 0.1,
@@ -1656,19 +1668,21 @@ def staleness_drops(history: History, p: Params) -> Result:
     """The share of generated samples dropped or evicted rises above its lowest level so far.
 
     From ``staleness/dropped/share`` where logged (a rise of ``share_rise``); else from a count
-    per step (rlmetrics' ``dropped/count``, verl's ``evicted_samples``, prime-rl's
-    ``off_policy/dropped``: per-step counts as :mod:`rlmetrics.policy.staleness` maps them),
-    which carries no batch size: a rise to ``count_factor`` times its lowest level (from none, to
-    at least one more sample a step).
+    per step (rlmetrics' ``dropped/count``, verl's ``evicted_samples`` in prompt groups, prime-rl's
+    ``off_policy/dropped`` in traces) or from a running total (verl's fully-async
+    ``dropped_stale_samples``, read as its increase between logged steps), which carry no batch
+    size: a rise to ``count_factor`` times its lowest level (from none, to at least one more a
+    step).
     """
     if resolve(history, "dropped_share") is not None:
         return _rising("staleness_drops", history, p, [("dropped_share", 1.0, "share_rise")])
-    count = resolve(history, "dropped_count")
+    count = resolve(history, "dropped_count") or _increments(resolve(history, "dropped_total"))
     if count is None:
+        names = SIGNALS["dropped_share"] + SIGNALS["dropped_count"] + SIGNALS["dropped_total"]
         return Skipped(
             "staleness_drops",
-            "needs dropped_share or dropped_count (one of "
-            f"{', '.join(SIGNALS['dropped_share'] + SIGNALS['dropped_count'])}); none is logged",
+            f"needs dropped_share, dropped_count or dropped_total (one of {', '.join(names)}); "
+            "none is logged",
         )
     w = int(p["window"])
     if short := _too_short("staleness_drops", count, w + int(p["k"])):

@@ -20,9 +20,11 @@ every such candidate is listed in both forms.
 
 The off-policy signals (``staleness_lag``, ``dropped_count``) read, after rlmetrics' own
 ``staleness/`` keys, the peers' names :data:`rlmetrics.policy.staleness.PEER_KEYS` maps to them
-(verl's ``training/off_policy/trajectory_staleness_worst/mean`` and ``evicted_samples``,
-prime-rl's ``off_policy/mean`` and ``off_policy/dropped``, slime's ``rollout/staleness/mean``),
-so a run of those trainers is judged on what it logs.
+(verl's ``training/off_policy/trajectory_staleness_worst/mean``, prime-rl's ``off_policy/mean``,
+slime's ``rollout/staleness/mean``), and the peers' drop counters as each counts: verl's replay
+buffer ``evicted_samples`` (prompt groups a step), prime-rl's ``off_policy/dropped`` (traces a
+step), verl's fully-async ``fully_async/count/dropped_stale_samples`` (a running total), so a
+run of those trainers is judged on what it logs.
 
 Keys not listed are ignored; a signal none of whose keys is present makes the rules that need it
 report that they could not run. A run of your own loop names its signals itself:
@@ -201,9 +203,11 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
         K.VERL_TRAJECTORY_STALENESS_MEAN,
     ),
     # samples generated and not trained on: their share (rlmetrics), else their count per step
-    # (verl's replay-buffer evictions, prime-rl's dropped)
+    # (verl's replay buffer counts evicted prompt groups, prime-rl its stale traces), else a
+    # running total since the run began (verl's fully-async rollouter)
     "dropped_share": (K.STALENESS_DROPPED_SHARE,),
     "dropped_count": (K.STALENESS_DROPPED_COUNT, K.VERL_EVICTED_SAMPLES, K.PRIME_RL_OFF_POLICY_DROPPED),
+    "dropped_total": (K.VERL_FULLY_ASYNC_DROPPED_STALE_SAMPLES,),
     # mean length of the samples trained on, and of all generated (trained + dropped)
     "trained_length": (K.STALENESS_TRAINED_LENGTH_MEAN,),
     "generated_length": (K.STALENESS_GENERATED_LENGTH_MEAN,),

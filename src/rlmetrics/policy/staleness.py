@@ -27,9 +27,7 @@ values (rlmetrics' keys under the default prefix ``staleness/``):
 
 * verl: ``training/off_policy/trajectory_spans/{mean,max,min}`` = ``spans/*``;
   ``training/off_policy/trajectory_staleness/*`` = ``lag_newest/*``;
-  ``training/off_policy/trajectory_staleness_worst/*`` = ``lag/*``;
-  ``training/off_policy/evicted_samples`` = ``dropped/count``;
-  ``training/off_policy/evicted_samples_staleness/*`` = ``dropped/lag/*``.
+  ``training/off_policy/trajectory_staleness_worst/*`` = ``lag/*``.
 * prime-rl: ``off_policy/{mean,max}`` = ``lag/{mean,max}``; ``off_policy/dropped`` =
   ``dropped/count``.
 * slime: ``rollout/staleness/{mean,max}`` = ``lag/{mean,max}`` (the lag of a sample's oldest
@@ -37,9 +35,10 @@ values (rlmetrics' keys under the default prefix ``staleness/``):
 
 verl computes its lags against ``global_steps - 1``: pass ``current_version=global_steps - 1``
 with its ``min_global_steps`` as ``versions`` and ``max_global_steps`` as ``newest_versions``.
-verl's replay buffer counts an evicted sample's staleness from ``global_steps`` (``+ 1``, and in
-some releases in units of ``parameter_sync_step``): under ``evicted_samples_staleness/*`` this
-module reports its own lag, ``current_version - version``.
+Not written under verl's names: its replay buffer's ``training/off_policy/evicted_samples`` counts
+evicted prompt *groups* (``dropped/count`` counts samples), and ``evicted_samples_staleness/*`` is
+a prompt's dispatch age plus one (``global_steps - dispatch step + 1``), not the lag of its oldest
+token; the health rules read verl's count as it is (:mod:`rlmetrics.health.signals`).
 Not mapped: prime-rl's ``off_policy/in_flight/*`` and ``off_policy/in_queue/*`` count policy
 steps, not seconds (rlmetrics' ages are seconds), and PipelineRL's ``stats/lag`` family, whose
 definition could not be checked.
@@ -94,10 +93,6 @@ PEER_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
         (K.VERL_TRAJECTORY_STALENESS_WORST_MEAN, K.STALENESS_LAG_MEAN),
         (K.VERL_TRAJECTORY_STALENESS_WORST_MAX, K.STALENESS_LAG_MAX),
         (K.VERL_TRAJECTORY_STALENESS_WORST_MIN, K.STALENESS_LAG_MIN),
-        (K.VERL_EVICTED_SAMPLES, K.STALENESS_DROPPED_COUNT),
-        (K.VERL_EVICTED_SAMPLES_STALENESS_MEAN, K.STALENESS_DROPPED_LAG_MEAN),
-        (K.VERL_EVICTED_SAMPLES_STALENESS_MAX, K.STALENESS_DROPPED_LAG_MAX),
-        (K.VERL_EVICTED_SAMPLES_STALENESS_MIN, K.STALENESS_DROPPED_LAG_MIN),
     ),
     "prime-rl": (
         (K.PRIME_RL_OFF_POLICY_MEAN, K.STALENESS_LAG_MEAN),
