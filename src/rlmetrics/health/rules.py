@@ -1646,7 +1646,8 @@ def _increments(total: Series | None) -> Series | None:
     """
     if total is None or total.values.size < 2:
         return None
-    rise = np.diff(total.values)
+    with np.errstate(invalid="ignore"):  # an infinite total gives NaN, as a damaged value does
+        rise = np.diff(total.values)
     rise[rise < 0] = np.nan
     return Series(total.key, total.steps[1:], rise)
 
