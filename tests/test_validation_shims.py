@@ -61,7 +61,10 @@ PACKAGE = (
     "unpaired_difference wilson_interval worst_at_k"
 ).split()
 #: exported since: several seeds and planning (no old flat module)
-NEW = "EvaluationPlan PilotSpread SeedComparison SeedSummary combine_seeds compare_seed_groups pilot_spread plan_evaluation"
+NEW = (
+    "EvaluationPlan PilotSpread SeedComparison SeedSummary combine_seeds compare_seed_groups "
+    "pilot_spread plan_evaluation"
+)
 
 
 @pytest.mark.parametrize("old", list(OLD), ids=list(OLD))
