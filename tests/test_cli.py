@@ -14,15 +14,17 @@ from rlmetrics.cli.app import app
 from rlmetrics.cli.compare import compare
 from rlmetrics.cli.demo import demo
 from rlmetrics.cli.diagnose import diagnose
+from rlmetrics.cli.plan import plan
 from rlmetrics.cli.report import report
+from rlmetrics.cli.seeds import seeds
 from rlmetrics.cli.validate import validate
 from rlmetrics.cli.watch import watch
 
-COMMANDS = ["validate", "compare", "demo", "report", "diagnose", "watch"]
+COMMANDS = ["validate", "compare", "demo", "report", "diagnose", "watch", "seeds", "plan"]
 runner = CliRunner()
 
 
-def test_registered_commands_are_the_six_functions():
+def test_registered_commands_are_the_eight_functions():
     registered = {info.name: info.callback for info in app.registered_commands}
     assert registered == {
         "validate": validate,
@@ -31,6 +33,8 @@ def test_registered_commands_are_the_six_functions():
         "report": report,
         "diagnose": diagnose,
         "watch": watch,
+        "seeds": seeds,
+        "plan": plan,
     }
 
 

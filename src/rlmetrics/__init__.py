@@ -64,6 +64,8 @@ from rlmetrics.training.timing import (
 )
 from rlmetrics.validation.comparison.curves import compare_curves, pass_at_k_curves
 from rlmetrics.validation.comparison.paired import paired_difference
+from rlmetrics.validation.comparison.plan import plan_evaluation
+from rlmetrics.validation.comparison.seeds import combine_seeds, compare_seed_groups
 from rlmetrics.validation.comparison.tables import compare_summaries, compare_tables
 from rlmetrics.validation.exact.estimators import (
     Estimate,
@@ -146,7 +148,9 @@ __all__ = [
     "bootstrap_indices",
     "bootstrap_metric",
     "calc_maj_val",
+    "combine_seeds",
     "compare_curves",
+    "compare_seed_groups",
     "compare_summaries",
     "compare_tables",
     "compute_data_metrics",
@@ -176,6 +180,7 @@ __all__ = [
     "pass_at_k",
     "pass_at_k_curves",
     "pass_hat_k",
+    "plan_evaluation",
     "ppo_update_statistics",
     "process_validation_metrics",
     "prompt_estimates",

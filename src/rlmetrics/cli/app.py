@@ -1,4 +1,5 @@
-"""The ``rlmetrics`` command line: ``validate``, ``compare``, ``demo``, ``report``, ``diagnose``, ``watch``.
+"""The ``rlmetrics`` command line: ``validate``, ``compare``, ``seeds``, ``plan``, ``demo``, ``report``,
+``diagnose``, ``watch``.
 
 Each command lives in its own module of :mod:`rlmetrics.cli`; this file only wires them into
 one typer app. Heavy imports (torch, pyarrow, matplotlib) happen inside the commands, so
@@ -17,7 +18,11 @@ from rlmetrics.cli.compare import compare
 from rlmetrics.cli.demo import demo
 from rlmetrics.cli.diagnose import EPILOG as DIAGNOSE_EPILOG
 from rlmetrics.cli.diagnose import diagnose
+from rlmetrics.cli.plan import EPILOG as PLAN_EPILOG
+from rlmetrics.cli.plan import plan
 from rlmetrics.cli.report import report
+from rlmetrics.cli.seeds import EPILOG as SEEDS_EPILOG
+from rlmetrics.cli.seeds import seeds
 from rlmetrics.cli.validate import validate
 from rlmetrics.cli.watch import EPILOG as WATCH_EPILOG
 from rlmetrics.cli.watch import watch
@@ -86,6 +91,8 @@ app.command("report", cls=_Command)(report)
 app.command("diagnose", cls=_Command, epilog=DIAGNOSE_EPILOG)(diagnose)
 app.command("compare", cls=_Command, epilog=COMPARE_EPILOG)(compare)
 app.command("watch", cls=_Command, epilog=WATCH_EPILOG)(watch)
+app.command("seeds", cls=_Command, epilog=SEEDS_EPILOG)(seeds)
+app.command("plan", cls=_Command, epilog=PLAN_EPILOG)(plan)
 
 
 def main() -> None:

@@ -7,7 +7,9 @@
   per prompt and as means with intervals across prompts (``summarize_validation``, its options
   one ``SummaryOptions``); the input grouping and the one maj@k vote counter.
 * :mod:`~rlmetrics.validation.comparison`: two evaluations compared prompt by prompt (paired
-  differences, pass@k curves with a simultaneous band and their crossover, whole tables).
+  differences, pass@k curves with a simultaneous band and their crossover, whole tables), several
+  training seeds combined (``combine_seeds``, ``compare_seed_groups``) and evaluations planned
+  (``plan_evaluation``).
 Rollout dumps (files, folders of per-step dumps) are read by :mod:`rlmetrics.readers.dumps`
 (``rlmetrics.validation.dumps`` is a shim).
 
@@ -30,6 +32,13 @@ from rlmetrics.validation.comparison.paired import (
     match_prompts,
     paired_difference,
     unpaired_difference,
+)
+from rlmetrics.validation.comparison.plan import EvaluationPlan, PilotSpread, pilot_spread, plan_evaluation
+from rlmetrics.validation.comparison.seeds import (
+    SeedComparison,
+    SeedSummary,
+    combine_seeds,
+    compare_seed_groups,
 )
 from rlmetrics.validation.comparison.tables import TableComparison, compare_summaries, compare_tables
 from rlmetrics.validation.exact.estimators import (
@@ -68,9 +77,13 @@ __all__ = [
     "CI_METHODS",
     "CurveComparison",
     "Estimate",
+    "EvaluationPlan",
     "Interval",
     "PairedDifference",
+    "PilotSpread",
     "PromptTable",
+    "SeedComparison",
+    "SeedSummary",
     "SummaryOptions",
     "TableComparison",
     "best_at_k",
@@ -78,7 +91,9 @@ __all__ = [
     "bootstrap_metric",
     "calc_maj_val",
     "column_intervals",
+    "combine_seeds",
     "compare_curves",
+    "compare_seed_groups",
     "compare_summaries",
     "compare_tables",
     "cover_at_tau",
@@ -92,6 +107,8 @@ __all__ = [
     "pass_at_k_curves",
     "pass_hat_k",
     "pass_hat_k_curves",
+    "pilot_spread",
+    "plan_evaluation",
     "process_validation_metrics",
     "prompt_estimates",
     "summarize_table",

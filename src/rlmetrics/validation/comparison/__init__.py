@@ -10,4 +10,9 @@
   compared (Holm, Benjamini-Hochberg).
 * :mod:`~rlmetrics.validation.comparison.equivalence`: non-inferiority and equivalence within a
   margin (two one-sided tests) and a verdict in words.
+* :mod:`~rlmetrics.validation.comparison.seeds`: evaluations of several training seeds combined
+  (between-seed, between-prompt and residual variance; an interval over seeds) and two
+  configurations compared with the seeds as the unit.
+* :mod:`~rlmetrics.validation.comparison.plan`: prompts and samples a prompt an evaluation needs
+  to detect a difference, from a pilot's spread.
 """
