@@ -186,3 +186,87 @@ def test_outputs_that_cannot_be_written_exit_2_and_leave_nothing(pair, tmp_path,
     text = " ".join(result.output.split())
     assert f"{output}: could not write" in text and "No space left on device" in text and "wrote" not in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base.jsonl", "rl.jsonl"]
+
+
+# ----------------------------------------------------------------------------- pairing by uid value
+
+
+def _rows(rates, n, seed, *, uid_key):
+    """Rows of a dump, grouped by prompt: ``{prompt index: [rows]}`` (samples in their order)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i, rate in enumerate(rates):
+        acc = (rng.random(n) < rate).astype(int).tolist()
+        pred = ["right" if a else str(rng.integers(3)) for a in acc]
+        out[i] = [
+            {uid_key: f"prompt-{i}", "output": "...", "data_source": "math", "acc": a, "pred": p}
+            for a, p in zip(acc, pred)
+        ]
+    return out
+
+
+def _write_rows(path, rows, order):
+    with path.open("w") as fh:
+        for i in order:
+            for row in rows[i]:
+                fh.write(json.dumps(row) + "\n")
+    return path
+
+
+def _tables(payload):
+    return [t for c in payload["comparisons"] for t in c["tables"]]
+
+
+@pytest.mark.parametrize("uid_key", ["uid", "input"], ids=["uid-key", "by-input"])
+@pytest.mark.parametrize("order", ["reversed", "shuffled"], ids=["reversed", "shuffled"])
+def test_prompts_are_paired_by_uid_not_by_file_order(tmp_path, uid_key, order):
+    """B's dump listing the prompts in another order than A's pairs the same prompts (issue 26).
+
+    Run B's rows are A's prompts written in a different order (each prompt's samples kept in
+    order): the comparison must be that of B written in A's order, and that of the Python API on
+    the uid strings, number for number.
+    """
+    from rlmetrics.validation.comparison.tables import compare_tables
+    from rlmetrics.validation.exact.summary import prompt_estimates
+
+    p, n = 40, 8
+    rng = np.random.default_rng(7)
+    rates_a = rng.beta(0.6, 1.2, p)
+    rates_b = np.clip(rates_a + np.linspace(-0.4, 0.4, p), 0, 1)  # per-prompt shifts: order matters
+    rows_a, rows_b = _rows(rates_a, n, 1, uid_key=uid_key), _rows(rates_b, n, 2, uid_key=uid_key)
+    moved = list(range(p))[::-1] if order == "reversed" else rng.permutation(p).tolist()
+    a = _write_rows(tmp_path / "a.jsonl", rows_a, range(p))
+    b_same = _write_rows(tmp_path / "b_same.jsonl", rows_b, range(p))
+    b_moved = _write_rows(tmp_path / "b_moved.jsonl", rows_b, moved)
+    payloads = []
+    for b in (b_same, b_moved):
+        out = tmp_path / f"{b.stem}.json"
+        args = ["compare", str(a), str(b), "--value-key", "acc", "--n-boot", "200", "--json", str(out)]
+        result = runner.invoke(app, [*args, *(["--uid-key", uid_key] if uid_key != "input" else [])])
+        assert result.exit_code == 0, result.output
+        assert f"{p} prompts in both (0 only in a, 0 only in {b.stem})" in result.output
+        payloads.append(json.loads(out.read_text()))
+    same, moved_tables = _tables(payloads[0]), _tables(payloads[1])
+    assert moved_tables == same
+
+    def api(rows, order):
+        flat = [row for i in order for row in rows[i]]
+        return prompt_estimates(
+            [r["data_source"] for r in flat],
+            [r[uid_key] for r in flat],
+            {"acc": [r["acc"] for r in flat], "pred": [r["pred"] for r in flat]},
+        )
+
+    (ref,) = compare_tables(api(rows_a, range(p)), api(rows_b, moved), n_boot=200)
+    (table,) = moved_tables
+    for name, d in ref.metrics.items():
+        got = table["metrics"][name]
+        assert got["diff"] == pytest.approx(d.diff, abs=1e-12), name
+        assert got["p_value"] == pytest.approx(d.p_value, rel=1e-9, abs=1e-15), name
+    # the true difference: prompt by prompt, B's estimate minus A's, on A's order
+    acc_a = np.array([[r["acc"] for r in rows_a[i]] for i in range(p)])
+    acc_b = np.array([[r["acc"] for r in rows_b[i]] for i in range(p)])
+    assert table["metrics"][f"mean@{n}"]["diff"] == pytest.approx(acc_b.mean() - acc_a.mean(), abs=1e-12)
+    assert table["metrics"][f"mean@{n}"]["correlation"] == pytest.approx(
+        np.corrcoef(acc_a.mean(axis=1), acc_b.mean(axis=1))[0, 1], abs=1e-9
+    )
