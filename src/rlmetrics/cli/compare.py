@@ -171,7 +171,7 @@ def _print_margins(console: Console, cmp: Any, shown: list[str], level: str) -> 
         title_justify="left",
         highlight=False,
     )
-    cols = ["metric", "B - A", "p non-inferior", "p equivalent", f"verdict ({level})"]
+    cols = ["metric", "B - A", "p non-inf.", "p TOST", f"verdict ({level})"]
     if adjusted:
         cols += [f"{family.level:.2%} interval", f"verdict ({family.method})"]
     for col in cols:
@@ -220,7 +220,7 @@ def _print_family(console: Console, results: list[tuple[Run, list[Any]]]) -> Non
     if margins:
         margin = next(iter(margins.values())).margin
         line = (
-            f"margin ±{margin:g}: p non-inferior tests B - A <= -{margin:g}, p equivalent |B - A| >= "
+            f"margin ±{margin:g}: p non-inf. tests H0 B - A <= -{margin:g}, p TOST H0 |B - A| >= "
             f"{margin:g} (two one-sided t tests, each at {alpha / 2:g}, unadjusted); a verdict reads "
             f"the {family.confidence:.0%} interval"
         )
