@@ -330,6 +330,7 @@ def compare(
             "chance of even one false difference stays under the level, under any dependence between "
             "metrics; the safe choice for a claim), bh (Benjamini-Hochberg: the expected share of false "
             "differences; more power, for screening many benchmarks), none.",
+            metavar="holm|bh|none",
         ),
     ] = "holm",
     margin: Annotated[
