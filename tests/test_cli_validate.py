@@ -296,6 +296,8 @@ def test_cluster_key_and_k_above_samples_warning(tmp_path):
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     assert "warning: a requested k is above the samples of some prompts" in text and "k=5" in text
+    # the prompts left out are named by their uid (here 'input'), not by a per-file code
+    assert "2 prompt(s) ('question 1', 'question 2'; fewest 4)" in text
     assert "clusters of prompts" in text
     body = json.loads(out.read_text())["summary"]["gsm8k"]["acc"]
     # gsm8k: prompts 1, 2, 4 ... 11 in 4 passages; prompts 1 and 2 have 4 samples, below k = 5

@@ -142,9 +142,15 @@ def _values(col: Any) -> Any:
 
 
 def inputs_of(columns: dict[str, Any], n_rows: int, opts: KeyOptions) -> RolloutInputs:
-    """The summary's inputs from columns read with :func:`keys_to_read`'s keys."""
+    """The summary's inputs from columns read with :func:`keys_to_read`'s keys.
+
+    Prompts are keyed by their uid *values*: a coded column's codes number the values in the
+    order one run's files list them, so two runs (``compare``) would pair different prompts under
+    one code. The values are the column's own string objects, repeated, so grouping them costs no
+    more than grouping the codes. Predictions stay codes (votes are counted within one run).
+    """
     uid_col = columns[opts.uid_key] if opts.uid_key in columns else columns["input"]
-    uids = uid_col.codes if isinstance(uid_col, _Coded) else uid_col
+    uids = _values(uid_col)
     src_col = columns.get(opts.source_key)
     sources = ["all"] * n_rows if src_col is None else _values(src_col)
     infos: dict[str, Any] = {}

@@ -9,6 +9,14 @@ at 80% power (:func:`rlmetrics.validation.comparison.tables.compare_tables`), an
 every k with a simultaneous band and where they cross. A summary has no per-prompt data: its
 comparison is unpaired (Welch) and has no curve.
 
+Everything one call tests (every distinct metric of every table, for every B) is one family: its
+p-values are adjusted together (``--adjust``, Holm by default;
+:func:`rlmetrics.validation.comparison.family.adjust_comparisons`), shown beside the unadjusted
+ones, with the method and the family's size stated. ``--margin DELTA`` adds, per metric, the two
+one-sided tests against -DELTA and +DELTA and a verdict in words
+(:mod:`rlmetrics.validation.comparison.equivalence`), from the unadjusted interval and from the
+family's adjusted one.
+
 Exit status: 0 on success, 2 on unreadable input, a wrong option (a ``--k`` above the samples
 of every prompt among them) or an output that could not be written (nothing is left half
 written).
@@ -53,6 +61,8 @@ Examples:
 
   rlmetrics compare ckpt/val_generations --step 100 ckpt/val_generations --json cmp.json --plot passk.png
 
+  rlmetrics compare old/val.jsonl new/val.jsonl --margin 0.01 --adjust bh
+
 Exit status: 0 compared, 2 unreadable input, a wrong option or an output not written.
 """
 
@@ -75,6 +85,13 @@ def _fmt_p(p: float) -> str:
     return "<1e-4" if p < 1e-4 else f"{p:.4f}"
 
 
+#: What each ``--adjust`` controls, for the family line.
+_ADJUST_WORDS = {
+    "holm": "Holm's step-down: the chance of even one false difference in the family at most",
+    "bh": "Benjamini-Hochberg: the expected share of false differences among those declared at most",
+}
+
+
 def _describe(run: Run) -> str:
     where = f", step {run.step} of {run.n_steps}" if run.step is not None and run.n_steps > 1 else ""
     if run.summary is not None:
@@ -87,6 +104,7 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
     from rich.table import Table
 
     level = f"{confidence:.0%}"
+    method = cmp.family.method if cmp.family is not None else "none"
     if cmp.n_matched is None:
         head = f"{cmp.source} / {cmp.variable}: unpaired (Welch), from summaries"
     else:
@@ -102,15 +120,17 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
         ("B - A", "right"),
         (f"{level} interval", "right"),
         ("p", "right"),
+        *([(f"p {method}", "right")] if method != "none" else []),
         ("MDE", "right"),
         ("corr", "right"),
     ):
         table.add_column(escape(col), justify=justify)  # type: ignore[arg-type]
-    for name, d in cmp.metrics.items():
-        if not _shown_metric(name, binary):
-            continue
+    shown = [name for name in cmp.metrics if _shown_metric(name, binary)]
+    for name in shown:
+        d, adj = cmp.metrics[name], cmp.adjusted.get(name)
+        p_family = adj.p_value if adj is not None else d.p_value
         style = None
-        if math.isfinite(d.ci_low) and (d.ci_low > 0 or d.ci_high < 0):
+        if math.isfinite(p_family) and p_family <= 1.0 - confidence and d.diff != 0:
             style = "green" if d.diff > 0 else "red"
         table.add_row(
             name,
@@ -119,12 +139,15 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
             f"{d.diff:+.4f}" if math.isfinite(d.diff) else "nan",
             f"[{_fmt(d.ci_low)}, {_fmt(d.ci_high)}]",
             _fmt_p(d.p_value),
+            *([_fmt_p(p_family)] if method != "none" else []),
             _fmt(d.mde),
             _fmt(d.correlation, 2),
             style=style,
         )
     console.print()
     console.print(table)
+    if cmp.margins:
+        _print_margins(console, cmp, shown, level)
     if cmp.curve is not None:
         console.print(
             f"pass@k for k = 1..{int(cmp.curve.ks[-1])}: {escape(describe_curves(cmp.curve))}",
@@ -134,6 +157,78 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
     first = next(iter(cmp.metrics.values()), None)
     if first is not None:
         console.print(f"[dim]{escape(first.method)}; MDE: smallest difference detected with 80% power[/dim]")
+
+
+def _print_margins(console: Console, cmp: Any, shown: list[str], level: str) -> None:
+    """The two one-sided tests of each shown metric against the margin, and the verdicts."""
+    from rich.table import Table
+
+    family = cmp.family
+    margin = next(iter(cmp.margins.values())).margin
+    adjusted = family is not None and family.method != "none"
+    table = Table(
+        title=escape(f"{cmp.source} / {cmp.variable}: B - A against the margin ±{margin:g}"),
+        title_justify="left",
+        highlight=False,
+    )
+    cols = ["metric", "B - A", "p non-inf.", "p TOST", f"verdict ({level})"]
+    if adjusted:
+        cols += [f"{family.level:.2%} interval", f"verdict ({family.method})"]
+    for col in cols:
+        table.add_column(escape(col), justify="left" if col == "metric" else "right")
+    for name in shown:
+        t, d, adj = cmp.margins.get(name), cmp.metrics[name], cmp.adjusted.get(name)
+        if t is None:
+            continue
+        row = [
+            name,
+            f"{d.diff:+.4f}" if math.isfinite(d.diff) else "nan",
+            _fmt_p(t.p_noninferior),
+            _fmt_p(t.p_equivalent),
+            t.verdict,
+        ]
+        if adjusted and adj is not None:
+            row += [f"[{_fmt(adj.ci_low)}, {_fmt(adj.ci_high)}]", str(adj.verdict)]
+        style = {"better": "green", "worse": "red", "inconclusive": "yellow"}.get(
+            str(adj.verdict if adjusted and adj is not None else t.verdict)
+        )
+        table.add_row(*(escape(x) for x in row), style=style)
+    console.print(table)
+
+
+def _print_family(console: Console, results: list[tuple[Run, list[Any]]]) -> None:
+    """One line: the family the p-values were adjusted over, its size, the method; the margin's tests."""
+    cmps = [c for _, cs in results for c in cs]
+    if not cmps or cmps[0].family is None:
+        return
+    family = cmps[0].family
+    alpha = 1.0 - family.confidence
+    tables = f"{len(cmps)} table{'s' if len(cmps) > 1 else ''}"
+    if family.method == "none":
+        line = (
+            f"p-values not adjusted (--adjust none) for the family of {family.size} distinct "
+            f"comparisons made (every metric of the {tables} above)"
+        )
+    else:
+        line = (
+            f"p {family.method}: p-values adjusted over a family of {family.size} distinct comparisons "
+            f"(every metric of the {tables} above) by {_ADJUST_WORDS[family.method]} {alpha:.0%}; "
+            f"p: each comparison alone; coloured: p {family.method} <= {alpha:g}"
+        )
+    console.print(f"\n[dim]{escape(line)}[/dim]", highlight=False, soft_wrap=True)
+    margins = next((c.margins for c in cmps if c.margins), None)
+    if margins:
+        margin = next(iter(margins.values())).margin
+        line = (
+            f"margin ±{margin:g}: p non-inf. tests H0 B - A <= -{margin:g}, p TOST H0 |B - A| >= "
+            f"{margin:g} (two one-sided t tests, each at {alpha / 2:g}, unadjusted); a verdict reads "
+            f"the {family.confidence:.0%} interval"
+        )
+        if family.method != "none":
+            line += (
+                f", the {family.method} verdict the family's {family.interval} interval at {family.level:.2%}"
+            )
+        console.print(f"[dim]{escape(line)}[/dim]", highlight=False, soft_wrap=True)
 
 
 def _plot(runs: list[Run], results: list[tuple[Run, list[Any]]], target: Path) -> None:
@@ -227,9 +322,30 @@ def compare(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Draw pass@k against k and B - A with its band (PNG).")
     ] = None,
+    adjust: Annotated[
+        str,
+        typer.Option(
+            "--adjust",
+            help="Adjust the p-values of every metric compared, as one family: holm (the default: the "
+            "chance of even one false difference stays under the level, under any dependence between "
+            "metrics; the safe choice for a claim), bh (Benjamini-Hochberg: the expected share of false "
+            "differences; more power, for screening many benchmarks), none.",
+            metavar="holm|bh|none",
+        ),
+    ] = "holm",
+    margin: Annotated[
+        float | None,
+        typer.Option(
+            "--margin",
+            help="A difference that does not matter (0.01: one point): per metric the two one-sided "
+            "tests against -DELTA and +DELTA and a verdict (better, equivalent within / no worse than "
+            "DELTA, worse, inconclusive).",
+            metavar="DELTA",
+        ),
+    ] = None,
 ) -> None:
     """Compare evaluations on the same prompts: paired differences, intervals, p-values, pass@k curves."""
-    _check_options(runs, confidence, n_boot, k, json_out, plot)
+    _check_options(runs, confidence, n_boot, k, json_out, plot, adjust, margin)
     loaded = _load_runs(runs, KeyOptions(uid_key, source_key, value_keys, pred_key, cluster_key), step)
     out = Console()
     if not out.is_terminal:  # logs and pipes: a table as wide as it needs, not 80 columns
@@ -249,6 +365,7 @@ def compare(
                 )
                 for other in loaded[1:]
             ]
+            results = _adjusted(results, adjust, margin)
         except (ValueError, TypeError) as e:
             _fail(str(e))
     if k is not None:
@@ -259,7 +376,7 @@ def compare(
     _print_results(out, err, loaded[0], results, tables, confidence)
     if json_out is not None:
         try:
-            write_json(json_out, _payload(loaded, results, confidence))
+            write_json(json_out, _payload(loaded, results, confidence, margin))
         except OSError as e:
             _fail(f"--json: could not write {json_out}: {e.strerror or e}")
         err.print(f"wrote {json_out}")
@@ -288,14 +405,26 @@ def _check_options(
     k: list[int] | None,
     json_out: Path | None,
     plot: Path | None,
+    adjust: str,
+    margin: float | None,
 ) -> None:
     """Fail on a wrong option before reading anything."""
+    from rlmetrics.validation.comparison.equivalence import check_margin
+    from rlmetrics.validation.comparison.family import ADJUST_CHOICES
+
     if len(runs) < 2:
         _fail(f"compare needs at least two runs (A, then B ...); got {len(runs)}")
     if not 0.0 < confidence < 1.0:
         _fail(f"--confidence must be in (0, 1); got {confidence}")
     if n_boot < 100:
         _fail(f"--n-boot must be at least 100; got {n_boot}")
+    if adjust not in ADJUST_CHOICES:
+        _fail(f"--adjust must be one of {', '.join(ADJUST_CHOICES)}; got {adjust!r}")
+    if margin is not None:
+        try:
+            check_margin(margin, "--margin")
+        except ValueError as e:
+            _fail(str(e))
     if k is not None and any(not 1 <= v <= MAX_K for v in k):
         _fail(f"--k values must be integers in [1, 2**63 - 1]; got {', '.join(map(str, k))}")
     for target, opt in ((json_out, "--json"), (plot, "--plot")):
@@ -375,8 +504,25 @@ def _compare_pair(
             curves=curves,
             n_boot=n_boot,
             seed=seed,
+            adjust="none",  # adjusted once, over every B (_adjusted)
         )
-    return compare_summaries(_summary(base, k, pred_key), _summary(other, k, pred_key), confidence=confidence)
+    return compare_summaries(
+        _summary(base, k, pred_key), _summary(other, k, pred_key), confidence=confidence, adjust="none"
+    )
+
+
+def _adjusted(
+    results: list[tuple[Run, list[Any]]], adjust: str, margin: float | None
+) -> list[tuple[Run, list[Any]]]:
+    """Every comparison of the call adjusted as one family (and tested against the margin)."""
+    from rlmetrics.validation.comparison.family import adjust_comparisons
+
+    flat = adjust_comparisons([c for _, cmps in results for c in cmps], method=adjust, margin=margin)
+    out, start = [], 0
+    for other, cmps in results:
+        out.append((other, flat[start : start + len(cmps)]))
+        start += len(cmps)
+    return out
 
 
 def _check_k(k: list[int], tables: dict[int, Any]) -> None:
@@ -416,10 +562,18 @@ def _print_results(
             )
         for cmp in cmps:
             _print_table(out, base, other, cmp, _is_binary(tables.get(id(base)), cmp), confidence)
+    _print_family(out, results)
 
 
-def _payload(loaded: list[Run], results: list[tuple[Run, list[Any]]], confidence: float) -> dict[str, Any]:
-    """The ``--json`` document: the runs read and every comparison as plain data."""
+def _payload(
+    loaded: list[Run], results: list[tuple[Run, list[Any]]], confidence: float, margin: float | None
+) -> dict[str, Any]:
+    """The ``--json`` document: the runs read, the family, every comparison as plain data.
+
+    Each table's ``metrics`` hold the unadjusted differences, ``adjusted`` the family's p-values
+    and intervals (and verdicts), ``margins`` the two one-sided tests.
+    """
+    family = next((c.family for _, cmps in results for c in cmps if c.family is not None), None)
     return {
         "runs": [
             {
@@ -434,6 +588,8 @@ def _payload(loaded: list[Run], results: list[tuple[Run, list[Any]]], confidence
             for r in loaded
         ],
         "confidence": confidence,
+        "family": None if family is None else vars(family),
+        "margin": margin,
         "comparisons": [
             {"a": loaded[0].name, "b": other.name, "tables": [c.as_dict() for c in cmps]}
             for other, cmps in results
