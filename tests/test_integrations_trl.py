@@ -477,7 +477,9 @@ def test_the_monitor_stops_the_training_with_a_checkpoint_first(
     from rlmetrics.errors import HealthWarning, RunStopped
 
     monitor = HealthMonitor(every=1, budget=None, actions=actions)
-    cb = RLMetricsCallback(monitor=monitor, group_metrics=False, save_on_stop=save_on_stop)
+    cb = RLMetricsCallback(
+        monitor=monitor, group_metrics=False, reward_components=False, save_on_stop=save_on_stop
+    )
     a, ctl = args(tmp_path), control()
     cb.on_train_begin(a, state(0), ctl)
     with warnings.catch_warnings(record=True) as caught:
