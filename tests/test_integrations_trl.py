@@ -195,6 +195,23 @@ def test_exact_window_group_statistics(trained):
     assert "grpo/num_groups" not in rows[2]  # the summary record has no completions
 
 
+def test_real_window_reward_components(trained):
+    """The reward components of each logged window: the functions' recorded values, by numpy."""
+    rows = read_jsonl(trained.callback.run_dir / "metrics.jsonl")
+    calls = trained.recorded.calls
+    for row, gens in zip(rows[:2], (range(0, 2), range(2, 4))):
+        for name in ("has_a", "short"):
+            values = np.array([v for j in gens for v in calls[name][j] if v is not None], dtype=float)
+            assert row[K.reward_component_key(name, "mean")] == pytest.approx(np.mean(values), rel=1e-12)
+            assert row[K.reward_component_key(name, "max")] == np.max(values)
+        # has_a (weight 1) answers every completion; short's 0.5 * 0.5 decides only where has_a is 0
+        has_a = np.array([v for j in gens for v in calls["has_a"][j]])
+        short = np.array([v is not None for j in gens for v in calls["short"][j]])
+        assert row[K.reward_component_key("short", "decides_frac")] == pytest.approx(
+            np.mean(short & (has_a == 0.0))
+        )
+
+
 def test_the_run_reads_back_diagnoses_and_reports(trained, tmp_path):
     pytest.importorskip("matplotlib")
     from typer.testing import CliRunner

@@ -33,6 +33,14 @@ function returned ``None``), and at the next log adds, over every completion of 
 * TRL's definitions under ``grpo-trl/`` (``reward``, ``reward_std`` over the whole window,
   ``frac_reward_zero_std``; ``definition="trl"``), in float64.
 
+The same window gives the reward components (:func:`rlmetrics.compute_reward_component_metrics`
+over each function's values, ``reward_components=``); with ``group_by=<dataset column>`` the group
+statistics and the components per category (each completion's label from TRL's ``_logs["extra"]``,
+what a reward function logged with ``log_extra``, else the training dataset's value for its prompt,
+indexed once), and with ``split_by_outcome=True`` the components of the completions at or above
+``solved_threshold`` and of the others. TRL keeps no per-completion tokens for a callback, so the
+token-level families (lengths, entropy, advantages per category) are not computed here.
+
 Nothing of TRL is patched and no collective is issued (the rewards are gathered already).
 Two private attributes of the trainer are read (``_logs``, and ``_metrics`` to see that a new
 batch was scored): if a TRL release changes them, or the batch does not have TRL 1.16's layout
