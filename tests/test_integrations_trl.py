@@ -195,6 +195,23 @@ def test_exact_window_group_statistics(trained):
     assert "grpo/num_groups" not in rows[2]  # the summary record has no completions
 
 
+def test_real_window_reward_components(trained):
+    """The reward components of each logged window: the functions' recorded values, by numpy."""
+    rows = read_jsonl(trained.callback.run_dir / "metrics.jsonl")
+    calls = trained.recorded.calls
+    for row, gens in zip(rows[:2], (range(0, 2), range(2, 4))):
+        for name in ("has_a", "short"):
+            values = np.array([v for j in gens for v in calls[name][j] if v is not None], dtype=float)
+            assert row[K.reward_component_key(name, "mean")] == pytest.approx(np.mean(values), rel=1e-12)
+            assert row[K.reward_component_key(name, "max")] == np.max(values)
+        # has_a (weight 1) answers every completion; short's 0.5 * 0.5 decides only where has_a is 0
+        has_a = np.array([v for j in gens for v in calls["has_a"][j]])
+        short = np.array([v is not None for j in gens for v in calls["short"][j]])
+        assert row[K.reward_component_key("short", "decides_frac")] == pytest.approx(
+            np.mean(short & (has_a == 0.0))
+        )
+
+
 def test_the_run_reads_back_diagnoses_and_reports(trained, tmp_path):
     pytest.importorskip("matplotlib")
     from typer.testing import CliRunner
@@ -454,6 +471,206 @@ def test_a_run_name_with_path_separators_is_one_folder(tmp_path):
     assert run_dir(cb) == tmp_path / "logs" / "trl" / "org_model-grpo"
 
 
+# --- reward components and categories on a stand-in trainer -------------------------------------
+
+#: two generation batches of 4 completions in groups of 2 (prompts p0, p1 in each), two functions
+WINDOW = [
+    {"acc": [1.0, 1.0, math.nan, 0.0], "fmt": [0.2, 0.0, math.nan, 0.9]},
+    {"acc": [0.0, 1.0, 1.0, 1.0], "fmt": [math.nan, 0.5, 0.1, 0.1]},
+]
+WEIGHTS = {"acc": 1.0, "fmt": 0.5}
+
+
+def window_row(tmp_path, trainer, window=WINDOW, prompts=None, **options) -> dict:
+    """The logged row of one window of ``window``'s generation batches through the callback."""
+    cb = RLMetricsCallback(monitor=False, **options).attach(trainer)
+    a = args(tmp_path)
+    cb.on_train_begin(a, state(0), None)
+    for step, batch in enumerate(window, 1):
+        trainer.generate(batch, prompts=None if prompts is None else prompts[step - 1])
+        cb.on_step_end(a, state(step), None)
+    cb.on_log(a, state(len(window)), None, logs={"reward": 0.5})
+    cb.on_train_end(a, state(len(window)), None)
+    (row,) = jsonl_rows(cb)
+    return {k: v for k, v in row.items() if k not in ("step", "timestamp")} | {"_cb": cb}
+
+
+def window_columns(window=WINDOW) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Each function's values over the window, the weighted rewards (NaN: unscorable), the group ids."""
+    per_func = {name: np.concatenate([np.asarray(b[name], dtype=float) for b in window]) for name in WEIGHTS}
+    table = np.stack([per_func[n] * w for n, w in WEIGHTS.items()], axis=1)
+    rewards = np.where(np.isnan(table).all(axis=1), np.nan, np.nansum(table, axis=1))
+    uids = np.concatenate([2 * j + np.arange(4) // 2 for j in range(len(window))])
+    return per_func, rewards, uids
+
+
+def brute_components(per_func: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, float]:
+    """Each component's statistics over ``rows`` by numpy, the decider by plain Python."""
+    out: dict[str, float] = {}
+    deciders = []
+    for i in np.flatnonzero(rows):
+        given = {n: abs(WEIGHTS[n] * v[i]) for n, v in per_func.items() if not math.isnan(v[i])}
+        if given:
+            deciders.append(max(sorted(given), key=lambda n: given[n]))  # ties: the first name
+    for name, values in per_func.items():
+        x = values[rows][~np.isnan(values[rows])]
+        out[K.reward_component_key(name, "mean")] = float(np.mean(x))
+        out[K.reward_component_key(name, "std")] = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
+        out[K.reward_component_key(name, "max")] = float(np.max(x))
+        out[K.reward_component_key(name, "min")] = float(np.min(x))
+        out[K.reward_component_key(name, "decides_frac")] = deciders.count(name) / len(deciders)
+    return out
+
+
+def stand_in(**kwargs) -> FakeTrainer:
+    return FakeTrainer(names=tuple(WEIGHTS), weights=tuple(WEIGHTS.values()), **kwargs)
+
+
+def test_reward_components_span_the_window(tmp_path):
+    row = window_row(tmp_path, stand_in())
+    per_func, _, _ = window_columns()
+    want = brute_components(per_func, np.ones(8, dtype=bool))
+    got = {k: v for k, v in row.items() if k.startswith(K.REWARD_COMPONENTS_PREFIX)}
+    assert got == pytest.approx(want, nan_ok=True)
+    assert not any(k.startswith(K.CATEGORY_PREFIX) for k in row)  # no group_by, no outcome split
+    off = window_row(tmp_path / "off", stand_in(), reward_components=False)
+    assert not any(k.startswith(K.REWARD_COMPONENTS_PREFIX) for k in off) and "grpo/num_groups" in off
+
+
+def dataset(sources: dict[Any, str]):
+    from datasets import Dataset
+
+    return Dataset.from_dict({"prompt": list(sources), "data_source": list(sources.values())})
+
+
+def assert_per_category(row: dict, group: str, category: str, rows: np.ndarray, window=WINDOW) -> None:
+    """A category's metrics are the plain functions' on its completions alone."""
+    from rlmetrics import compute_group_metrics, compute_reward_component_metrics
+
+    per_func, rewards, uids = window_columns(window)
+    want = compute_reward_component_metrics({n: v[rows] for n, v in per_func.items()}, weights=WEIGHTS)
+    if group != K.OUTCOME_GROUP:
+        want |= compute_group_metrics(uids[rows], rewards[rows], definition="trl", prefix=K.GRPO_TRL_PREFIX)
+        ok = rows & ~np.isnan(rewards)
+        want |= compute_group_metrics(uids[ok], rewards[ok])
+    head = K.category_key("", group, category)
+    got = {k[len(head) :]: v for k, v in row.items() if k.startswith(head)}
+    assert got == pytest.approx(want, nan_ok=True, rel=1e-12)
+
+
+def test_group_by_reads_the_training_datasets_column_by_prompt(tmp_path):
+    trainer = stand_in()
+    trainer.train_dataset = dataset({"p0": "gsm8k", "p1": "math/algebra", "p2": "gsm8k"})
+    row = window_row(tmp_path, trainer, group_by="data_source")
+    first = np.tile([True, True, False, False], 2)  # p0's groups
+    assert_per_category(row, "data_source", "gsm8k", first)
+    assert_per_category(row, "data_source", "math/algebra", ~first)
+    assert "by_data_source/math%2Falgebra/grpo/frac_all_solved" in row
+    assert row["_cb"].group_by == "data_source"
+
+
+def test_group_by_prefers_what_a_reward_function_logged_with_log_extra(tmp_path):
+    trainer = stand_in()
+    trainer.train_dataset = dataset({"p0": "gsm8k", "p1": "math"})  # not read: the logged values win
+    trainer._logs["extra"] = defaultdict(lambda: deque(maxlen=8))
+    window = [dict(b) for b in WINDOW]
+    labels = [["x", "x", "y", "y"], ["y", "y", "x", "x"]]
+    cb = RLMetricsCallback(monitor=False, group_by="data_source").attach(trainer)
+    a = args(tmp_path)
+    cb.on_train_begin(a, state(0), None)
+    for step, (batch, logged) in enumerate(zip(window, labels), 1):
+        trainer._logs["extra"]["data_source"].extend(logged)  # TRL's _logs["extra"], gathered
+        trainer.generate(batch)
+        cb.on_step_end(a, state(step), None)
+    cb.on_log(a, state(2), None, logs={"reward": 0.5})
+    (row,) = jsonl_rows(cb)
+    x = np.concatenate(labels) == "x"
+    assert_per_category(row, "data_source", "x", x)
+    assert_per_category(row, "data_source", "y", ~x)
+    assert not any("gsm8k" in k for k in row)
+
+
+def test_conversational_prompts_are_found_in_the_dataset(tmp_path):
+    chat = [[{"role": "user", "content": f"q{i}"}] for i in range(2)]
+    trainer = stand_in()
+    from datasets import Dataset
+
+    trainer.train_dataset = Dataset.from_dict({"prompt": chat, "data_source": ["a", "b"]})
+    prompts = [[chat[0], chat[0], chat[1], chat[1]]] * 2
+    row = window_row(tmp_path, trainer, prompts=prompts, group_by="data_source")
+    first = np.tile([True, True, False, False], 2)
+    assert_per_category(row, "data_source", "a", first)
+    assert_per_category(row, "data_source", "b", ~first)
+
+
+@pytest.mark.parametrize(
+    ("sources", "match"),
+    [
+        pytest.param({"p0": "a"}, "a prompt is not in the training dataset: 'p1'", id="missing-prompt"),
+        pytest.param(None, "no training dataset with columns", id="no-dataset"),
+    ],
+)
+def test_unreadable_categories_switch_off_only_the_per_category_statistics(tmp_path, sources, match):
+    trainer = stand_in()
+    trainer.train_dataset = None if sources is None else dataset(sources)
+    with pytest.warns(RuntimeWarning, match=f"statistics per 'data_source' are switched off .*{match}"):
+        row = window_row(tmp_path, trainer, group_by="data_source")
+    assert not any(k.startswith(K.CATEGORY_PREFIX) for k in row)
+    assert "grpo/num_groups" in row and K.reward_component_key("acc", "mean") in row
+    assert row["_cb"].group_by is None and row["_cb"].group_metrics
+
+
+def test_a_prompt_with_two_sources_in_the_dataset_is_refused(tmp_path):
+    from datasets import Dataset
+
+    trainer = stand_in()
+    trainer.train_dataset = Dataset.from_dict({"prompt": ["p0", "p1", "p0"], "data_source": ["a", "b", "c"]})
+    with pytest.warns(RuntimeWarning, match=r"a prompt has two 'data_source' values in the training dataset"):
+        row = window_row(tmp_path, trainer, group_by="data_source")
+    assert not any(k.startswith(K.CATEGORY_PREFIX) for k in row)
+
+
+def test_split_by_outcome_gives_the_reward_components_of_right_and_wrong(tmp_path):
+    row = window_row(tmp_path, stand_in(), split_by_outcome=True, solved_threshold=1.0)
+    _, rewards, _ = window_columns()
+    scorable = ~np.isnan(rewards)
+    right = scorable & (rewards >= 1.0)
+    assert_per_category(row, K.OUTCOME_GROUP, K.OUTCOME_CORRECT, right)
+    assert_per_category(row, K.OUTCOME_GROUP, K.OUTCOME_INCORRECT, scorable & ~right)
+    assert not any(k.startswith("by_outcome/") and "/grpo" in k for k in row)  # groups mix outcomes
+
+
+def test_sources_beyond_max_categories_are_one_other(tmp_path):
+    trainer = stand_in()
+    trainer.train_dataset = dataset({"p0": "a", "p1": "b"})
+    with pytest.warns(RuntimeWarning, match=r"more than max_categories=1"):
+        row = window_row(tmp_path, trainer, group_by="data_source", max_categories=1)
+    assert_per_category(row, "data_source", K.OTHER_CATEGORY, np.ones(8, dtype=bool))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        pytest.param(
+            {"reward_components": 1}, TypeError, "reward_components must be a bool", id="components"
+        ),
+        pytest.param({"split_by_outcome": "no"}, TypeError, "split_by_outcome must be a bool", id="outcome"),
+        pytest.param({"group_by": 3}, TypeError, "group_by must be a dataset column name or None", id="int"),
+        pytest.param({"group_by": "data source"}, ValueError, r"got 'data source'", id="space"),
+        pytest.param(
+            {"group_by": "outcome", "split_by_outcome": True},
+            ValueError,
+            "must differ from 'outcome'",
+            id="clash",
+        ),
+        pytest.param({"max_categories": 0}, ValueError, "max_categories must be an integer >= 1", id="zero"),
+    ],
+)
+def test_bad_category_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        RLMetricsCallback(**kwargs)
+
+
 # --- stopping a lost run ----------------------------------------------------------------------
 
 
@@ -477,7 +694,9 @@ def test_the_monitor_stops_the_training_with_a_checkpoint_first(
     from rlmetrics.errors import HealthWarning, RunStopped
 
     monitor = HealthMonitor(every=1, budget=None, actions=actions)
-    cb = RLMetricsCallback(monitor=monitor, group_metrics=False, save_on_stop=save_on_stop)
+    cb = RLMetricsCallback(
+        monitor=monitor, group_metrics=False, reward_components=False, save_on_stop=save_on_stop
+    )
     a, ctl = args(tmp_path), control()
     cb.on_train_begin(a, state(0), ctl)
     with warnings.catch_warnings(record=True) as caught:

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import rlmetrics
-from batches import make_batch
+from batches import assert_close_to_reference, make_batch
 from rlmetrics import keys
 from rlmetrics.integrations import verl as rv
 from rlmetrics.keys import ValName
@@ -913,3 +913,167 @@ def test_monitor_options_travel_to_the_ray_workers():
     ]
     assert rv.VerlPatchOptions.from_json(raw) == built
     assert built.actions == {"nonfinite": "raise", "error": "stop"}
+
+
+# ----------------------------------------------------------------------------- categories
+SOURCES = np.array(["openai/gsm8k", "math", "math", "aime 2024"] * 4, dtype=object)
+ACC = np.array([True, False, True, True, False, False, True, False] * 2)
+
+
+def labelled_batch(
+    data_proto: Any, *, extra: dict[str, Any] | None = None, keys_: list[str] | None = None
+) -> Any:
+    """16 samples of verl's layout with its ``data_source`` and a reward function's ``acc``, plus
+    ``extra`` non-tensor fields named by ``meta_info["reward_extra_keys"]`` (``keys_``)."""
+    tensors, _ = make_batch(16, 6, 10, seed=11, aborted=0.0)
+    non_tensors = {"data_source": SOURCES, "acc": ACC, **(extra or {})}
+    meta = {} if keys_ is None else {"reward_extra_keys": keys_}
+    return data_proto.from_dict(tensors=tensors, non_tensors=non_tensors, meta_info=meta)
+
+
+def per_category(out: dict[str, float], group: str, category: str) -> dict[str, float]:
+    head = keys.category_key("", group, category)
+    return {k[len(head) :]: v for k, v in out.items() if k.startswith(head)}
+
+
+def verl_alone(verl: Any, batch: Any, rows: np.ndarray) -> dict[str, float]:
+    """Brute force: the category's samples alone through verl's own compute_data_metrics."""
+    original = verl["orig"][(METRIC_UTILS, "compute_data_metrics")]
+    return {k: float(v) for k, v in original(batch.select_idxs(rows), True).items()}
+
+
+def test_the_trainers_data_metrics_come_per_data_source_and_outcome(verl, data_proto):
+    batch = labelled_batch(data_proto)
+    plain = rlmetrics.compute_data_metrics(batch, True)
+    quiet_patch(preload=False)
+    out = verl["mods"][RAY_TRAINER].compute_data_metrics(batch=batch, use_critic=True)
+    assert {k: out[k] for k in plain} == plain  # verl's keys: exactly the plain call's values
+    assert not any(k.startswith(keys.REWARD_COMPONENTS_PREFIX) for k in out)  # no reward_extra_keys
+    cases = [("data_source", s, SOURCES == s) for s in sorted(set(SOURCES))]
+    cases += [("outcome", keys.OUTCOME_CORRECT, ACC), ("outcome", keys.OUTCOME_INCORRECT, ~ACC)]
+    for group, category, rows in cases:
+        got = per_category(out, group, category)
+        ref = verl_alone(verl, batch, rows)
+        assert_close_to_reference(got, ref, scale=dict.fromkeys(ref, 1.0), rtol=1e-5)
+    assert "by_data_source/openai%2Fgsm8k/critic/score/mean" in out  # the source's "/" escaped
+    n_categories = len(set(SOURCES)) + 2
+    assert len(out) == len(plain) * (1 + n_categories)
+
+
+@pytest.mark.parametrize(
+    ("options", "present"),
+    [
+        ({"by_data_source": False}, {"outcome"}),
+        ({"split_by_outcome": False}, {"data_source"}),
+        ({"by_data_source": False, "split_by_outcome": False}, set()),
+    ],
+    ids=["no-sources", "no-outcome", "neither"],
+)
+def test_the_category_options_turn_each_split_off(verl, data_proto, options, present):
+    batch = labelled_batch(data_proto)
+    quiet_patch(preload=False, **options)
+    out = rv.compute_data_metrics(batch, True)
+    groups = {split[1] for k in out if (split := keys.split_category_key(k)) is not None}
+    assert groups == present
+    plain = rlmetrics.compute_data_metrics(batch, True)
+    assert {k: v for k, v in out.items() if keys.split_category_key(k) is None} == plain
+
+
+@pytest.mark.parametrize(
+    ("fields", "split"),
+    [
+        ({"data_source": np.array(["a", "b"], dtype=object)}, False),  # not one label a sample
+        ({"acc": np.array([1.0, None] * 8, dtype=object)}, False),  # a failed score: no outcome
+        ({"acc": np.array(["yes"] * 16)}, False),
+        ({"acc": np.arange(16) % 2}, True),  # 0/1 ints split
+    ],
+    ids=["short-sources", "object-acc", "text-acc", "int-acc"],
+)
+def test_a_field_rlmetrics_cannot_split_by_is_left_out(verl, data_proto, fields, split):
+    tensors, _ = make_batch(16, 6, 10, seed=11, aborted=0.0)
+    batch = data_proto.from_dict(tensors=tensors)
+    batch.non_tensor_batch.update(fields)  # DataProto checks lengths at construction only
+    quiet_patch(preload=False)
+    out = rv.compute_data_metrics(batch, True)
+    groups = {split[1] for k in out if (split := keys.split_category_key(k)) is not None}
+    assert groups == ({"outcome"} if split else set())
+
+
+def test_sources_beyond_max_categories_are_reported_as_other(verl, data_proto):
+    batch = labelled_batch(data_proto)
+    quiet_patch(preload=False, max_categories=2, split_by_outcome=False)
+    with pytest.warns(rlmetrics.errors.RLMetricsWarning, match=r"more than max_categories=2"):
+        out = rv.compute_data_metrics(batch, True)
+    assert per_category(out, "data_source", "math")  # the most frequent kept
+    other = per_category(out, "data_source", keys.OTHER_CATEGORY)
+    ref = verl_alone(verl, batch, SOURCES != "math")
+    assert_close_to_reference(other, ref, scale=dict.fromkeys(ref, 1.0), rtol=1e-5)
+    assert not per_category(out, "data_source", "aime 2024")
+
+
+def test_reward_extra_info_gives_the_reward_components(verl, data_proto):
+    fmt = np.linspace(0.0, 1.5, 16)
+    length_penalty = np.array([-0.5, None] * 8, dtype=object)  # a value not given for some samples
+    extra = {
+        "score": fmt + ACC,  # the total: verl's critic/score, not a component
+        "fmt": fmt,
+        "length_penalty": length_penalty,
+        "pred": np.array(["42"] * 16, dtype=object),  # text: not a component
+    }
+    batch = labelled_batch(data_proto, extra=extra, keys_=["score", "acc", "fmt", "length_penalty", "pred"])
+    quiet_patch(preload=False)
+    out = verl["mods"][RAY_TRAINER].compute_data_metrics(batch=batch, use_critic=True)
+    got = {k: v for k, v in out.items() if k.startswith(keys.REWARD_COMPONENTS_PREFIX)}
+    penalty = np.array([-0.5] * 8)
+    columns = {"acc": ACC.astype(float), "fmt": fmt, "length_penalty": penalty}
+    expected: dict[str, float] = {}
+    for name, x in columns.items():  # brute force: each component's given values
+        expected |= {
+            keys.reward_component_key(name, "mean"): float(np.mean(x)),
+            keys.reward_component_key(name, "std"): float(np.std(x, ddof=1)),
+            keys.reward_component_key(name, "max"): float(np.max(x)),
+            keys.reward_component_key(name, "min"): float(np.min(x)),
+        }
+    # the largest |value| of each sample's given components decides it (ties: the first name)
+    table = np.stack([ACC.astype(float), fmt, np.where(np.arange(16) % 2 == 0, -0.5, np.nan)], axis=1)
+    decider = np.argmax(np.where(np.isnan(table), -1.0, np.abs(table)), axis=1)
+    for j, name in enumerate(columns):
+        expected[keys.reward_component_key(name, "decides_frac")] = float(np.mean(decider == j))
+    assert got == pytest.approx(expected)
+    quiet_patch(preload=False, reward_components=False)
+    assert not any(k.startswith(keys.REWARD_COMPONENTS_PREFIX) for k in rv.compute_data_metrics(batch, True))
+
+
+def test_an_infinite_reward_component_is_left_out_with_a_warning(verl, data_proto):
+    bad = np.full(16, 0.5)
+    bad[3] = np.inf
+    batch = labelled_batch(data_proto, extra={"fmt": bad}, keys_=["acc", "fmt"])
+    quiet_patch(preload=False)
+    with pytest.warns(rv.VerlPatchWarning, match=r"reward_extra_info field 'fmt' has infinite values"):
+        out = rv.compute_data_metrics(batch, True)
+    assert keys.reward_component_key("acc", "mean") in out
+    assert keys.reward_component_key("fmt", "mean") not in out
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"by_data_source": "yes"}, TypeError, r"by_data_source must be True or False; got str 'yes'"),
+        ({"split_by_outcome": 1}, TypeError, r"split_by_outcome must be True or False; got int 1"),
+        ({"reward_components": None}, TypeError, r"reward_components must be True or False"),
+        ({"max_categories": 0}, ValueError, r"max_categories must be an integer >= 1; got 0"),
+    ],
+    ids=["sources-str", "outcome-int", "components-none", "zero-categories"],
+)
+def test_bad_category_options_are_named(options, error, match):
+    for call in (rv.patch, rv.runtime_env, rv.VerlPatchOptions):
+        with pytest.raises(error, match=match):
+            call(**options)
+
+
+def test_category_options_travel_to_the_ray_workers():
+    given = {"by_data_source": False, "max_categories": 8, "reward_components": False}
+    raw = rv.runtime_env(**given)["env_vars"][rv.OPTIONS_ENV]
+    options = rv.VerlPatchOptions.from_json(raw, preload=False)
+    assert (options.by_data_source, options.max_categories, options.reward_components) == (False, 8, False)
+    assert options.split_by_outcome is True

@@ -33,6 +33,14 @@ function returned ``None``), and at the next log adds, over every completion of 
 * TRL's definitions under ``grpo-trl/`` (``reward``, ``reward_std`` over the whole window,
   ``frac_reward_zero_std``; ``definition="trl"``), in float64.
 
+The same window gives the reward components (:func:`rlmetrics.compute_reward_component_metrics`
+over each function's values, ``reward_components=``); with ``group_by=<dataset column>`` the group
+statistics and the components per category (each completion's label from TRL's ``_logs["extra"]``,
+what a reward function logged with ``log_extra``, else the training dataset's value for its prompt,
+indexed once), and with ``split_by_outcome=True`` the components of the completions at or above
+``solved_threshold`` and of the others. TRL keeps no per-completion tokens for a callback, so the
+token-level families (lengths, entropy, advantages per category) are not computed here.
+
 Nothing of TRL is patched and no collective is issued (the rewards are gathered already).
 Two private attributes of the trainer are read (``_logs``, and ``_metrics`` to see that a new
 batch was scored): if a TRL release changes them, or the batch does not have TRL 1.16's layout
@@ -43,20 +51,24 @@ one warning and the mirroring goes on. Tested with TRL 1.16.0 and transformers 5
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from rlmetrics import keys as K
+from rlmetrics._core.categories import category_codes, limit_categories
 from rlmetrics.errors import HealthWarning, TrackingWarning
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.tracking import Tracker
 from rlmetrics.tracking.tracker import _BACKEND_KEYWORDS
+from rlmetrics.training.categories import DEFAULT_MAX_CATEGORIES, check_max_categories, warn_folded
+from rlmetrics.training.rewards import compute_reward_component_metrics
 
 try:
     from transformers import TrainerCallback
@@ -83,6 +95,10 @@ _TRAIN = "train"
 
 class _GroupLayoutError(RuntimeError):
     """The trainer's rewards are not laid out as TRL 1.16 lays them out."""
+
+
+class _CategoryError(RuntimeError):
+    """The completions' categories cannot be read (the rest of the window statistics go on)."""
 
 
 class RLMetricsCallback(TrainerCallback):
@@ -118,6 +134,26 @@ class RLMetricsCallback(TrainerCallback):
     log_config : bool, keyword-only
         Log the trainer's arguments (``args.to_dict()``, tokens masked) as the run's config
         (default ``True``).
+    reward_components : bool, keyword-only
+        Add :func:`rlmetrics.compute_reward_component_metrics` of the window: each reward
+        function's values over every completion (``None`` not given), weighted by
+        ``reward_weights`` for the share each decides, under
+        ``reward_components/<func>/{mean,std,max,min,decides_frac}`` (default ``True``; needs
+        :meth:`attach`).
+    group_by : str, optional, keyword-only
+        A dataset column (``"data_source"``): the group statistics and the reward components also
+        per category, ``by_<column>/<category>/...``. Each completion's label is the column's
+        value that a reward function logged with TRL's ``log_extra`` (``log_extra(column,
+        kwargs[column])``), else the training dataset's value for its prompt. A prompt the
+        dataset lacks or holds with two labels switches the per-category statistics off, with
+        one warning.
+    split_by_outcome : bool, keyword-only
+        The reward components also for the correct (weighted reward ``>= solved_threshold``) and
+        the incorrect scorable completions, ``by_outcome/{correct,incorrect}/...`` (default
+        ``False``: TRL has no correctness field, the threshold has to fit the rewards).
+    max_categories : int, keyword-only
+        At most this many categories of ``group_by`` (default 64); the least frequent together as
+        ``<other>``, with one warning.
     **tracker_options
         Passed to :class:`rlmetrics.Tracker` (``fsync``, ``nonfinite``, ``console_keys``,
         ``wandb_mode``, ``trackio_kwargs``, ...).
@@ -160,9 +196,14 @@ class RLMetricsCallback(TrainerCallback):
         solved_threshold: float = 1.0,
         log_config: bool = True,
         save_on_stop: bool = True,
+        reward_components: bool = True,
+        group_by: str | None = None,
+        split_by_outcome: bool = False,
+        max_categories: int = DEFAULT_MAX_CATEGORIES,
         **tracker_options: Any,
     ) -> None:
         _check_options(project, experiment, tracker_options, group_metrics, log_config, solved_threshold)
+        _check_category_options(reward_components, group_by, split_by_outcome)
         if not isinstance(save_on_stop, bool):
             raise TypeError(f"save_on_stop must be a bool; got {type(save_on_stop).__name__}")
         self.save_on_stop: bool = save_on_stop
@@ -178,17 +219,30 @@ class RLMetricsCallback(TrainerCallback):
         self.trainer: Any = None
         self._live: Any = None  # the monitor given to the tracker (kept if the tracker drops it)
         self._stopped = False
-        self._groups = _GroupWindow(enabled=group_metrics)
+        self._groups = _GroupWindow(
+            enabled=group_metrics or reward_components,
+            group_stats=group_metrics,
+            components=reward_components,
+            group_by=group_by,
+            split_by_outcome=split_by_outcome,
+            max_categories=check_max_categories(max_categories),
+        )
         self._numeric = _NumericRecord()
 
     @property
     def group_metrics(self) -> bool:
         """Whether the exact group statistics are added (False once they were switched off)."""
-        return self._groups.enabled
+        return self._groups.enabled and self._groups.group_stats
 
     @group_metrics.setter
     def group_metrics(self, value: bool) -> None:
-        self._groups.enabled = bool(value)
+        self._groups.group_stats = bool(value)
+        self._groups.enabled = self._groups.group_stats or self._groups.components
+
+    @property
+    def group_by(self) -> str | None:
+        """The dataset column of the per-category statistics (None once they were switched off)."""
+        return self._groups.group_by if self._groups.enabled else None
 
     # --- set-up ----------------------------------------------------------------------------------
 
@@ -246,11 +300,12 @@ class RLMetricsCallback(TrainerCallback):
         if not state.is_world_process_zero:
             return
         self._open(args)
-        if self.group_metrics and self.trainer is None:
+        if self._groups.enabled and self.trainer is None:
             warnings.warn(
-                "RLMetricsCallback: the exact group statistics need the trainer: register the callback "
-                "with RLMetricsCallback(...).attach(trainer), or pass group_metrics=False; the trainer's "
-                "records are mirrored all the same",
+                "RLMetricsCallback: the exact group statistics and reward components need the trainer: "
+                "register the callback with RLMetricsCallback(...).attach(trainer), or pass "
+                "group_metrics=False, reward_components=False; the trainer's records are mirrored all "
+                "the same",
                 TrackingWarning,
                 stacklevel=2,
             )
@@ -338,6 +393,26 @@ def _check_options(
         raise ValueError(f"solved_threshold must be finite; got {solved_threshold}")
 
 
+def _check_category_options(reward_components: Any, group_by: Any, split_by_outcome: Any) -> None:
+    """The per-category and reward-component options, or an error naming the bad one."""
+    for name, flag in (("reward_components", reward_components), ("split_by_outcome", split_by_outcome)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool; got {type(flag).__name__} {flag!r}")
+    if group_by is None:
+        return
+    if not isinstance(group_by, str):
+        raise TypeError(f"group_by must be a dataset column name or None; got {type(group_by).__name__}")
+    if group_by == K.OUTCOME_GROUP and split_by_outcome:
+        raise ValueError(f"group_by must differ from {K.OUTCOME_GROUP!r} with split_by_outcome=True")
+    try:
+        K.category_key("", group_by, "")
+    except ValueError:
+        raise ValueError(
+            f"group_by names the group in the metric keys: ASCII letters, digits, '_', '-' and '.'; "
+            f"got {group_by!r}"
+        ) from None
+
+
 def _experiment_name(experiment: str | None, args: Any, output_dir: Path) -> str:
     """The run's name: the one given, else the trainer's ``run_name``, else its output folder's."""
     name = experiment or getattr(args, "run_name", None) or output_dir.resolve().name or "run"
@@ -393,18 +468,48 @@ class _NumericRecord:
             )
 
 
-class _GroupWindow:
-    """The weighted rewards of the generation batches of one logging window, read from the
-    trainer after each micro-step, and their exact group statistics at the log. Any surprise in
-    the trainer's layout switches them off, with one warning."""
+class _Generation(NamedTuple):
+    """One generation batch of the window, in TRL's order (each ``(n,)`` but ``per_func``)."""
 
-    def __init__(self, *, enabled: bool) -> None:
+    #: the weighted reward of every completion (NaN: unscorable, every function returned None)
+    rewards: np.ndarray
+    #: ``(n, F)``: each reward function's values, NaN where it returned None
+    per_func: np.ndarray
+    #: each completion's category (``group_by=``), None without
+    labels: np.ndarray | None
+
+
+class _GroupWindow:
+    """The rewards of the generation batches of one logging window, read from the trainer after
+    each micro-step, and their exact statistics at the log (the group statistics, the reward
+    components, per category). Any surprise in the trainer's layout switches them off, with one
+    warning; labels that cannot be read switch off the per-category statistics only."""
+
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        group_stats: bool = True,
+        components: bool = False,
+        group_by: str | None = None,
+        split_by_outcome: bool = False,
+        max_categories: int = DEFAULT_MAX_CATEGORIES,
+    ) -> None:
         self.enabled = enabled
-        # the weighted rewards of each generation batch since the last log
-        self._window: list[np.ndarray] = []
+        self.group_stats = group_stats
+        self.components = components
+        self.group_by = group_by
+        self.split_by_outcome = split_by_outcome
+        self.max_categories = max_categories
+        # the generation batches since the last log
+        self._window: list[_Generation] = []
         # the trainer's count of generation batches since its last log, as last read
         self._seen: int = 0
         self._group_size: int = 0
+        self._names: list[str] = []
+        self._weights: dict[str, float] = {}
+        # prompt -> the dataset's label (None: two labels), built once from the training dataset
+        self._index: dict[Any, Any] | None = None
 
     def start(self, trainer: Any) -> None:
         """A new training run: an empty window, the trainer's count as it is now."""
@@ -421,11 +526,12 @@ class _GroupWindow:
                     f"{n - self._seen} generation batches were scored between two micro-steps; only the "
                     "last one's rewards can be read"
                 )
-            rewards, self._group_size = _generation_rewards(trainer)
-            self._window.append(rewards)
-            self._seen = n
+            rewards, per_func, self._group_size, self._names, self._weights = _generation_rewards(trainer)
         except Exception as err:
             self._switch_off(f"{type(err).__name__}: {err}")
+            return
+        self._window.append(_Generation(rewards, per_func, self._labels(trainer, rewards.shape[0])))
+        self._seen = n
 
     def take(self, trainer: Any, solved_threshold: float) -> dict[str, float]:
         """The window's statistics at a training log; the window then starts again."""
@@ -445,11 +551,41 @@ class _GroupWindow:
             self._switch_off(f"the trainer has no TRL metrics store ({type(err).__name__}: {err})")
             return 0
 
+    def _labels(self, trainer: Any, n: int) -> np.ndarray | None:
+        """The newest batch's category of every completion, or None (the categories switched off)."""
+        if self.group_by is None:
+            return None
+        try:
+            return _completion_labels(trainer, self.group_by, n, self._dataset_index)
+        except Exception as err:
+            self._categories_off(f"{type(err).__name__}: {err}")
+            return None
+
+    def _dataset_index(self, trainer: Any) -> dict[Any, Any]:
+        if self._index is None:
+            self._index = _prompt_index(getattr(trainer, "train_dataset", None), str(self.group_by))
+        return self._index
+
     def _metrics(self, solved_threshold: float) -> dict[str, float]:
         if not self._window or not self.enabled:
             return {}
+        labelled = self.group_by is not None and all(g.labels is not None for g in self._window)
         try:
-            return _window_metrics(self._window, self._group_size, solved_threshold)
+            return _window_metrics(
+                self._window,
+                self._group_size,
+                solved_threshold,
+                group_stats=self.group_stats,
+                components=self.components,
+                names=self._names,
+                weights=self._weights,
+                group_by=self.group_by if labelled else None,
+                split_by_outcome=self.split_by_outcome,
+                max_categories=self.max_categories,
+            )
+        except _CategoryError as err:
+            self._categories_off(str(err))
+            return self._metrics(solved_threshold)
         except Exception as err:
             self._switch_off(f"{type(err).__name__}: {err}")
             return {}
@@ -464,10 +600,19 @@ class _GroupWindow:
             stacklevel=4,
         )
 
+    def _categories_off(self, why: str) -> None:
+        column, self.group_by = self.group_by, None
+        self._window = [g._replace(labels=None) for g in self._window]
+        warnings.warn(
+            f"RLMetricsCallback: the statistics per {column!r} are switched off ({why}); the others go on",
+            TrackingWarning,
+            stacklevel=4,
+        )
 
-def _generation_rewards(trainer: Any) -> tuple[np.ndarray, int]:
+
+def _generation_rewards(trainer: Any) -> tuple[np.ndarray, np.ndarray, int, list[str], dict[str, float]]:
     """The weighted reward of every completion of the newest generation batch, in TRL's order,
-    and the group size."""
+    each function's values ``(n, F)``, the group size, the functions' names and weights."""
     t = trainer
     names = list(t.reward_func_names)
     if len(set(names)) != len(names):
@@ -488,20 +633,144 @@ def _generation_rewards(trainer: Any) -> tuple[np.ndarray, int]:
     per_func = np.stack(columns, axis=1)
     rewards = np.nansum(per_func * weights, axis=1)
     rewards[np.isnan(per_func).all(axis=1)] = np.nan
-    return rewards, size
+    return rewards, per_func, size, names, dict(zip(names, weights.tolist()))
 
 
-def _window_metrics(window: list[np.ndarray], group_size: int, solved_threshold: float) -> dict[str, float]:
-    """TRL's definitions under ``grpo-trl/`` and verl's under ``grpo/`` (scorable completions only)
-    over every completion of the window, each batch's groups numbered apart."""
-    rewards = np.concatenate(window)
-    sizes = [len(w) // group_size for w in window]
-    offsets = np.cumsum([0, *sizes[:-1]])
-    uids = np.concatenate([off + np.arange(len(w)) // group_size for off, w in zip(offsets, window)])
-    out = compute_group_metrics(uids, rewards, definition="trl", prefix=K.GRPO_TRL_PREFIX)
-    scorable = ~np.isnan(rewards)
-    if scorable.any():
-        out.update(
-            compute_group_metrics(uids[scorable], rewards[scorable], solved_threshold=solved_threshold)
+def _prompt_key(prompt: Any) -> Any:
+    """A prompt as a dictionary key: a string as it is, a conversation (list of messages) as JSON."""
+    if isinstance(prompt, str):
+        return prompt
+    return json.dumps(prompt, sort_keys=True, default=str)
+
+
+def _prompt_index(dataset: Any, column: str) -> dict[Any, Any]:
+    """The training dataset's ``column`` by prompt (``None`` for a prompt listed with two labels)."""
+    names = getattr(dataset, "column_names", None)
+    if dataset is None or names is None:
+        raise _CategoryError(
+            f"the trainer has no training dataset with columns to read {column!r} from; log it from a reward "
+            f"function with log_extra({column!r}, kwargs[{column!r}])"
         )
+    if column not in names or "prompt" not in names:
+        raise _CategoryError(f"the training dataset has no {column!r} and 'prompt' columns (it has {names})")
+    index: dict[Any, Any] = {}
+    for prompt, label in zip(dataset["prompt"], dataset[column]):
+        key = _prompt_key(prompt)
+        index[key] = label if index.get(key, label) == label else None
+    return index
+
+
+def _completion_labels(trainer: Any, column: str, n: int, index_of: Any) -> np.ndarray:
+    """Each completion's ``column`` of the newest generation batch: what a reward function logged
+    with ``log_extra`` (TRL's ``_logs["extra"]``, gathered, in TRL's order), else the dataset's by
+    prompt."""
+    logged = getattr(trainer, "_logs", {}).get("extra", {}).get(column)
+    if logged is not None and len(logged) >= n:
+        values = list(logged)[-n:]
+        if all(v is not None for v in values):
+            return np.asarray(values, dtype=object)
+    index = index_of(trainer)
+    prompts = list(trainer._logs["prompt"])[-n:]
+    if len(prompts) != n:
+        raise _CategoryError(f"the completion log holds {len(prompts)} prompts for a batch of {n}")
+    labels = []
+    for prompt in prompts:
+        key = _prompt_key(prompt)
+        if key not in index:
+            raise _CategoryError(f"a prompt is not in the training dataset: {str(prompt)[:60]!r}")
+        if index[key] is None:
+            raise _CategoryError(
+                f"a prompt has two {column!r} values in the training dataset: {str(prompt)[:60]!r}"
+            )
+        labels.append(index[key])
+    return np.asarray(labels, dtype=object)
+
+
+def _by_category(labels: np.ndarray, rows: np.ndarray, group: str, metrics: Any) -> dict[str, float]:
+    """``metrics(rows of c)`` for each category ``c`` of ``labels[rows]``, under ``category_key``."""
+    names, codes = category_codes(labels[rows], int(rows.sum()), where=group)
+    where = np.flatnonzero(rows)
+    out: dict[str, float] = {}
+    for c, category in enumerate(names):
+        chosen = np.zeros(rows.shape[0], dtype=bool)
+        chosen[where[codes == c]] = True
+        out.update({K.category_key(k, group, category): v for k, v in metrics(chosen).items()})
+    return out
+
+
+def _folded_labels(labels: np.ndarray, group: str, max_categories: int) -> np.ndarray:
+    """The labels as category names, those beyond ``max_categories`` as ``<other>`` (one warning)."""
+    names, codes = category_codes(labels, labels.shape[0], where=group)
+    names, codes, folded = limit_categories(names, codes, max_categories, K.OTHER_CATEGORY)
+    if folded:
+        warn_folded(group, max_categories)
+    return np.asarray(names, dtype=object)[codes]
+
+
+def _window_metrics(
+    window: list[_Generation],
+    group_size: int,
+    solved_threshold: float,
+    *,
+    group_stats: bool = True,
+    components: bool = False,
+    names: Sequence[str] = (),
+    weights: Mapping[str, float] | None = None,
+    group_by: str | None = None,
+    split_by_outcome: bool = False,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
+) -> dict[str, float]:
+    """Over every completion of the window, each batch's groups numbered apart: TRL's group
+    definitions under ``grpo-trl/`` and verl's under ``grpo/`` (scorable completions only), the
+    reward components; per category of ``group_by`` and per outcome where asked."""
+    rewards = np.concatenate([g.rewards for g in window])
+    sizes = [len(g.rewards) // group_size for g in window]
+    offsets = np.cumsum([0, *sizes[:-1]])
+    uids = np.concatenate([off + np.arange(len(g.rewards)) // group_size for off, g in zip(offsets, window)])
+    labels = None
+    if group_by is not None:
+        labels = _folded_labels(np.concatenate([g.labels for g in window]), group_by, max_categories)
+    scorable = ~np.isnan(rewards)
+    out: dict[str, float] = {}
+    if group_stats:
+        name = group_by if labels is not None else None
+        try:
+            out.update(
+                compute_group_metrics(
+                    uids,
+                    rewards,
+                    definition="trl",
+                    prefix=K.GRPO_TRL_PREFIX,
+                    group_by=labels,
+                    group_name=name,
+                )
+            )
+            if scorable.any():
+                out.update(
+                    compute_group_metrics(
+                        uids[scorable],
+                        rewards[scorable],
+                        solved_threshold=solved_threshold,
+                        group_by=None if labels is None else labels[scorable],
+                        group_name=name,
+                    )
+                )
+        except ValueError as err:
+            if labels is None or "share one category" not in str(err):
+                raise
+            raise _CategoryError(str(err)) from None
+    if components and names:
+        per_func = np.concatenate([g.per_func for g in window])
+
+        def reward_components(rows: np.ndarray) -> dict[str, float]:
+            parts = {name: per_func[rows, j] for j, name in enumerate(names)}
+            return compute_reward_component_metrics(parts, weights=weights)
+
+        everything = np.ones(rewards.shape[0], dtype=bool)
+        out.update(reward_components(everything))
+        if labels is not None and group_by is not None:
+            out.update(_by_category(labels, everything, group_by, reward_components))
+        if split_by_outcome and scorable.any():
+            outcome = np.where(rewards >= solved_threshold, K.OUTCOME_CORRECT, K.OUTCOME_INCORRECT)
+            out.update(_by_category(outcome.astype(object), scorable, K.OUTCOME_GROUP, reward_components))
     return out

@@ -10,7 +10,10 @@ that does the same to every verl module imported later, right after it executes.
 function gets a replacement with verl's exact signature that runs rlmetrics' equivalent:
 
 * ``compute_data_metrics``: :func:`rlmetrics.compute_data_metrics` (with the patch's
-  ``max_response_length=`` / ``max_prompt_length=``);
+  ``max_response_length=`` / ``max_prompt_length=``), also per ``data_source`` and per outcome
+  (``acc``) where the batch carries them, plus the reward components of verl's
+  ``reward_extra_info`` (``by_data_source=``, ``split_by_outcome=``, ``reward_components=``, on by
+  default) and the off-policy staleness metrics;
 * ``compute_timing_metrics``, ``compute_variance_proxy_metrics``, ``bootstrap_metric``,
   ``calc_maj_val``: the rlmetrics functions of the same names;
 * ``compute_throughout_metrics``: :func:`rlmetrics.compute_throughput_metrics` (``perf/mfu``
@@ -90,7 +93,9 @@ from rlmetrics.health.monitor import ActionPolicy, HealthMonitor
 from rlmetrics.keys import ValName
 from rlmetrics.policy.staleness import compute_staleness_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
+from rlmetrics.training.categories import DEFAULT_MAX_CATEGORIES, check_max_categories
 from rlmetrics.training.data import compute_data_metrics as _compute_data_metrics
+from rlmetrics.training.rewards import compute_reward_component_metrics
 from rlmetrics.training.timing import _peak_flops, compute_throughput_metrics, compute_timing_metrics
 from rlmetrics.validation.exact.summary import prompt_estimates
 from rlmetrics.validation.verl.bootstrap import bootstrap_metric, calc_maj_val
@@ -206,6 +211,10 @@ class VerlPatchOptions:
     monitor: bool = False
     #: kind or severity -> "warn" | "stop" | "raise" (:class:`rlmetrics.health.monitor.ActionPolicy`)
     actions: Mapping[str, str] | None = None
+    by_data_source: bool = True
+    split_by_outcome: bool = True
+    reward_components: bool = True
+    max_categories: int = DEFAULT_MAX_CATEGORIES
 
     def __post_init__(self) -> None:
         lengths = {
@@ -225,6 +234,10 @@ class VerlPatchOptions:
             "packages": _strings(self.packages, "packages"),
             "monitor": _flag(self.monitor, "monitor"),
             "actions": _actions(self.actions, self.monitor),
+            "by_data_source": _flag(self.by_data_source, "by_data_source"),
+            "split_by_outcome": _flag(self.split_by_outcome, "split_by_outcome"),
+            "reward_components": _flag(self.reward_components, "reward_components"),
+            "max_categories": check_max_categories(self.max_categories),
         }
         for name, value in checked.items():  # frozen: the normalised values are set once, here
             object.__setattr__(self, name, value)
@@ -334,11 +347,23 @@ def _check_mfu(peak_flops: Any, flops_per_token: float | None, num_params: float
 # Each runs rlmetrics with verl's call signature and the options of the last patch().
 def compute_data_metrics(batch: Any, use_critic: bool = True) -> dict[str, float]:
     """verl's ``compute_data_metrics(batch, use_critic)``: :func:`rlmetrics.compute_data_metrics`
-    with the patch's ``max_response_length`` / ``max_prompt_length``."""
+    with the patch's ``max_response_length`` / ``max_prompt_length``, per category where the batch
+    has the labels (:func:`_grouping`), the reward components (:func:`_reward_component_metrics`)
+    and the staleness metrics (:func:`_staleness_metrics`). verl's keys are the plain ones, as they
+    are without the categories."""
     o = _STATE.options
-    return _compute_data_metrics(
-        batch, use_critic, max_response_length=o.max_response_length, max_prompt_length=o.max_prompt_length
-    ) | _staleness_metrics(batch)  # the off-policy trainers' version fields, when the batch has them
+    view = as_batch(batch, arg="batch")
+    return (
+        _compute_data_metrics(
+            batch,
+            use_critic,
+            max_response_length=o.max_response_length,
+            max_prompt_length=o.max_prompt_length,
+            **_grouping(view, o),
+        )
+        | _reward_component_metrics(view, o)
+        | _staleness_metrics(batch)  # the off-policy trainers' version fields, when the batch has them
+    )
 
 
 def compute_throughout_metrics(batch: Any, timing_raw: Mapping[str, float], n_gpus: int) -> dict[str, float]:
@@ -405,6 +430,89 @@ _IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "calc_maj_val": calc_maj_val,
     "reduce_metrics": reduce_metrics,
 }
+
+
+# ----------------------------------------------------------------------------- categories
+#: The per-sample label of verl's datasets (``data.reward_fn_key``'s default), in ``non_tensor_batch``.
+DATA_SOURCE_FIELD = "data_source"
+#: The per-sample outcome a reward function reports in ``reward_extra_info`` (verl's math scorers).
+ACC_FIELD = "acc"
+#: verl's ``meta_info`` entry naming the ``reward_extra_info`` fields its reward managers and loops put
+#: in ``non_tensor_batch`` (``experimental/reward_loop/reward_loop.py``, ``agent_loop.py``; read back
+#: by ``trainer/ppo/reward.py``'s ``extract_reward``, verl 0.9.1).
+REWARD_EXTRA_KEYS = "reward_extra_keys"
+#: A reward function's dict result files its total under ``score`` (verl's reward managers), the
+#: reward verl logs as ``critic/score/...``: it is not one of the components.
+REWARD_TOTAL_FIELD = "score"
+
+
+def _rows(view: Any) -> int | None:
+    mask = view.get("response_mask")
+    if mask is None:
+        mask = view.get("attention_mask")
+    return None if mask is None else int(mask.shape[0])
+
+
+def _grouping(view: Any, options: VerlPatchOptions) -> dict[str, Any]:
+    """The ``group_by=`` / ``split_by_outcome=`` keywords of the batch's data metrics.
+
+    ``group_by="data_source"`` when ``by_data_source`` and the batch carries one label per sample;
+    ``split_by_outcome=True`` when ``split_by_outcome`` and the batch carries a numeric or boolean
+    ``acc`` per sample (verl's math scorers' ``reward_extra_info``). A field of another shape or
+    type is left out, so that a batch rlmetrics cannot split still gets verl's metrics.
+    """
+    n = _rows(view)
+    out: dict[str, Any] = {}
+    labels = view.non_tensor(DATA_SOURCE_FIELD)
+    if options.by_data_source and labels is not None and np.shape(labels) == (n,):
+        out["group_by"] = DATA_SOURCE_FIELD
+    acc = view.non_tensor(ACC_FIELD)
+    if options.split_by_outcome and acc is not None and np.shape(acc) == (n,):
+        if np.asarray(acc).dtype.kind in "biuf":
+            out["split_by_outcome"] = True
+    if out:
+        out["max_categories"] = options.max_categories
+    return out
+
+
+def _reward_component_metrics(view: Any, options: VerlPatchOptions) -> dict[str, float]:
+    """:func:`rlmetrics.compute_reward_component_metrics` of the batch's ``reward_extra_info`` fields.
+
+    The numeric fields named by ``meta_info["reward_extra_keys"]`` (but ``score``, the total): one
+    value per sample, ``None`` as NaN (not given); a field of text (verl's ``pred``) or of another
+    shape is not a component. Nothing when ``reward_components`` is off or no field qualifies.
+    """
+    names = view.meta_info.get(REWARD_EXTRA_KEYS) if options.reward_components else None
+    if not names:
+        return {}
+    n = _rows(view)
+    components = {}
+    for name in names:
+        values = _numeric(view.non_tensor(name), n) if name != REWARD_TOTAL_FIELD else None
+        if values is not None and np.isinf(values).any():
+            warnings.warn(
+                f"reward_extra_info field {name!r} has infinite values: not logged as a reward component",
+                VerlPatchWarning,
+                stacklevel=3,
+            )
+        elif values is not None:
+            components[str(name)] = values
+    return compute_reward_component_metrics(components) if components else {}
+
+
+def _numeric(values: Any, n: int | None) -> np.ndarray | None:
+    """A per-sample field as float64 (``None``: NaN), or None when it is not one number a sample."""
+    if values is None or np.shape(values) != (n,):
+        return None
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "biufO":
+        return None
+    if arr.dtype.kind == "O":
+        items = arr.tolist()
+        if not all(v is None or isinstance(v, int | float | np.number) for v in items):
+            return None
+        arr = np.asarray([np.nan if v is None else float(v) for v in items], dtype=np.float64)
+    return arr.astype(np.float64)
 
 
 # ----------------------------------------------------------------------------- off-policy staleness
@@ -967,6 +1075,10 @@ def patch(
     preload: bool = True,
     monitor: bool = False,
     actions: Mapping[str, str] | None = None,
+    by_data_source: bool = True,
+    split_by_outcome: bool = True,
+    reward_components: bool = True,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
 ) -> PatchReport:
     """Make verl's trainers, in this process, compute their metrics with rlmetrics.
 
@@ -1005,6 +1117,21 @@ def patch(
         ``"raise"`` (:class:`rlmetrics.health.monitor.ActionPolicy`; needs ``monitor=True``):
         ``"stop"`` ends ``fit`` after the step, ``"raise"`` raises
         :class:`rlmetrics.errors.RunStopped` out of it (the module docstring says how).
+    by_data_source : bool, keyword-only
+        The data metrics also per ``data_source`` when the batch carries it (verl's datasets do):
+        ``by_data_source/<source>/critic/score/mean`` ... (``group_by="data_source"`` of
+        :func:`rlmetrics.compute_data_metrics`); verl's keys stay as they are.
+    split_by_outcome : bool, keyword-only
+        The data metrics also for the correct and the incorrect samples
+        (``by_outcome/correct/response_length/mean`` ...) when the batch carries a numeric or
+        boolean ``acc`` (a reward function's ``reward_extra_info``, as verl's math scorers').
+    reward_components : bool, keyword-only
+        Log :func:`rlmetrics.compute_reward_component_metrics` of the numeric ``reward_extra_info``
+        fields (those ``meta_info["reward_extra_keys"]`` names, but the total ``score``):
+        ``reward_components/<name>/{mean,std,max,min,decides_frac}``.
+    max_categories : int, keyword-only
+        At most this many data sources are reported; the least frequent together as ``<other>``
+        (one warning).
 
     Returns
     -------
@@ -1042,6 +1169,10 @@ def patch(
         preload=preload,
         monitor=monitor,
         actions=actions,
+        by_data_source=by_data_source,
+        split_by_outcome=split_by_outcome,
+        reward_components=reward_components,
+        max_categories=max_categories,
     )
     return _install(options)
 
