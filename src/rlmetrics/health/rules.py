@@ -244,6 +244,7 @@ from rlmetrics.health.categories import check_groups, fold_findings, in_category
 from rlmetrics.health.findings import ERROR, WARNING, Diagnosis, Finding, History, Series, Skipped, as_history
 from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, with_signals
 from rlmetrics.health.smoothing import (
+    SeriesCache,
     debiased_ema,
     first_persistent,
     frozen_baseline,
@@ -1918,6 +1919,7 @@ def diagnose(
     kinds: tuple[str, ...] | list[str] | None = None,
     signals: Mapping[str, str] | None = None,
     groups: Sequence[str] | None = None,
+    cache: SeriesCache | None = None,
 ) -> Diagnosis:
     """Run the health rules over one run, and over each of its categories.
 
@@ -1940,6 +1942,11 @@ def diagnose(
         reported: a category's is folded into the run's finding of its kind when the plain
         keys show it too (``Finding.categories``), and reported on its own, ``Finding.category``
         naming it, when they do not (one source collapsed while the mean looks healthy).
+    cache : SeriesCache, optional
+        The window statistics of this run's previous diagnosis
+        (:class:`~rlmetrics.health.smoothing.SeriesCache`): a run that grew since is diagnosed
+        over its new points only where a statistic allows it, with the same findings. Keep one
+        per run (``rlmetrics watch`` does).
 
     Returns
     -------
@@ -1955,6 +1962,9 @@ def diagnose(
     >>> [(f.kind, f.severity, f.step) for f in d.findings], [s.kind for s in d.skipped]
     ([('nonfinite', 'error', 2)], ['throughput_drop'])
     """
+    if cache is not None:
+        with cache.active():
+            return diagnose(history, thresholds=thresholds, kinds=kinds, signals=signals, groups=groups)
     params = resolve_thresholds(thresholds)
     selected = KINDS if kinds is None else tuple(kinds)
     unknown = [k for k in selected if k not in RULES]
