@@ -34,6 +34,7 @@ __all__ = [
     "last_persistent",
     "noise_sigma",
     "rolling_baseline",
+    "window_counts",
     "window_median",
 ]
 
@@ -185,10 +186,18 @@ def frozen_baseline(values: np.ndarray, *, window: int, log: bool = False, skip:
     >>> b.median, b.mad, b.last_index
     (2.0, 1.0, 3)
     """
-    x = _transform(np.asarray(values, dtype=np.float64).reshape(-1), log)
-    usable = np.flatnonzero(np.isfinite(x))
-    usable = usable[usable >= skip][:window]
-    if window < 1 or usable.size < window:
+    raw = np.asarray(values, dtype=np.float64).reshape(-1)
+    if window < 1:
+        return None
+    end = min(raw.size, max(skip, 0) + window)
+    while True:  # the points up to the baseline's last are read, not the whole run
+        x = _transform(raw[:end], log)
+        usable = np.flatnonzero(np.isfinite(x))
+        usable = usable[usable >= skip][:window]
+        if usable.size >= window or end == raw.size:
+            break
+        end = min(raw.size, 2 * end + 16)
+    if usable.size < window:
         return None
     sample = x[usable]
     median = float(np.median(sample))
@@ -307,6 +316,19 @@ def _window_median(x: np.ndarray, window: int) -> np.ndarray:
     return out
 
 
+def window_counts(flags: np.ndarray, n: int) -> np.ndarray:
+    """How many of the ``n`` points ending at each point are flagged (fewer points at the start).
+
+    Examples
+    --------
+    >>> window_counts(np.array([1, 0, 1, 1, 0], dtype=bool), 3).tolist()
+    [1, 1, 2, 2, 2]
+    """
+    total = np.cumsum(np.asarray(flags, dtype=np.int64).reshape(-1))
+    total[n:] -= total[:-n].copy()
+    return total
+
+
 def first_persistent(flags: np.ndarray, *, k: int, n: int, start: int = 0) -> tuple[int, int] | None:
     """The first window of ``n`` consecutive points (from ``start``) where ``k`` or more are flagged.
 
@@ -339,7 +361,7 @@ def first_persistent(flags: np.ndarray, *, k: int, n: int, start: int = 0) -> tu
     f[: max(start, 0)] = False
     if f.size == 0:
         return None
-    counts = np.convolve(f.astype(np.int64), np.ones(n, dtype=np.int64))[: f.size]
+    counts = window_counts(f, n)
     hits = np.flatnonzero(counts >= k)
     if hits.size == 0:
         return None
@@ -381,7 +403,7 @@ def last_persistent(flags: np.ndarray, *, k: int, n: int) -> tuple[int, int] | N
     f = np.array(flags, dtype=bool).reshape(-1)
     if f.size == 0:
         return None
-    counts = np.convolve(f.astype(np.int64), np.ones(n, dtype=np.int64))[: f.size]
+    counts = window_counts(f, n)
     qualifies = counts >= k
     if not qualifies[-1]:
         return None
