@@ -12,7 +12,9 @@ gradient norm ..., random walks, padded with more keys up to ``--keys``), then t
 1. the first read of every run (a whole read and a diagnosis each);
 2. a refresh when nothing changed (a ``stat`` per run), median of 5;
 3. a refresh after one new step was appended to every run, without a budget: the tail reads
-   and the diagnoses, per run;
+   and the diagnoses, per run (each run's :class:`~rlmetrics.health.smoothing.SeriesCache`
+   computes the window statistics over the new step only); and one diagnosis, whole and grown
+   by a step;
 4. the same with the default budget of 1 s: its time and how many runs it refreshed (the rest
    are refreshed by the next polls, 50 ms apart);
 5. drawing the table of every run (rich, to a string).
@@ -125,10 +127,20 @@ def main() -> None:
             f"({1000 * t_all / args.runs:.1f} ms per run: tail read + diagnosis)"
         )
         from rlmetrics.health import diagnose
+        from rlmetrics.health.smoothing import SeriesCache
 
         history = watcher.runs[0].history
         t_diag = min(_timed(lambda: diagnose(history))[0] for _ in range(3))
-        print(f"   of which one diagnosis of {args.steps} steps: {1000 * t_diag:.1f} ms")
+        before = {k: (s[:-1], v[:-1]) for k, (s, v) in history.items()}
+        t_grown = []
+        for _ in range(3):
+            cache = SeriesCache()
+            diagnose(before, cache=cache)  # the diagnosis of the run before its last step
+            t_grown.append(_timed(lambda c=cache: diagnose(history, cache=c))[0])
+        print(
+            f"   of which one diagnosis of {args.steps + 1} steps: {1000 * t_diag:.1f} ms whole, "
+            f"{1000 * min(t_grown):.1f} ms grown by a step (the run's SeriesCache)"
+        )
         for p in paths:
             _append_step(p / "metrics.jsonl", args.steps + 1, args.keys)
         t_budget, _ = _timed(lambda: watcher.poll(budget=1.0))

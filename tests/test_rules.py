@@ -1043,3 +1043,65 @@ def test_the_new_rules_say_what_they_need():
     assert "stop_length" in skipped["stop_reason_shift"]
     short = diagnose({K.TEXT_LOOP_RATIO: (np.arange(5), np.zeros(5))}, kinds=["repetition_rise"])
     assert short.skipped[0].why.startswith("run too short")
+
+
+# --- diagnose(cache=): a grown run diagnosed over its new points, the same findings -------------
+
+CACHE_RUNS = [
+    ("verl", "grpo", None),
+    ("trl", "grpo", None),
+    ("verl", "ppo", "critic_failure"),
+    *(("verl", "grpo", kind) for kind in KINDS_BY_VOCABULARY["verl", "grpo"]),
+    ("trl", "grpo", "advantage_collapse"),
+]
+
+
+CACHE_ASYNC = PLANTED_NEW[::2]
+
+
+def _grown_diagnoses(history, cuts, **kwargs):
+    """The diagnosis of each prefix of ``history`` (the first ``c`` steps), cached and fresh."""
+    from rlmetrics.health.smoothing import SeriesCache
+
+    cache = SeriesCache()
+    for c in cuts:
+        prefix = {k: (s[s < c], v[s < c]) for k, (s, v) in history.items()}
+        yield diagnose(prefix, cache=cache, **kwargs), diagnose(prefix, **kwargs)
+    assert cache.extended > 0  # the windows of the grown run were computed over its new points
+
+
+def _cuts(seed, n):
+    """A run read as a watch reads it: a first read, then a few steps at a time, one at a time."""
+    rng = np.random.default_rng(seed)
+    return np.unique(np.concatenate([[n // 3], n // 3 + np.cumsum(rng.integers(1, 12, 40)), [n]]).clip(1, n))
+
+
+@pytest.mark.parametrize("seed", [0, 1], ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize(
+    ("vocabulary", "algo", "kind"), CACHE_RUNS, ids=[f"{v}-{a}-{k or 'healthy'}" for v, a, k in CACHE_RUNS]
+)
+def test_a_cached_diagnosis_of_a_grown_run_equals_a_fresh_one(vocabulary, algo, kind, seed):
+    run = healthy_run(N_STEPS, seed=seed, vocabulary=vocabulary, algo=algo)
+    if kind is not None:
+        run = plant(run, kind, ONSET, seed=seed)
+    history = to_history(run)
+    kinds_seen = set()
+    for cached, fresh in _grown_diagnoses(history, _cuts(seed, N_STEPS)):
+        assert cached == fresh
+        kinds_seen |= {f.kind for f in fresh.findings}
+    assert kind is None or kind in kinds_seen  # the planted failure was among the findings compared
+
+
+@pytest.mark.parametrize("seed", [0, 1], ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize(("kind", "vocabulary"), CACHE_ASYNC, ids=[f"{k}-{v}" for k, v in CACHE_ASYNC])
+def test_a_cached_diagnosis_of_a_grown_async_run_equals_a_fresh_one(kind, vocabulary, seed):
+    run = plant_columns(async_run(N_STEPS, seed=seed, vocabulary=vocabulary), kind, ONSET, seed=seed)
+    history = to_history(run)
+    rng = np.random.default_rng(seed)
+    for key in list(history)[::5]:  # damaged points here and there
+        s, v = history[key]
+        v = v.copy()
+        v[rng.integers(0, v.size, 3)] = [math.nan, math.inf, 0.0]
+        history[key] = (s, v)
+    for cached, fresh in _grown_diagnoses(history, _cuts(seed, N_STEPS)):
+        assert cached == fresh

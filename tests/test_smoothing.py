@@ -11,12 +11,14 @@ from hypothesis import strategies as st
 
 from rlmetrics.health.smoothing import (
     MAD_TO_SIGMA,
+    SeriesCache,
     debiased_ema,
     first_persistent,
     frozen_baseline,
     last_persistent,
     noise_sigma,
     rolling_baseline,
+    window_counts,
     window_median,
 )
 
@@ -206,3 +208,118 @@ def test_noise_sigma_estimates_the_noise_of_normal_data():
     x = np.random.default_rng(0).normal(0.0, 0.3, 20_000)
     assert noise_sigma(x) == pytest.approx(0.3, rel=0.05)
     assert noise_sigma([1.0, math.nan]) == 0.0
+
+
+# --- SeriesCache: a growing series, its new windows only, the same floats ---------------------
+
+
+def _bits(a):
+    """The exact bytes of a result (NaN payloads, signed zeros and all)."""
+    return np.asarray(a, dtype=np.float64).tobytes()
+
+
+def _statistics(x):
+    """Every cached statistic of ``x``, with the parameters the rules use."""
+    out = {}
+    for w in (1, 3, 10, 20):
+        out[f"median{w}"] = window_median(x, window=w)
+    for w, log in ((3, False), (20, True), (20, False)):
+        med, mad = rolling_baseline(x, window=w, log=log)
+        out[f"rolling{w}{log}"] = np.concatenate([med, mad])
+    for weight in (0.0, 0.3, 0.6):
+        out[f"ema{weight}"] = debiased_ema(x, weight)
+    out["noise"] = noise_sigma(x)
+    return out
+
+
+def _grown(x, cuts, cache):
+    """The statistics of each prefix ``x[:c]``, computed with ``cache`` and without, as bytes."""
+    with_cache, without = [], []
+    for c in cuts:
+        with cache.active():
+            with_cache.append({k: _bits(v) for k, v in _statistics(x[:c]).items()})
+        without.append({k: _bits(v) for k, v in _statistics(x[:c]).items()})
+    return with_cache, without
+
+
+gappy_points = st.one_of(
+    st.floats(-1e3, 1e3, allow_nan=False),
+    st.sampled_from([math.nan, math.inf, -math.inf, 0.0, 1.0]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(gappy_points, min_size=1, max_size=240), st.lists(st.integers(1, 30), min_size=1, max_size=12)
+)
+def test_series_cache_gives_the_floats_of_a_whole_computation(xs, steps):
+    x = np.asarray(xs, dtype=np.float64)
+    cuts = np.minimum(np.cumsum(steps), x.size)
+    with_cache, without = _grown(x, cuts, SeriesCache())
+    assert with_cache == without
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+def test_series_cache_extends_long_random_walks_with_gaps(seed):
+    rng = np.random.default_rng(seed)
+    x = np.abs(1.0 + np.cumsum(rng.normal(0.0, 0.05, 1500))) + 0.01
+    x[rng.integers(0, x.size, 30)] = rng.choice([math.nan, math.inf, 0.0], 30)
+    cuts = [1000, 1001, 1002, 1010, 1200, 1200, 1500]
+    cache = SeriesCache()
+    with_cache, without = _grown(x, cuts, cache)
+    assert with_cache == without
+    # every window statistic after the first cut was computed over the new points only (the EMA
+    # too: 1000 points is past where its debiasing divides by 1), a prefix seen again is a hit
+    assert cache.extended == 5 * (4 + 3 + 3) and cache.hits >= 4 + 3 + 3
+
+
+def test_series_cache_results_can_be_changed_by_the_caller():
+    cache = SeriesCache()
+    x = np.arange(50.0)
+    with cache.active():
+        first = window_median(x, window=3)
+        first[:] = -1.0  # a rule writes into its copy (reward_hacking does)
+        again = window_median(x, window=3)
+        grown = window_median(np.arange(51.0), window=3)
+    assert _bits(again) == _bits(window_median(x, window=3))
+    assert _bits(grown) == _bits(window_median(np.arange(51.0), window=3))
+
+
+def test_series_cache_computes_a_rewritten_series_whole_and_drops_what_is_not_asked_for():
+    cache = SeriesCache()
+    x = np.linspace(0.0, 1.0, 100)
+    with cache.active():
+        window_median(x, window=5)
+        noise_sigma(x)
+    assert (cache.misses, len(cache)) == (2, 2)
+    y = x.copy()
+    y[10] = 7.0  # not a continuation: the run was rewritten before the new points
+    with cache.active():
+        got = window_median(np.append(y, 2.0), window=5)
+    assert _bits(got) == _bits(window_median(np.append(y, 2.0), window=5))
+    assert (cache.misses, cache.extended, len(cache)) == (3, 0, 1)  # the noise of x was not asked for
+
+
+@settings(max_examples=200, deadline=None)
+@given(values_with_gaps, st.integers(0, 6), st.booleans(), st.integers(0, 5))
+def test_frozen_baseline_equals_the_statistics_of_the_first_usable_points(xs, window, log, skip):
+    x = np.asarray(xs, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), np.nan) if log else x
+    usable = np.flatnonzero(np.isfinite(t))
+    usable = usable[usable >= skip][:window]
+    got = frozen_baseline(x, window=window, log=log, skip=skip)
+    if window < 1 or usable.size < window:
+        assert got is None
+    else:
+        median = float(np.median(t[usable]))
+        mad = float(np.median(np.abs(t[usable] - median)))
+        assert (got.median, got.mad, got.n, got.last_index) == (median, mad, window, int(usable[-1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=60), st.integers(1, 12))
+def test_window_counts_equals_a_convolution(flags, n):
+    f = np.asarray(flags, dtype=bool)
+    expected = np.convolve(f.astype(np.int64), np.ones(n, dtype=np.int64))[: f.size]
+    np.testing.assert_array_equal(window_counts(f, n), expected)

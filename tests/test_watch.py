@@ -9,9 +9,11 @@ import warnings
 import numpy as np
 import pytest
 
+from planted_runs import healthy_run, plant, to_rows
 from rlmetrics import keys as K
 from rlmetrics.errors import RunReadWarning
 from rlmetrics.health.findings import Finding
+from rlmetrics.health.rules import diagnose
 from rlmetrics.health.watch import Watcher, at_least, key_values, run_finished
 from rlmetrics.readers.tail import complete_size, extend_history, read_tail
 
@@ -383,3 +385,45 @@ def test_watcher_follows_a_tensorboard_folder(tmp_path):
     new = w.poll()
     writer.close()
     assert [(n.finding.kind, n.finding.step) for n in new] == [("nonfinite", 6)]
+
+
+# --- a refresh diagnoses over the new points only, with the findings of a fresh diagnosis -------
+
+WATCHED_PLANTS = [None, "nonfinite", "kl_drift", "grad_spike", "entropy_collapse", "reward_gaming"]
+
+
+@pytest.mark.parametrize("seed", [0, 3], ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("kind", WATCHED_PLANTS, ids=lambda k: k or "healthy")
+def test_a_refresh_gives_the_findings_of_a_fresh_diagnosis(tmp_path, kind, seed):
+    run = healthy_run(240, seed=seed)
+    rows = to_rows(plant(run, kind, 150, seed=seed) if kind is not None else run)
+    p = tmp_path / "metrics.jsonl"
+    rng = np.random.default_rng(seed)
+    cuts = np.unique(np.concatenate([[80], 80 + np.cumsum(rng.integers(1, 8, 40)), [len(rows)]]))
+    cuts = cuts[cuts <= len(rows)]
+    w = Watcher([p])
+    done, reported = 0, []
+    for c in cuts:
+        append(p, *rows[done:c])
+        done = c
+        reported += [n.finding.kind for n in w.poll()]
+        state = w.runs[0]
+        assert state.last_step == rows[c - 1][K.TRACKING_STEP]
+        assert state.diagnosis == diagnose(state.history)  # the same Findings, evidence and all
+    assert state.cache.extended > 0 and len(state.cache) > 0
+    assert kind is None or kind in reported
+
+
+def test_a_refresh_of_a_rewritten_run_gives_the_findings_of_a_fresh_diagnosis(tmp_path):
+    p = tmp_path / "metrics.jsonl"
+    append(p, *to_rows(healthy_run(200, seed=1)))
+    w = Watcher([p])
+    w.poll()
+    p.write_text("")  # the run restarted under the same name, with another seed and a failure
+    rows = to_rows(plant(healthy_run(220, seed=2), "grad_spike", 150, seed=2))
+    append(p, *rows)
+    w.poll()
+    assert w.runs[0].last_step == 219 and w.runs[0].diagnosis == diagnose(w.runs[0].history)
+    append(p, *to_rows(healthy_run(230, seed=2))[220:])
+    w.poll()
+    assert w.runs[0].diagnosis == diagnose(w.runs[0].history)

@@ -244,12 +244,14 @@ from rlmetrics.health.categories import check_groups, fold_findings, in_category
 from rlmetrics.health.findings import ERROR, WARNING, Diagnosis, Finding, History, Series, Skipped, as_history
 from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, with_signals
 from rlmetrics.health.smoothing import (
+    SeriesCache,
     debiased_ema,
     first_persistent,
     frozen_baseline,
     last_persistent,
     noise_sigma,
     rolling_baseline,
+    window_counts,
     window_median,
 )
 
@@ -343,6 +345,23 @@ def _finding(
     return Finding(kind, severity, int(steps[onset]), metric, evidence, ADVICE[kind])
 
 
+def _at_or_before(steps: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Index of the last of ``steps`` (increasing, no step twice) at or before each of ``at``
+    (-1 before the first): ``np.searchsorted(steps, at, side="right") - 1``, without the search
+    where ``at`` are ``steps`` (two signals of one run, logged at the same steps)."""
+    if at.shape == steps.shape and np.array_equal(at, steps):
+        return np.arange(steps.size)
+    return np.searchsorted(steps, at, side="right") - 1
+
+
+def _common_steps(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The steps two series share and their indices in each (steps increasing, no step twice):
+    ``np.intersect1d(a, b, return_indices=True)``, without its sort where they are the same."""
+    if a.shape == b.shape and np.array_equal(a, b):
+        return a.copy(), np.arange(a.size), np.arange(b.size)
+    return np.intersect1d(a, b, return_indices=True)
+
+
 def _persist(flags: np.ndarray, p: Params, *, start: int = 0) -> tuple[int, int] | None:
     return first_persistent(flags, k=int(p["k"]), n=int(p["n"]), start=start)
 
@@ -357,7 +376,7 @@ def _reward_gain(
     """
     _, rs, rv = reward
     wm = window_median(rv, window=window)
-    idx = np.searchsorted(rs, at_steps, side="right") - 1
+    idx = _at_or_before(rs, at_steps)
     gain = np.full(at_steps.shape, np.nan)
     ok = idx >= 2 * window - 1
     reference = np.full(ok.sum(), wm[window - 1]) if since_start else wm[idx[ok] - window]
@@ -477,7 +496,7 @@ def _repeated_nonfinite(history: History, keys: list[str], k: int, n: int) -> in
     for key in keys:
         s, v = history[key]
         bad[np.searchsorted(steps, np.asarray(s)[~np.isfinite(np.asarray(v, dtype=np.float64))])] = True
-    counts = np.convolve(bad.astype(np.int64), np.ones(n, dtype=np.int64))[: bad.size]
+    counts = window_counts(bad, n)
     hit = np.flatnonzero(counts >= k)
     return int(steps[hit[0]]) if hit.size else None
 
@@ -585,7 +604,7 @@ def _bimodal(history: History, p: Params) -> Result:
     solved, unsolved = resolve(history, "frac_all_solved"), resolve(history, "frac_none_solved")
     if solved is None or unsolved is None:
         return None
-    steps, a, b = np.intersect1d(solved.steps, unsolved.steps, return_indices=True)
+    steps, a, b = _common_steps(solved.steps, unsolved.steps)
     top, bottom = solved.values[a], unsolved.values[b]
     middle = Series(solved.key, steps, 1.0 - top - bottom)
     if _too_short("advantage_collapse", middle, int(p["k"])):
@@ -632,7 +651,7 @@ def advantage_collapse(history: History, p: Params) -> Result:
     solved = resolve(history, "frac_all_solved")
     if solved is None:
         return _above_level("advantage_collapse", zero, p)
-    steps, zi, si = np.intersect1d(zero.steps, solved.steps, return_indices=True)
+    steps, zi, si = _common_steps(zero.steps, solved.steps)
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, a point left out
         unsolved = Series(zero.key, steps, zero.values[zi] - solved.values[si])
     found = _above_level("advantage_collapse", unsolved, p, metric=(zero.key, solved.key))
@@ -956,7 +975,7 @@ def reward_gaming(history: History, p: Params) -> Result:
     t0 = int(reward.steps[sat[0]])
 
     def high_at(steps: np.ndarray) -> np.ndarray:
-        at = np.searchsorted(reward.steps, steps, side="right") - 1
+        at = _at_or_before(reward.steps, steps)
         return np.where(at >= 0, top[np.maximum(at, 0)], False)
 
     hits: dict[str, tuple[Series, int, int, float]] = {}
@@ -1108,7 +1127,7 @@ def entropy_explosion(history: History, p: Params) -> Result:
         "entropy_explosion", length, needed
     ):
         return short
-    steps, ei, li = np.intersect1d(ent.steps, length.steps, return_indices=True)
+    steps, ei, li = _common_steps(ent.steps, length.steps)
     e, ln = ent.values[ei], length.values[li]
     e_base = frozen_baseline(e, window=int(p["baseline"]), log=True)
     l_base = frozen_baseline(ln, window=int(p["baseline"]), log=True)
@@ -1280,7 +1299,7 @@ def _zero_advantages(history: History, p: Params) -> Result:
     hi, lo = resolve(history, "advantage_max"), resolve(history, "advantage_min")
     if hi is None or lo is None:
         return Skipped("no_learning_signal", "needs advantage_max and advantage_min")
-    steps, a, b = np.intersect1d(hi.steps, lo.steps, return_indices=True)
+    steps, a, b = _common_steps(hi.steps, lo.steps)
     spread = hi.values[a] - lo.values[b]
     if short := _too_short("no_learning_signal", Series(hi.key, steps, spread), int(p["steps"])):
         return short
@@ -1364,8 +1383,8 @@ def advantage_drift(history: History, p: Params) -> Result:
     steps, values, scale = mean.steps, mean.values, np.ones(mean.values.size)
     hi, lo = resolve(history, "advantage_max"), resolve(history, "advantage_min")
     if hi is not None and lo is not None:
-        steps, a, b = np.intersect1d(hi.steps, lo.steps, return_indices=True)
-        steps, m, c = np.intersect1d(mean.steps, steps, return_indices=True)
+        steps, a, b = _common_steps(hi.steps, lo.steps)
+        steps, m, c = _common_steps(mean.steps, steps)
         values, scale = mean.values[m], (hi.values[a][c] - lo.values[b][c]) / 2.0
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(scale > 0, np.abs(values) / scale, np.nan)
@@ -1504,7 +1523,7 @@ def staleness_cost(history: History, p: Params) -> Result:
         return short
     hits: dict[str, tuple[Series, np.ndarray, int, int, float, float]] = {}
     for signal, cost, absolute, floor in costs:
-        steps, li, ci = np.intersect1d(lag.steps, cost.steps, return_indices=True)
+        steps, li, ci = _common_steps(lag.steps, cost.steps)
         x = lag.values[li]
         c = np.abs(cost.values[ci]) if absolute else cost.values[ci]
         lag_base, cost_base = frozen_baseline(x, window=window), frozen_baseline(c, window=window)
@@ -1729,7 +1748,7 @@ def staleness_length_bias(history: History, p: Params) -> Result:
     if isinstance(s, Skipped):
         return s
     trained, generated = s
-    steps, a, b = np.intersect1d(trained.steps, generated.steps, return_indices=True)
+    steps, a, b = _common_steps(trained.steps, generated.steps)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = trained.values[a] / generated.values[b]
         ratio = np.where((r > 0) & np.isfinite(r), np.maximum(r, 1.0 / np.where(r > 0, r, 1.0)), np.nan)
@@ -1918,6 +1937,7 @@ def diagnose(
     kinds: tuple[str, ...] | list[str] | None = None,
     signals: Mapping[str, str] | None = None,
     groups: Sequence[str] | None = None,
+    cache: SeriesCache | None = None,
 ) -> Diagnosis:
     """Run the health rules over one run, and over each of its categories.
 
@@ -1940,6 +1960,11 @@ def diagnose(
         reported: a category's is folded into the run's finding of its kind when the plain
         keys show it too (``Finding.categories``), and reported on its own, ``Finding.category``
         naming it, when they do not (one source collapsed while the mean looks healthy).
+    cache : SeriesCache, optional
+        The window statistics of this run's previous diagnosis
+        (:class:`~rlmetrics.health.smoothing.SeriesCache`): a run that grew since is diagnosed
+        over its new points only where a statistic allows it, with the same findings. Keep one
+        per run (``rlmetrics watch`` does).
 
     Returns
     -------
@@ -1955,6 +1980,9 @@ def diagnose(
     >>> [(f.kind, f.severity, f.step) for f in d.findings], [s.kind for s in d.skipped]
     ([('nonfinite', 'error', 2)], ['throughput_drop'])
     """
+    if cache is not None:
+        with cache.active():
+            return diagnose(history, thresholds=thresholds, kinds=kinds, signals=signals, groups=groups)
     params = resolve_thresholds(thresholds)
     selected = KINDS if kinds is None else tuple(kinds)
     unknown = [k for k in selected if k not in RULES]

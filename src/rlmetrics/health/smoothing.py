@@ -16,19 +16,25 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 __all__ = [
     "MAD_TO_SIGMA",
     "Baseline",
+    "SeriesCache",
     "debiased_ema",
     "first_persistent",
     "frozen_baseline",
     "last_persistent",
     "noise_sigma",
     "rolling_baseline",
+    "window_counts",
     "window_median",
 ]
 
@@ -63,17 +69,52 @@ def debiased_ema(values: np.ndarray, weight: float = 0.6) -> np.ndarray:
     if not 0.0 <= weight < 1.0:
         raise ValueError(f"weight must be in [0, 1); got {weight!r}")
     x = np.asarray(values, dtype=np.float64).reshape(-1)
-    out = x.copy()
     if x.size == 0 or np.all(x == x[0]):
-        return out
+        return x.copy()
+    cache = _ACTIVE.get()
+    if cache is None:
+        return _ema(x, weight)[0]
+    x = np.ascontiguousarray(x)
+    entries, kept = cache._lookup(_key("ema", x, weight), x)
+    if kept is not None and kept.x.size == x.size:
+        cache.hits += 1
+        kept.used = True
+        return kept.out[0].copy()
+    # the kept points' smoothing is the start of this one's; the debiasing divides by exactly 1 from
+    # the point where weight**t is below 2**-60 on: past it, the new points are filtered on alone
+    if kept is not None and kept.state is not None and weight ** (kept.state[0] + 1) < 2.0**-60:
+        m, (count, last) = kept.x.size, kept.state
+        out_new, state = _ema(x[m:], weight, start=(count, last))
+        out = np.concatenate([kept.out[0], out_new])
+        cache.extended += 1
+    else:
+        out, state = _ema(x, weight)
+        cache.misses += 1
+    cache._keep(entries, kept, _Entry(x.copy(), (out,), state))
+    return out.copy()
+
+
+def _ema(
+    x: np.ndarray, weight: float, *, start: tuple[int, float] | None = None
+) -> tuple[np.ndarray, tuple[int, float] | None]:
+    """The debiased EMA of a series that is not constant, and its state after the last point (the
+    finite points filtered, the last filtered value); ``start``: go on from that state."""
     from scipy.signal import lfilter
 
+    out = x.copy()
     finite = np.isfinite(x)
     kept = x[finite]
+    count, last = start if start is not None else (0, 0.0)
+    if kept.size == 0:
+        return out, (count, last) if start is not None else None
     # last = last * weight + (1 - weight) * x over the finite points is one first-order filter
-    smoothed = lfilter([1.0 - weight], [1.0, -weight], kept)
-    out[finite] = smoothed / (1.0 - weight ** np.arange(1, kept.size + 1, dtype=np.float64))
-    return out
+    if start is None:
+        smoothed = lfilter([1.0 - weight], [1.0, -weight], kept)
+        out[finite] = smoothed / (1.0 - weight ** np.arange(1, kept.size + 1, dtype=np.float64))
+    else:  # the filter's state after ``last`` is its feedback term: weight * last
+        smoothed, _ = lfilter([1.0 - weight], [1.0, -weight], kept, zi=[last * weight])
+        out[finite] = smoothed  # 1 - weight**t is 1 here
+    return out, (count + int(kept.size), float(smoothed[-1]))
 
 
 @dataclass(frozen=True)
@@ -145,10 +186,18 @@ def frozen_baseline(values: np.ndarray, *, window: int, log: bool = False, skip:
     >>> b.median, b.mad, b.last_index
     (2.0, 1.0, 3)
     """
-    x = _transform(np.asarray(values, dtype=np.float64).reshape(-1), log)
-    usable = np.flatnonzero(np.isfinite(x))
-    usable = usable[usable >= skip][:window]
-    if window < 1 or usable.size < window:
+    raw = np.asarray(values, dtype=np.float64).reshape(-1)
+    if window < 1:
+        return None
+    end = min(raw.size, max(skip, 0) + window)
+    while True:  # the points up to the baseline's last are read, not the whole run
+        x = _transform(raw[:end], log)
+        usable = np.flatnonzero(np.isfinite(x))
+        usable = usable[usable >= skip][:window]
+        if usable.size >= window or end == raw.size:
+            break
+        end = min(raw.size, 2 * end + 16)
+    if usable.size < window:
         return None
     sample = x[usable]
     median = float(np.median(sample))
@@ -171,6 +220,23 @@ def noise_sigma(values: np.ndarray) -> float:
     x = x[np.isfinite(x)]
     if x.size < 3:
         return 0.0
+    cache = _ACTIVE.get()
+    if cache is None:
+        return _noise_sigma(x)
+    entries = cache._entries.setdefault(_key("noise", x), [])
+    bits = x.view(np.int64)
+    for entry in entries:  # a median of the whole series: only the same series is answered
+        if entry.x.size == x.size and np.array_equal(entry.x.view(np.int64), bits):
+            cache.hits += 1
+            entry.used = True
+            return float(entry.out[0])
+    cache.misses += 1
+    sigma = _noise_sigma(x)
+    entries.append(_Entry(x.copy(), (sigma,)))
+    return sigma
+
+
+def _noise_sigma(x: np.ndarray) -> float:
     d = np.diff(x)
     return float(np.median(np.abs(d - np.median(d))) * MAD_TO_SIGMA / np.sqrt(2.0))
 
@@ -191,9 +257,16 @@ def rolling_baseline(values: np.ndarray, *, window: int, log: bool = False) -> t
     ([nan, nan, nan, 2.0], [nan, nan, nan, 1.0])
     """
     x = _transform(np.asarray(values, dtype=np.float64).reshape(-1), log)
+    if window < 1 or x.size <= window:
+        return np.full(x.shape, np.nan), np.full(x.shape, np.nan)
+    median, mad = _cached_windows("rolling", x, window, lambda y: _rolling(y, window), window)
+    return median, mad
+
+
+def _rolling(x: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     median = np.full(x.shape, np.nan)
     mad = np.full(x.shape, np.nan)
-    if window < 1 or x.size <= window:
+    if x.size <= window:
         return median, mad
     windows = np.lib.stride_tricks.sliding_window_view(np.where(np.isfinite(x), x, np.nan), window)[:-1]
     med = _row_nanmedian(windows)
@@ -229,12 +302,31 @@ def window_median(values: np.ndarray, *, window: int) -> np.ndarray:
     [nan, 3.0, 3.5, 5.0]
     """
     x = np.asarray(values, dtype=np.float64).reshape(-1)
-    out = np.full(x.shape, np.nan)
     if window < 1 or x.size < window:
+        return np.full(x.shape, np.nan)
+    return _cached_windows("median", x, window - 1, lambda y: (_window_median(y, window),), window)[0]
+
+
+def _window_median(x: np.ndarray, window: int) -> np.ndarray:
+    out = np.full(x.shape, np.nan)
+    if x.size < window:
         return out
     windows = np.lib.stride_tricks.sliding_window_view(np.where(np.isfinite(x), x, np.nan), window)
     out[window - 1 :] = _row_nanmedian(windows)
     return out
+
+
+def window_counts(flags: np.ndarray, n: int) -> np.ndarray:
+    """How many of the ``n`` points ending at each point are flagged (fewer points at the start).
+
+    Examples
+    --------
+    >>> window_counts(np.array([1, 0, 1, 1, 0], dtype=bool), 3).tolist()
+    [1, 1, 2, 2, 2]
+    """
+    total = np.cumsum(np.asarray(flags, dtype=np.int64).reshape(-1))
+    total[n:] -= total[:-n].copy()
+    return total
 
 
 def first_persistent(flags: np.ndarray, *, k: int, n: int, start: int = 0) -> tuple[int, int] | None:
@@ -269,7 +361,7 @@ def first_persistent(flags: np.ndarray, *, k: int, n: int, start: int = 0) -> tu
     f[: max(start, 0)] = False
     if f.size == 0:
         return None
-    counts = np.convolve(f.astype(np.int64), np.ones(n, dtype=np.int64))[: f.size]
+    counts = window_counts(f, n)
     hits = np.flatnonzero(counts >= k)
     if hits.size == 0:
         return None
@@ -311,7 +403,7 @@ def last_persistent(flags: np.ndarray, *, k: int, n: int) -> tuple[int, int] | N
     f = np.array(flags, dtype=bool).reshape(-1)
     if f.size == 0:
         return None
-    counts = np.convolve(f.astype(np.int64), np.ones(n, dtype=np.int64))[: f.size]
+    counts = window_counts(f, n)
     qualifies = counts >= k
     if not qualifies[-1]:
         return None
@@ -319,3 +411,127 @@ def last_persistent(flags: np.ndarray, *, k: int, n: int) -> tuple[int, int] | N
     first_end = int(broken[-1]) + 1 if broken.size else int(np.flatnonzero(qualifies)[0])
     lo = max(first_end - n + 1, 0)
     return lo + int(np.flatnonzero(f[lo : first_end + 1])[0]), int(f.size - 1)
+
+
+# --- the cache of a followed run ---------------------------------------------------------------
+
+
+class _Entry:
+    """One computation kept: its input (the exact array computed over), outputs and state."""
+
+    __slots__ = ("out", "state", "used", "x")
+
+    def __init__(self, x: np.ndarray, out: tuple[Any, ...], state: Any = None) -> None:
+        self.x, self.out, self.state, self.used = x, out, state, True
+
+
+class SeriesCache:
+    """The window statistics computed over one run, kept so that the next diagnosis of the grown
+    run computes them over its new points only.
+
+    While :meth:`active` (``diagnose(..., cache=)`` makes it so), :func:`window_median`,
+    :func:`rolling_baseline`, :func:`debiased_ema` and :func:`noise_sigma` look their input up
+    here. Each point of a window statistic depends only on the points of its window, so when an
+    input kept here is, bit for bit, the start of the new input (a run that grew), the kept
+    outputs stand for that start and only the windows that reach the new points are computed;
+    an input seen whole (the same series read by several rules) is answered from here. The
+    results are the very floats a computation without the cache gives; an input that is not a
+    continuation (a series rewritten from the start) is computed whole.
+
+    A computation not asked for by a diagnosis is dropped at its end: the cache holds what one
+    diagnosis of the run computes (a few series of the run's length).
+
+    Examples
+    --------
+    >>> cache = SeriesCache()
+    >>> with cache.active():
+    ...     a = window_median(np.arange(6.0), window=3)
+    ...     b = window_median(np.arange(7.0), window=3)  # the windows of the 7th point only
+    >>> b.tolist()[2:]
+    [1.0, 2.0, 3.0, 4.0, 5.0]
+    >>> cache.hits, cache.extended, cache.misses
+    (0, 1, 1)
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[Any, ...], list[_Entry]] = {}
+        self.hits = 0  # inputs answered whole from the cache
+        self.extended = 0  # inputs that continued a kept one: computed over their new points
+        self.misses = 0  # inputs computed whole
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._entries.values())
+
+    @contextmanager
+    def active(self) -> Iterator[SeriesCache]:
+        """Use this cache for the computations in the ``with`` block; then drop the kept ones it
+        did not ask for."""
+        for entries in self._entries.values():
+            for entry in entries:
+                entry.used = False
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)
+            for key in list(self._entries):
+                kept = [e for e in self._entries[key] if e.used]
+                if kept:
+                    self._entries[key] = kept
+                else:
+                    del self._entries[key]
+
+    def _lookup(self, key: tuple[Any, ...], x: np.ndarray) -> tuple[list[_Entry], _Entry | None]:
+        """The entries under ``key`` and the longest one whose input starts ``x``, bit for bit."""
+        entries = self._entries.setdefault(key, [])
+        best = None
+        bits = x.view(np.int64)
+        for entry in entries:
+            m = entry.x.size
+            if m <= x.size and (best is None or m > best.x.size):
+                if np.array_equal(entry.x.view(np.int64), bits[:m]):
+                    best = entry
+        return entries, best
+
+    def _keep(self, entries: list[_Entry], replaced: _Entry | None, entry: _Entry) -> None:
+        if replaced is not None and replaced.x.size < entry.x.size:
+            entries.remove(replaced)  # the grown input stands for the shorter one from now on
+        entries.append(entry)
+
+
+_ACTIVE: ContextVar[SeriesCache | None] = ContextVar("rlmetrics_series_cache", default=None)
+_FINGERPRINT = 4  # leading values that file an input in the cache (the rest is compared on lookup)
+
+
+def _key(name: str, x: np.ndarray, *params: Any) -> tuple[Any, ...]:
+    return (name, *params, x[:_FINGERPRINT].tobytes())
+
+
+def _cached_windows(
+    name: str,
+    x: np.ndarray,
+    reach: int,
+    compute: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+    *params: Any,
+) -> tuple[np.ndarray, ...]:
+    """``compute(x)`` (arrays of x's shape whose point ``i`` depends on ``x[i - reach : i + 1]``
+    only), from the active cache where it holds ``x`` or its start."""
+    cache = _ACTIVE.get()
+    if cache is None or x.size <= reach:
+        return compute(x)
+    x = np.ascontiguousarray(x)
+    entries, kept = cache._lookup(_key(name, x, *params), x)
+    if kept is not None and kept.x.size == x.size:
+        cache.hits += 1
+        kept.used = True
+        return tuple(o.copy() for o in kept.out)
+    if kept is not None and kept.x.size > reach:
+        m = kept.x.size
+        tail = compute(x[m - reach :])
+        out = tuple(np.concatenate([o, t[reach:]]) for o, t in zip(kept.out, tail, strict=True))
+        cache.extended += 1
+    else:
+        out = compute(x)
+        cache.misses += 1
+    cache._keep(entries, kept, _Entry(x.copy(), out))
+    return tuple(o.copy() for o in out)

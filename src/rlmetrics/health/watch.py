@@ -38,6 +38,7 @@ import numpy as np
 
 from rlmetrics.errors import RunReadError, ValidationDumpError
 from rlmetrics.health.findings import ERROR, SEVERITIES, Diagnosis, Finding, History
+from rlmetrics.health.smoothing import SeriesCache
 from rlmetrics.readers import TRL_PRINTED, VERL_CONSOLE, read_run
 from rlmetrics.readers._run import Source
 from rlmetrics.readers.detect import locate
@@ -111,6 +112,7 @@ class RunState:
     last_growth: float = 0.0  # the clock's time when a new step last arrived (or the watch began)
     refreshed: float = -math.inf  # the clock's time of the last refresh
     reported: dict[str, str] = field(default_factory=dict)  # kind -> the severity reported
+    cache: SeriesCache = field(default_factory=SeriesCache)  # its window statistics, for the next diagnosis
 
     @property
     def ended(self) -> bool:
@@ -322,7 +324,9 @@ class Watcher:
         from rlmetrics.health.rules import diagnose
 
         try:
-            run.diagnosis = diagnose(run.history, thresholds=self.thresholds, signals=self.signals)
+            run.diagnosis = diagnose(
+                run.history, thresholds=self.thresholds, signals=self.signals, cache=run.cache
+            )
         except ValueError as err:  # e.g. a --signal key this run has not logged yet
             run.problem = str(err)
             return []
