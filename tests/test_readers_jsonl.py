@@ -48,6 +48,12 @@ def test_rlmetrics_jsonl_series_times_config(tmp_path):
 DAMAGED = [
     ("torn-last-line", _lines(ROWS[:2]) + b'{"step": 3, "actor/ent', [1, 2], "the truncated last line 3"),
     (
+        "torn-last-line-then-a-line-break",  # a paste cut inside a line, saved by an editor
+        _lines(ROWS[:2]) + b'{"step": 3, "actor/ent\n\n',
+        [1, 2],
+        "the truncated last line 3",
+    ),
+    (
         "fragment-in-the-middle",
         _lines(ROWS[:1]) + b'{"step": 9, "a\n' + _lines(ROWS[1:]),
         [1, 2, 3],
@@ -76,6 +82,18 @@ def test_strict_makes_a_damaged_middle_line_an_error(tmp_path):
     with pytest.raises(
         RunReadError, match=r"run\.jsonl:2: not a JSON object .*; expected one JSON object per line"
     ):
+        read_run(path, strict=True)
+
+
+def test_strict_skips_a_last_line_cut_off_with_a_line_break_after_it(tmp_path):
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(_lines(ROWS[:2]) + b'{"step": 3, "note": "a str\n')
+    with pytest.warns(RunReadWarning, match=r"skipping the truncated last line 3"):
+        run = read_run(path, strict=True)
+    assert run.steps.tolist() == [1, 2]
+    # a last line that closes its object but does not read back is damaged, not cut: an error
+    path.write_bytes(_lines(ROWS[:2]) + b'{"step": 3, "a": 1 2}\n')
+    with pytest.raises(RunReadError, match=r"run\.jsonl:3: not a JSON object"):
         read_run(path, strict=True)
 
 

@@ -67,7 +67,7 @@ VERL_LOGS = [
         [1, 3],
         [3, 4],
     ),
-    ("cut-off-last", "\n".join([REC[0], REC[1], REC[2][:-7]]), [1, 2], [3]),
+    ("cut-inside-its-first-field", "\n".join([REC[0], REC[1], REC[2][:12]]), [1, 2], [3]),
     ("damaged-after-progress-redraw", f"{REC[0]}\nbar 10%\rstep:2 - a:0.1.2\n{REC[2]}", [1, 3], [2]),
 ]
 
@@ -122,7 +122,7 @@ TRL_LOGS = [
     ("inside-progress-bars", "\n".join(f"{BAR}\r{d}{BAR}" for d in D), [1, 2, 3], []),
     ("one-dict-over-lines", "\n".join([D[0], D[1][:20], D[1][20:], D[2]]), [1, 2, 3], []),
     ("damaged-dict", "\n".join([D[0], "{'loss': 0.01, 'grad_norm': 0.3.1, 'epoch': 1}", D[2]]), [1, 2], [2]),
-    ("cut-off-then-next", "\n".join([D[0], D[1][:25], "", "text", D[2]]), [1, 2], [2]),
+    ("cut-inside-its-first-item-then-next", "\n".join([D[0], D[1][:9], "", "text", D[2]]), [1, 2], [2]),
 ]
 
 
@@ -139,10 +139,68 @@ def test_trl_printed_a_damaged_dict_costs_that_dict(text, steps, lines):
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "series", "what"),
+    [
+        (  # a paste cut inside a field, the Ray prefix after words of the user's own
+            "log: (main_task pid=7) step:40 - actor/pg_loss:nan - actor/grad_norm:nan - critic/sco",
+            {"actor/pg_loss": [math.nan], "actor/grad_norm": [math.nan]},
+            "verl console",
+        ),
+        (  # a paste that ends after a separator: every field read, nothing cut in two
+            "step:5 - critic/score/mean:0.25 - response_length/clip_ratio:1.0 -",
+            {"critic/score/mean": [0.25], "response_length/clip_ratio": [1.0]},
+            "verl console",
+        ),
+        (  # a dict cut inside a key: the items before its last comma
+            "{'loss': 0.5, 'reward': 1.0, 'epoch': 0.1}\n{'loss': 0.0, 'grad_norm': 0.0, 'learning_ra\n",
+            {"loss": [0.5, 0.0], "reward": [1.0], "grad_norm": [0.0]},
+            "TRL printed",
+        ),
+    ],
+    ids=["verl-cut-in-a-field", "verl-cut-after-a-separator", "trl-cut-in-a-key"],
+)
+def test_a_record_cut_off_at_its_end_is_read_up_to_the_cut(text, series, what):
+    run, caught = _read(text)
+    assert set(series) <= set(run.series)
+    for key, values in series.items():
+        got = run.series[key][1].tolist()
+        assert len(got) == len(values) and all(
+            (math.isnan(a) and math.isnan(b)) or a == b for a, b in zip(got, values)
+        ), (key, got)
+    (warning,) = caught
+    assert f"1 {what} record cut off at its end, read up to the cut" in str(warning.message)
+
+
+def test_a_pasted_markdown_table_and_an_elided_table_are_read():
+    # a notebook's table as GitHub writes it when pasted (two dashes a cell), the last row cut
+    pasted = "\n".join(
+        [
+            "Step | Training Loss | reward | reward_std | kl",
+            "-- | -- | -- | -- | --",
+            "1 | 0.000000 | -2.500000 | 1.250000 | nan",
+            "2 | 0.000100 | -1.000000 | 0.000000 | nan",
+            "3 | 0.000100 | 0.5",
+        ]
+    )
+    run, _ = _read(pasted)
+    assert run.format == TRL_PRINTED and run.steps.tolist() == [1, 2]
+    assert run.series["reward_std"][1].tolist() == [1.25, 0.0]
+    assert np_all_nan(run.series["kl"][1])
+    # a table written out by hand, rows left out as "..."
+    elided = "Step  loss  grad_norm\n1     0     0\n2     0     0\n...\n10    0     0\n"
+    run, _ = _read(elided)
+    assert run.steps.tolist() == [1, 2, 10] and run.series["grad_norm"][1].tolist() == [0.0] * 3
+
+
+def np_all_nan(values: Any) -> bool:
+    return all(math.isnan(v) for v in values)
+
+
 def test_records_functions_agree_with_the_parsers():
     text = "\n".join([REC[0], "step:2 - a:", REC[2]])
     assert T.parse_verl_console(text) == (T.verl_console_records(text)[0], 1)
-    text = "\n".join([D[0], D[1][:25], D[2]])
+    text = "\n".join([D[0], D[1][:9], D[2]])
     rows, damaged = T.trl_printed_records(text)
     assert T.parse_trl_printed(text) == (rows, 1) and damaged == [2]
 
@@ -320,7 +378,14 @@ VERL_CASES = [
         ],
         0,
     ),
-    ("damaged-cut-off-last", [REC1, REC2[:-9]], ROWS12[:1], 1),
+    ("damaged-cut-in-its-first-field", [REC1, REC2[:12]], ROWS12[:1], 1),
+    (
+        "cut-off-last-read-to-the-cut",
+        [REC1, REC2[:-9]],
+        [ROWS12[0], {"actor/entropy": 0.448, "critic/score/mean": 0.35, "step": 2}],
+        0,
+    ),
+    ("cut-after-a-separator", [REC1, REC2 + " -"], ROWS12, 0),
     ("damaged-empty-value", [REC1, "step:2 - actor/entropy:", REC2], ROWS12, 1),
     ("damaged-number", ["step:1 - a:0.4x5 - b:1", REC2, "step:3 - c:1e-"], ROWS12[1:], 2),
     ("no-record", ["hello", "step: the first one", "steps 3 of 10"], [], 0),
@@ -386,7 +451,13 @@ TRL_CASES = [
         0,
     ),
     ("config-dicts-ignored", [*CONFIG, "{'model': 'qwen', 'lr': 1e-05}", D1, D2], DROWS, 0),
-    ("damaged-cut-off", [D1, D2[:40], D2], DROWS, 1),
+    ("damaged-cut-in-its-first-item", [D1, D2[:9], D2], DROWS, 1),
+    (
+        "cut-off-read-to-the-cut",
+        [D1, D2[:40], D2],
+        [DROWS[0], {"loss": -0.0045, "grad_norm": 0.29, "step": 2}, {**DROWS[1], "step": 3}],
+        0,
+    ),
     ("damaged-not-a-literal", [D1, "{'loss': 0.1 'grad_norm': 2}", D2], DROWS, 1),
     (
         "progress-table-pipes",
@@ -494,7 +565,7 @@ def test_load_history_verl_console_values(tmp_path):
             f"{REC1}\nstep:2 - a:\nstep:3 - b:1e-\n{REC2}\n",
             r"log\.txt: 2 damaged verl console records skipped \(2 read\)",
         ),
-        (f"{D1}\n{D2[:30]}\n{D2}\n", r"log\.txt: 1 damaged TRL printed record skipped \(2 read\)"),
+        (f"{D1}\n{D2[:9]}\n{D2}\n", r"log\.txt: 1 damaged TRL printed record skipped \(2 read\)"),
     ],
     ids=["verl", "trl"],
 )

@@ -1105,3 +1105,72 @@ def test_a_cached_diagnosis_of_a_grown_async_run_equals_a_fresh_one(kind, vocabu
         history[key] = (s, v)
     for cached, fresh in _grown_diagnoses(history, _cuts(seed, N_STEPS)):
         assert cached == fresh
+
+
+# --- a paste of a few steps (issue 23: real runs unseen), logs written here in their formats ---
+
+
+def _verl_step(step: int, adv_max: float, adv_min: float) -> str:
+    return (
+        f"(TaskRunner pid=11) step:{step} - actor/pg_loss:0.000 - actor/grad_norm:0.004 - "
+        f"critic/score/mean:0.8{step % 10} - critic/advantages/mean:0.000 - "
+        f"critic/advantages/max:{adv_max:.3f} - critic/advantages/min:{adv_min:.3f} - "
+        "response_length/mean:300.0 - response_length/clip_ratio:0.010 -"
+    )
+
+
+def _diagnosed(tmp_path: Path, text: str, kinds: list[str]):
+    path = tmp_path / "pasted.log"
+    path.write_text(text)
+    with pytest.warns(RuntimeWarning, match="cut off at"):  # each record ends " -": cut
+        history, _ = load_history(path)
+    return diagnose(history, kinds=kinds)
+
+
+@pytest.mark.parametrize(
+    ("spread", "found"), [(0.0, True), (1.5, False)], ids=["every-advantage-zero", "advantages-spread"]
+)
+def test_a_few_steps_with_every_advantage_zero_are_no_learning_signal(tmp_path, spread, found):
+    text = "\n".join(_verl_step(s, spread, -spread) for s in (40, 43)) + "\n"
+    findings = _diagnosed(tmp_path, text, ["no_learning_signal"]).findings
+    assert bool(findings) == found
+    if found:
+        (f,) = findings
+        assert (f.severity, f.step, f.metric) == (ERROR, 40, (K.ADV_MAX, K.ADV_MIN))
+
+
+def test_reward_std_exactly_zero_bounds_the_zero_spread_share(tmp_path):
+    # one step, no frac_reward_zero_std logged: the mean group std 0.0 means no group has spread
+    one = "{'loss': 0.0, 'grad_norm': 0.7, 'reward': 0.0, 'reward_std': 0.0, 'epoch': 0.05}\n"
+    path = tmp_path / "one.log"
+    path.write_text(one)
+    history, _ = load_history(path)
+    (f,) = diagnose(history, kinds=["advantage_collapse"]).findings
+    assert f.severity == ERROR and f.evidence["lower_bound_from"] == K.TRL_REWARD_STD
+    # a table of eleven steps where two steps have no spread: the bound is 0 elsewhere, no finding
+    rows = [
+        f"{s} | 0.000000 | {r:.6f} | {sd:.6f}"
+        for s, r, sd in zip(
+            range(1, 12), [-3, -1, 0, -4, -2, -3, -1, 2, 0, -1, -3], [1.5, 1.7, 0, 1.5, 0] + [1.6] * 6
+        )
+    ]
+    path.write_text("\n".join(["Step | Training Loss | reward | reward_std", "-- | -- | -- | --", *rows]))
+    history, _ = load_history(path)
+    assert history["reward_std"][0].size == 11
+    assert diagnose(history, kinds=["advantage_collapse", "no_learning_signal"]).findings == ()
+
+
+@pytest.mark.parametrize(
+    ("grads", "found"),
+    [([0.0, 0.0, 0.0], True), ([6.2, 0.0], False), ([0.0], False)],
+    ids=["every-gradient-zero", "one-zero-of-two", "one-point"],
+)
+def test_a_short_run_whose_every_gradient_is_exactly_zero_made_no_update(grads, found):
+    history = {
+        "grad_norm": (np.arange(1, len(grads) + 1), np.array(grads)),
+        "loss": (np.arange(1, len(grads) + 1), np.zeros(len(grads))),
+    }
+    findings = diagnose(history, kinds=["no_learning_signal"]).findings
+    assert bool(findings) == found
+    if found:
+        assert findings[0].severity == ERROR and findings[0].evidence["every_point_of"] == len(grads)

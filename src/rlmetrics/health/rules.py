@@ -630,6 +630,25 @@ def _bimodal(history: History, p: Params) -> Result:
     )
 
 
+def _zero_spread_share(history: History, kind: str) -> Series | Skipped:
+    """The share of prompt groups without reward spread: ``frac_reward_zero_std``, or where it is
+    not logged a lower bound of it from the mean group std (``reward_std``): 1 at a step where
+    that mean is exactly 0 (no group has spread), 0 elsewhere (some group has; how many is not
+    known). A share above a level on the bound is above it on the share: a finding from the
+    bound holds, and no finding from it says nothing (``lower_bound_from`` in the evidence)."""
+    share = resolve(history, "frac_reward_zero_std")
+    if share is not None:
+        return share
+    std = resolve(history, "reward_std")
+    if std is None:
+        found = _series(history, kind, "frac_reward_zero_std")
+        assert isinstance(found, Skipped)
+        return found
+    with np.errstate(invalid="ignore"):
+        bound = np.where(np.isfinite(std.values), (std.values == 0.0).astype(np.float64), np.nan)
+    return Series(std.key, std.steps, bound)
+
+
 @_rule(
     thresholds={"level": 0.8, "error_level": 0.95, "end_level": 0.3, "middle_level": 0.1, **_PERSIST},
     advice="Most prompt groups are all right or all wrong: filter such prompts (dynamic "
@@ -638,19 +657,21 @@ def _bimodal(history: History, p: Params) -> Result:
 def advantage_collapse(history: History, p: Params) -> Result:
     """Most prompt groups have zero reward spread, and are not all solved: little learning signal.
 
+    Where ``frac_reward_zero_std`` is not logged, the mean group std (TRL's ``reward_std``)
+    bounds it from below: 1 at a step where it is exactly 0.
     Groups whose every sample has full marks (``grpo/frac_all_solved``) are a success, not a
     collapse: they are left out where that share is logged (TRL logs none). Where the share of
     groups none solved is logged too, a bimodal solve rate (30% or more of the groups at
     each end, under a tenth between: half the prompts always solved, half never) is a warning
     of this kind (``bimodal`` in its evidence).
     """
-    s = _series(history, "advantage_collapse", "frac_reward_zero_std")
-    if isinstance(s, Skipped):
-        return s
-    zero = s[0]
+    zero = _zero_spread_share(history, "advantage_collapse")
+    if isinstance(zero, Skipped):
+        return zero
+    bound: dict[str, Any] = {} if resolve(history, "frac_reward_zero_std") else {"lower_bound_from": zero.key}
     solved = resolve(history, "frac_all_solved")
     if solved is None:
-        return _above_level("advantage_collapse", zero, p)
+        return _above_level("advantage_collapse", zero, p, **bound)
     steps, zi, si = _common_steps(zero.steps, solved.steps)
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, a point left out
         unsolved = Series(zero.key, steps, zero.values[zi] - solved.values[si])
@@ -1254,8 +1275,11 @@ def critic_failure(history: History, p: Params) -> Result:
 def no_learning_signal(history: History, p: Params) -> Result:
     """No learning signal: the gradient norm flat near zero while the reward is flat; or (GRPO)
     every group without reward spread (``frac_reward_zero_std`` at ``zero_std_level`` or
-    above), or every advantage of the batch equal (their max - min at most ``adv_range_max``),
-    for ``steps`` consecutive logged steps, solved groups or not: the update is zero.
+    above; where it is not logged, the mean group std exactly 0), or every advantage of the batch
+    equal (their max - min at most ``adv_range_max``), for ``steps`` consecutive logged steps,
+    solved groups or not: the update is zero. A run logged at fewer than ``steps`` points (a
+    paste of a few steps) is judged on all of them; one under the gradient's window whose every
+    gradient norm, two at least, is exactly 0 made no update.
     """
     arms = (_vanished_gradient(history, p), _zero_spread(history, p), _zero_advantages(history, p))
     found = [a for a in arms if isinstance(a, Finding)]
@@ -1274,14 +1298,23 @@ def _consecutive(flags: np.ndarray, m: int) -> tuple[int, int] | None:
     return None
 
 
+def _every_point(flags: np.ndarray, finite: np.ndarray, m: int) -> tuple[int, int] | None:
+    """``m`` consecutive flags; a run of fewer finite points than ``m`` is judged on all of them:
+    (its first, its last finite index) when every finite point is flagged."""
+    if int(finite.sum()) >= m:
+        return _consecutive(flags, m)
+    where = np.flatnonzero(finite)
+    return (int(where[0]), int(where[-1])) if where.size and bool(np.all(flags[where])) else None
+
+
 def _zero_spread(history: History, p: Params) -> Result:
-    s = resolve(history, "frac_reward_zero_std")
-    if s is None:
+    s = _zero_spread_share(history, "no_learning_signal")
+    if isinstance(s, Skipped):
         return Skipped("no_learning_signal", "needs frac_reward_zero_std")
-    if short := _too_short("no_learning_signal", s, int(p["steps"])):
-        return short
+    # a run logged at fewer than `steps` points is judged on all of them (a paste of a few
+    # steps): a step whose every group has no reward spread has a zero update by itself
     with np.errstate(invalid="ignore"):
-        hit = _consecutive(s.values >= p["zero_std_level"], int(p["steps"]))
+        hit = _every_point(s.values >= p["zero_std_level"], np.isfinite(s.values), int(p["steps"]))
     if hit is None:
         return None
     # every group solved is a success, not a failure: the run has nothing left to learn (a warning)
@@ -1301,10 +1334,8 @@ def _zero_advantages(history: History, p: Params) -> Result:
         return Skipped("no_learning_signal", "needs advantage_max and advantage_min")
     steps, a, b = _common_steps(hi.steps, lo.steps)
     spread = hi.values[a] - lo.values[b]
-    if short := _too_short("no_learning_signal", Series(hi.key, steps, spread), int(p["steps"])):
-        return short
     with np.errstate(invalid="ignore"):
-        hit = _consecutive(spread <= p["adv_range_max"], int(p["steps"]))
+        hit = _every_point(spread <= p["adv_range_max"], np.isfinite(spread), int(p["steps"]))
     if hit is None:
         return None
     return _finding(
@@ -1319,8 +1350,33 @@ def _zero_advantages(history: History, p: Params) -> Result:
     )
 
 
+def _exactly_zero_gradient(grad: Series, needed: int) -> Finding | None:
+    """A run of fewer than ``needed`` gradient norms, two at least, every one exactly 0: the
+    optimizer never moved (a single zero step may be a batch of solved prompts; every logged step
+    zero is no update at all, whatever the reward did)."""
+    finite = np.isfinite(grad.values)
+    where = np.flatnonzero(finite)
+    if not 2 <= where.size < needed or not np.all(grad.values[where] == 0.0):
+        return None
+    return _finding(
+        "no_learning_signal",
+        ERROR,
+        grad.steps,
+        int(where[0]),
+        int(where[-1]),
+        grad,
+        every_point_of=int(where.size),
+        baseline=0.0,
+        ratio=0.0,
+    )
+
+
 def _vanished_gradient(history: History, p: Params) -> Result:
-    """Gradient norm flat near zero for a sustained window while the reward is flat."""
+    """Gradient norm flat near zero for a sustained window while the reward is flat; a short run
+    (under the window) whose every gradient norm, two at least, is exactly 0."""
+    grad = resolve(history, "grad_norm")
+    if grad is not None and (zero := _exactly_zero_gradient(grad, int(p["baseline"]) + int(p["k"]))):
+        return zero
     s = _series(history, "no_learning_signal", "grad_norm", "reward")
     if isinstance(s, Skipped):
         return s

@@ -68,6 +68,7 @@ _TRAINER_KEYS = {
     K.TRL_KL,
     K.TRL_CLIP_RATIO_REGION_MEAN,
     K.TRL_FRAC_REWARD_ZERO_STD,
+    K.TRL_REWARD_STD,
     K.TRL_COMPLETIONS_MEAN_LENGTH,
     K.TRL_LEGACY_COMPLETION_LENGTH,
     K.TRL_LEGACY_CLIP_RATIO,
@@ -158,6 +159,10 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
         K.OPENRLHF_CLIP_RATIO,
     ),
     "frac_reward_zero_std": (K.GRPO_FRAC_REWARD_ZERO_STD, K.TRL_FRAC_REWARD_ZERO_STD),
+    # the mean over the prompt groups of their reward standard deviation (TRL's reward_std: of
+    # the group stds, or with scale_rewards="batch" the batch's std): 0 only when every group has
+    # no reward spread, which bounds frac_reward_zero_std from below where it is not logged
+    "reward_std": (K.GRPO_REWARD_STD_MEAN, K.TRL_REWARD_STD),
     "response_length": (
         K.RESPONSE_LENGTH_MEAN,
         K.TRL_COMPLETIONS_MEAN_LENGTH,

@@ -33,9 +33,12 @@ format                    what is read (module)
 Rollout dumps (validation generations, one line per sample) are read by
 :mod:`~rlmetrics.readers.dumps`, column by column with bounded memory.
 
-A damaged line costs that line: a cut-off last line of a JSON-lines run, an unreadable line
-(unless ``strict=True``), the damaged records of a text log or a CSV export are skipped with a
-:class:`~rlmetrics.errors.RunReadWarning` naming the lines. Every failure to read is a
+A damaged line costs that line: a cut-off last line of a JSON-lines run (one that opens an
+object it does not close, a line break after it or not), an unreadable line (unless
+``strict=True``), the damaged records of a text log or a CSV export are skipped with a
+:class:`~rlmetrics.errors.RunReadWarning` naming the lines; a text log's record cut off at its
+end (a paste, a capture that stops inside it) is read up to the cut, with a warning.
+Every failure to read is a
 :class:`~rlmetrics.errors.RunReadError` (a ``ValueError``) naming the source and what was expected.
 
 This package sits low in the stack: it imports :mod:`rlmetrics.keys` and

@@ -52,7 +52,8 @@ def read_run(
     strict : bool, keyword-only
         A damaged line of a JSON-lines run (not the last, which a crash may cut) is an error
         naming the line; by default it is skipped with a ``RunReadWarning`` naming it. The
-        damaged records of a text log are always skipped with a warning.
+        damaged records of a text log are always skipped with a warning (one cut off at its
+        end is read up to the cut).
     allow_empty : bool, keyword-only
         Return a run without any numeric metric (empty :attr:`Run.series`) instead of raising.
 

@@ -148,6 +148,20 @@ class Notes:
             f"line{'s' if n > 1 else ''} {shown}{more}: cut off, or a field that does not read back"
         )
 
+    def cut(self, name: str, linenos: list[int], what: str) -> None:
+        """One warning for the records of a text log cut off at their end (a paste, a crash), read
+        up to the cut: how many, and the line of each."""
+        if not linenos:
+            return
+        n = len(linenos)
+        shown = ", ".join(map(str, linenos[:_SHOWN_LINES]))
+        more = f" and {n - _SHOWN_LINES} more" if n > _SHOWN_LINES else ""
+        self.warn(
+            f"{name}: {n} {what} record{'s' if n > 1 else ''} cut off at {'their' if n > 1 else 'its'} "
+            f"end, read up to the cut (the field cut in two left out), at line{'s' if n > 1 else ''} "
+            f"{shown}{more}"
+        )
+
 
 def _inside(filename: str) -> bool:
     return filename.startswith(_PACKAGE) and not filename.startswith(_USERS)

@@ -132,13 +132,17 @@ def jsonl_rows(src: Source, notes: Notes, *, strict: bool, repeated: str) -> lis
     lines = data.split(b"\n")
     complete = data.endswith(b"\n")
     rows: list[dict[str, Any]] = []
+    # the last line with text: cut off when it opens an object that it does not close (a paste
+    # cut there, a crash), whether or not a line break was added after it
+    last = max((i for i, raw in enumerate(lines, start=1) if raw.strip()), default=0)
     for i, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
             row = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            if i == len(lines) and not complete:
+            opened = raw.lstrip().startswith(b"{") and not raw.rstrip().endswith(b"}")
+            if (i == len(lines) and not complete) or (i == last and opened):
                 notes.warn(f"{src.name}: skipping the truncated last line {i} ({len(raw)} bytes)")
             elif strict:
                 raise ValueError(f"{src.name}:{i}: not a JSON object ({err})") from None

@@ -45,11 +45,17 @@ Two formats are read, both as users paste them (a terminal capture, a job log, a
   ``eval_*`` keys, besides ``epoch``) belongs to the step before it;
 * a notebook progress table, as copied from the cell (a header ``Step | Training Loss | reward
   ...``, then one row of numbers per logged step; cells separated by ``|``, tabs or spaces;
-  ``No log`` is a missing value) gives one row per line, at the step of its first column;
+  ``No log`` is a missing value; a rule of dashes, ``-- | --`` as GitHub writes a pasted HTML
+  table, and a row ``...`` for rows left out are passed over) gives one row per line, at the
+  step of its first column;
   ``Training Loss`` is read as ``loss``, ``Validation Loss`` as ``eval_loss``.
 
-A damaged record (a verl record that does not read back, a trainer dict that is not a Python
-literal) is skipped and counted: every parser returns its rows and the count of records skipped
+A record cut off at its end (a paste that stops inside it, a terminal capture, a crash: a verl
+record whose text stops inside a field or after a ``" -"``, a trainer dict that does not close on
+its line) is read up to the cut: its whole fields, the one cut in two left out (``0.0`` of
+``0.052`` is no value), and the read warns once per file with the line numbers. A damaged
+record (a verl record with a field that does not read back, a trainer dict that closes but is
+not a Python literal) is skipped and counted: every parser returns its rows and the count of records skipped
 (``*_records`` the line number where each starts);
 :func:`read_verl_console` and :func:`read_trl_printed` (the readers :func:`rlmetrics.readers.read_run`
 uses) warn once per file with the count and the line numbers.
@@ -273,6 +279,28 @@ def _verl_row(text: str) -> dict[str, Any] | None:
     return row
 
 
+def _cut_row(text: str) -> dict[str, Any] | None:
+    """The row of a record text cut off at its end (it reads as the start of a record): its whole
+    fields before the cut, the last (cut in two, or a separator) left out; None if it is no such
+    start or keeps no field."""
+    text = text.strip()
+    if not _readable_start(text):
+        return None
+    split = _fields(text)
+    if split is None:
+        return None
+    step, parts = split
+    row: dict[str, Any] = {}
+    for part in parts[1:-1]:  # _readable_start: every part but the last is a whole field
+        m = _FIELD.fullmatch(part)
+        if m is not None and m.group(2) is not None and m.group(1) != "step":
+            row[m.group(1)] = float(m.group(2))
+    if not row:
+        return None
+    row["step"] = step
+    return row
+
+
 class _Record:
     """An open record: the pieces (lines) read so far, the line number of each, and the Ray prefix
     of its first line."""
@@ -335,8 +363,8 @@ def parse_verl_console(text: str) -> tuple[_Rows, int]:
         One dict per record, in order: ``step`` (int) and every numeric field as a float (NaN and
         +/-inf included); fields that are no number are left out.
     skipped : int
-        How many damaged records were skipped (a record that does not read back, such as one
-        cut off or with a field broken).
+        How many damaged records were skipped (a record with a field broken); a record cut off
+        at its end is read up to the cut (its last field, cut in two, left out).
 
     Examples
     --------
@@ -344,10 +372,11 @@ def parse_verl_console(text: str) -> tuple[_Rows, int]:
     ...        "\\x1b[36m(TaskRunner pid=7)\\x1b[0m ean:nan - timing_s/gen:1.2e+00\\n"
     ...        "Training Progress:  10%|#         | 1/10\\n"
     ...        "step:2 - actor/entropy:-inf - note:[1, 2]\\n"
-    ...        "step:3 - actor/entropy:0.4 - critic/score/mean:\\n")
+    ...        "step:3 - actor/entropy:0.4 - critic/score/m\\n"
+    ...        "step:4 - actor/entropy:0.4 - critic/score/mean:1e+-3 - timing_s/gen:2\\n")
     >>> parse_verl_console(log)
     ([{'actor/entropy': 0.45, 'critic/score/mean': nan, 'timing_s/gen': 1.2, 'step': 1},
-      {'actor/entropy': -inf, 'step': 2}], 1)
+      {'actor/entropy': -inf, 'step': 2}, {'actor/entropy': 0.4, 'step': 3}], 1)
     """
     rows, damaged = verl_console_records(text)
     return rows, len(damaged)
@@ -361,8 +390,16 @@ def verl_console_records(text: str) -> tuple[_Rows, list[int]]:
     >>> verl_console_records("step:1 - a:0.5\\nnoise\\nstep:2 - a:1e-\\nstep:3 - a:nan\\n")
     ([{'a': 0.5, 'step': 1}, {'a': nan, 'step': 3}], [3])
     """
+    rows, damaged, _ = _verl_records(text)
+    return rows, damaged
+
+
+def _verl_records(text: str) -> tuple[_Rows, list[int], list[int]]:
+    """The rows, the lines of the damaged records, and those of the records cut off at their end
+    (read up to the cut: a paste or a terminal capture that stops inside a record)."""
     rows: _Rows = []
     damaged: list[int] = []
+    cut: list[int] = []
     cur: _Record | None = None
 
     def close(record: _Record) -> None:
@@ -371,8 +408,9 @@ def verl_console_records(text: str) -> tuple[_Rows, list[int]]:
             return
         row = _verl_row(body)
         if row is None:
-            damaged.append(record.linenos[0])
-        elif len(row) > 1:
+            row = _cut_row(body)
+            (damaged if row is None else cut).append(record.linenos[0])
+        if row is not None and len(row) > 1:
             rows.append(row)
 
     for lineno, line in numbered_lines(text):
@@ -405,7 +443,7 @@ def verl_console_records(text: str) -> tuple[_Rows, list[int]]:
             cur = _Record(prefix, [content[start:]], [lineno])
     if cur is not None:
         close(cur)
-    return rows, damaged
+    return rows, damaged, cut
 
 
 def is_verl_console(text: str) -> bool:
@@ -523,11 +561,46 @@ def _trainer_dict(text: str) -> dict[str, float] | None:
     return out
 
 
-def _dict_rows(lines: list[str]) -> tuple[list[tuple[int | None, bool, dict[str, float]]], list[int]]:
+_MAX_CUT_TRIES = 8  # item boundaries tried back from a cut: the last whole items are near it
+
+
+def _cut_dict(text: str) -> dict[str, float] | None:
+    """The items of a dict ``text`` cut off before its closing brace (it starts at ``{``): those
+    before the last item boundary (``,`` at the dict's own level) that reads back closed there;
+    None if none does."""
+    depth, quote, escaped = 0, "", False
+    commas: list[int] = []
+    for k, c in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+        elif c == "," and depth == 1:
+            commas.append(k)
+    for k in reversed(commas[-_MAX_CUT_TRIES:]):
+        numbers = _trainer_dict(text[:k] + "}")
+        if numbers:
+            return numbers
+    return None
+
+
+def _dict_rows(
+    lines: list[str],
+) -> tuple[list[tuple[int | None, bool, dict[str, float]]], list[int], list[int]]:
     """The trainer dicts of ``lines``: (step held or None, evaluation only, numbers); the line
-    numbers (from 1) of the damaged ones."""
+    numbers (from 1) of the damaged ones, and of those cut off (read up to the cut)."""
     found: list[tuple[int | None, bool, dict[str, float]]] = []
     damaged: list[int] = []
+    cut: list[int] = []
     i, col = 0, 0
     # the characters that dicts which do not close may scan, all together: text with many
     # unmatched braces costs a few passes over it, not one per brace
@@ -541,11 +614,17 @@ def _dict_rows(lines: list[str]) -> tuple[list[tuple[int | None, bool, dict[str,
         numbers = _trainer_dict(text) if text else None
         if numbers is None:
             budget -= scanned
-            # a dict cut off or broken: one record lost if it was a trainer's (else: some text)
-            if _LOOKS_LIKE_LOG.search(lines[i], m.start()):
-                damaged.append(i + 1)
-            col = m.end()
-            continue
+            looks = _LOOKS_LIKE_LOG.search(lines[i], m.start()) is not None
+            # a dict that does not close: cut off (a paste, a crash), read up to the cut
+            numbers = _cut_dict(lines[i][m.start() :]) if looks and not text else None
+            if numbers is None:
+                # a dict broken: one record lost if it was a trainer's (else: some text)
+                if looks:
+                    damaged.append(i + 1)
+                col = m.end()
+                continue
+            cut.append(i + 1)
+            end_line, end_col = i, len(lines[i])
         i, col = end_line, end_col
         keys = set(numbers)
         if keys & _SUMMARY_KEYS or not any(_is_trainer_key(k) for k in keys):
@@ -557,11 +636,15 @@ def _dict_rows(lines: list[str]) -> tuple[list[tuple[int | None, bool, dict[str,
                 step = int(v)
         evaluation = all(k.startswith("eval_") for k in numbers if k not in _META_KEYS)
         found.append((step, evaluation and bool(numbers.keys() - _META_KEYS), numbers))
-    return found, damaged
+    return found, damaged, cut
 
 
 _TABLE_HEAD = re.compile(r"\s*\|?\s*step\s*(?:\||\t| )", re.IGNORECASE)
-_TABLE_RULE = re.compile(r"[\s|:+-]*-{3,}[\s|:+-]*")
+# a rule under the header: dashes (``|---|``, ``+---+``; ``-- | --`` where a notebook's HTML
+# table was pasted into a GitHub comment, which writes two dashes a cell)
+_TABLE_RULE = re.compile(r"[\s|:+-]*-{2,}[\s|:+-]*")
+# a row that stands for rows left out (``...``, ``…``), in a table written out by hand
+_TABLE_ELISION = re.compile(r"[\s|]*(?:\.{3,}|…)[\s|.…]*")
 _NO_LOG = re.compile(r"no log", re.IGNORECASE)
 _TABLE_NAMES = {"training loss": "loss", "validation loss": "eval_loss", "step": "step", "epoch": "epoch"}
 _MULTIWORD = re.compile(r"(training|validation)\s+loss", re.IGNORECASE)
@@ -608,7 +691,7 @@ def _table_rows(lines: list[str]) -> _Rows:
             continue
         while i < len(lines):
             line = lines[i]
-            if not line.strip() or _TABLE_RULE.fullmatch(line):
+            if not line.strip() or _TABLE_RULE.fullmatch(line) or _TABLE_ELISION.fullmatch(line):
                 i += 1
                 continue
             cells = _table_cells(line, header=False)
@@ -640,17 +723,19 @@ def parse_trl_printed(text: str) -> tuple[_Rows, int]:
         ``global_step``, else the one after the row before, from 1) and every numeric item as a
         float; then one per row of a progress table.
     skipped : int
-        How many damaged trainer dicts were skipped (cut off, or not a Python literal).
+        How many damaged trainer dicts were skipped (closed, but not a Python literal); a dict
+        that does not close on its line is cut off, and read up to the cut.
 
     Examples
     --------
     >>> log = ("\\r 10%|#  | 1/10 [00:01<00:09]{'loss': 0.5, 'grad_norm': nan, 'epoch': 0.1}\\r 20%|\\n"
     ...        "{'loss': 0.4, 'grad_no\\nrm': inf, 'learning_rate': 1e-06, 'ep\\n"
     ...        "{'loss': -0.25, 'epoch': 0.3}\\n"
-    ...        "{'train_runtime': 12.5, 'train_samples_per_second': 3.2, 'epoch': 0.3}\\n")
+    ...        "{'train_runtime': 12.5, 'train_samples_per_second': 3.2, 'epoch': 0.3}\\n"
+    ...        "{'loss': 0.3, 'grad_norm': 1 2}\\n")
     >>> parse_trl_printed(log)
-    ([{'loss': 0.5, 'grad_norm': nan, 'epoch': 0.1, 'step': 1},
-      {'loss': -0.25, 'epoch': 0.3, 'step': 2}], 1)
+    ([{'loss': 0.5, 'grad_norm': nan, 'epoch': 0.1, 'step': 1}, {'loss': 0.4, 'step': 2},
+      {'loss': -0.25, 'epoch': 0.3, 'step': 3}], 1)
     """
     rows, damaged = trl_printed_records(text)
     return rows, len(damaged)
@@ -661,13 +746,20 @@ def trl_printed_records(text: str) -> tuple[_Rows, list[int]]:
 
     Examples
     --------
-    >>> trl_printed_records("{'loss': 0.5}\\n{'loss': 0.\\n{'loss': 0.25}\\n")
-    ([{'loss': 0.5, 'step': 1}, {'loss': 0.25, 'step': 2}], [2])
+    >>> trl_printed_records("{'loss': 0.5}\\n{'loss': 0.\\n{'loss': 0.25, 'reward': 1.}\\n")
+    ([{'loss': 0.5, 'step': 1}, {'loss': 0.25, 'reward': 1.0, 'step': 2}], [2])
     """
+    rows, damaged, _ = _trl_records(text)
+    return rows, damaged
+
+
+def _trl_records(text: str) -> tuple[_Rows, list[int], list[int]]:
+    """The rows, the lines of the damaged dicts, and those of the dicts cut off (read up to the
+    cut: ``{'loss': 0.0, 'grad_norm': 0.0, 'learning_rate'`` gives loss and grad_norm)."""
     # a "\r" inside a line is a progress bar redrawn: the dicts are read from the whole line, each
     # from its opening brace to its closing one, so the bars around them need no cutting
     lines = [clean_line(line.removesuffix("\r"))[1] for line in text.split("\n")]
-    found, damaged = _dict_rows(lines)
+    found, damaged, cut = _dict_rows(lines)
     rows: _Rows = []
     last = 0
     for step, evaluation, numbers in found:
@@ -678,7 +770,7 @@ def trl_printed_records(text: str) -> tuple[_Rows, list[int]]:
         rows.append(row)
         last = step
     rows.extend(_table_rows([clean_line(line)[1] for line in split_lines(text)]))
-    return rows, damaged
+    return rows, damaged, cut
 
 
 def is_trl_printed(text: str) -> bool:
@@ -699,13 +791,15 @@ def is_trl_printed(text: str) -> bool:
 
 def read_verl_console(src: Source, notes: Notes, *, strict: bool = False) -> Parsed:
     """A verl console log: its records' history; damaged records skipped with one warning."""
-    rows, damaged = verl_console_records(src.text())
+    rows, damaged, cut = _verl_records(src.text())
     notes.damaged(src.name, damaged, len(rows), "verl console")
+    notes.cut(src.name, cut, "verl console")
     return Parsed(as_history(rows))
 
 
 def read_trl_printed(src: Source, notes: Notes, *, strict: bool = False) -> Parsed:
     """A TRL / transformers console log: its log dicts' history; damaged dicts skipped with one warning."""
-    rows, damaged = trl_printed_records(src.text())
+    rows, damaged, cut = _trl_records(src.text())
     notes.damaged(src.name, damaged, len(rows), "TRL printed")
+    notes.cut(src.name, cut, "TRL printed")
     return Parsed(as_history(rows))
