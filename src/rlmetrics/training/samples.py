@@ -145,9 +145,18 @@ def _check_texts(values: Any, name: str, n: int | None, *, optional: bool = Fals
         if not (isinstance(v, str) or (optional and v is None)):
             what = "a str or None" if optional else "a str"
             raise TypeError(f"{name}[{i}] must be {what}; got {type(v).__name__} {v!r:.60}")
-        if isinstance(v, np.str_):
-            out[i] = str(v)
+        if isinstance(v, str):
+            out[i] = _valid_utf8(v)
     return out
+
+
+def _valid_utf8(text: str) -> str:
+    """``text`` with each lone surrogate (a str no backend can write as UTF-8) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
+    return str(text)  # a numpy str_ as a plain str
 
 
 def _host_vector(values: Any, name: str, n: int) -> np.ndarray:
@@ -274,7 +283,8 @@ def select_samples(
         The response lengths in tokens (kept as given; None: the ``length`` column is None).
     stop_reasons, categories : sequence of (str or None), shape (B,), optional, keyword-only
         Why each generation stopped (``"stop"``, ``"length"`` ...) and its category (data source,
-        task); kept as given, not counted in the byte budget.
+        task); kept as given, not counted in the byte budget. In every text a lone surrogate
+        (not UTF-8) becomes U+FFFD.
     n_random : int, keyword-only
         Rows drawn at random (without replacement) from those not chosen as max, min or median.
     max_rows : int, keyword-only

@@ -1,0 +1,211 @@
+"""Tests of Tracker.log_samples: the sample tables through each backend, read back by that
+backend's own reader (samples.jsonl by read_samples), and a failure that costs those samples alone."""
+
+from __future__ import annotations
+
+import io
+import json
+import warnings
+
+import pytest
+
+from rlmetrics import keys as K
+from rlmetrics.readers.samples import SAMPLES_FILE, read_samples
+from rlmetrics.tracking import JsonlBackend, Tracker
+from rlmetrics.training.samples import TRUNCATION_MARKER, SampleTable, select_samples
+
+PROMPTS = ["What is 1+1?", "Écris «bonjour» | en 日本語", "Loop?\nline two", "x" * 5000, "emoji 🙂🙃"]
+RESPONSES = ["2", "こんにちは | `code`", "ha ha ha\nha", "y" * 5000, "🙂" * 3]
+REWARDS = [1.0, 0.25, 0.0, 0.5, 0.75]
+
+
+def table(step: int | None = None, **kw) -> SampleTable:
+    options = {"n_random": 2, "max_bytes": 4096, **kw}
+    return select_samples(
+        PROMPTS,
+        RESPONSES,
+        REWARDS,
+        lengths=[1, 5, 4, 5000, 3],
+        stop_reasons=["stop", "stop", "length", "length", None],
+        categories=["math", "fr", "loop", "long", None],
+        step=step,
+        **options,
+    )
+
+
+def with_step(t: SampleTable, step: int) -> SampleTable:
+    return SampleTable.from_rows([{**row, K.SAMPLES_STEP: step} for row in t.rows()])
+
+
+class Recorder:
+    """A backend object with log_samples."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[int, SampleTable]] = []
+
+    def log(self, metrics, step):
+        pass
+
+    def log_samples(self, t, step):
+        self.samples.append((step, t))
+
+    def finish(self):
+        pass
+
+
+class NoSamples:
+    name = "plain"
+
+    def log(self, metrics, step):
+        pass
+
+    def finish(self):
+        pass
+
+
+class FailingSamples(Recorder):
+    name = "failing"
+
+    def log_samples(self, t, step):
+        raise OSError(28, "No space left on device")
+
+
+# --- jsonl ----------------------------------------------------------------------------------------
+
+
+def test_jsonl_round_trip_by_step(tmp_path):
+    tables = {3: table(), 5: table(seed=1), 9: select_samples([], [], [])}
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        for step, t in tables.items():
+            tr.log({"a": float(step)}, step=step)
+            tr.log_samples(t, step=step)
+    back = read_samples(tr.run_dir)
+    # the step column is the step logged; an empty table writes no line
+    assert back == {3: with_step(tables[3], 3), 5: with_step(tables[5], 5)}
+    assert any(TRUNCATION_MARKER in text for text in back[3].prompt)  # the long texts were cut
+    lines = (tr.run_dir / SAMPLES_FILE).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(tables[3]) + len(tables[5])
+    first = json.loads(lines[0])
+    assert list(first) == list(K.SAMPLES_COLUMNS) and first["step"] == 3 and first["chosen"] == "max"
+    assert "日本語" in "".join(lines)  # written as UTF-8, not escaped
+    assert read_samples(tr.run_dir / SAMPLES_FILE) == back
+
+
+def test_jsonl_keeps_a_lone_surrogate_as_an_escape(tmp_path):
+    assert select_samples(["bad \ud800 text"], ["ok"], [1.0]).prompt == ("bad \ufffd text",)
+    t = SampleTable.from_rows(
+        [{"prompt": "bad \ud800 text", "response": "ok", "reward": 1.0, "chosen": "max"}]
+    )
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        tr.log_samples(t, step=0)
+    assert read_samples(tr.run_dir)[0].prompt == ("bad \ud800 text",)
+    (tr.run_dir / SAMPLES_FILE).read_bytes().decode("utf-8")  # the file stays valid UTF-8
+
+
+def test_resume_appends_after_a_torn_line(tmp_path):
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        tr.log_samples(table(), step=1)
+    path = tr.run_dir / SAMPLES_FILE
+    with open(path, "ab") as fh:
+        fh.write(b'{"step": 2, "prompt": "cut')  # a crash mid-line
+    with Tracker("p", "e", log_dir=tmp_path, resume=True) as tr2:
+        tr2.log_samples(table(seed=4), step=2)
+    with pytest.warns(RuntimeWarning, match=r"1 damaged line\(s\) skipped \(line \d+: not a JSON line"):
+        back = read_samples(tr2.run_dir)
+    assert back == {1: with_step(table(), 1), 2: with_step(table(seed=4), 2)}
+
+
+def test_a_run_without_samples_reads_as_none(tmp_path):
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        tr.log({"a": 1.0}, step=0)
+    assert read_samples(tr.run_dir) == {} and not (tr.run_dir / SAMPLES_FILE).exists()
+
+
+def test_jsonl_fsync_after_each_table(tmp_path, monkeypatch):
+    import os
+
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    with Tracker("p", "e", backends=[JsonlBackend(fsync=True)], log_dir=tmp_path) as tr:
+        tr.log_samples(table(), step=0)
+        tr.log_samples(table(), step=1)
+    assert len(synced) == 2
+
+
+# --- the fan-out ----------------------------------------------------------------------------------
+
+
+def test_every_backend_with_the_ability_gets_the_table_with_its_step(tmp_path):
+    rec = Recorder()
+    with Tracker("p", "e", backends=["jsonl", rec], log_dir=tmp_path) as tr:
+        tr.log_samples(table(step=99), step=4)  # the step logged wins over the table's own
+    assert rec.samples == [(4, with_step(table(), 4))]
+    assert read_samples(tr.run_dir) == {4: with_step(table(), 4)}
+
+
+def test_a_backend_without_the_ability_is_skipped_with_one_warning(tmp_path):
+    with Tracker("p", "e", backends=["jsonl", NoSamples()], log_dir=tmp_path) as tr:
+        with pytest.warns(RuntimeWarning, match=r"'plain' has no log_samples\(table, step\)") as caught:
+            tr.log_samples(table(), step=0)
+            tr.log_samples(table(), step=1)
+    assert sum("log_samples" in str(w.message) for w in caught) == 1
+    assert sorted(read_samples(tr.run_dir)) == [0, 1] and tr.lost == {}
+
+
+def test_a_failing_backend_loses_those_samples_alone(tmp_path):
+    rec = Recorder()
+    with Tracker("p", "e", backends=[FailingSamples(), "jsonl", rec], log_dir=tmp_path) as tr:
+        with pytest.warns(
+            RuntimeWarning, match=r"'failing' lost the samples of step 2; it keeps logging: OSError"
+        ):
+            tr.log_samples(table(), step=2)
+        tr.log({"a": 1.0}, step=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tr.log_samples(table(), step=3)
+    assert tr.lost == {"failing": 2} and isinstance(tr.failed["failing"], OSError)
+    assert [s for s, _ in rec.samples] == [2, 3] and sorted(read_samples(tr.run_dir)) == [2, 3]
+
+
+def test_a_step_beyond_a_backends_range_is_lost_for_it_alone(tmp_path):
+    rec = Recorder()
+    rec.max_step = 10  # type: ignore[attr-defined]
+    with Tracker("p", "e", backends=["jsonl", rec], log_dir=tmp_path) as tr:
+        with pytest.warns(RuntimeWarning, match=r"lost the samples of step 11.*beyond its step range"):
+            tr.log_samples(table(), step=11)
+    assert rec.samples == [] and sorted(read_samples(tr.run_dir)) == [11]
+
+
+def test_console_prints_one_line(tmp_path):
+    from rlmetrics.tracking import ConsoleBackend
+
+    out = io.StringIO()
+    with Tracker("p", "e", backends=[ConsoleBackend(file=out)], log_dir=tmp_path) as tr:
+        tr.log_samples(table(), step=7)
+    assert out.getvalue().splitlines()[-1] == "step 7 | samples 5 rows reward 0 .. 1"
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        (({"prompt": ["a"]}, 0), TypeError, r"table must be a SampleTable.*got dict"),
+        ((None, -1), ValueError, r"step must be an integer >= 0"),
+        ((None, 1.5), TypeError, r"step must be an integer"),
+    ],
+    ids=["not-a-table", "negative-step", "float-step"],
+)
+def test_bad_arguments_log_nothing(tmp_path, args, error, match):
+    t, step = args
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        with pytest.raises(error, match=match):
+            tr.log_samples(table() if t is None else t, step)
+    assert read_samples(tr.run_dir) == {}
+
+
+def test_log_samples_after_finish_is_an_error(tmp_path):
+    tr = Tracker("p", "e", log_dir=tmp_path)
+    tr.finish()
+    with pytest.raises(RuntimeError, match=r"log_samples called after finish"):
+        tr.log_samples(table(), step=0)
