@@ -209,3 +209,44 @@ def test_log_samples_after_finish_is_an_error(tmp_path):
     tr.finish()
     with pytest.raises(RuntimeError, match=r"log_samples called after finish"):
         tr.log_samples(table(), step=0)
+
+
+# --- TensorBoard (its EventAccumulator and text plugin) ------------------------------------------
+
+
+def test_tensorboard_table_round_trip(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.text.text_plugin import text_array_to_html
+    from tensorboard.util import tensor_util
+
+    tables = {2: table(), 6: table(seed=3)}
+    with Tracker("p", "e", backends=("tensorboard",), log_dir=tmp_path) as tr:
+        for step, t in tables.items():
+            tr.log_samples(t, step=step)
+        tr.log_samples(select_samples([], [], []), step=7)  # an empty table writes nothing
+    acc = EventAccumulator(str(tr.run_dir / "tensorboard"), size_guidance={"tensors": 0})
+    acc.Reload()
+    events = acc.Tensors(K.SAMPLES_TABLE)
+    assert [e.step for e in events] == [2, 6]
+    for event in events:
+        cells = tensor_util.make_ndarray(event.tensor_proto)
+        assert cells.shape == (len(tables[event.step]) + 1, len(K.SAMPLES_COLUMNS))
+        header, *rows = [[c.decode("utf-8") for c in row] for row in cells]
+        assert header == list(K.SAMPLES_COLUMNS)
+        back = [
+            {
+                **dict(zip(header, row, strict=True)),
+                "step": int(row[0]),
+                "reward": float(row[3]),
+                "length": int(row[4]) if row[4] else None,
+                "stop_reason": row[5] or None,
+                "category": row[6] or None,
+            }
+            for row in rows
+        ]
+        assert SampleTable.from_rows(back) == with_step(tables[event.step], event.step)
+        html = text_array_to_html(
+            cells, enable_markdown=True
+        )  # what TensorBoard's text plugin shows: one HTML table
+        assert html.count("<table>") == 1 and "日本語" in html and html.count("<tr>") == len(rows) + 1
