@@ -250,3 +250,29 @@ def test_tensorboard_table_round_trip(tmp_path):
             cells, enable_markdown=True
         )  # what TensorBoard's text plugin shows: one HTML table
         assert html.count("<table>") == 1 and "日本語" in html and html.count("<tr>") == len(rows) + 1
+
+
+# --- W&B (offline: the table files of the run folder) --------------------------------------------
+
+
+def test_wandb_offline_tables(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from rlmetrics.tracking import WandbBackend
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
+    tables = {2: table(), 6: table(seed=3)}
+    with Tracker("p", "e", backends=[WandbBackend(mode="offline")], log_dir=tmp_path) as tr:
+        for step, t in tables.items():
+            tr.log({"a": float(step)}, step=step)
+            tr.log_samples(t, step=step)
+    (run,) = (tr.run_dir / "wandb").glob("offline-run-*")
+    files = sorted((run / "files" / "media" / "table").glob(f"{K.SAMPLES_TABLE}_*.table.json"))
+    back = {}
+    for path in files:
+        data = json.loads(path.read_text(encoding="utf-8"))  # wandb's table format: columns and rows
+        assert data["columns"] == list(K.SAMPLES_COLUMNS)
+        t = SampleTable.from_rows([dict(zip(data["columns"], r, strict=True)) for r in data["data"]])
+        back[t.step[0]] = t
+    assert back == {step: with_step(t, step) for step, t in tables.items()}
