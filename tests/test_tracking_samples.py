@@ -276,3 +276,48 @@ def test_wandb_offline_tables(tmp_path, monkeypatch):
         t = SampleTable.from_rows([dict(zip(data["columns"], r, strict=True)) for r in data["data"]])
         back[t.step[0]] = t
     assert back == {step: with_step(t, step) for step, t in tables.items()}
+
+
+# --- MLflow (its client on the sqlite store of log_dir) -------------------------------------------
+
+
+def _mlflow_tables(client, run_id, dest) -> dict[int, SampleTable]:
+    back = {}
+    for info in client.list_artifacts(run_id, K.SAMPLES_TABLE):
+        data = json.loads(
+            open(client.download_artifacts(run_id, info.path, str(dest)), encoding="utf-8").read()
+        )
+        rows = [dict(zip(data["columns"], r, strict=True)) for r in data["data"]]
+        for r in rows:  # pandas holds a column of ints and None as floats
+            r["length"] = None if r["length"] is None else int(r["length"])
+        back[int(info.path.rsplit("_", 1)[1].removesuffix(".json"))] = SampleTable.from_rows(rows)
+    return back
+
+
+@pytest.mark.parametrize("pandas", [True, False], ids=["log_table", "log_dict"])
+def test_mlflow_table_artifacts(tmp_path, monkeypatch, pandas):
+    pytest.importorskip("mlflow")
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    if not pandas:
+        monkeypatch.setitem(sys.modules, "pandas", None)  # its import fails: log_dict
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    tables = {2: table(), 12: table(seed=3)}
+    with Tracker("p", "e", backends=("mlflow",), log_dir=tmp_path / "logs") as tr:
+        for step, t in tables.items():
+            tr.log({"a": float(step)}, step=step)
+            tr.log_samples(t, step=step)
+    backend = tr.backends["mlflow"]
+    client = MlflowClient(tracking_uri=backend.tracking_uri)
+    (tmp_path / "dl").mkdir()
+    assert _mlflow_tables(client, backend.run_id, tmp_path / "dl") == {
+        step: with_step(t, step) for step, t in tables.items()
+    }
+    assert list((tmp_path / "cwd").iterdir()) == []  # nothing in the process's ./mlruns
+    assert list((tmp_path / "logs" / "mlartifacts").rglob("step_000000000012.json"))
+    if pandas:  # log_table marks them tables for MLflow's UI
+        logged = json.loads(client.get_run(backend.run_id).data.tags["mlflow.loggedArtifacts"])
+        assert {"path": f"{K.SAMPLES_TABLE}/step_000000000002.json", "type": "table"} in logged
