@@ -321,3 +321,48 @@ def test_mlflow_table_artifacts(tmp_path, monkeypatch, pandas):
     if pandas:  # log_table marks them tables for MLflow's UI
         logged = json.loads(client.get_run(backend.run_id).data.tags["mlflow.loggedArtifacts"])
         assert {"path": f"{K.SAMPLES_TABLE}/step_000000000002.json", "type": "table"} in logged
+
+
+# --- trackio (its SQLite store, read back by its own reader in a fresh process) ------------------
+
+TRACKIO_SCRIPT = """
+import json, sys
+from rlmetrics.tracking import Tracker
+from rlmetrics.training.samples import SampleTable
+tables = {int(k): SampleTable.from_rows(v) for k, v in json.loads(sys.argv[1]).items()}
+opts = {"auto_log_cpu": False, "auto_log_gpu": False}
+with Tracker("p", "e", backends=("trackio",), log_dir=sys.argv[2], trackio_kwargs=opts) as tr:
+    for step, t in tables.items():
+        tr.log({"a": float(step)}, step=step)
+        tr.log_samples(t, step=step)
+from trackio.sqlite_storage import SQLiteStorage
+print(json.dumps(SQLiteStorage.get_logs("p", "e"), default=str))
+"""
+
+
+def test_trackio_tables_through_its_sqlite_reader(tmp_path):
+    pytest.importorskip("trackio")
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio"), "TRACKIO_STORAGE_MODE": "sqlite"}
+    env.pop("TRACKIO_SPACE_ID", None)
+    env.pop("TRACKIO_SERVER_URL", None)
+    tables = {2: table(), 6: table(seed=3)}
+    payload = json.dumps({step: t.rows() for step, t in tables.items()})
+    out = subprocess.run(
+        [sys.executable, "-c", TRACKIO_SCRIPT, payload, str(tmp_path / "logs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    logs = json.loads(out.stdout.strip().splitlines()[-1])
+    back = {
+        row["step"]: SampleTable.from_rows(row[K.SAMPLES_TABLE]["_value"])
+        for row in logs
+        if K.SAMPLES_TABLE in row
+    }
+    assert back == {step: with_step(t, step) for step, t in tables.items()}
