@@ -53,6 +53,7 @@ from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_p
 from rlmetrics.tracking import Tracker, TrackingBackend, read_jsonl
 from rlmetrics.training.data import compute_data_metrics, data_statistics
 from rlmetrics.training.rewards import compute_reward_component_metrics, reward_component_statistics
+from rlmetrics.training.samples import SampleTable, select_samples
 from rlmetrics.training.text import compute_text_metrics, text_statistics
 from rlmetrics.training.timers import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
@@ -132,6 +133,7 @@ __all__ = [
     "RLMetricsError",
     "RunReadError",
     "RunStopped",
+    "SampleTable",
     "Stage",
     "StageTimer",
     "Stats",
@@ -190,6 +192,7 @@ __all__ = [
     "reward_component_statistics",
     "rollout_mismatch_statistics",
     "run_demo",
+    "select_samples",
     "staleness_statistics",
     "sum_pi_squared_from_logits",
     "summarize_validation",

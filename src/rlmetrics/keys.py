@@ -325,6 +325,30 @@ TRACKING_STEP = "step"
 TRACKING_TIMESTAMP = "timestamp"
 TRACKING_FIELDS = (TRACKING_STEP, TRACKING_TIMESTAMP)
 
+# --- sample tables (training.samples, Tracker.log_samples, readers.samples) ---------------------
+#: The columns of a :class:`~rlmetrics.training.samples.SampleTable`: the fields of each line of
+#: ``samples.jsonl``, the columns of its W&B table and of its TensorBoard and MLflow tables.
+SAMPLES_STEP = TRACKING_STEP
+SAMPLES_PROMPT = "prompt"
+SAMPLES_RESPONSE = "response"
+SAMPLES_REWARD = "reward"
+SAMPLES_LENGTH = "length"
+SAMPLES_STOP_REASON = "stop_reason"
+SAMPLES_CATEGORY = "category"
+SAMPLES_CHOSEN = "chosen"  # why the row was chosen: "max", "min", "median" or "random"
+SAMPLES_COLUMNS = (
+    SAMPLES_STEP,
+    SAMPLES_PROMPT,
+    SAMPLES_RESPONSE,
+    SAMPLES_REWARD,
+    SAMPLES_LENGTH,
+    SAMPLES_STOP_REASON,
+    SAMPLES_CATEGORY,
+    SAMPLES_CHOSEN,
+)
+#: The name a step's sample table is logged under (W&B key, TensorBoard tag, MLflow artifact folder).
+SAMPLES_TABLE = "samples"
+
 # --- health (Tracker(monitor=...), diagnose.monitor) ----------------------------------------------
 #: Records of a live health monitor: ``health/<kind>`` is logged once, at the step where the
 #: monitor first reports that kind, with the value of its severity in :data:`HEALTH_SEVERITY_VALUE`.

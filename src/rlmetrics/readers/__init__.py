@@ -30,6 +30,10 @@ format                    what is read (module)
 ``"csv-export"``          a metric history exported as CSV by W&B, TensorBoard or MLflow (``csvlogs``)
 ========================= ======================================================================
 
+The sample tables a tracker logged (``samples.jsonl``, :meth:`Tracker.log_samples
+<rlmetrics.tracking.Tracker.log_samples>`) are read by :func:`~rlmetrics.readers.samples.read_samples`,
+one table per step.
+
 Rollout dumps (validation generations, one line per sample) are read by
 :mod:`~rlmetrics.readers.dumps`, column by column with bounded memory.
 
@@ -55,6 +59,7 @@ from rlmetrics.readers._read import FORMATS, STDIN, read_run
 from rlmetrics.readers._run import Run
 from rlmetrics.readers.csvlogs import CSV_EXPORT
 from rlmetrics.readers.jsonl import RLMETRICS_JSONL, VERL_JSONL, read_jsonl
+from rlmetrics.readers.samples import SAMPLES_FILE, read_samples
 from rlmetrics.readers.tensorboard import TENSORBOARD
 from rlmetrics.readers.textlogs import TRL_PRINTED, VERL_CONSOLE
 from rlmetrics.readers.trainer_state import TRL_TRAINER_STATE
@@ -64,6 +69,7 @@ __all__ = [
     "CSV_EXPORT",
     "FORMATS",
     "RLMETRICS_JSONL",
+    "SAMPLES_FILE",
     "STDIN",
     "TENSORBOARD",
     "TRL_PRINTED",
@@ -80,4 +86,5 @@ __all__ = [
     "last_per_step",
     "read_jsonl",
     "read_run",
+    "read_samples",
 ]

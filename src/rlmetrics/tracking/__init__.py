@@ -51,6 +51,13 @@ warning, and of a key logged twice at one step keeps the value logged last, with
 NaN and infinities are written as the ``NaN``/``Infinity``/``-Infinity`` tokens that Python's
 ``json`` reads back.
 
+:meth:`Tracker.log_samples` writes a step's :class:`SampleTable` (from
+:func:`~rlmetrics.training.samples.select_samples`) to every backend in its own form:
+``samples.jsonl`` beside ``metrics.jsonl`` (read back by
+:func:`~rlmetrics.readers.samples.read_samples`), a ``wandb.Table``, a TensorBoard text table,
+an MLflow table artifact ``samples/step_<step>.json``, a ``trackio.Table``, a console line. One
+backend failing loses those samples alone, as with a record.
+
 The warnings of a tracker are :class:`~rlmetrics.errors.TrackingWarning`, a finding of its health
 monitor a :class:`~rlmetrics.errors.HealthWarning`, and those of :func:`read_jsonl`
 :class:`~rlmetrics.errors.RunReadWarning` (all ``RuntimeWarning``).
@@ -73,6 +80,7 @@ from rlmetrics.tracking.tensorboard import TensorBoardBackend
 from rlmetrics.tracking.tracker import BACKENDS, Tracker, check_backends
 from rlmetrics.tracking.trackio import TrackioBackend
 from rlmetrics.tracking.wandb import WandbBackend
+from rlmetrics.training.samples import SampleTable
 
 __all__ = [
     "BACKENDS",
@@ -83,6 +91,7 @@ __all__ = [
     "JsonlBackend",
     "MlflowBackend",
     "RunInfo",
+    "SampleTable",
     "TensorBoardBackend",
     "Tracker",
     "TrackingBackend",

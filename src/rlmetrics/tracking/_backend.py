@@ -146,6 +146,9 @@ class _Completed:
         limit = getattr(obj, "max_step", None)
         self.max_step = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
         self.keeps_records = getattr(obj, "keeps_records", True) is not False
+        samples = getattr(obj, "log_samples", None)
+        if callable(samples):  # the optional ability, passed on as it is
+            self.log_samples = samples
 
     def start(self, run: RunInfo) -> Sequence[str]:
         start = getattr(self.obj, "start", None)

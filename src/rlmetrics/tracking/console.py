@@ -6,10 +6,13 @@ import fnmatch
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rlmetrics import keys as K
 from rlmetrics.tracking._backend import RunInfo
+
+if TYPE_CHECKING:
+    from rlmetrics.training.samples import SampleTable
 
 __all__ = ["DEFAULT_CONSOLE_KEYS", "ConsoleBackend"]
 
@@ -97,6 +100,12 @@ class ConsoleBackend:
         more = len(metrics) - len(shown)
         tail = f" [dim](+{more} more)[/dim]" if more else ""
         self.console.print(f"[bold]step {step}[/bold] | " + " | ".join(parts) + tail)
+
+    def log_samples(self, table: SampleTable, step: int) -> None:
+        """One line: the step's sample rows and their reward range (the texts are left to the files)."""
+        rewards = table.reward
+        span = f" [dim]reward[/dim] {_fmt(min(rewards))} .. {_fmt(max(rewards))}" if rewards else ""
+        self.console.print(f"[bold]step {step}[/bold] | [dim]samples[/dim] {len(table)} rows{span}")
 
     def finish(self, *, exit_code: int = 0) -> None:
         if self.console is not None:

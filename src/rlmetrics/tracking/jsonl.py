@@ -8,13 +8,17 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlmetrics import keys as K
 from rlmetrics.readers.jsonl import RUN_END_FILE, read_jsonl  # the run reader's, re-exported here
+from rlmetrics.readers.samples import SAMPLES_FILE
 from rlmetrics.tracking._backend import RunInfo
 from rlmetrics.tracking._files import _unwritable, _write_atomic
 from rlmetrics.tracking._values import _config_json
+
+if TYPE_CHECKING:
+    from rlmetrics.training.samples import SampleTable
 
 __all__ = ["JsonlBackend", "read_jsonl"]
 
@@ -27,7 +31,9 @@ _now = time.time
 
 class JsonlBackend:
     """``metrics.jsonl`` in the run directory: one JSON object per line, each line one ``write``
-    to an ``O_APPEND`` file, and the config in ``config.json``.
+    to an ``O_APPEND`` file, and the config in ``config.json``; sample tables
+    (:meth:`~rlmetrics.tracking.Tracker.log_samples`) in ``samples.jsonl`` beside it, one row a
+    line (``{"step": 3, "prompt": ..., "chosen": "max"}``), each table one ``write``.
 
     Parameters
     ----------
@@ -61,6 +67,8 @@ class JsonlBackend:
         self._dumps: Any = None
         self._newline = 0
         self._last_step: int | None = None
+        self._samples_fh: Any = None
+        self._samples_torn = False
 
     def __repr__(self) -> str:
         return f"JsonlBackend(fsync={self.fsync})"
@@ -82,11 +90,7 @@ class JsonlBackend:
         # A previous run that crashed mid-line left no newline: start on a fresh line so the
         # fragment stays a line of its own (read_jsonl skips it). The newline goes out with
         # the first record, in its write.
-        size = self.path.stat().st_size
-        if size:
-            with open(self.path, "rb") as fh:
-                fh.seek(size - 1)
-                self._torn = fh.read(1) != b"\n"
+        self._torn = _ends_torn(self.path)
         try:  # optional speed-up (about 5x per line); json is used for lines holding NaN/inf
             import orjson
 
@@ -127,17 +131,56 @@ class JsonlBackend:
         if self.fsync:
             os.fsync(fh.fileno())
 
-    def _write_rest(self, view: memoryview, written: int | None) -> None:
+    def _write_rest(self, view: memoryview, written: int | None, fh: Any = None) -> None:
+        fh = self._fh if fh is None else fh
         while True:
             if not written:
-                raise OSError(errno.EIO, f"{self.path}: the write wrote nothing")
+                raise OSError(errno.EIO, f"{fh.name}: the write wrote nothing")
             if not view.nbytes:
                 return
-            written = self._fh.write(view)
+            written = fh.write(view)
             view = view[written or 0 :]
+
+    def log_samples(self, table: SampleTable, step: int) -> None:
+        """Append the table's rows to ``samples.jsonl`` (one line a row, with ``step``), in one ``write``."""
+        if self._fh is None:
+            raise RuntimeError(
+                f"{self.path} is closed" if self.path else "JsonlBackend.log_samples before start()"
+            )
+        fh = self._samples_fh
+        if fh is None:
+            assert self.path is not None
+            path = self.path.parent / SAMPLES_FILE
+            try:
+                fh = self._samples_fh = open(path, "ab", buffering=0)
+            except OSError as err:
+                raise _unwritable(path, err, "write the run's samples.jsonl") from None
+            self._samples_torn = _ends_torn(path)
+        lines = []
+        for row in table.rows():
+            row[K.SAMPLES_STEP] = step
+            try:
+                lines.append(json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+            except UnicodeEncodeError:  # a lone surrogate: \u escapes keep the line valid UTF-8
+                lines.append(json.dumps(row, separators=(",", ":")).encode("ascii"))
+        if not lines:
+            return
+        data = b"\n".join(lines) + b"\n"
+        if self._samples_torn:
+            data = b"\n" + data
+        self._samples_torn = True
+        written = fh.write(data)
+        if written != len(data):
+            self._write_rest(memoryview(data)[written or 0 :], written, fh)
+        self._samples_torn = False
+        if self.fsync:
+            os.fsync(fh.fileno())
 
     def finish(self, *, exit_code: int = 0) -> None:
         """Close ``metrics.jsonl``; mark the run finished (:data:`~rlmetrics.readers.jsonl.RUN_END_FILE`)."""
+        if self._samples_fh is not None:
+            self._samples_fh.close()
+            self._samples_fh = None
         if self._fh is None:
             return
         self._fh.close()
@@ -148,3 +191,13 @@ class JsonlBackend:
             _write_atomic(self.path.parent / RUN_END_FILE, json.dumps(end) + "\n")
         except OSError as err:
             raise _unwritable(self.path.parent / RUN_END_FILE, err, "mark the run finished") from None
+
+
+def _ends_torn(path: Path) -> bool:
+    """Whether the file ends mid-line (a crash cut its last line): the next write starts a new one."""
+    size = path.stat().st_size
+    if not size:
+        return False
+    with open(path, "rb") as fh:
+        fh.seek(size - 1)
+        return fh.read(1) != b"\n"

@@ -7,10 +7,14 @@ import posixpath
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rlmetrics import keys as K
 from rlmetrics.tracking._backend import MAX_STEP_INT64, RunInfo
 from rlmetrics.tracking._files import _unwritable
+
+if TYPE_CHECKING:
+    from rlmetrics.training.samples import SampleTable
 
 __all__ = ["MlflowBackend", "mlflow_key"]
 
@@ -65,12 +69,14 @@ def mlflow_key(key: str) -> str:
 
 
 class MlflowBackend:
-    """An MLflow run: metrics under :func:`mlflow_key` names, the flattened config as params.
+    """An MLflow run: metrics under :func:`mlflow_key` names, the flattened config as params,
+    sample tables as table artifacts ``samples/step_<step>.json``.
 
     Parameters
     ----------
     tracking_uri : str, optional, keyword-only
-        The MLflow store (default: a local sqlite store, ``log_dir/mlflow.db``). The experiment
+        The MLflow store (default: a local sqlite store, ``log_dir/mlflow.db``, whose new
+        experiments keep their artifacts in ``log_dir/mlartifacts``). The experiment
         is the tracker's ``project``, the run its ``experiment``; ``resume=True`` continues the
         latest run of that name.
 
@@ -105,15 +111,21 @@ class MlflowBackend:
         except ImportError:
             raise ImportError("the mlflow backend needs mlflow: pip install 'rlmetrics[mlflow]'") from None
         self._Metric, self._MlflowException = MlMetric, MlflowException
+        artifacts = None  # the store's default artifact root (MLflow's: ./mlruns of the process)
         if self.tracking_uri is None:
             try:
                 run.log_dir.mkdir(parents=True, exist_ok=True)
             except OSError as err:
                 raise _unwritable(run.log_dir, err, "create log_dir for MLflow's store") from None
             self.tracking_uri = f"sqlite:///{(run.log_dir / 'mlflow.db').resolve()}"
+            artifacts = (run.log_dir / "mlartifacts").resolve().as_uri()
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
         exp = self.client.get_experiment_by_name(run.project)
-        exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(run.project)
+        exp_id = (
+            exp.experiment_id
+            if exp is not None
+            else self.client.create_experiment(run.project, artifact_location=artifacts)
+        )
         found = self._find_run(exp_id, run.experiment) if run.resume else None
         old: dict[str, str] = {}
         if found is None:
@@ -212,6 +224,19 @@ class MlflowBackend:
                     f"key {keys.get(item.key, item.key)!r} dropped: MLflow refuses it ({err.message})"
                 )
         return notes
+
+    def log_samples(self, table: SampleTable, step: int) -> None:
+        """The table as an MLflow table artifact ``samples/step_<step>.json`` (``log_table``:
+        ``{"columns": [...], "data": [[...], ...]}``; ``log_dict`` of the same without pandas)."""
+        columns = table.as_dict()
+        artifact = f"{K.SAMPLES_TABLE}/step_{step:012d}.json"
+        try:
+            import pandas  # noqa: F401  (log_table converts through it)
+        except ImportError:
+            rows = [list(values) for values in zip(*columns.values(), strict=True)]
+            self.client.log_dict(self.run_id, {"columns": list(columns), "data": rows}, artifact)
+        else:
+            self.client.log_table(self.run_id, data=columns, artifact_file=artifact)
 
     def finish(self, *, exit_code: int = 0) -> None:
         if self.run_id is not None:

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rlmetrics import keys as K
 from rlmetrics.tracking._backend import MAX_STEP_INT64, RunInfo
 from rlmetrics.tracking._files import _check_name
 from rlmetrics.tracking._values import _config_json
+
+if TYPE_CHECKING:
+    from rlmetrics.training.samples import SampleTable
 
 __all__ = ["TensorBoardBackend"]
 
 
 class TensorBoardBackend:
-    """TensorBoard event files in ``run_dir/<folder>``, the config as a text summary at step 0.
+    """TensorBoard event files in ``run_dir/<folder>``, the config as a text summary at step 0,
+    each step's sample table as a text table (tag ``samples``).
 
     Parameters
     ----------
@@ -60,16 +65,20 @@ class TensorBoardBackend:
             self._writer.flush()
         return []
 
-    def _add_text(self, tag: str, text: str, step: int) -> None:
+    def _add_text(self, tag: str, text: str | list[list[str]], step: int) -> None:
+        """A text summary: one string, or a table (rows of cells: the text plugin shows a 2-d
+        string tensor as a table, each cell as markdown)."""
         from tensorboard.compat.proto import tensor_pb2, tensor_shape_pb2, types_pb2
 
         s = self._summary_pb2
         meta = s.SummaryMetadata(plugin_data=s.SummaryMetadata.PluginData(plugin_name="text"))
+        cells = [text] if isinstance(text, str) else [cell for row in text for cell in row]
+        sizes = [1] if isinstance(text, str) else [len(text), len(text[0])]
         tensor = tensor_pb2.TensorProto(
             dtype=types_pb2.DT_STRING,
-            string_val=[text.encode("utf-8")],
+            string_val=[cell.encode("utf-8") for cell in cells],
             tensor_shape=tensor_shape_pb2.TensorShapeProto(
-                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)]
+                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=n) for n in sizes]
             ),
         )
         summary = s.Summary(value=[s.Summary.Value(tag=tag, metadata=meta, tensor=tensor)])
@@ -79,6 +88,20 @@ class TensorBoardBackend:
         s = self._summary_pb2
         summary = s.Summary(value=[s.Summary.Value(tag=k, simple_value=v) for k, v in metrics.items()])
         self._writer.add_event(self._event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
+        if self.flush:
+            self._writer.flush()
+
+    def log_samples(self, table: SampleTable, step: int) -> None:
+        """The table as text under the tag ``samples``: a 2-d string tensor, its first row the
+        column names (TensorBoard's text plugin shows it as a table; None is an empty cell)."""
+        if not len(table):
+            return
+        columns = table.as_dict()
+        rows = [list(K.SAMPLES_COLUMNS)]
+        rows += [
+            ["" if v is None else str(v) for v in values] for values in zip(*columns.values(), strict=True)
+        ]
+        self._add_text(K.SAMPLES_TABLE, rows, step)
         if self.flush:
             self._writer.flush()
 

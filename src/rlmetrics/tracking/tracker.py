@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import warnings
@@ -36,6 +37,7 @@ from rlmetrics.tracking.mlflow import MlflowBackend
 from rlmetrics.tracking.tensorboard import TensorBoardBackend
 from rlmetrics.tracking.trackio import TrackioBackend
 from rlmetrics.tracking.wandb import WandbBackend
+from rlmetrics.training.samples import SampleTable
 
 __all__ = ["BACKENDS", "Tracker", "check_backends"]
 
@@ -190,6 +192,7 @@ class Tracker:
         # the per-step work beyond the conversion: the nonfinite policy, the resume overlap check
         self._checks = nonfinite != "keep" or resume
         self._finished, self._warned_overlap = False, False
+        self._warned_no_samples: set[str] = set()  # backends without log_samples, warned once
         self._last_step: int | None = None
         # the folders the claim created, deepest first: removed again if the construction fails
         self.experiment, self.run_dir, self._created = _claim_run(
@@ -306,6 +309,87 @@ class Tracker:
         if self._stopped is not None:
             self._raise_stopped()
 
+    def log_samples(self, table: SampleTable, step: int) -> None:
+        """Log one step's sample table to every backend that records samples.
+
+        Each backend writes it in its own form: ``samples.jsonl`` beside ``metrics.jsonl``
+        (jsonl, one line per row), a ``wandb.Table`` (W&B), a markdown table as text
+        (TensorBoard), a table artifact ``samples/step_<step>.json`` (MLflow), a
+        ``trackio.Table`` (trackio), a one-line note (console). A backend without
+        ``log_samples`` is skipped (one warning per run); one that raises loses these samples
+        alone (counted in :attr:`lost`, warned like a lost record) and the others are not affected.
+
+        Parameters
+        ----------
+        table : SampleTable
+            The rows, e.g. from :func:`~rlmetrics.training.samples.select_samples`; its ``step``
+            column is set to ``step``.
+        step : int
+            The training step (>= 0), usually the one of the metrics logged beside it.
+
+        Raises
+        ------
+        TypeError, ValueError
+            ``table`` is not a :class:`~rlmetrics.training.samples.SampleTable`, a bad step:
+            nothing is logged.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> from rlmetrics.readers.samples import read_samples
+        >>> from rlmetrics.training.samples import select_samples
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     with Tracker("demo", "run1", log_dir=d) as tracker:
+        ...         table = select_samples(["1+1="], ["2"], [1.0])
+        ...         tracker.log_samples(table, step=4)
+        ...     read_samples(tracker.run_dir)[4].response
+        ('2',)
+        """
+        if self._finished:
+            raise RuntimeError("Tracker.log_samples called after finish()")
+        if type(step) is not int or step < 0:
+            step = check_int(step, "step", minimum=0)
+        if not isinstance(table, SampleTable):
+            raise TypeError(
+                f"table must be a SampleTable (rlmetrics.training.samples.select_samples); "
+                f"got {type(table).__name__}"
+            )
+        if any(s != step for s in table.step):
+            table = dataclasses.replace(table, step=(step,) * len(table))
+        for name, backend, limit, _ in self._targets:
+            write = getattr(backend, "log_samples", None)
+            if not callable(write):
+                if name not in self._warned_no_samples:
+                    self._warned_no_samples.add(name)
+                    warnings.warn(
+                        f"tracking backend {name!r} has no log_samples(table, step): it skips the "
+                        "sample tables of this run",
+                        TrackingWarning,
+                        stacklevel=2,
+                    )
+                continue
+            what = f"the samples of step {step}"
+            if limit is not None and step > limit:
+                self._lose(
+                    name,
+                    step,
+                    f"step {step} is beyond its step range (0 to {limit})",
+                    what=what,
+                    stacklevel=3,
+                )
+                continue
+            try:
+                notes = write(table, step)
+            except Exception as err:
+                self._lose(name, step, f"{type(err).__name__}: {err}", err, what=what, stacklevel=3)
+                continue
+            for note in notes or ():
+                warnings.warn(
+                    f"tracking backend {name!r}, samples of step {step}: {note}",
+                    TrackingWarning,
+                    stacklevel=2,
+                )
+
     def _prepare(self, converted: dict[str, float], dropped: Sequence[tuple[str, str]], step: int) -> dict:
         """The converted step after the drop warnings, the ``nonfinite`` policy, the resume overlap
         check and the health monitor."""
@@ -355,8 +439,18 @@ class Tracker:
                     f"tracking backend {name!r}, step {step}: {note}", TrackingWarning, stacklevel=3
                 )
 
-    def _lose(self, name: str, step: int, why: str, err: BaseException | None = None) -> None:
-        """One record lost by one backend: counted; warned at the 1st, 2nd, 4th, 8th ... loss."""
+    def _lose(
+        self,
+        name: str,
+        step: int,
+        why: str,
+        err: BaseException | None = None,
+        *,
+        what: str = "",
+        stacklevel: int = 4,
+    ) -> None:
+        """One record (``what``: default the metrics of ``step``) lost by one backend: counted;
+        warned at the 1st, 2nd, 4th, 8th ... loss."""
         count = self.lost[name] = self.lost.get(name, 0) + 1
         if err is not None:
             self.failed[name] = err
@@ -366,9 +460,10 @@ class Tracker:
         if count & (count - 1) == 0:
             more = f"; {count} records lost so far (warned at the 1st, 2nd, 4th ...)" if count > 1 else ""
             warnings.warn(
-                f"tracking backend {name!r} lost the record of step {step}; it keeps logging{more}: {why}",
+                f"tracking backend {name!r} lost {what or f'the record of step {step}'}; "
+                f"it keeps logging{more}: {why}",
                 TrackingWarning,
-                stacklevel=4,
+                stacklevel=stacklevel,
             )
 
     def _check_health(

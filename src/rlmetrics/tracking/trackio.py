@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rlmetrics import keys as K
 from rlmetrics.tracking._backend import MAX_STEP_INT64, RunInfo, _check_init_kwargs, _check_name_option
+
+if TYPE_CHECKING:
+    from rlmetrics.training.samples import SampleTable
 
 __all__ = ["TrackioBackend"]
 
 
 class TrackioBackend:
     """A trackio run: its local SQLite store (``$TRACKIO_DIR``, default ``$HF_HOME/trackio``), not
-    ``log_dir``.
+    ``log_dir``; sample tables as ``trackio.Table``.
 
     trackio keeps one current run per process: ``trackio.init`` finishes the one before, so this
     backend and TRL's ``report_to="trackio"`` should not run side by side.
@@ -60,6 +64,12 @@ class TrackioBackend:
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         self.run.log(metrics, step=step)
+
+    def log_samples(self, table: SampleTable, step: int) -> None:
+        """The table as a ``trackio.Table`` under the key ``samples``."""
+        columns = table.as_dict()
+        data = [list(values) for values in zip(*columns.values(), strict=True)]
+        self.run.log({K.SAMPLES_TABLE: self._trackio.Table(columns=list(columns), data=data)}, step=step)
 
     def finish(self, *, exit_code: int = 0) -> None:
         if self.run is None:

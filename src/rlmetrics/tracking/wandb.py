@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rlmetrics import keys as K
 from rlmetrics.tracking._backend import MAX_STEP_INT64, RunInfo, _check_init_kwargs, _check_name_option
 from rlmetrics.tracking._files import _write_atomic
+
+if TYPE_CHECKING:
+    from rlmetrics.training.samples import SampleTable
 
 __all__ = ["WandbBackend"]
 
@@ -15,8 +19,8 @@ WANDB_MODES = ("online", "offline", "disabled", "shared")
 
 
 class WandbBackend:
-    """A W&B run in ``run_dir/wandb``; with ``resume=True`` the tracker continues the W&B run whose
-    id the run directory keeps.
+    """A W&B run in ``run_dir/wandb`` (sample tables as ``wandb.Table``); with ``resume=True`` the
+    tracker continues the W&B run whose id the run directory keeps.
 
     Parameters
     ----------
@@ -88,6 +92,15 @@ class WandbBackend:
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         self.run.log(metrics, step=step)
+
+    def log_samples(self, table: SampleTable, step: int) -> None:
+        """The table as a ``wandb.Table`` under the key ``samples`` (W&B keeps the steps of a run
+        increasing: log the samples of a step before the metrics of a later one)."""
+        import wandb
+
+        columns = table.as_dict()
+        data = [list(values) for values in zip(*columns.values(), strict=True)]
+        self.run.log({K.SAMPLES_TABLE: wandb.Table(columns=list(columns), data=data)}, step=step)
 
     def finish(self, *, exit_code: int = 0) -> None:
         if self.run is not None:

@@ -6,6 +6,9 @@
   ``compute_throughout_metrics``, and MFU from peak FLOP/s.
 * :mod:`~rlmetrics.training.timers`: ``StageTimer`` and ``timer``, which fill the
   ``timing_raw`` dict those take.
+* :mod:`~rlmetrics.training.samples`: ``select_samples``, a small deterministic sample of the
+  step's rollouts (highest, lowest, median reward, random ones; row and byte budgets), a
+  ``SampleTable`` for ``Tracker.log_samples``.
 * :mod:`~rlmetrics.training.text`: text statistics of the step's rollouts (repetition,
   compression ratio, stop reasons, a format check, thinking spans), ``text_statistics``.
 """
@@ -13,6 +16,7 @@
 from __future__ import annotations
 
 from rlmetrics.training.data import compute_data_metrics, data_statistics
+from rlmetrics.training.samples import SampleTable, select_samples
 from rlmetrics.training.text import compute_text_metrics, text_statistics
 from rlmetrics.training.timers import Stage, StageTimer, timer
 from rlmetrics.training.timing import (
@@ -25,6 +29,7 @@ from rlmetrics.training.timing import (
 
 __all__ = [
     "ACCELERATOR_PEAK_FLOPS",
+    "SampleTable",
     "Stage",
     "StageTimer",
     "compute_data_metrics",
@@ -34,6 +39,7 @@ __all__ = [
     "compute_throughput_metrics",
     "compute_timing_metrics",
     "data_statistics",
+    "select_samples",
     "text_statistics",
     "timer",
 ]
