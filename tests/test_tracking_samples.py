@@ -366,3 +366,13 @@ def test_trackio_tables_through_its_sqlite_reader(tmp_path):
         if K.SAMPLES_TABLE in row
     }
     assert back == {step: with_step(t, step) for step, t in tables.items()}
+
+
+def test_an_object_with_rows_is_taken_as_a_table(tmp_path):
+    class Rows:  # e.g. a SampleTable of a reloaded module
+        def rows(self):
+            return table().rows()
+
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        tr.log_samples(Rows(), step=1)  # type: ignore[arg-type]
+    assert read_samples(tr.run_dir) == {1: with_step(table(), 1)}

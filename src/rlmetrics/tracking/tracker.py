@@ -322,8 +322,8 @@ class Tracker:
         Parameters
         ----------
         table : SampleTable
-            The rows, e.g. from :func:`~rlmetrics.training.samples.select_samples`; its ``step``
-            column is set to ``step``.
+            The rows, e.g. from :func:`~rlmetrics.training.samples.select_samples` (or an object
+            with ``rows()`` giving them as dicts); its ``step`` column is set to ``step``.
         step : int
             The training step (>= 0), usually the one of the metrics logged beside it.
 
@@ -350,10 +350,13 @@ class Tracker:
         if type(step) is not int or step < 0:
             step = check_int(step, "step", minimum=0)
         if not isinstance(table, SampleTable):
-            raise TypeError(
-                f"table must be a SampleTable (rlmetrics.training.samples.select_samples); "
-                f"got {type(table).__name__}"
-            )
+            rows = getattr(table, "rows", None)  # a SampleTable of a reloaded module, or alike
+            if not callable(rows):
+                raise TypeError(
+                    f"table must be a SampleTable (rlmetrics.training.samples.select_samples); "
+                    f"got {type(table).__name__}"
+                )
+            table = SampleTable.from_rows(rows())
         if any(s != step for s in table.step):
             table = dataclasses.replace(table, step=(step,) * len(table))
         for name, backend, limit, _ in self._targets:
