@@ -307,6 +307,9 @@ def paired_difference(
     (0.15, 0.061, 0.07, 5, 'paired t')
     >>> paired_difference([0.5, 1.0], [0.75, 1.25]).p_value
     0.0
+    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], test="sign-flip")
+    >>> r.p_value, r.method
+    (0.125, 'paired sign-flip, mid-p (all 8 sign flips)')
     """
     confidence = check_level(confidence, "confidence")
     power = check_level(power, "power")
@@ -328,7 +331,7 @@ def paired_difference(
     se, df = _paired_se(a, b, d, diff, codes, g)
     ci_low, ci_high, p_value, mde, stat = _t_inference(diff, se, df, confidence, power)
     if test == "sign-flip" and not math.isnan(se):
-        units = d if codes is None else np.bincount(codes, weights=d, minlength=g)
+        units = d if codes is None else np.bincount(codes, weights=d)
         scale = ROUNDING * max(np.abs(a).max(), np.abs(b).max())
         p_value, m, exact = sign_flip_p(units, scale, n_flips=n_flips, seed=seed)
         flips = f"all {2**m} sign flips" if exact else f"{n_flips} random sign flips"
@@ -386,6 +389,7 @@ def sign_flip_p(
     observed = abs(float(nonzero.sum()))
     tol = 64 * np.finfo(np.float64).eps * total
     exact = m <= EXACT_FLIPS
+    bits: np.ndarray
     if exact:
         # every sign vector: bit j of row r says whether unit j is flipped
         bits = (np.arange(2**m)[:, None] >> np.arange(m)) & 1
