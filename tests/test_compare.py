@@ -271,6 +271,17 @@ def test_paired_difference_undefined_warns(a, b, clusters, match):
         ),
         ({"a": [0.1, 0.2], "b": [0.1, 0.2], "confidence": "95%"}, TypeError, "confidence must be a number"),
         ({"a": [0.1, 0.2], "b": [0.1, 0.2], "power": 0.0}, ValueError, r"power must be in \(0, 1\)"),
+        (
+            {"a": [0.1, 0.2], "b": [0.1, 0.2], "test": "z"},
+            ValueError,
+            "test must be one of t, sign-flip; got 'z'",
+        ),
+        (
+            {"a": [0.1, 0.2], "b": [0.1, 0.2], "n_flips": 0},
+            ValueError,
+            "n_flips must be an integer >= 1; got 0",
+        ),
+        ({"a": [0.1, 0.2], "b": [0.1, 0.2], "seed": -1}, ValueError, "seed must be an integer >= 0; got -1"),
     ],
     ids=[
         "length",
@@ -285,6 +296,9 @@ def test_paired_difference_undefined_warns(a, b, clusters, match):
         "confidence-1",
         "confidence-str",
         "power-0",
+        "test-unknown",
+        "n_flips-0",
+        "seed-negative",
     ],
 )
 def test_paired_difference_errors(kwargs, exc, match):
@@ -298,6 +312,114 @@ def test_summary_line():
     r = paired_difference([0.2, 0.4, 0.6, 0.8], [0.3, 0.6, 0.6, 0.9], confidence=0.9)
     line = r.summary()
     assert line.startswith("B - A = 0.1 (90% CI [") and "n = 4, paired t" in line and "MDE = " in line
+
+
+# --------------------------------------------------------------------------------------------
+# paired_difference(test="sign-flip")
+
+
+def brute_force_sign_flip(d, mid_p: bool = True) -> float:
+    """The two-sided sign-flip p-value of sum(d) by a loop over all 2^n sign vectors (zeros included)."""
+    observed = abs(sum(d))
+    greater = ties = 0
+    flips = list(itertools.product((-1.0, 1.0), repeat=len(d)))
+    for signs in flips:
+        s = abs(sum(x * y for x, y in zip(signs, d, strict=True)))
+        if math.isclose(s, observed, rel_tol=1e-12, abs_tol=1e-12):
+            ties += 1
+        elif s > observed:
+            greater += 1
+    return (greater + (0.5 if mid_p else 1.0) * ties) / len(flips)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25]),
+        ([0.0] * 6, [0.125, 0.125, 0.25, 0.0, 0.125, 0.375]),
+        ([0.5, 0.5, 0.25, 1.0, 0.0, 0.75, 0.5], [0.25, 0.75, 0.5, 0.875, 0.125, 0.75, 0.5]),
+        (
+            [0.1, 0.7, 0.3, 0.9, 0.2, 0.4, 0.6, 0.55, 0.35, 0.05],
+            [0.3, 0.2, 0.8, 0.6, 0.2, 0.9, 0.1, 0.5, 0.3, 0.7],
+        ),
+        ([1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]),
+    ],
+    ids=["three-equal", "zeros-and-ties", "mixed-signs", "continuous-10", "all-zero"],
+)
+@pytest.mark.parametrize("mid_p", [True, False], ids=["mid-p", "standard"])
+def test_sign_flip_exact_equals_brute_force(a, b, mid_p):
+    from rlmetrics.validation.comparison.paired import sign_flip_p
+
+    d = [y - x for x, y in zip(a, b, strict=True)]
+    want = brute_force_sign_flip(d, mid_p) if any(d) else 1.0
+    p, m, exact = sign_flip_p(np.array(d), 1e-15, mid_p=mid_p)
+    assert exact and m == sum(x != 0 for x in d)
+    assert math.isclose(p, want, rel_tol=1e-12)
+    if mid_p:
+        r = paired_difference(a, b, test="sign-flip")
+        t = paired_difference(a, b)
+        assert math.isclose(r.p_value, want, rel_tol=1e-12)
+        # the interval, se, df and MDE stay the t ones
+        assert (r.ci_low, r.ci_high, r.se, r.df, r.mde) == (t.ci_low, t.ci_high, t.se, t.df, t.mde)
+        if any(d):
+            assert r.method == f"paired sign-flip, mid-p (all {2**m} sign flips)"
+
+
+def test_sign_flip_hand_value():
+    """Three equal differences of 0.25: |S*| = 0.75 for 2 of 8 flips, so the mid-p is 1/8."""
+    r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], test="sign-flip")
+    assert r.p_value == 0.125 and r.summary().endswith(
+        "paired sign-flip, mid-p (all 8 sign flips), corr = 0.97, MDE = 0.23)"
+    )
+
+
+def test_sign_flip_random_flips_agree_with_enumeration(monkeypatch):
+    """Past 16 nonzero differences: seeded random flips, within Monte Carlo error of all 2^18."""
+    from rlmetrics.validation.comparison import paired as P
+
+    rng = np.random.default_rng(5)
+    a = rng.random(18)
+    b = a + rng.normal(0.3, 0.4, 18)
+    state = np.random.get_state()[1].copy()  # noqa: NPY002 (the global RNG)
+    r1 = paired_difference(a, b, test="sign-flip", n_flips=20000, seed=3)
+    assert r1.method == "paired sign-flip, mid-p (20000 random sign flips)"
+    assert np.array_equal(np.random.get_state()[1], state)  # noqa: NPY002
+    assert paired_difference(a, b, test="sign-flip", n_flips=20000, seed=3).p_value == r1.p_value
+    assert paired_difference(a, b, test="sign-flip", n_flips=20000, seed=4).p_value != r1.p_value
+    monkeypatch.setattr(P, "EXACT_FLIPS", 18)
+    exact = paired_difference(a, b, test="sign-flip")
+    assert exact.method == "paired sign-flip, mid-p (all 262144 sign flips)"
+    assert 0.005 < exact.p_value < 0.5
+    assert abs(r1.p_value - exact.p_value) < 4 * math.sqrt(exact.p_value * (1 - exact.p_value) / 20000)
+
+
+def test_sign_flip_clustered_flips_cluster_totals():
+    rng = np.random.default_rng(8)
+    codes = np.repeat(np.arange(6), [1, 3, 2, 4, 2, 3])
+    a = rng.random(codes.size)
+    b = np.clip(a + rng.normal(0.1, 0.3, codes.size), 0, 1)
+    r = paired_difference(a, b, clusters=codes, test="sign-flip")
+    totals = np.bincount(codes, weights=b - a)
+    assert r.method == "paired sign-flip, mid-p (all 64 sign flips), clustered (6 clusters)"
+    assert math.isclose(r.p_value, brute_force_sign_flip(totals.tolist()), rel_tol=1e-12)
+
+
+def test_sign_flip_undefined_stays_nan():
+    with pytest.warns(RuntimeWarning, match="at least two prompts"):
+        r = paired_difference([0.5], [0.75], test="sign-flip")
+    assert math.isnan(r.p_value) and r.method == "paired t"
+
+
+@pytest.mark.parametrize("mean", [0.02, 0.2, 0.5, 0.98], ids=["p0.02", "p0.2", "p0.5", "p0.98"])
+def test_sign_flip_holds_its_level(mean):
+    """Under no difference the sign-flip test (mid-p) rejects at most about 5%, at 30 prompts."""
+    rng = np.random.default_rng([30, int(mean * 100)])
+    reps = 600
+    a, b, _ = runs_on_prompts(rng, reps, 30, mean, 8, kappa=1.0)
+    fpr = np.mean([paired_difference(a[r], b[r], test="sign-flip").p_value < 0.05 for r in range(reps)])
+    assert fpr <= 0.07
+    if mean == 0.5:
+        assert fpr >= 0.03
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,14 +26,26 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rlmetrics._core.checks import check_int, warn_undefined
+from rlmetrics._core.checks import check_int, check_seed, warn_undefined
 from rlmetrics.validation._args import check_cluster_codes, check_level, check_scalar, check_vector
 from rlmetrics.validation.exact.intervals import standard_errors
 
-__all__ = ["Matched", "PairedDifference", "match_prompts", "paired_difference", "unpaired_difference"]
+__all__ = [
+    "Matched",
+    "PairedDifference",
+    "match_prompts",
+    "paired_difference",
+    "sign_flip_p",
+    "unpaired_difference",
+]
 
 # Differences b_i - a_i that agree within this many ulps of the inputs count as equal.
 ROUNDING = 4 * np.finfo(np.float64).eps
+
+#: the tests of :func:`paired_difference`
+TESTS = ("t", "sign-flip")
+#: up to this many nonzero differences (or cluster totals) the sign-flip test enumerates all 2^m flips
+EXACT_FLIPS = 16
 
 
 def fmt_level(confidence: float) -> str:
@@ -150,7 +162,8 @@ class PairedDifference:
         Minimum detectable effect: the ``|difference|`` that a two-sided test at level
         ``1 - confidence`` detects with probability ``power``, ``(t_{1-alpha/2} + t_power) * se``.
     method : str
-        ``"paired t"``, ``"paired t, clustered (G clusters)"`` or ``"unpaired (Welch)"``.
+        ``"paired t"``, ``"paired t, clustered (G clusters)"``, ``"unpaired (Welch)"``, or with
+        ``test="sign-flip"`` e.g. ``"paired sign-flip, mid-p (all 32 sign flips)"``.
     confidence, power : float
         The levels used.
     df : float
@@ -220,6 +233,9 @@ def paired_difference(
     confidence: float = 0.95,
     clusters: Any = None,
     power: float = 0.8,
+    test: str = "t",
+    n_flips: int = 5000,
+    seed: int = 0,
 ) -> PairedDifference:
     """Paired difference ``B - A`` over matched prompts, with a Student-t interval and p-value.
 
@@ -237,10 +253,13 @@ def paired_difference(
     at 5% it rejects 3.2-5.9% of the time under the null from 100 prompts on, at every mean
     rate from 0.02 to 0.98, and 0.1-5.2% at 30 prompts. It is conservative only where an
     evaluation has a handful of prompts off the edge (0.4% at 30 prompts and a mean of 0.02):
-    the few prompts that differ decide any test there. Tried instead (1,000 evaluations a cell):
-    a sign-flip permutation test (mid-p) gained at most 2 points of power; Newcombe's score
-    interval for paired data on Wilson intervals gained at 30 prompts (power 0.19 against 0.07
-    at a mean of 0.02) but lost 10-16 points at 100-300 prompts near the edges; so the t stays.
+    the few prompts that differ decide any test there. ``test="sign-flip"`` (2,000 evaluations a
+    cell) holds the level as well (at most 0.061, the t's worst cell too) and gains where the
+    per-prompt values are skewed near an edge: pass@4 power 0.09 -> 0.19 at 30 prompts and a mean
+    of 0.8, 0.03 -> 0.11 at 100 prompts and 0.95, 0.03 -> 0.11 at 300 and 0.98; mean@8 within
+    about 2 points of the t everywhere. Newcombe's score interval for paired data on Wilson
+    intervals gained at 30 prompts (power 0.19 against 0.07 at a mean of 0.02) but lost 10-16
+    points at 100-300 prompts near the edges.
 
     Parameters
     ----------
@@ -253,6 +272,23 @@ def paired_difference(
         Cluster label of each prompt.
     power : float, keyword-only
         Power at which ``mde`` is reported.
+    test : {"t", "sign-flip"}, keyword-only
+        The test behind ``p_value``. ``"t"``: the Student-t test above. ``"sign-flip"``: the
+        paired randomization test of H0 "each ``d_i`` (each cluster's total, with ``clusters``)
+        is symmetric about 0": the statistic ``|sum d_i|`` (for a fixed ``sum d_i^2`` the same
+        order as ``|t|``) against its values over the ``2^m`` sign flips of the ``m`` nonzero
+        differences, all of them when ``m <= 16``, else ``n_flips`` random ones. The p-value is
+        the mid-p ``P(|S*| > |S|) + P(|S*| = |S|) / 2`` (with the observed flip counted among the
+        random ones), not the standard ``P(|S*| >= |S|)``: with the few nonzero differences of an
+        evaluation near an edge the standard one can never reach 5% (``m = 5``: its least value
+        is ``2 / 32``), and the mid-p is the one whose size stays close to the level there (see
+        ``bench/RESULTS.md``). The interval, ``se``, ``df`` and ``mde`` stay the t ones (an
+        interval by inverting the randomization test would need a test per candidate shift, all
+        ``P`` differences nonzero): the interval and the p-value can then disagree at the margin.
+    n_flips : int, keyword-only
+        Random sign flips of the sign-flip test when it does not enumerate.
+    seed : int, keyword-only
+        Seed of ``numpy.random.default_rng`` for those flips (the global RNG is not used).
 
     Returns
     -------
@@ -274,9 +310,16 @@ def paired_difference(
     (0.15, 0.061, 0.07, 5, 'paired t')
     >>> paired_difference([0.5, 1.0], [0.75, 1.25]).p_value
     0.0
+    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], test="sign-flip")
+    >>> r.p_value, r.method
+    (0.125, 'paired sign-flip, mid-p (all 8 sign flips)')
     """
     confidence = check_level(confidence, "confidence")
     power = check_level(power, "power")
+    if test not in TESTS:
+        raise ValueError(f"test must be one of {', '.join(TESTS)}; got {test!r}")
+    n_flips = check_int(n_flips, "n_flips", minimum=1)
+    seed = check_seed(seed)
     a, b, codes, g = _paired_inputs(a, b, clusters)
     p = int(a.size)
     method = "paired t" if g is None else f"paired t, clustered ({g} clusters)"
@@ -290,6 +333,12 @@ def paired_difference(
     diff = float(d.mean())
     se, df = _paired_se(a, b, d, diff, codes, g)
     ci_low, ci_high, p_value, mde, stat = _t_inference(diff, se, df, confidence, power)
+    if test == "sign-flip" and not math.isnan(se):
+        units = d if codes is None else np.bincount(codes, weights=d)
+        scale = ROUNDING * max(np.abs(a).max(), np.abs(b).max())
+        p_value, m, exact = sign_flip_p(units, scale, n_flips=n_flips, seed=seed)
+        flips = f"all {2**m} sign flips" if exact else f"{n_flips} random sign flips"
+        method = f"paired sign-flip, mid-p ({flips})" + ("" if g is None else f", clustered ({g} clusters)")
     return PairedDifference(
         mean_a=float(a.mean()),
         mean_b=float(b.mean()),
@@ -308,6 +357,56 @@ def paired_difference(
         df=df,
         statistic=stat,
     )
+
+
+def sign_flip_p(
+    units: np.ndarray, scale: float = 0.0, *, n_flips: int = 5000, seed: int = 0, mid_p: bool = True
+) -> tuple[float, int, bool]:
+    """Two-sided p-value of the sign-flip test of ``sum(units)``, the number of nonzero units, exact or not.
+
+    Parameters
+    ----------
+    units : float array, shape (P,)
+        Per-prompt differences (or per-cluster totals).
+    scale : float
+        Units with ``|u| <= scale`` count as zero (they are the same under every flip).
+    n_flips : int
+        Random flips when more than :data:`EXACT_FLIPS` units are nonzero.
+    seed : int
+        Seed of ``numpy.random.default_rng`` for those flips.
+    mid_p : bool
+        The mid-p (ties with the observed ``|S|`` count one half) or the standard p-value.
+
+    Returns
+    -------
+    (p_value, m, exact) : (float, int, bool)
+        ``p_value`` is 1.0 when no unit is nonzero. With random flips the observed signs are
+        counted among them (``(count + 1) / (n_flips + 1)``), so the standard p-value is valid.
+    """
+    nonzero = units[np.abs(units) > scale]
+    m = int(nonzero.size)
+    if m == 0:
+        return 1.0, 0, True
+    u = np.abs(nonzero)
+    total = float(u.sum())
+    observed = abs(float(nonzero.sum()))
+    tol = 64 * np.finfo(np.float64).eps * total
+    exact = m <= EXACT_FLIPS
+    bits: np.ndarray
+    if exact:
+        # every sign vector: bit j of row r says whether unit j is flipped
+        bits = (np.arange(2**m)[:, None] >> np.arange(m)) & 1
+        extra, n = 0.0, 2**m
+    else:
+        rng = np.random.default_rng(seed)
+        packed = rng.integers(0, 256, size=(n_flips, (m + 7) // 8), dtype=np.uint8)
+        bits = np.unpackbits(packed, axis=1, count=m)
+        extra, n = (0.5 if mid_p else 1.0), n_flips + 1  # the observed signs, a tie with themselves
+    s = np.abs(total - 2.0 * (bits.astype(np.float64) @ u))
+    greater = int(np.count_nonzero(s > observed + tol))
+    ties = int(np.count_nonzero(np.abs(s - observed) <= tol))
+    hits = greater + (0.5 * ties if mid_p else ties) + extra
+    return float(min(1.0, hits / n)), m, exact
 
 
 def _paired_inputs(
