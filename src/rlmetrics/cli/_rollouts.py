@@ -46,6 +46,10 @@ Ks = Annotated[
     typer.Option("--k", "-k", help="A k for the @k metrics (repeatable).", show_default="1, 2, 4, ... N"),
 ]
 Confidence = Annotated[float, typer.Option("--confidence", help="Level of the intervals.")]
+Step = Annotated[
+    int | None,
+    typer.Option("--step", help="For folders of per-step dumps: the step to read (default: the last)."),
+]
 
 _TEXT_KEYS = frozenset({"input", "output", "gts", "step"})
 

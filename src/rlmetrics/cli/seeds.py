@@ -25,7 +25,17 @@ from rich.console import Console
 from rich.markup import escape
 
 from rlmetrics.cli._files import check_target, write_json
-from rlmetrics.cli._rollouts import Confidence, KeyOptions, Ks, PredKey, Run, SourceKey, UidKey, ValueKeys
+from rlmetrics.cli._rollouts import (
+    Confidence,
+    KeyOptions,
+    Ks,
+    PredKey,
+    Run,
+    SourceKey,
+    Step,
+    UidKey,
+    ValueKeys,
+)
 from rlmetrics.cli.compare import _fail, _fmt, _fmt_p, _load_runs, _prompt_tables, _shown_metric
 
 __all__ = ["seeds"]
@@ -59,10 +69,7 @@ def seeds(
     value_keys: ValueKeys = None,
     pred_key: PredKey = "pred",
     k: Ks = None,
-    step: Annotated[
-        int | None,
-        typer.Option("--step", help="For folders of per-step dumps: the step to read (default: the last)."),
-    ] = None,
+    step: Step = None,
     confidence: Confidence = 0.95,
     common_prompts: Annotated[
         bool,

@@ -141,11 +141,9 @@ class Notes:
         if not linenos:
             return
         n = len(linenos)
-        shown = ", ".join(map(str, linenos[:_SHOWN_LINES]))
-        more = f" and {n - _SHOWN_LINES} more" if n > _SHOWN_LINES else ""
         self.warn(
             f"{name}: {n} damaged {what} record{'s' if n > 1 else ''} skipped ({n_read} read), at "
-            f"line{'s' if n > 1 else ''} {shown}{more}: cut off, or a field that does not read back"
+            f"{_lines(linenos)}: cut off, or a field that does not read back"
         )
 
     def cut(self, name: str, linenos: list[int], what: str) -> None:
@@ -154,12 +152,9 @@ class Notes:
         if not linenos:
             return
         n = len(linenos)
-        shown = ", ".join(map(str, linenos[:_SHOWN_LINES]))
-        more = f" and {n - _SHOWN_LINES} more" if n > _SHOWN_LINES else ""
         self.warn(
             f"{name}: {n} {what} record{'s' if n > 1 else ''} cut off at {'their' if n > 1 else 'its'} "
-            f"end, read up to the cut (the field cut in two left out), at line{'s' if n > 1 else ''} "
-            f"{shown}{more}"
+            f"end, read up to the cut (the field cut in two left out), at {_lines(linenos)}"
         )
 
 
@@ -176,3 +171,11 @@ def _outside_stacklevel() -> int:
         frame = frame.f_back
         level += 1
     return level if frame is not None else 1
+
+
+def _lines(linenos: list[int]) -> str:
+    """``line 3`` or ``lines 3, 9, 12 and 40 more``: the first few of a list of line numbers."""
+    n = len(linenos)
+    shown = ", ".join(map(str, linenos[:_SHOWN_LINES]))
+    more = f" and {n - _SHOWN_LINES} more" if n > _SHOWN_LINES else ""
+    return f"line{'s' if n > 1 else ''} {shown}{more}"
