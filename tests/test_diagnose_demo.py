@@ -301,8 +301,8 @@ def test_the_cost_of_a_growing_lag_is_found_in_most_seeds(tmp_path_factory):
     for seed in SEEDS:
         run_dir, _ = _off_policy_run(tmp_path_factory, "generator-outruns", seed)
         cost = [f for f in _diagnose_folder(run_dir).findings if f.kind == "staleness_cost"]
-        for f in cost:  # a cost of the demo's (no truncated IS weights logged), with the lag up
-            assert set(f.evidence["rising_with_lag"]) <= {"mismatch_kl", "clip_fraction"}
+        for f in cost:  # the mismatch KL, the truncated IS-weight share or the clip fraction, the lag up
+            assert set(f.evidence["rising_with_lag"]) <= {"mismatch_kl", "is_clip_share", "clip_fraction"}
             assert f.evidence["lag_in_window"] >= f.evidence["lag_baseline"] + 1.0
         found.append(bool(cost))
     assert sum(found) >= STALENESS_COST_FOUND_IN, found
