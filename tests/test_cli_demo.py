@@ -74,6 +74,22 @@ def test_the_off_policy_lag_reaches_the_config_and_the_staleness_metrics(tmp_pat
     assert [r["staleness/lag/max"] for r in rows[1:]] == [0.0, 1.0]  # the queue is full from step 2
 
 
+def test_a_growing_bounded_queue_reaches_the_config_and_drops(tmp_path):
+    pytest.importorskip("torch")
+    opts = ["--steps", "5", "--off-policy-lag", "1", "--off-policy-growth", "1", "--max-staleness", "1"]
+    args = ["demo", *TINY[2:], *opts, "-o", str(tmp_path), "--experiment", "grow"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "rlmetrics-demo" / "grow"
+    config = json.loads((run / "config.json").read_text())
+    assert (config["off_policy_growth"], config["max_staleness"]) == (1.0, 1)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    # two rollouts a step from step 2: the lag 0, then held at the bound of 1, and from step 4
+    # on the surplus rollout dropped (half of what is generated)
+    assert [r["staleness/lag/max"] for r in rows[1:] if "staleness/lag/max" in r] == [0.0, 1.0, 1.0, 1.0, 1.0]
+    assert [r["staleness/dropped/share"] for r in rows[1:] if "staleness/lag/max" in r] == [0, 0, 0, 0.5, 0.5]
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -87,8 +103,23 @@ def test_the_off_policy_lag_reaches_the_config_and_the_staleness_metrics(tmp_pat
         (["--reward", "len"], 2, "reward must be 'score' or 'acc'"),
         (["--min-len", "5"], 2, "need 1 <= min_len <= max_len"),
         (["--off-policy-lag", "-1"], 2, "off_policy_lag must be an integer >= 0; got -1"),
+        (["--off-policy-growth", "-1"], 2, "off_policy_growth must be a finite number >= 0; got -1.0"),
+        (["--off-policy-lag", "2", "--max-staleness", "1"], 2, "max_staleness must be >= off_policy_lag (2)"),
     ],
-    ids=["group-size", "steps", "algo", "backend", "kl", "limit", "temperature", "reward", "lengths", "lag"],
+    ids=[
+        "group-size",
+        "steps",
+        "algo",
+        "backend",
+        "kl",
+        "limit",
+        "temperature",
+        "reward",
+        "lengths",
+        "lag",
+        "growth",
+        "bound",
+    ],
 )
 def test_bad_options_are_usage_errors(tmp_path, args, code, message):
     pytest.importorskip("torch")

@@ -1,6 +1,8 @@
 """The demo's off-policy run (``DemoConfig(off_policy_lag=N)``): a queue of past rollouts between
 the generator and the trainer. Asserted over 3 seeds, what holds on any machine: the lag reads 0
-on-policy and exactly N once the queue is full, and the rollout/training mismatch grows with it."""
+on-policy and exactly N once the queue is full, and the rollout/training mismatch grows with it.
+A growing queue (``off_policy_growth``) and a bounded one (``max_staleness``) give the lags and
+drops of a brute-force queue (their schedule follows no number drawn, so one seed shows it)."""
 
 from __future__ import annotations
 
@@ -127,6 +129,119 @@ def test_ppo_trains_off_policy(tmp_path):
     rows = rows_of(run_demo(cfg, out_dir=tmp_path))
     assert [r[K.STALENESS_LAG_MAX] for r in rows] == [0.0, 1.0, 2.0, 2.0]
     assert all(math.isfinite(r[K.CRITIC_VF_LOSS]) for r in rows)
+
+
+def queue_reference(steps: int, lag: int, growth: float, bound: int | None) -> tuple[list[int], list[int]]:
+    """Brute force of the documented queue: the lag trained on and the rollouts dropped, per step.
+
+    A list of the versions of the queued rollouts: ``lag + 1`` of version 0 at step 1, then one
+    plus ``floor(growth * (t - 1)) - floor(growth * (t - 2))`` of version ``t - 1`` at step ``t``;
+    those staler than ``bound`` dropped, then the oldest trained on."""
+    queue: list[int] = []
+    lags, drops = [], []
+    for t in range(1, steps + 1):
+        version = t - 1
+        queue += [version] * (
+            lag + 1 if t == 1 else 1 + math.floor(growth * (t - 1)) - math.floor(growth * (t - 2))
+        )
+        kept = [v for v in queue if bound is None or version - v <= bound]
+        drops.append(len(queue) - len(kept))
+        lags.append(version - kept[0])
+        queue = kept[1:]
+    return lags, drops
+
+
+#: Growing and bounded queues (``off_policy_growth``, ``max_staleness``): (lag, growth, bound).
+QUEUES = {
+    "outruns": (2, 1.0, None),
+    "outruns-slowly": (0, 0.25, None),
+    "outruns-bounded": (2, 1.0, 4),
+    "bound-unreached": (2, 0.0, 2),
+}
+QUEUE_STEPS = 12
+
+
+@pytest.fixture(scope="module")
+def queued(tmp_path_factory) -> dict[str, list[dict[str, float]]]:
+    """setting -> the rows of a 12-step run (seed 0: the queue's schedule follows no number drawn)."""
+    pytest.importorskip("torch")
+    out = {}
+    for name, (lag, growth, bound) in QUEUES.items():
+        cfg = DemoConfig(
+            off_policy_lag=lag,
+            off_policy_growth=growth,
+            max_staleness=bound,
+            **(SHORT | {"steps": QUEUE_STEPS}),
+        )
+        out[name] = rows_of(run_demo(cfg, out_dir=tmp_path_factory.mktemp(name)))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(QUEUES), ids=sorted(QUEUES))
+def test_a_growing_or_bounded_queue_gives_the_lag_and_drops_of_the_reference(queued, name):
+    lag, growth, bound = QUEUES[name]
+    lags, drops = queue_reference(QUEUE_STEPS, lag, growth, bound)
+    rows = queued[name]
+    assert [r[K.STALENESS_LAG_MEAN] for r in rows] == [float(x) for x in lags]
+    assert [r[K.STALENESS_LAG_MAX] for r in rows] == [float(x) for x in lags]
+    if bound is None:
+        assert not any(K.STALENESS_DROPPED_COUNT in r for r in rows)
+        return
+    batch = SHORT["n_prompts"] * SHORT["group_size"]
+    assert [r[K.STALENESS_DROPPED_COUNT] for r in rows] == [float(batch * d) for d in drops]
+    assert [r[K.STALENESS_DROPPED_SHARE] for r in rows] == [d / (d + 1) for d in drops]
+    for r in rows:
+        if r[K.STALENESS_DROPPED_COUNT] == 0:
+            assert r[K.STALENESS_GENERATED_LENGTH_MEAN] == r[K.STALENESS_TRAINED_LENGTH_MEAN]
+            continue
+        # what was dropped was staler than the bound; the trained lag is within it
+        assert r[K.STALENESS_DROPPED_LAG_MIN] > bound >= r[K.STALENESS_LAG_MAX]
+        n, d = batch, r[K.STALENESS_DROPPED_COUNT]
+        for trained, dropped, generated in (
+            (
+                K.STALENESS_TRAINED_LENGTH_MEAN,
+                K.STALENESS_DROPPED_LENGTH_MEAN,
+                K.STALENESS_GENERATED_LENGTH_MEAN,
+            ),
+            (
+                K.STALENESS_TRAINED_REWARD_MEAN,
+                K.STALENESS_DROPPED_REWARD_MEAN,
+                K.STALENESS_GENERATED_REWARD_MEAN,
+            ),
+        ):
+            assert r[generated] == pytest.approx((n * r[trained] + d * r[dropped]) / (n + d), rel=1e-12)
+
+
+def test_the_lag_of_a_generator_one_rollout_ahead_a_step_grows_half_a_version_a_step(queued):
+    """``g / (1 + g)`` versions a step (the module docstring), at ``g = 1`` a half."""
+    lags = [r[K.STALENESS_LAG_MEAN] for r in queued["outruns"]]
+    assert lags[-1] - lags[-9] == 4.0
+
+
+def test_a_bounded_queue_drops_the_surplus(queued):
+    """At ``g = 1`` bounded: the lag stops at the bound, half of what is generated is dropped."""
+    rows = queued["outruns-bounded"][-4:]
+    assert [r[K.STALENESS_LAG_MEAN] for r in rows] == [4.0] * 4
+    assert [r[K.STALENESS_DROPPED_SHARE] for r in rows] == [0.5] * 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"off_policy_growth": -0.5}, "off_policy_growth must be a finite number >= 0; got -0.5"),
+        ({"off_policy_growth": math.inf}, "off_policy_growth must be a finite number >= 0; got inf"),
+        ({"off_policy_growth": True}, "off_policy_growth must be a finite number >= 0; got True"),
+        ({"max_staleness": -1}, "max_staleness must be an integer >= 0; got -1"),
+        (
+            {"off_policy_lag": 4, "max_staleness": 3},
+            r"max_staleness must be >= off_policy_lag \(4\), or None; got 3",
+        ),
+    ],
+    ids=["negative-growth", "infinite-growth", "bool-growth", "negative-bound", "bound-below-lag"],
+)
+def test_a_bad_growth_or_bound_is_refused_naming_it(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        DemoConfig(**kwargs)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@ through its own options is diagnosed with the kinds the breakage causes.
 
 The shipped run (150 steps, ~25 s) is read from ``tests/data/demo_shipped.jsonl``, written by
 ``rlmetrics demo`` with its defaults (the command is in ``tests/data/README.md``); the short
-broken runs are trained live.
+broken runs are trained live, and so are the off-policy runs the staleness rules read (a queue
+that grows, or is bounded and drops; on-policy and a fixed lag stay clean of them).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 from rlmetrics.demo.run import DemoConfig, run_demo
 from rlmetrics.health import rules
 from rlmetrics.health.monitor import HealthMonitor
+from rlmetrics.health.sources import load_history
 from rlmetrics.tracking import read_jsonl
 
 #: Trains a model: CI runs these once more under a second CPU kernel family (.ci/run).
@@ -174,3 +176,151 @@ def test_a_warm_started_demo_with_kl_off_drifts_despite_its_early_jump(tmp_path)
     warm = dataclasses.replace(KL_OFF, warm_start_steps=DemoConfig.warm_start_steps)
     found = [_kl_drift_found(_train(dataclasses.replace(warm, seed=s), tmp_path / str(s))) for s in SEEDS]
     assert sum(found) >= KL_OFF_WARM_FOUND_IN, found
+
+
+# --- off-policy runs: the staleness rules on the demo's queue --------------------------------------
+
+#: A small policy from random weights with a high learning rate (``tests/test_demo_offpolicy.py``'s
+#: short runs): its drift over a few updates is far above the rollout's precision gap.
+_OFF_POLICY = {
+    "n_prompts": 4,
+    "group_size": 4,
+    "val_every": 1000,
+    "val_prompts": 4,
+    "val_samples": 2,
+    "warm_start_steps": 0,
+    "lr": 3e-3,
+    "d_model": 32,
+    "n_layers": 1,
+}
+#: staleness_growth compares lag medians of 10 points, 30 points apart, at 8 of the last 10
+#: points: 48 points at least, and 50 steps run.
+GROWTH_STEPS = 50
+#: staleness_drops compares the dropped share with its lowest 10-point median before, at 8 of 10
+#: points: the lag (4 at step 5, then half a version a step) reaches the bound of 8 at step 13
+#: and the first rollout is dropped at step 15; 30 steps run.
+DROPS_STEPS = 30
+STALENESS_KINDS = ("staleness_growth", "staleness_cost", "staleness_drops", "staleness_length_bias")
+
+#: setting -> (config, kinds found in every seed, staleness kinds found in no seed). The lag and
+#: the drops follow the queue's schedule alone (no number drawn), so what the rules read of them
+#: holds on any machine. Every setting but the growing queue bounds the lag, so that the dropped
+#: share and the generated length are logged and every staleness rule runs.
+OFF_POLICY_RUNS = {
+    # lag 0 throughout, nothing dropped: no staleness finding
+    "on-policy": (
+        DemoConfig(steps=GROWTH_STEPS, off_policy_lag=0, max_staleness=0, **_OFF_POLICY),
+        set(),
+        set(STALENESS_KINDS),
+    ),
+    # a queue of 8 (the lag ramps 0 .. 8, then holds): a high lag, flat, is no growth
+    "fixed-lag-8": (
+        DemoConfig(steps=GROWTH_STEPS, off_policy_lag=8, max_staleness=8, **_OFF_POLICY),
+        set(),
+        {"staleness_growth", "staleness_drops", "staleness_length_bias"},
+    ),
+    # the generator one rollout further ahead each step: the lag 4 at step 5, then half a
+    # version more a step (26 at step 50), never bounded
+    "generator-outruns": (
+        DemoConfig(steps=GROWTH_STEPS, off_policy_lag=4, off_policy_growth=1.0, **_OFF_POLICY),
+        {"staleness_growth"},
+        set(),
+    ),
+    # the same queue bounded at 8: the lag stops there and half of what is generated is dropped
+    # from step 15 on; the dropped rollouts were written by the policies of the kept ones, so
+    # the lengths trained on are not biased
+    "bounded-drops": (
+        DemoConfig(
+            steps=DROPS_STEPS, off_policy_lag=4, off_policy_growth=1.0, max_staleness=8, **_OFF_POLICY
+        ),
+        {"staleness_drops"},
+        {"staleness_growth", "staleness_length_bias"},
+    ),
+}
+#: The mismatch KL at lag ~28 is tens of times its level at lag 4 in the seeds measured, and
+#: staleness_cost found in each; the policy's drift is the machine's, so 2 of the 3 seeds must.
+STALENESS_COST_FOUND_IN = 2
+
+_off_policy_runs: dict[tuple[str, int], tuple[Path, list[dict]]] = {}
+
+
+def _off_policy_run(tmp_path_factory, setting: str, seed: int) -> tuple[Path, list[dict]]:
+    """The run folder and rows of ``setting`` with ``seed`` (trained once per test session)."""
+    if (setting, seed) not in _off_policy_runs:
+        config = dataclasses.replace(OFF_POLICY_RUNS[setting][0], seed=seed)
+        run_dir = tmp_path_factory.mktemp(f"{setting}-{seed}")
+        rows = _train(config, run_dir)
+        _off_policy_runs[setting, seed] = (next(run_dir.rglob("metrics.jsonl")).parent, rows)
+    return _off_policy_runs[setting, seed]
+
+
+def _diagnose_folder(run_dir: Path):
+    """``rlmetrics diagnose RUN_DIR``'s diagnosis: the run folder read as the rules' history."""
+    history, _ = load_history(run_dir)
+    return _diagnose(history)
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+@pytest.mark.parametrize("setting", list(OFF_POLICY_RUNS), ids=list(OFF_POLICY_RUNS))
+def test_an_off_policy_demo_is_diagnosed_by_its_queue(tmp_path_factory, setting, seed):
+    _, always, never = OFF_POLICY_RUNS[setting]
+    run_dir, _ = _off_policy_run(tmp_path_factory, setting, seed)
+    diagnosis = _diagnose_folder(run_dir)
+    found = {f.kind for f in diagnosis.findings}
+    assert always <= found, _table(diagnosis)
+    assert not found & never, _table(diagnosis)
+    skipped = {s.kind: s.why for s in diagnosis.skipped}
+    runs = never if setting != "bounded-drops" else never - {"staleness_growth"}  # 30 steps: too short
+    assert not set(skipped) & runs, skipped  # judged, not skipped for want of a key or of points
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def test_a_lag_growing_without_bound_is_an_error_from_the_start(tmp_path_factory, seed):
+    run_dir, rows = _off_policy_run(tmp_path_factory, "generator-outruns", seed)
+    (growth,) = [f for f in _diagnose_folder(run_dir).findings if f.kind == "staleness_growth"]
+    lag = [r["staleness/lag/mean"] for r in rows if "staleness/lag/mean" in r]
+    assert lag[-1] == 26.0  # the premise: 4 at step 5, then half a version a step
+    assert growth.severity == "error"  # the lag past the staleness family's last bucket (8)
+    assert growth.step <= 10  # it grows from the start: the onset within the first window
+    assert growth.evidence["growth_per_step"] == pytest.approx(0.5, abs=0.1)
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def test_drops_are_found_from_the_first_dropped_rollout(tmp_path_factory, seed):
+    run_dir, rows = _off_policy_run(tmp_path_factory, "bounded-drops", seed)
+    (drops,) = [f for f in _diagnose_folder(run_dir).findings if f.kind == "staleness_drops"]
+    first = min(r["step"] for r in rows if r.get("staleness/dropped/count", 0) > 0)
+    assert first == 15  # the premise: the lag reaches the bound of 8 at step 13, then holds
+    assert drops.step == first
+    assert drops.severity == "error"  # a share of 0.5: five times the 0.1 threshold
+    assert drops.evidence["level_in_window"]["staleness/dropped/share"] == 0.5
+
+
+def test_the_cost_of_a_growing_lag_is_found_in_most_seeds(tmp_path_factory):
+    found = []
+    for seed in SEEDS:
+        run_dir, _ = _off_policy_run(tmp_path_factory, "generator-outruns", seed)
+        cost = [f for f in _diagnose_folder(run_dir).findings if f.kind == "staleness_cost"]
+        for f in cost:  # the mismatch KL, the truncated IS-weight share or the clip fraction, the lag up
+            assert set(f.evidence["rising_with_lag"]) <= {"mismatch_kl", "is_clip_share", "clip_fraction"}
+            assert f.evidence["lag_in_window"] >= f.evidence["lag_baseline"] + 1.0
+        found.append(bool(cost))
+    assert sum(found) >= STALENESS_COST_FOUND_IN, found
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+@pytest.mark.parametrize(
+    ("setting", "kind"),
+    [("generator-outruns", "staleness_growth"), ("bounded-drops", "staleness_drops")],
+    ids=["growth", "drops"],
+)
+def test_the_live_monitor_reports_the_queue_as_it_is_logged(tmp_path_factory, setting, kind, seed):
+    _, rows = _off_policy_run(tmp_path_factory, setting, seed)
+    monitor = HealthMonitor(budget=None)
+    reported = []
+    for row in rows:
+        row = dict(row)
+        step = row.pop("step")
+        reported += monitor.update(row, step)
+    reported += monitor.check()
+    assert kind in {f.kind for f in reported}, [(f.kind, f.severity, f.step) for f in reported]

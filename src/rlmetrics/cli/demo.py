@@ -94,6 +94,20 @@ def demo(
             "rollouts, as an asynchronous pipeline); logs staleness/... 0: on-policy."
         ),
     ] = DemoConfig.off_policy_lag,
+    off_policy_growth: Annotated[
+        float,
+        typer.Option(
+            help="Extra rollouts the generator writes a step beyond the trainer's one: the lag "
+            "grows by about G/(1+G) versions a step (the generator outruns the trainer). 0: a fixed lag."
+        ),
+    ] = DemoConfig.off_policy_growth,
+    max_staleness: Annotated[
+        int | None,
+        typer.Option(
+            help="Drop queued rollouts staler than this many versions before training "
+            "(staleness/dropped/...); at least --off-policy-lag. Default: nothing dropped."
+        ),
+    ] = DemoConfig.max_staleness,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Train a tiny policy with GRPO on the CPU (string reversal) and log every metric family.
@@ -104,7 +118,9 @@ def demo(
     Break it on purpose to see a failure in the metrics: e.g. --lr 0.05, --max-response-length 3,
     or --kl-coef 0 --lr 0.003 --n-letters 20 --warm-start-steps 0 (the policy drifts from the
     reference, the reward stays flat). --off-policy-lag 4 trains four versions behind: the
-    rollout/training mismatch (rollout_corr/...) grows with the lag (staleness/...).
+    rollout/training mismatch (rollout_corr/...) grows with the lag (staleness/...);
+    --off-policy-growth 1 lets the generator outrun the trainer (the lag grows without bound:
+    staleness_growth), --max-staleness 8 with it drops the surplus instead (staleness_drops).
     """
     given = dict(locals())  # the options as typed: the first statement, before any other name
     console = Console()

@@ -39,6 +39,21 @@ the precision gap. Every step logs the ``staleness/...`` metrics of the batch tr
 the run draws the same random numbers in the same order as an on-policy run and logs the same
 values.
 
+Two options make the queue misbehave as an asynchronous pipeline does, for the health rules
+(``staleness_growth``, ``staleness_drops``) to see it on a real run:
+
+* ``off_policy_growth=g`` (> 0): the generator outruns the trainer. From step 2 on it writes
+  ``1 + floor(g * (t - 1)) - floor(g * (t - 2))`` rollouts at step ``t`` (``g`` extra a step on
+  average) while the trainer takes one, so the queue and the lag grow without bound, by about
+  ``g / (1 + g)`` versions a step (a half at ``g = 1``).
+* ``max_staleness=S``: a bound on the lag (verl's fully-async staleness threshold, prime-rl's
+  async level). The trainer drops the queued rollouts staler than ``S`` before it takes one
+  (logged as ``staleness/dropped/...``, with their versions, lengths and rewards; each step
+  writes a rollout of lag 0, so one is always left). With ``g > 0`` the lag then stops at ``S``
+  and the surplus is dropped instead: ``g / (1 + g)`` of the generated samples (a half at
+  ``g = 1``). The dropped rollouts were written by the same policies as the kept ones, so the
+  drops do not bias the lengths trained on.
+
 Same seed, same metrics (timings aside): parameters, prompts and samples come from generators
 seeded by ``seed``; torch's and numpy's global random states are not used. torch is imported
 when a run starts; the ``rlmetrics demo`` command is :mod:`rlmetrics.cli.demo`.
@@ -172,6 +187,12 @@ class DemoConfig:
     off_policy_lag : int
         Policy versions between a rollout's generation and its training step (>= 0; module
         docstring). 0 is on-policy.
+    off_policy_growth : float
+        Extra rollouts the generator writes a step beyond the one the trainer takes (>= 0): the
+        lag grows by about ``g / (1 + g)`` versions a step (module docstring). 0: a fixed lag.
+    max_staleness : int or None
+        Queued rollouts staler than this many versions are dropped before the trainer takes one
+        (>= ``off_policy_lag``; module docstring). None: nothing is dropped.
     """
 
     steps: int = 150
@@ -202,6 +223,8 @@ class DemoConfig:
     warm_start_steps: int = 100
     peak_flops: float = CPU_PEAK_FLOPS
     off_policy_lag: int = 0
+    off_policy_growth: float = 0.0
+    max_staleness: int | None = None
 
     @property
     def rollout_precision(self) -> str:
@@ -240,6 +263,18 @@ class DemoConfig:
             raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
         check_int(self.warm_start_steps, "warm_start_steps", minimum=0)
         check_int(self.off_policy_lag, "off_policy_lag", minimum=0)
+        growth = self.off_policy_growth
+        if isinstance(growth, bool) or not (
+            isinstance(growth, int | float) and math.isfinite(growth) and growth >= 0
+        ):
+            raise ValueError(f"off_policy_growth must be a finite number >= 0; got {growth!r}")
+        if self.max_staleness is not None:
+            check_int(self.max_staleness, "max_staleness", minimum=0)
+            if self.max_staleness < self.off_policy_lag:
+                raise ValueError(
+                    f"max_staleness must be >= off_policy_lag ({self.off_policy_lag}), or None; "
+                    f"got {self.max_staleness}"
+                )
         check_seed(self.seed)
         if self.max_response_length is not None:
             check_int(self.max_response_length, "max_response_length", minimum=1)
@@ -399,6 +434,7 @@ class _Run:
         # policy version (actor updates done) of the actor now.
         self.queue: deque[dict[str, Any]] = deque()
         self.version = 0
+        self.written = 0  # rollouts the generator has written
 
     # -- one training step ---------------------------------------------------------------------
     def step(self, step: int) -> dict[str, float]:
@@ -406,9 +442,12 @@ class _Run:
         timing_raw: dict[str, float] = {}
         metrics_lists: dict[str, list[float]] = {}
         with timer(K.STAGE_STEP, timing_raw):
-            # the generator keeps off_policy_lag rollouts ahead (N + 1 of version 0 at step 1)
-            while len(self.queue) <= self.cfg.off_policy_lag:
-                self.queue.append(self._generate(step + len(self.queue), timing_raw))
+            # the generator keeps off_policy_lag rollouts ahead (N + 1 of version 0 at step 1),
+            # and with off_policy_growth > 0 runs further ahead every step
+            for _ in range(self._to_write(step)):
+                self.written += 1
+                self.queue.append(self._generate(self.written, timing_raw))
+            dropped = self._drop_stale()
             rollout = self.queue.popleft()
             batch = self._prepare(rollout, timing_raw, metrics_lists)
             if self.critic is not None:
@@ -418,15 +457,51 @@ class _Run:
                 self._update_actor(batch, metrics_lists)
         self.last_batch, self.last_timing = batch, timing_raw  # kept for inspection and bench/bench_demo.py
         metrics = self._step_metrics(step, batch, timing_raw, metrics_lists, rollout["acc"])
-        metrics.update(self._staleness_metrics(batch, rollout))
+        metrics.update(self._staleness_metrics(batch, rollout, dropped))
         self.version += 1  # the actor of the next step has one more update
         return metrics
 
-    def _staleness_metrics(self, batch: dict[str, Any], rollout: dict[str, Any]) -> dict[str, float]:
-        """``staleness/...`` of the batch trained on: its version against the actor's, and the cost."""
+    def _to_write(self, step: int) -> int:
+        """Rollouts the generator writes at ``step``: ``N + 1`` at the first, then one, plus the
+        ones ``off_policy_growth`` puts ahead (``floor(g * (step - 1)) - floor(g * (step - 2))``)."""
+        cfg = self.cfg
+        if step == 1:
+            return cfg.off_policy_lag + 1
+        g = cfg.off_policy_growth
+        return 1 + math.floor(g * (step - 1)) - math.floor(g * (step - 2))
+
+    def _drop_stale(self) -> list[dict[str, Any]]:
+        """The queued rollouts staler than ``max_staleness``, taken off the queue (oldest first).
+
+        The last rollout written has lag 0, so the queue keeps one."""
+        bound = self.cfg.max_staleness
+        dropped: list[dict[str, Any]] = []
+        while bound is not None and self.version - self.queue[0]["version"] > bound:
+            dropped.append(self.queue.popleft())
+        return dropped
+
+    def _staleness_metrics(
+        self, batch: dict[str, Any], rollout: dict[str, Any], dropped: list[dict[str, Any]]
+    ) -> dict[str, float]:
+        """``staleness/...`` of the batch trained on: its version against the actor's, and the
+        cost; with ``max_staleness``, the rollouts dropped at this step (none: a share of 0)."""
         torch = self.torch
         n = batch["responses"].shape[0]
         versions = torch.full((n,), rollout["version"], dtype=torch.int64)
+        drops: dict[str, Any] = {}
+        if self.cfg.max_staleness is not None:
+            n_dropped = [r["responses"].shape[0] for r in dropped]
+            drops = {
+                "dropped_versions": torch.tensor(
+                    [r["version"] for r, k in zip(dropped, n_dropped) for _ in range(k)], dtype=torch.int64
+                ),
+                "dropped_lengths": torch.cat(
+                    [r["response_mask"].sum(dim=1).float() for r in dropped] or [torch.zeros(0)]
+                ),
+                "dropped_rewards": torch.cat(
+                    [r["token_level_scores"].sum(dim=1) for r in dropped] or [torch.zeros(0)]
+                ),
+            }
         return compute_staleness_metrics(
             versions,
             current_version=self.version,
@@ -435,12 +510,14 @@ class _Run:
             rollout_log_probs=batch["rollout_log_probs"],
             rewards=batch["token_level_scores"].sum(dim=1),
             response_lengths=batch["response_mask"].sum(dim=1),
+            **drops,
         )
 
     def _generate(self, step: int, timing_raw: dict[str, float]) -> dict[str, Any]:
         """The generator, stages ``gen`` and ``reward`` with the actor of now: a queue entry (the
         prompts, the responses with their behaviour log-probs, the scores, the accuracy, the
-        version). ``step`` numbers the prompts' uids (the step the rollout was written for)."""
+        version). ``step`` numbers the prompts' uids: the rollouts written so far, this one included
+        (the step it is trained at when the generator runs no rollout ahead)."""
         strings, uids, prompts, prompt_mask = self._prompts(step)
         with timer(K.STAGE_GEN, timing_raw):
             responses, response_mask, rollout_log_probs = generate(
