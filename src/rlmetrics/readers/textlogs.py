@@ -710,13 +710,15 @@ def _dict_rows(lines: list[str]) -> tuple[list[_Found], list[int], list[int]]:
         else:
             start = m.start()
             scan = _scan(lines, i, start)
-            numbers = _trainer_dict(_text(lines, (i, start), scan.end)) if scan.end else None
-            if numbers is None:
+            closed = _trainer_dict(_text(lines, (i, start), scan.end)) if scan.end else None
+            if closed is not None and scan.end is not None:
+                numbers, (end_line, end_col) = closed, scan.end
+            else:
                 budget -= scan.size
                 looks = _LOOKS_LIKE_LOG.search(line, start) is not None
                 # a dict that does not close: cut off (a paste, a crash), read up to the cut
-                numbers = _cut_dict(line[start:]) if looks and scan.end is None else None
-                if numbers is None:
+                read = _cut_dict(line[start:]) if looks and scan.end is None else None
+                if read is None:
                     # a dict broken: one record lost if it was a trainer's (else: some text)
                     if looks:
                         damaged.append(i + 1)
@@ -724,9 +726,7 @@ def _dict_rows(lines: list[str]) -> tuple[list[_Found], list[int], list[int]]:
                     guard = max(guard, scan.end or (i, len(line)))
                     continue
                 cut.append(i + 1)
-                end_line, end_col = i, len(line)
-            else:
-                end_line, end_col = scan.end
+                numbers, end_line, end_col = read, i, len(line)
         while n_bars < len(bars) and bars[n_bars][:2] < (i, start):
             n_bars += 1
         i, col = end_line, end_col
