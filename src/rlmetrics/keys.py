@@ -288,9 +288,8 @@ TRL_PPO_CLIPFRAC = "policy/clipfrac_avg"
 # --- ms-swift, W&B, transformers step counters (read by readers; rlmetrics never logs these) -------
 #: ms-swift's step counter in its printed and JSON-lines logs: a string ``"2/4389"`` (step / steps).
 SWIFT_STEP_COUNTER = "global_step/max_steps"
-#: The step a W&B run summary prints (``_step``), and transformers' step under W&B (``train/global_step``).
+#: The step a W&B run summary prints (``_step``).
 WANDB_STEP = "_step"
-HF_WANDB_GLOBAL_STEP = "train/global_step"
 #: The step a transformers ``log_history`` record and many printed logs hold.
 HF_GLOBAL_STEP = "global_step"
 

@@ -76,6 +76,7 @@ from rlmetrics.readers._history import as_history
 from rlmetrics.readers._run import Notes, Parsed, Source
 
 __all__ = [
+    "NUMBER",
     "TRL_PRINTED",
     "VERL_CONSOLE",
     "clean_line",
@@ -155,6 +156,8 @@ def clean_line(line: str) -> tuple[str, str]:
 # ---------------------------------------------------------------------------------------------
 
 _NUM = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[nN][aA][nN]|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)"
+#: A printed number, as a regular expression: ``0.45``, ``-3``, ``1e-05``, ``nan``, ``inf``, ``-Infinity``.
+NUMBER = _NUM
 # values that are no number: a list, a tuple, a dict, a word (None, True, a name) or a call
 _OTHER = r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}|[A-Za-z_][\w.\-/]*(?:\([^()]*\))?"
 _KEY = r"[^\s:]+"
