@@ -91,7 +91,8 @@ _METRIC_WORD = re.compile(
 )
 # names of settings, not of metrics (``max_grad_norm``, ``use_kl_loss``, ``num_rewards``)
 _SETTING_PREFIXES = ("max_", "min_", "num_", "use_", "init_", "target_", "clip_")
-_MAX_WRAP_PIECES = 8  # the pieces of one hard-wrapped line joined back, at most
+_MAX_WRAP_PIECES = 64  # the pieces of one hard-wrapped line joined back, at most
+_LOST_AT_BREAK = 2  # spaces an editor may strip at the end of a piece
 
 
 def _is_metric(key: str) -> bool:
@@ -230,19 +231,8 @@ def _blocks(text: str) -> tuple[list[_Block], list[int], list[int]]:
             continue
         wandb = wandb and was_wandb
         line = _read_line(content, loose=wandb)
-        # a line hard-wrapped: joined with the pieces after it while they read as one
-        n = 0
-        while i < len(lines) and n < _MAX_WRAP_PIECES and not wandb:
-            _, next_prefix, piece = lines[i]
-            if (prefix and next_prefix and next_prefix != prefix) or not piece.strip():
-                break
-            joined = _read_line(content + piece)
-            if joined is not None and (line is None or _read_line(piece) is None):
-                content, line, i, n = content + piece, joined, i + 1, n + 1
-                continue
-            if line is not None or not _wrap_goes_on(content + piece, lines, i + 1):
-                break
-            content, i, n = content + piece, i + 1, n + 1
+        if not wandb:  # a line hard-wrapped: joined with the pieces after it while they read as one
+            content, line, i = _unwrap(lines, i, prefix, content, line)
         if line is None and i - 1 == last and cur is not None:  # cut inside its last field
             line = _read_line(_TRAILING.sub("", content))
             if line is not None:
@@ -275,15 +265,47 @@ def _blocks(text: str) -> tuple[list[_Block], list[int], list[int]]:
     return blocks, damaged, cut
 
 
-def _wrap_goes_on(text: str, lines: list[tuple[int, str, str]], i: int) -> bool:
-    """Whether ``text`` (no line) is the start of one that the next pieces complete."""
-    for _, _, piece in lines[i : i + _MAX_WRAP_PIECES]:
-        if not piece.strip():
-            return False
-        text += piece
-        if _read_line(text) is not None:
-            return True
-    return False
+def _unwrap(
+    lines: list[tuple[int, str, str]], i: int, prefix: str, content: str, line: _Line | None
+) -> tuple[str, _Line | None, int]:
+    """The line ``content`` (read as ``line``) joined with the pieces of it wrapped onto the lines
+    from ``lines[i]``: (its text, read, the index after its last piece).
+
+    The pieces of a wrap are as long as the first (the last may be shorter, and a space lost at a
+    break is tolerated); of the runs of such pieces, the longest whose text, joined as it is,
+    reads and keeps every field a break falls in a number (``0.5`` + ``3``; ``clip`` + ``ped`` +
+    ``_ratio: 1``) is the line: two lines of their own joined give a word (``0.5reward:``).
+    """
+    width = len(content)
+    pieces = [content]
+    best = (content, line, i)
+    for j in range(i, min(len(lines), i + _MAX_WRAP_PIECES)):
+        _, other, piece = lines[j]
+        full = len(pieces) == 1 or abs(len(pieces[-1]) - width) <= _LOST_AT_BREAK
+        if not full or (prefix and other and other != prefix) or not piece.strip():
+            break
+        if len(piece) > width + _LOST_AT_BREAK:
+            break
+        pieces.append(piece)
+        text = "".join(pieces)
+        joined = _read_line(text)
+        if joined is not None and _whole_at_breaks(text, pieces):
+            best = (text, joined, j + 1)
+    return best
+
+
+def _whole_at_breaks(text: str, pieces: list[str]) -> bool:
+    """Whether every field of ``text`` that a break between ``pieces`` falls in has a number."""
+    breaks, at = set(), 0
+    for piece in pieces[:-1]:
+        at += len(piece)
+        breaks.add(at)
+    for m in _FIELD.finditer(text):
+        if any(m.start() < b < m.end() for b in breaks):
+            value = m.group(2)
+            if not (_NUMBER.fullmatch(value) or _STEP_COUNTER.fullmatch(value)):
+                return False
+    return True
 
 
 def _records(blocks: list[_Block]) -> _Rows:
