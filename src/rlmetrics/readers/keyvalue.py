@@ -59,7 +59,7 @@ _FIELD = re.compile(rf"({_KEY})\s*[:=]\s*([^\s|,;]+)")
 _LOOSE_FIELD = re.compile(rf"({_KEY})\s+([^\s|,;]+)\s*")  # W&B's run summary: "key value"
 _SEP = re.compile(r"\s*[|,;]\s*|\s+-\s+|\s+")
 _MARKER = re.compile(
-    r"\[?\s*(global[ _]step|step|iter(?:ation)?|epoch)\s*[:#=]?\s*(\d+)(?:\s*/\s*\d+)?(?![\w.])\s*\]?:?",
+    r"\[?\s*(global[ _]step|step|iter(?:ation)?|epoch)\s*[:#=]?\s*(\d+)(?:\s*/\s*\d+)?(?![\w.])(?:\s*\])?:?",
     re.IGNORECASE,
 )
 _MARKER_LINE = re.compile(rf"[^\w\[]*(?:{_MARKER.pattern}[\s,;|]*)+[\W_]*", re.IGNORECASE)
