@@ -36,12 +36,18 @@ Two formats are read, both as users paste them (a terminal capture, a job log, a
 * a dict may sit inside progress-bar output (``\\r`` redraws, a tqdm bar before or after it on
   its line) and may be spread over several lines (a ``pprint``, or a hard wrap in the middle of a
   key or number: the lines are joined as they are);
+* a dict whose opening brace a paste lost (``'loss': 0.1, ..., 'epoch': 0.1}``), or both of its
+  braces (``'loss': 0.1, 'reward': 0.5`` to the end of its line or a ``\\r``), is read from its
+  first quoted key (at a line's start or after a space, ``]``, ``|``, ``>``; two items at least;
+  not an item of a dict whose brace is there, of a damaged one or of a ``pprint``);
 * only a trainer's log dict is a row: one with a key a trainer logs (``loss``, ``grad_norm``,
   ``learning_rate``, ``epoch``, ``reward``, ``kl``, ``entropy``, ``eval_*``, ``rewards/*``, ...);
   other dicts (a config) are ignored, and so is the summary dict of the end of training
   (``train_runtime``, ``train_samples_per_second``: not a step);
 * the dicts hold no step: they are numbered 1, 2, 3, ... in order, unless a dict holds ``step``
-  or ``global_step``, which is used (and numbering goes on from it); an evaluation dict (only
+  or ``global_step`` (or ms-swift's ``'global_step/max_steps': '2/4389'``), which is used (and
+  numbering goes on from it), else the step of ms-swift's progress bar (``Train:  1%|...| 2/4389``)
+  before it, when the bar has moved on since the dict before; an evaluation dict (only
   ``eval_*`` keys, besides ``epoch``) belongs to the step before it;
 * a notebook progress table, as copied from the cell (a header ``Step | Training Loss | reward
   ...``, then one row of numbers per logged step; cells separated by ``|``, tabs or spaces;
