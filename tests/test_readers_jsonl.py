@@ -200,3 +200,27 @@ def test_a_row_with_a_bad_step_costs_that_row_with_a_warning(tmp_path, bad, show
         run = read_run(path)
     steps, values = run.series["a"]
     assert list(steps) == [1, 3] and list(values) == [1.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    ("rows", "steps"),
+    [
+        (
+            [
+                {"loss": 0.1, "global_step/max_steps": "2/4389"},
+                {"loss": 0.2, "global_step/max_steps": "3/4389"},
+            ],
+            [2, 3],
+        ),
+        ([{"loss": 0.1, "global_step/max_steps": "x"}, {"loss": 0.2}], [0, 1]),  # no counter: numbered
+        ([{"step": 9, "loss": 0.1, "global_step/max_steps": "2/4389"}], [9]),  # a step of its own wins
+    ],
+    ids=["ms-swift-counter", "no-counter", "step-wins"],
+)
+def test_ms_swift_step_counter_gives_the_step(tmp_path, rows, steps):
+    path = tmp_path / "logging.jsonl"
+    path.write_bytes(_lines(rows))
+    run, caught = _read(path)
+    assert run.format == RLMETRICS_JSONL and caught == []
+    assert run.series["loss"][0].tolist() == steps
+    assert "global_step/max_steps" not in run.series

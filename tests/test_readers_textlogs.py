@@ -675,3 +675,170 @@ def test_the_old_module_path_is_the_same_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "True"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The bracket scanner, dicts without their braces, ms-swift's step counters
+# ---------------------------------------------------------------------------------------------
+
+
+def _reference_scan(text: str, depth: int = 0) -> tuple[int | None, list[int]]:
+    """A character-by-character scan of the literal at ``text[0]``: where it closes (the offset
+    after its bracket), and its item boundaries (offsets of the commas at its level)."""
+    quote, escaped, commas = "", False, []
+    for k, c in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                return k + 1, commas
+        elif c == "," and depth == 1:
+            commas.append(k)
+    return None, commas
+
+
+def _offset(lines: list[str], joined_by: str, at: tuple[int, int]) -> int:
+    line, col = at
+    return sum(len(piece) + len(joined_by) for piece in lines[:line]) + col
+
+
+@pytest.mark.parametrize(
+    ("lines", "joined_by", "closes_at"),
+    [
+        # a hard wrap after a backslash: it escapes the quote that starts the next piece
+        (["{'a\\", "'b': 1}"], "", (1, 7)),
+        # lines: the backslash escapes the line break, the quote closes the string, and "b': 1}"
+        # opens another that never closes
+        (["{'a\\", "'b': 1}"], "\n", None),
+        (["{'a\\", "x', 'b': 1}"], "\n", (1, 11)),
+        (["{'a': '}\\\\'", ", 'b': (1, 2)}"], "", (1, 14)),
+    ],
+    ids=["wrap-escape-carried", "lines-escape-taken-by-the-break", "lines-closes", "escaped-backslash"],
+)
+def test_scan_carries_a_backslash_as_the_lines_are_joined(lines, joined_by, closes_at):
+    scan = T._scan(lines, 0, 0, joined_by=joined_by)
+    assert scan.end == closes_at
+    end, _ = _reference_scan(joined_by.join(lines))
+    assert (None if scan.end is None else _offset(lines, joined_by, scan.end)) == end
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(st.text(alphabet="{}[]()'\",\\a ", max_size=12), min_size=1, max_size=5),
+    joined_by=st.sampled_from(["", "\n"]),
+    depth=st.integers(0, 1),
+)
+def test_scan_equals_a_character_scan_of_the_joined_text(lines, joined_by, depth):
+    scan = T._scan(lines, 0, 0, depth=depth, joined_by=joined_by)
+    end, commas = _reference_scan(joined_by.join(lines), depth)
+    assert (None if scan.end is None else _offset(lines, joined_by, scan.end)) == end
+    assert [_offset(lines, joined_by, c) for c in scan.commas] == commas
+
+
+BRACELESS = [
+    (
+        "opening-brace-lost",
+        "'loss': -0.0, 'grad_norm': 0.0, 'reward': 0.34, 'percentage': '0.13%'}\n",
+        [{"loss": -0.0, "grad_norm": 0.0, "reward": 0.34, "step": 1}],
+    ),
+    (
+        "both-braces-lost",
+        "'loss': 0.1, 'reward': 0.5, 'epoch': 0.1\n'loss': 0.2, 'reward': nan, 'epoch': 0.2\n",
+        [
+            {"loss": 0.1, "reward": 0.5, "epoch": 0.1, "step": 1},
+            {"loss": 0.2, "reward": NAN, "epoch": 0.2, "step": 2},
+        ],
+    ),
+    (
+        "inside-progress-bars-coloured",
+        f"{BAR}\x1b[1m'loss': 0.1, 'reward': 0.5, 'epoch': 0.1\x1b[0m\r 20%|##        | 2/10\n",
+        [{"loss": 0.1, "reward": 0.5, "epoch": 0.1, "step": 1}],
+    ),
+    (
+        "opening-lost-hard-wrapped",
+        "'loss': 0.1, 'grad_norm': 0.\n3, 'reward': 0.5}\n",
+        [{"loss": 0.1, "grad_norm": 0.3, "reward": 0.5, "step": 1}],
+    ),
+    (  # the items of a damaged dict (and of a pprint) are no dicts of their own
+        "damaged-dict-items-not-read",
+        "{'loss': 0.01, 'grad_norm': 0.3.1, 'epoch': 1, 'reward': 2}\n{'loss': 0.01,\n 'grad_norm': 0.3.1,\n"
+        " 'epoch': 1, 'reward': 2}\n{'loss': 0.2, 'reward': 1}\n",
+        [{"loss": 0.2, "reward": 1.0, "step": 1}],
+    ),
+    ("one-quoted-item-is-text", "note: 'loss': 0.5\n{'loss': 0.2}\n", [{"loss": 0.2, "step": 1}]),
+]
+
+
+@pytest.mark.parametrize(("text", "rows"), [c[1:] for c in BRACELESS], ids=[c[0] for c in BRACELESS])
+def test_dicts_without_their_braces_are_read(text, rows):
+    got, _, cut = T._trl_records(text)
+    assert _same(got, rows), got
+    assert cut == []
+    assert T.is_trl_printed(text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=_rows, width=st.integers(40, 150), lost=st.sampled_from(["opening", "both"]), bars=st.booleans())
+def test_trl_printed_braceless_round_trip(rows, width, lost, bars):
+    lines: list[str] = []
+    for _, fields in rows:
+        printed = repr({"loss": 0.5, **fields})[1:]
+        if lost == "both":
+            lines.append((BAR2[1:] if bars else "") + printed[:-1])
+            continue
+        pieces = _wrap(printed, width)
+        if bars:
+            pieces[0] = BAR2 + "\r" + pieces[0]
+            pieces[-1] += BAR2
+        lines += pieces
+    got, skipped = T.parse_trl_printed("\n".join(lines))
+    want = [
+        {**{k: float(v) for k, v in {"loss": 0.5, **fields}.items()}, "step": i}
+        for i, (_, fields) in enumerate(rows, 1)
+    ]
+    assert skipped == 0 and _same(got, want), (got, lines)
+
+
+SWIFT = [
+    (
+        "counter-in-the-dict",
+        "{'loss': 0.1, 'reward': 0.5, 'global_step/max_steps': '2/4389', 'percentage': '0.05%'}\n"
+        "{'loss': 0.2, 'reward': 0.6, 'global_step/max_steps': '3/4389'}\n",
+        [2, 3],
+    ),
+    (
+        "counter-braceless",
+        "'loss': 0.1, 'reward': 0.5, 'global_step/max_steps': '7/4389'}\n",
+        [7],
+    ),
+    (
+        "train-bar-before-each",
+        "Train:   0%|          | 2/4389 [00:13<8:03:11]\n{'loss': 0.1, 'reward': 0.5}\n"
+        "Train:   0%|          | 5/4389 [00:20<8:03:11]\r{'loss': 0.2, 'reward': 0.6}\n",
+        [2, 5],
+    ),
+    (  # a bar that did not move on, and other tools' bars, number after the dict before
+        "bar-not-moved-and-other-bars",
+        "Train:   0%|          | 4/4389\n{'loss': 0.1}\n{'loss': 0.2}\nProcessed prompts: 100%|####| 64/64\n"
+        "{'loss': 0.3}\n",
+        [4, 5, 6],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "steps"), [c[1:] for c in SWIFT], ids=[c[0] for c in SWIFT])
+def test_ms_swift_step_counters_give_the_step(text, steps):
+    run, caught = _read(text)
+    assert run.format == TRL_PRINTED and caught == []
+    assert run.series["loss"][0].tolist() == steps
+    assert "global_step/max_steps" not in run.series

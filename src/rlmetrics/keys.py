@@ -285,6 +285,14 @@ TRL_PPO_VALUE_LOSS = "loss/value_avg"
 TRL_PPO_APPROXKL = "policy/approxkl_avg"
 TRL_PPO_CLIPFRAC = "policy/clipfrac_avg"
 
+# --- ms-swift, W&B, transformers step counters (read by readers; rlmetrics never logs these) -------
+#: ms-swift's step counter in its printed and JSON-lines logs: a string ``"2/4389"`` (step / steps).
+SWIFT_STEP_COUNTER = "global_step/max_steps"
+#: The step a W&B run summary prints (``_step``).
+WANDB_STEP = "_step"
+#: The step a transformers ``log_history`` record and many printed logs hold.
+HF_GLOBAL_STEP = "global_step"
+
 # --- OpenRLHF (read by health.signals; rlmetrics never logs these) ------------------------------
 #: The status dicts of OpenRLHF's PPO actor and critic (``ppo_actor.py``, ``ppo_critic.py``,
 #: ``experience_maker.py``), printed bare and logged with ``train/`` to W&B and TensorBoard. Its

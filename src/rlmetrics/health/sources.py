@@ -15,6 +15,7 @@ source kind               what is read
 ``"verl-console"``        a verl console log as printed or pasted (see :mod:`rlmetrics.readers.textlogs`)
 ``"trl-printed"``         a TRL / transformers console log: printed dicts or a notebook table
 ``"csv-export"``          a metric history exported as CSV (W&B, TensorBoard, MLflow)
+``"key-value"``           printed ``key: value`` summaries of metrics (:mod:`rlmetrics.readers.keyvalue`)
 ========================= ======================================================================
 
 Every failure to read is a :class:`RunReadError` (a ``ValueError``) naming the path and what was
@@ -34,6 +35,7 @@ from rlmetrics.errors import RunReadError
 from rlmetrics.readers import (
     CSV_EXPORT,
     FORMATS,
+    KEY_VALUE,
     RLMETRICS_JSONL,
     TENSORBOARD,
     TRL_PRINTED,
@@ -47,6 +49,7 @@ from rlmetrics.readers.wandb import WANDB_MIN_VERSION
 
 __all__ = [
     "CSV_EXPORT",
+    "KEY_VALUE",
     "RLMETRICS_JSONL",
     "SOURCES",
     "TENSORBOARD",

@@ -28,6 +28,9 @@ format                    what is read (module)
 ``"trl-printed"``         a TRL / transformers console log: the ``{'loss': ..., ...}`` dicts the
                           trainer prints, or a notebook progress table (``textlogs``)
 ``"csv-export"``          a metric history exported as CSV by W&B, TensorBoard or MLflow (``csvlogs``)
+``"key-value"``           printed ``key: value`` summaries of metrics (``reward: 0.53 | kl: 0.01``,
+                          ``Step 12`` blocks, transformers' ``***** train metrics *****``, W&B's
+                          run summary), a record a step when steps are marked (``keyvalue``)
 ========================= ======================================================================
 
 The sample tables a tracker logged (``samples.jsonl``, :meth:`Tracker.log_samples
@@ -59,6 +62,7 @@ from rlmetrics.readers._read import FORMATS, STDIN, read_run
 from rlmetrics.readers._run import Run
 from rlmetrics.readers.csvlogs import CSV_EXPORT
 from rlmetrics.readers.jsonl import RLMETRICS_JSONL, VERL_JSONL, read_jsonl
+from rlmetrics.readers.keyvalue import KEY_VALUE
 from rlmetrics.readers.samples import SAMPLES_FILE, read_samples
 from rlmetrics.readers.tensorboard import TENSORBOARD
 from rlmetrics.readers.textlogs import TRL_PRINTED, VERL_CONSOLE
@@ -68,6 +72,7 @@ from rlmetrics.readers.wandb import WANDB_OFFLINE
 __all__ = [
     "CSV_EXPORT",
     "FORMATS",
+    "KEY_VALUE",
     "RLMETRICS_JSONL",
     "SAMPLES_FILE",
     "STDIN",

@@ -13,6 +13,7 @@ from rlmetrics.readers._run import Notes, Parsed, Run, Source
 from rlmetrics.readers.csvlogs import CSV_EXPORT, read_csv_export
 from rlmetrics.readers.detect import locate
 from rlmetrics.readers.jsonl import RLMETRICS_JSONL, VERL_JSONL, read_rlmetrics_jsonl, read_verl_jsonl
+from rlmetrics.readers.keyvalue import KEY_VALUE, read_key_value
 from rlmetrics.readers.tensorboard import TENSORBOARD, read_tensorboard
 from rlmetrics.readers.textlogs import TRL_PRINTED, VERL_CONSOLE, read_trl_printed, read_verl_console
 from rlmetrics.readers.trainer_state import TRL_TRAINER_STATE, read_trainer_state
@@ -33,6 +34,7 @@ _READERS: dict[str, _Reader] = {
     VERL_CONSOLE: read_verl_console,
     TRL_PRINTED: read_trl_printed,
     CSV_EXPORT: read_csv_export,
+    KEY_VALUE: read_key_value,
 }
 #: Every format :func:`read_run` reads (:attr:`Run.format`).
 FORMATS = tuple(_READERS)
@@ -48,7 +50,8 @@ def read_run(
     source : str, Path or file object
         A file or a run folder (see :mod:`rlmetrics.readers`), ``"-"`` for standard input, or an
         open file (bytes or text) holding a log, read to its end. A stream is told by content
-        only: JSON lines, a ``trainer_state.json``, a console log or a CSV export.
+        only: JSON lines, a ``trainer_state.json``, a console log, a CSV export or printed
+        ``key: value`` summaries.
     strict : bool, keyword-only
         A damaged line of a JSON-lines run (not the last, which a crash may cut) is an error
         naming the line; by default it is skipped with a ``RunReadWarning`` naming it. The

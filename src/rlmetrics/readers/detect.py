@@ -7,8 +7,9 @@ a run folder below it, or in its ``wandb/``); a single ``*.jsonl`` file. A file 
 name (``events.out.tfevents.*``, ``*.wandb``, ``*.json``), else by its content, as a stream
 (stdin) always is: a first line that is a JSON object is a JSON-lines run (verl's records
 ``{"step", "data"}``, a one-line ``trainer_state.json``, else rlmetrics rows); else the first
-512 KiB are read as a verl console log, then as a TRL printed log, then as a CSV export (and a
-pretty-printed ``trainer_state.json`` under another name is read as one). TensorBoard's rule
+512 KiB are read as a verl console log, then as a TRL printed log, then as a CSV export, then as
+printed ``key: value`` summaries (and a pretty-printed ``trainer_state.json`` under another name
+is read as one). TensorBoard's rule
 holds for event files: a directory holding them is one run (all its event files, a restarted run
 included), so a directory whose subdirectories hold several runs is an error that lists them.
 """
@@ -20,10 +21,11 @@ import re
 from pathlib import Path
 
 from rlmetrics.errors import RunReadError
-from rlmetrics.readers import csvlogs, textlogs
+from rlmetrics.readers import csvlogs, keyvalue, textlogs
 from rlmetrics.readers._run import Source
 from rlmetrics.readers.csvlogs import CSV_EXPORT
 from rlmetrics.readers.jsonl import RLMETRICS_JSONL, VERL_JSONL, is_verl_record
+from rlmetrics.readers.keyvalue import KEY_VALUE
 from rlmetrics.readers.tensorboard import EVENTS_GLOB, TENSORBOARD
 from rlmetrics.readers.textlogs import TRL_PRINTED, VERL_CONSOLE
 from rlmetrics.readers.trainer_state import LOG_HISTORY, TRAINER_STATE, TRL_TRAINER_STATE
@@ -37,7 +39,8 @@ EXPECTED = (
     "(events.out.tfevents.*), a trainer_state.json (TRL / transformers) or a W&B offline run "
     "(offline-run-*/run-*.wandb), or a text log: a verl console log (step:N - key:value lines) or "
     "the {'loss': ...} dicts (or progress table) a TRL / transformers trainer prints, or a CSV export "
-    "(W&B, TensorBoard, MLflow: a step column and metric columns, or key,value,step rows)"
+    "(W&B, TensorBoard, MLflow: a step column and metric columns, or key,value,step rows), or printed "
+    "key: value summaries of metrics (reward: 0.5 | kl: 0.01, W&B's run summary)"
 )
 _TEXT_HEAD = 512 * 1024  # how much of a file is read to tell a text log
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
@@ -122,6 +125,8 @@ def _detect_text(data: bytes) -> str | None:
         return TRL_PRINTED
     if csvlogs.is_csv_export(head):
         return CSV_EXPORT
+    if keyvalue.is_key_value(head):  # the loosest, last: only what no other format reads
+        return KEY_VALUE
     return None
 
 

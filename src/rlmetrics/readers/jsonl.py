@@ -1,7 +1,9 @@
 """JSON-lines runs: a rlmetrics ``metrics.jsonl`` and verl's file logger, and :func:`read_jsonl`.
 
 * ``"rlmetrics-jsonl"``: the ``metrics.jsonl`` of :class:`rlmetrics.Tracker`, flat rows with
-  ``step`` and ``timestamp``; the ``config.json`` beside it is read as the run's config.
+  ``step`` and ``timestamp``; the ``config.json`` beside it is read as the run's config. Other
+  flat JSON lines are read the same way: a row without ``step`` is numbered after the one before,
+  unless it holds ms-swift's counter ``"global_step/max_steps": "2/4389"`` (step 2).
 * ``"verl-jsonl"``: verl's ``file`` logger, one ``{"step": s, "data": {...}}`` per line; its
   ``orjson`` writes NaN and +/-inf as ``null``, read back as NaN.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -226,11 +229,25 @@ def read_rlmetrics_jsonl(src: Source, notes: Notes, *, strict: bool = False) -> 
     if not rows:
         raise RunReadError(f"{src.name!r} holds no complete JSON line")
     _check_not_a_dump(src, rows)  # before a dump's repeated step is warned about
+    rows = [_swift_step(row) for row in rows]
     rows = _keep_last(src, rows, notes)
     rows = _drop_bad_steps(src, rows, notes)
     series, times = rows_history(rows)
     config = {} if src.path is None else _read_config(src.path.parent, notes)
     return Parsed(series, times, config)
+
+
+_STEP_COUNTER = re.compile(r"\s*(\d+)\s*/\s*\d+\s*")
+
+
+def _swift_step(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with the step of ms-swift's counter (``"global_step/max_steps": "2/4389"``) when it
+    holds no ``step`` of its own."""
+    counter = row.get(K.SWIFT_STEP_COUNTER)
+    if K.TRACKING_STEP in row or not isinstance(counter, str):
+        return row
+    m = _STEP_COUNTER.fullmatch(counter)
+    return row if m is None else {**row, K.TRACKING_STEP: int(m.group(1))}
 
 
 def _drop_bad_steps(src: Source, rows: list[dict[str, Any]], notes: Notes) -> list[dict[str, Any]]:

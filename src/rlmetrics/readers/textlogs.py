@@ -36,12 +36,18 @@ Two formats are read, both as users paste them (a terminal capture, a job log, a
 * a dict may sit inside progress-bar output (``\\r`` redraws, a tqdm bar before or after it on
   its line) and may be spread over several lines (a ``pprint``, or a hard wrap in the middle of a
   key or number: the lines are joined as they are);
+* a dict whose opening brace a paste lost (``'loss': 0.1, ..., 'epoch': 0.1}``), or both of its
+  braces (``'loss': 0.1, 'reward': 0.5`` to the end of its line or a ``\\r``), is read from its
+  first quoted key (at a line's start or after a space, ``]``, ``|``, ``>``; two items at least;
+  not an item of a dict whose brace is there, of a damaged one or of a ``pprint``);
 * only a trainer's log dict is a row: one with a key a trainer logs (``loss``, ``grad_norm``,
   ``learning_rate``, ``epoch``, ``reward``, ``kl``, ``entropy``, ``eval_*``, ``rewards/*``, ...);
   other dicts (a config) are ignored, and so is the summary dict of the end of training
   (``train_runtime``, ``train_samples_per_second``: not a step);
 * the dicts hold no step: they are numbered 1, 2, 3, ... in order, unless a dict holds ``step``
-  or ``global_step``, which is used (and numbering goes on from it); an evaluation dict (only
+  or ``global_step`` (or ms-swift's ``'global_step/max_steps': '2/4389'``), which is used (and
+  numbering goes on from it), else the step of ms-swift's progress bar (``Train:  1%|...| 2/4389``)
+  before it, when the bar has moved on since the dict before; an evaluation dict (only
   ``eval_*`` keys, besides ``epoch``) belongs to the step before it;
 * a notebook progress table, as copied from the cell (a header ``Step | Training Loss | reward
   ...``, then one row of numbers per logged step; cells separated by ``|``, tabs or spaces;
@@ -69,13 +75,14 @@ from __future__ import annotations
 import ast
 import math
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlmetrics import keys as K
 from rlmetrics.readers._history import as_history
 from rlmetrics.readers._run import Notes, Parsed, Source
 
 __all__ = [
+    "NUMBER",
     "TRL_PRINTED",
     "VERL_CONSOLE",
     "clean_line",
@@ -155,6 +162,8 @@ def clean_line(line: str) -> tuple[str, str]:
 # ---------------------------------------------------------------------------------------------
 
 _NUM = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[nN][aA][nN]|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?)"
+#: A printed number, as a regular expression: ``0.45``, ``-3``, ``1e-05``, ``nan``, ``inf``, ``-Infinity``.
+NUMBER = _NUM
 # values that are no number: a list, a tuple, a dict, a word (None, True, a name) or a call
 _OTHER = r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}|[A-Za-z_][\w.\-/]*(?:\([^()]*\))?"
 _KEY = r"[^\s:]+"
@@ -464,7 +473,7 @@ def is_verl_console(text: str) -> bool:
 _DICT_START = re.compile(r"\{\s*(?:['\"]|$)")  # a key's quote after it, or a line break
 _MAX_DICT_LINES = 5000  # a dict hard-wrapped at a narrow width spans many lines
 _MAX_DICT_CHARS = 1 << 16
-_BRACKETS = re.compile(r"[{}\[\]()'\"\\]")
+_BRACKETS = re.compile(r"[{}\[\]()'\",\\]")
 _TRAINER_KEYS = frozenset(
     {"loss", "grad_norm", "learning_rate", "epoch", "reward", "reward_std", "kl", "entropy", "train_loss"}
 )
@@ -475,7 +484,7 @@ _TRAINER_PREFIXES = (
     f"{K.TRL_PPO_OBJECTIVE_GROUP}/",
 )
 _SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second"})
-_STEP_KEYS = ("step", "global_step")
+_STEP_KEYS = (K.TRACKING_STEP, K.HF_GLOBAL_STEP, K.SWIFT_STEP_COUNTER)
 _META_KEYS = frozenset({"epoch", *_STEP_KEYS})
 _LOOKS_LIKE_LOG = re.compile(
     r"['\"](?:(?:eval_)?loss|grad_norm|learning_rate|epoch|reward|train_runtime)['\"]\s*:"
@@ -502,20 +511,51 @@ def _number(node: ast.expr) -> float | None:
     return None
 
 
-def _dict_extent(lines: list[str], i: int, col: int) -> tuple[str, int, int, int]:
-    """The text of the dict starting at ``lines[i][col]``, up to its closing brace.
+class _Scan(NamedTuple):
+    """What :func:`_scan` found of a bracketed literal."""
 
-    Returns the text (lines joined as they are; ``""`` if it does not close within the limits),
-    the index of its last line, the column after its brace there, and the characters scanned.
+    #: (line index, column after it) of the closing bracket; None when it does not close
+    end: tuple[int, int] | None
+    #: (line index, column) of every ``,`` at the literal's own level: its item boundaries
+    commas: list[tuple[int, int]]
+    #: characters scanned
+    size: int
+
+
+def _scan(lines: list[str], i: int, col: int, *, depth: int = 0, joined_by: str = "") -> _Scan:
+    """Scan the bracketed literal that starts at ``lines[i][col]`` (quotes, escapes and nesting
+    followed) up to the bracket that closes it, within :data:`_MAX_DICT_LINES` lines and
+    :data:`_MAX_DICT_CHARS` characters (a line is scanned whole).
+
+    Parameters
+    ----------
+    lines : list of str
+        The text, line by line.
+    i, col : int
+        Where the literal starts: its opening bracket, or its first item when ``depth=1``.
+    depth : int, keyword-only
+        The brackets open before ``col``: 0 from the opening bracket; 1 for a dict whose opening
+        brace was lost (``'loss': 0.1, ...}``).
+    joined_by : {"", "\\n"}, keyword-only
+        How the lines read as one text, which decides what a backslash ending a line escapes
+        inside a string: ``""``, the lines are the pieces of one hard-wrapped line, joined as they
+        are, and the backslash escapes the first character of the next line; ``"\\n"``, the lines
+        are lines, and the backslash escapes the line break between them (the next line starts
+        unescaped).
+
+    Returns
+    -------
+    _Scan
+        Where it closes (None if it does not), its item boundaries, the characters scanned.
     """
-    depth, quote = 0, ""
-    parts: list[str] = []
+    quote = ""
+    commas: list[tuple[int, int]] = []
     size = 0
-    carry = False  # a backslash ended the line before: the first character is escaped
+    carry = False  # a backslash ended the line before and escapes this line's first character
     for j in range(i, min(len(lines), i + _MAX_DICT_LINES)):
         line = lines[j]
         begin = col if j == i else 0
-        skip = begin + 1 if carry else begin
+        skip = begin + 1 if carry else begin  # the escaped character's column, passed over
         carry = False
         for m in _BRACKETS.finditer(line, begin):
             k, c = m.start(), m.group()
@@ -523,7 +563,8 @@ def _dict_extent(lines: list[str], i: int, col: int) -> tuple[str, int, int, int
                 continue
             if quote:
                 if c == "\\":
-                    skip, carry = k + 2, k + 1 == len(line)
+                    skip = k + 2
+                    carry = k + 1 == len(line) and not joined_by  # else it escapes the line break
                 elif c == quote:
                     quote = ""
             elif c in "'\"":
@@ -533,13 +574,30 @@ def _dict_extent(lines: list[str], i: int, col: int) -> tuple[str, int, int, int
             elif c in "}])":
                 depth -= 1
                 if depth == 0:
-                    parts.append(line[begin : k + 1])
-                    return "".join(parts), j, k + 1, size + k + 1 - begin
-        parts.append(line[begin:])
+                    return _Scan((j, k + 1), commas, size + k + 1 - begin)
+            elif c == "," and depth == 1:
+                commas.append((j, k))
         size += len(line) - begin
         if size > _MAX_DICT_CHARS:
             break
-    return "", i, col, size
+    return _Scan(None, commas, size)
+
+
+def _text(lines: list[str], start: tuple[int, int], end: tuple[int, int], joined_by: str = "") -> str:
+    """The text of ``lines`` from ``start`` to ``end`` (both (line index, column)), lines joined by
+    ``joined_by``."""
+    (i, col), (j, stop) = start, end
+    if i == j:
+        return lines[i][col:stop]
+    return joined_by.join([lines[i][col:], *lines[i + 1 : j], lines[j][:stop]])
+
+
+def _step_counter(node: ast.expr) -> float | None:
+    """The step of ms-swift's ``'2/4389'`` (step / steps), or None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        m = _STEP_COUNTER.fullmatch(node.value)
+        return float(m.group(1)) if m else None
+    return None
 
 
 def _trainer_dict(text: str) -> dict[str, float] | None:
@@ -555,7 +613,7 @@ def _trainer_dict(text: str) -> dict[str, float] | None:
     for key, value in zip(node.keys, node.values):
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
             return None
-        number = _number(value)
+        number = _step_counter(value) if key.value == K.SWIFT_STEP_COUNTER else _number(value)
         if number is not None:
             out[key.value] = number
     return out
@@ -568,63 +626,118 @@ def _cut_dict(text: str) -> dict[str, float] | None:
     """The items of a dict ``text`` cut off before its closing brace (it starts at ``{``): those
     before the last item boundary (``,`` at the dict's own level) that reads back closed there;
     None if none does."""
-    depth, quote, escaped = 0, "", False
-    commas: list[int] = []
-    for k, c in enumerate(text):
-        if quote:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == quote:
-                quote = ""
-        elif c in "'\"":
-            quote = c
-        elif c in "{[(":
-            depth += 1
-        elif c in "}])":
-            depth -= 1
-        elif c == "," and depth == 1:
-            commas.append(k)
-    for k in reversed(commas[-_MAX_CUT_TRIES:]):
-        numbers = _trainer_dict(text[:k] + "}")
+    lines = text.split("\n")
+    commas = _scan(lines, 0, 0, joined_by="\n").commas
+    for comma in reversed(commas[-_MAX_CUT_TRIES:]):
+        numbers = _trainer_dict(_text(lines, (0, 0), comma, "\n") + "}")
         if numbers:
             return numbers
     return None
 
 
-def _dict_rows(
-    lines: list[str],
-) -> tuple[list[tuple[int | None, bool, dict[str, float]]], list[int], list[int]]:
-    """The trainer dicts of ``lines``: (step held or None, evaluation only, numbers); the line
-    numbers (from 1) of the damaged ones, and of those cut off (read up to the cut)."""
-    found: list[tuple[int | None, bool, dict[str, float]]] = []
+#: a quoted key and its colon: where a dict whose opening brace was lost starts (at a line's start,
+#: after a space, ``]``, ``|`` or ``>``: a logging prefix, a progress bar)
+_BRACELESS_START = re.compile(r"(?:^|(?<=[\s\]|>]))(['\"])[A-Za-z_][^'\"\n]{0,200}\1\s*:[ \t]*\S")
+_MIN_BRACELESS_ITEMS = 2  # a single quoted item is more likely a piece of some other text
+#: ms-swift's training progress bar, ``Train:   1%|...| 2/4389 [...]``: the step it is at
+_SWIFT_BAR = re.compile(r"\bTrain:\s*\d+%\|[^|\n]*\|\s*(\d+)/\d+")
+_STEP_COUNTER = re.compile(r"\s*(\d+)\s*/\s*\d+\s*")
+_Found = tuple[int | None, bool, dict[str, float], int | None]
+
+
+def _braceless_start(lines: list[str], i: int, col: int, stop: int) -> re.Match[str] | None:
+    """Where a dict whose opening brace was lost starts in ``lines[i][col:stop]``, or None.
+
+    Only its first item is such a start: not one after a ``,`` or ``:`` (an item of a dict whose
+    brace is there, or of one damaged), nor the first of a line that goes on with a dict of the
+    line before (one ending with ``,`` or ``{``: a pprint, a hard wrap).
+    """
+    line = lines[i]
+    m = _BRACELESS_START.search(line, col, stop)
+    if m is None or "{" in line[col : m.start()]:
+        return None
+    before = line[: m.start()].rstrip()
+    if before:
+        return None if before[-1] in ",:{" else m
+    above = lines[i - 1].rstrip() if i > 0 else ""
+    return None if above[-1:] in (",", "{") else m
+
+
+def _braceless(lines: list[str], i: int, col: int) -> tuple[dict[str, float], tuple[int, int], bool] | None:
+    """The numbers of the dict without its opening brace at ``lines[i][col]``, where it ends, and
+    whether it was cut (its end no dict): up to its closing brace if it has one (on this line or a
+    wrap), else to the end of the line or a ``\\r`` in it (both braces lost), else up to the last
+    item that reads."""
+    scan = _scan(lines, i, col, depth=1)
+    if scan.end is not None:
+        numbers = _trainer_dict("{" + _text(lines, (i, col), scan.end))
+        if numbers is not None and len(numbers) >= _MIN_BRACELESS_ITEMS:
+            return numbers, scan.end, False
+    rest = lines[i][col:].split("\r", 1)[0].rstrip().removesuffix(",")  # a bar redrawn after it
+    numbers = _trainer_dict("{" + rest + "}")
+    cut = False
+    if numbers is None:
+        numbers, cut = _cut_dict("{" + rest), True
+    if numbers is None or len(numbers) < _MIN_BRACELESS_ITEMS:
+        return None
+    return numbers, (i, len(lines[i])), cut
+
+
+def _dict_rows(lines: list[str]) -> tuple[list[_Found], list[int], list[int]]:
+    """The trainer dicts of ``lines``: (step held or None, evaluation only, numbers, the step of
+    ms-swift's progress bar before it or None); the line numbers (from 1) of the damaged ones, and
+    of those cut off (read up to the cut)."""
+    found: list[_Found] = []
     damaged: list[int] = []
     cut: list[int] = []
+    bars = [
+        (j, m.start(), int(m.group(1))) for j, line in enumerate(lines) for m in _SWIFT_BAR.finditer(line)
+    ]
+    n_bars = 0  # the bars before the dict at hand
     i, col = 0, 0
+    guard = (0, 0)  # no brace-less dict before this (the inside of a damaged dict)
     # the characters that dicts which do not close may scan, all together: text with many
     # unmatched braces costs a few passes over it, not one per brace
     budget = 4 * sum(map(len, lines)) + _MAX_DICT_CHARS
     while i < len(lines) and budget > 0:
-        m = _DICT_START.search(lines[i], col)
-        if m is None:
+        line = lines[i]
+        m = _DICT_START.search(line, col)
+        b = None if (i, col) < guard else _braceless_start(lines, i, col, m.start() if m else len(line))
+        if b is not None:
+            got = _braceless(lines, i, b.start())
+            if got is None:
+                col = b.end()
+                continue
+            numbers, (end_line, end_col), was_cut = got
+            budget -= sum(map(len, lines[i : end_line + 1]))
+            if was_cut:
+                cut.append(i + 1)
+            start = b.start()
+        elif m is None:
             i, col = i + 1, 0
             continue
-        text, end_line, end_col, scanned = _dict_extent(lines, i, m.start())
-        numbers = _trainer_dict(text) if text else None
-        if numbers is None:
-            budget -= scanned
-            looks = _LOOKS_LIKE_LOG.search(lines[i], m.start()) is not None
-            # a dict that does not close: cut off (a paste, a crash), read up to the cut
-            numbers = _cut_dict(lines[i][m.start() :]) if looks and not text else None
-            if numbers is None:
-                # a dict broken: one record lost if it was a trainer's (else: some text)
-                if looks:
-                    damaged.append(i + 1)
-                col = m.end()
-                continue
-            cut.append(i + 1)
-            end_line, end_col = i, len(lines[i])
+        else:
+            start = m.start()
+            scan = _scan(lines, i, start)
+            closed = _trainer_dict(_text(lines, (i, start), scan.end)) if scan.end else None
+            if closed is not None and scan.end is not None:
+                numbers, (end_line, end_col) = closed, scan.end
+            else:
+                budget -= scan.size
+                looks = _LOOKS_LIKE_LOG.search(line, start) is not None
+                # a dict that does not close: cut off (a paste, a crash), read up to the cut
+                read = _cut_dict(line[start:]) if looks and scan.end is None else None
+                if read is None:
+                    # a dict broken: one record lost if it was a trainer's (else: some text)
+                    if looks:
+                        damaged.append(i + 1)
+                    col = m.end()
+                    guard = max(guard, scan.end or (i, len(line)))
+                    continue
+                cut.append(i + 1)
+                numbers, end_line, end_col = read, i, len(line)
+        while n_bars < len(bars) and bars[n_bars][:2] < (i, start):
+            n_bars += 1
         i, col = end_line, end_col
         keys = set(numbers)
         if keys & _SUMMARY_KEYS or not any(_is_trainer_key(k) for k in keys):
@@ -635,7 +748,8 @@ def _dict_rows(
             if step is None and v is not None and math.isfinite(v) and v == int(v) and v >= 0:
                 step = int(v)
         evaluation = all(k.startswith("eval_") for k in numbers if k not in _META_KEYS)
-        found.append((step, evaluation and bool(numbers.keys() - _META_KEYS), numbers))
+        bar = bars[n_bars - 1][2] if n_bars else None
+        found.append((step, evaluation and bool(numbers.keys() - _META_KEYS), numbers, bar))
     return found, damaged, cut
 
 
@@ -762,9 +876,9 @@ def _trl_records(text: str) -> tuple[_Rows, list[int], list[int]]:
     found, damaged, cut = _dict_rows(lines)
     rows: _Rows = []
     last = 0
-    for step, evaluation, numbers in found:
-        if step is None:
-            step = last if evaluation else last + 1
+    for step, evaluation, numbers, bar in found:
+        if step is None:  # else ms-swift's bar (when it moved on), else numbered after the dict before
+            step = last if evaluation else bar if bar is not None and bar > last else last + 1
         row: dict[str, Any] = dict(numbers)
         row["step"] = step
         rows.append(row)
