@@ -188,4 +188,17 @@ def test_every_option_but_the_run_options_is_a_config_field():
     fields = {f.name for f in dataclasses.fields(DemoConfig)}
     assert params - cli_demo._RUN_OPTIONS <= fields
     assert cli_demo._RUN_OPTIONS <= params
-    assert len(params - cli_demo._RUN_OPTIONS) == 19
+    # The config fields the command leaves at their defaults, on purpose: model shape and
+    # optimiser details a demo user has no reason to change. A new field must be decided on here.
+    internal = {
+        "n_heads",
+        "d_model",
+        "n_layers",
+        "peak_flops",
+        "val_prompts",
+        "val_samples",
+        "grad_clip",
+        "mini_batches",
+        "clip_ratio",
+    }
+    assert fields - params == internal
