@@ -393,7 +393,7 @@ function move(d) {
   if (k !== st.k) { st.k = k; st.asked = null; stepChanged(); draw(); }
 }
 let timer = 0;
-function schedule() { clearTimeout(timer); timer = setTimeout(draw, 120); }
+function schedule() { clearTimeout(timer); sec.dataset.pending = "1"; timer = setTimeout(draw, 120); }
 
 function fillSelect(sel, items) {
   const frag = document.createDocumentFragment();
@@ -551,6 +551,8 @@ function draw() {
   if (st.asked !== null && st.asked !== E.s[st.k])
     info += " (the nearest step with samples to step " + st.asked + ")";
   el.info.textContent = info;
+  clearTimeout(timer);
+  delete sec.dataset.pending;
   sec.dataset.step = String(E.s[st.k]);
   sec.dataset.vs = st.vs >= 0 ? String(E.s[st.vs]) : "";
 }
