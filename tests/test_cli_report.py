@@ -51,6 +51,43 @@ def test_two_named_runs(tmp_path):
     assert "<b>A</b>" in page and "<b>B</b>" in page
 
 
+def _samples(folder, steps, size):
+    rows = [
+        {"step": s, "prompt": f"q{s}", "response": "r" * size, "reward": 1.0, "chosen": "max"} for s in steps
+    ]
+    (folder / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.mark.parametrize(
+    ("args", "line", "embedded"),
+    [
+        pytest.param([], "samples of 4 steps in the page's sample browser", True, id="default"),
+        pytest.param(
+            ["--max-sample-bytes", "1500"],
+            "samples of 2 steps in the page's sample browser (cut to fit --max-sample-bytes)",
+            True,
+            id="cut",
+        ),
+        pytest.param(["--max-sample-bytes", "0"], None, False, id="none"),
+    ],
+)
+def test_the_sample_browser_and_its_budget(tmp_path, args, line, embedded):
+    a = _run(tmp_path / "a" / "metrics.jsonl")
+    _samples(a.parent, [1, 2, 3, 4], size=1000)  # 4 x 1002 bytes; 1500 fit 2 steps at 512 bytes a response
+    out = tmp_path / "rep"
+    result = runner.invoke(app, ["report", str(a), "-o", str(out), *args])
+    assert result.exit_code == 0, result.output
+    lines = _lines(result)
+    assert (line in lines) if line else not any("sample browser" in x for x in lines)
+    assert ('id="rlm-samples"' in (out / "report.html").read_text()) is embedded
+
+
+def test_a_negative_sample_budget_is_a_usage_error(tmp_path):
+    a = _run(tmp_path / "a" / "metrics.jsonl")
+    result = runner.invoke(app, ["report", str(a), "--max-sample-bytes", "-1"])
+    assert result.exit_code == 2 and "--max-sample-bytes" in result.output
+
+
 def test_png_and_a_run_folder(tmp_path):
     a = _run(tmp_path / "a" / "metrics.jsonl")
     out = tmp_path / "rep"

@@ -4,7 +4,10 @@ What a person does with the page, checked against the numbers written: it loads 
 and no network request, fits 1280 px, hovering a point shows its value, the filter hides
 panels, smoothing redraws the line as TensorBoard's debiased EMA (the Python
 ``debiased_ema``), the log toggle, wall time on x, a run switched off in the legend, a finding's
-link, integer step ticks under zoom, a thinned long series.
+link, integer step ticks under zoom, a thinned long series; the sample browser (a step's rows
+as text, markup in a response kept inert, filters by reward, category and stop reason, search
+over one step or every step, the same prompt at two steps side by side, opened from a finding's
+links and from a click on a curve point, at the nearest step with samples).
 
 These tests need Chromium and playwright (``apt-get install -y chromium``; ``pip install
 playwright``, no browser download: the system Chromium is used). Without them they fail with
@@ -411,3 +414,266 @@ def test_step_ticks_stay_integers_under_zoom(page, report):
         f"document.getElementById('{pid}').querySelector('.plot')._fullLayout.xaxis._vals.map(v => v.x)"
     )
     assert ticks and all(float(t).is_integer() for t in ticks)
+
+
+# --- the sample browser -------------------------------------------------------------------------
+
+PROMPTS = ("What is 2+2?", "Name a prime.", "Solve x+1=3.", "Spell cat.")
+ROWS = "#rlm-s-table tr[data-row]"
+PAIRS = "#rlm-s-table tr[data-prompt]"
+PLANTED = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
+
+
+def _sample_rows() -> list[dict]:
+    """Steps 2, 4, ..., 40: each prompt twice (a group), rewards, stop reasons and categories known;
+    step 12's first response holds markup that must stay text."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for step in range(2, 41, 2):
+        for i in range(8):
+            response = (
+                f"answer {step}.{i} "
+                + ("loop " * (step // 10))
+                + ("Banana" if step % 8 == 0 and i < 2 else "")
+            )
+            if step == 12 and i == 0:
+                response += PLANTED
+            rows.append(
+                {
+                    "step": step,
+                    "prompt": PROMPTS[i // 2],
+                    "response": response,
+                    "reward": float(np.round(rng.random(), 3)),
+                    "length": int(rng.integers(5, 500)),
+                    "stop_reason": ("stop", "length")[i % 2],
+                    "category": ("gsm8k", "math", None)[i % 3],
+                    "chosen": "random",
+                }
+            )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory):
+    """One run of 41 steps with samples at even steps, and scripted findings: one with
+    ``sample_steps`` (before 10, onset 21, worst 25) and one at step 31 (no samples: 30 is nearest)."""
+    from rlmetrics import report as report_module
+    from rlmetrics.health.findings import Diagnosis, Finding
+
+    root = tmp_path_factory.mktemp("samples-browser")
+    rng = np.random.default_rng(5)
+    metrics = [
+        {"step": s, K.SCORE_MEAN: float(s / 40 + rng.normal(0, 0.02)), K.ACTOR_ENTROPY: float(2 - s / 40)}
+        for s in range(1, 42)
+    ]
+    path = _write(root / "run" / "metrics.jsonl", metrics)
+    _write(root / "run" / "samples.jsonl", _sample_rows())
+    findings = (
+        Finding(
+            "repetition_rise",
+            "warning",
+            21,
+            (K.SCORE_MEAN,),
+            {"sample_steps": {"before": 10, "onset": 21, "worst": 25}},
+        ),
+        Finding("entropy_collapse", "warning", 31, (K.ACTOR_ENTROPY,), {}),
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(report_module, "_diagnose", lambda run: Diagnosis(findings))
+        return write_report([path], root / "out", title="samples test")
+
+
+@pytest.fixture(scope="module")
+def sloaded(browser, sample_report):
+    pg = browser.new_page(viewport={"width": WIDTH, "height": 900})
+    events: dict[str, list] = {"errors": [], "requests": []}
+    pg.on("console", lambda m: events["errors"].append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: events["errors"].append(str(e)))
+    pg.on("request", lambda r: events["requests"].append(r.url))
+    pg.goto(sample_report.html_path.as_uri())
+    pg.wait_for_function("window.rlmReport && window.rlmReport.ready && window.rlmSamples", timeout=20_000)
+    pg.events = events
+    yield pg
+    pg.close()
+
+
+@pytest.fixture
+def spage(sloaded):
+    """The sample page with the browser's filters cleared after each test."""
+    yield sloaded
+    assert sloaded.events["errors"] == []
+    assert all(url.startswith(("file:", "data:", "blob:", "about:")) for url in sloaded.events["requests"])
+    sloaded.evaluate(
+        """() => { const set = (id, prop, v, ev) => { const el = document.getElementById(id);
+            if (el[prop] !== v) { el[prop] = v; el.dispatchEvent(new Event(ev)); } };
+        for (const id of ['rlm-s-wmin', 'rlm-s-wmax', 'rlm-s-q']) set(id, 'value', '', 'input');
+        set('rlm-s-cat', 'value', '', 'change'); set('rlm-s-stop', 'value', '', 'change');
+        set('rlm-s-all', 'checked', false, 'change'); set('rlm-s-vs', 'value', '-1', 'change');
+        window.scrollTo(0, 0); }"""
+    )
+
+
+def _shown_rows(pg) -> list[str]:
+    """The responses of the rows the browser shows, once its debounced input is drawn."""
+    pg.wait_for_function("document.getElementById('samples').dataset.pending === undefined")
+    return pg.evaluate(f"Array.from(document.querySelectorAll('{ROWS}')).map(tr => tr.lastChild.textContent)")
+
+
+def _at(rows: list[dict], step: int) -> list[dict]:
+    return [r for r in rows if r["step"] == step]
+
+
+def test_the_sample_browser_shows_a_steps_rows_as_text(spage):
+    rows = _sample_rows()
+    assert spage.evaluate("window.rlmSamples.at(0, 12)") == 12
+    assert _shown_rows(spage) == [r["response"] for r in _at(rows, 12)]
+    cells = spage.evaluate(
+        "Array.from(document.querySelector('#rlm-s-table tr[data-row]').children).map(td => td.textContent)"
+    )
+    first = _at(rows, 12)[0]
+    assert cells == [
+        "random",
+        f"{first['reward']:.4g}",
+        str(first["length"]),
+        "stop",
+        "gsm8k",
+        first["prompt"],
+        first["response"],
+    ]
+    # the planted markup is text: no element made, no script run
+    assert spage.evaluate("window.pwned") is None
+    assert spage.evaluate("document.querySelectorAll('#samples script, #samples img').length") == 0
+    assert PLANTED in spage.locator("#rlm-s-table").inner_text()
+    assert spage.locator("#rlm-s-info").inner_text() == "step 12: 8 rows"
+    spage.click("#rlm-s-next")
+    assert spage.evaluate("window.rlmSamples.state().step") == 14
+    assert _shown_rows(spage) == [r["response"] for r in _at(rows, 14)]
+
+
+def test_the_sample_browser_filters_by_reward_category_and_stop_reason(spage):
+    rows = _at(_sample_rows(), 20)
+    spage.evaluate("window.rlmSamples.at(0, 20)")
+    spage.fill("#rlm-s-wmin", "0.3")
+    spage.fill("#rlm-s-wmax", "0.9")
+    want = [r["response"] for r in rows if 0.3 <= r["reward"] <= 0.9]
+    assert _shown_rows(spage) == want and 0 < len(want) < len(rows)
+    spage.fill("#rlm-s-wmin", "")
+    spage.fill("#rlm-s-wmax", "")
+    labels = spage.evaluate("Array.from(document.getElementById('rlm-s-cat').options).map(o => o.text)")
+    assert labels == ["any", "gsm8k", "math", "(none)"]
+    spage.select_option("#rlm-s-cat", label="math")
+    assert _shown_rows(spage) == [r["response"] for r in rows if r["category"] == "math"]
+    spage.select_option("#rlm-s-stop", label="length")
+    want = [r["response"] for r in rows if r["category"] == "math" and r["stop_reason"] == "length"]
+    assert _shown_rows(spage) == want
+    assert spage.locator("#rlm-s-info").inner_text() == f"step 20: {len(want)} of 8 rows"
+    spage.select_option("#rlm-s-cat", label="(none)")
+    want = [r["response"] for r in rows if r["category"] is None and r["stop_reason"] == "length"]
+    assert _shown_rows(spage) == want
+
+
+def test_the_sample_browser_searches_one_step_or_every_step(spage):
+    rows = _sample_rows()
+    spage.evaluate("window.rlmSamples.at(0, 16)")
+    spage.fill("#rlm-s-q", "banana")  # case-insensitive, in the responses of steps 8, 16, ...
+    assert _shown_rows(spage) == [r["response"] for r in _at(rows, 16) if "Banana" in r["response"]]
+    spage.check("#rlm-s-all")
+    want = [r for r in rows if "banana" in r["response"].lower()]
+    assert _shown_rows(spage) == [r["response"] for r in want]
+    steps = sorted({r["step"] for r in want})
+    assert spage.locator("#rlm-s-info").inner_text() == f"{len(want)} rows match at {len(steps)} of 20 steps"
+    assert spage.evaluate(
+        f"Array.from(document.querySelectorAll('{ROWS}')).map(tr => +tr.firstChild.textContent)"
+    ) == [r["step"] for r in want]
+    spage.fill("#rlm-s-q", "spell CAT")  # a prompt's text
+    want = [r["response"] for r in rows if r["prompt"] == "Spell cat."]
+    assert _shown_rows(spage) == want[:200] and len(want) == 40
+
+
+def test_the_same_prompt_at_two_steps_side_by_side(spage):
+    rows = _sample_rows()
+    spage.evaluate("window.rlmSamples.at(0, 10)")
+    options = spage.evaluate("Array.from(document.getElementById('rlm-s-vs').options).map(o => o.text)")
+    assert options[0] == "(none)" and options[1:] == [
+        f"step {s} (4 prompts)" for s in range(2, 41, 2) if s != 10
+    ]
+    spage.select_option("#rlm-s-vs", label="step 30 (4 prompts)")
+    spage.wait_for_timeout(100)
+    pairs = spage.evaluate(
+        """Array.from(document.querySelectorAll('#rlm-s-table tr[data-prompt]')).map(tr => [
+            tr.children[0].textContent,
+            Array.from(tr.children[1].querySelectorAll('.txt')).map(d => d.textContent),
+            Array.from(tr.children[2].querySelectorAll('.txt')).map(d => d.textContent)])"""
+    )
+    want = [
+        [
+            p,
+            [r["response"] for r in _at(rows, 10) if r["prompt"] == p],
+            [r["response"] for r in _at(rows, 30) if r["prompt"] == p],
+        ]
+        for p in PROMPTS
+    ]
+    assert pairs == want
+    assert spage.locator("#rlm-s-info").inner_text().startswith("4 prompts at both steps 10 and 30")
+    # a filter keeps the pairs with a row that passes, on either side
+    spage.select_option("#rlm-s-cat", label="gsm8k")
+    spage.fill("#rlm-s-wmin", "0.5")
+    _shown_rows(spage)
+    kept = spage.evaluate(
+        f"Array.from(document.querySelectorAll('{PAIRS}')).map(tr => tr.children[0].textContent)"
+    )
+    ok = lambda r: r["category"] == "gsm8k" and r["reward"] >= 0.5  # noqa: E731
+    assert kept == [
+        p for p in PROMPTS if any(ok(r) for r in _at(rows, 10) + _at(rows, 30) if r["prompt"] == p)
+    ]
+
+
+def test_a_findings_links_open_the_browser_at_its_steps(spage, sample_report):
+    links = spage.evaluate(
+        """Array.from(document.querySelectorAll('#findings a.slink')).map(a =>
+            [a.textContent, +a.dataset.srun, +a.dataset.sstep,
+             a.dataset.svs === undefined ? null : +a.dataset.svs])"""
+    )
+    assert links == [
+        ["before (step 10)", 0, 10, None],
+        ["onset (step 20)", 0, 20, None],  # 21 has no samples: the nearest, the earlier on a tie
+        ["worst (step 24)", 0, 24, None],
+        ["before | onset, side by side", 0, 10, 20],
+        ["onset (step 30)", 0, 30, None],
+    ]
+    spage.click("#findings a.slink >> nth=4")
+    spage.wait_for_function("window.rlmSamples.state().step === 30")
+    assert spage.evaluate("location.hash") == "#samples"
+    box = spage.evaluate(
+        "(r => [r.top, r.bottom])(document.getElementById('samples').getBoundingClientRect())"
+    )
+    assert box[0] < 900 and box[1] > 0 and spage.evaluate("window.scrollY") > 0  # scrolled to the browser
+    assert spage.locator("#rlm-s-info").inner_text() == "step 30: 8 rows"  # the link names the step itself
+    spage.click("#findings a.slink >> nth=3")
+    spage.wait_for_function("window.rlmSamples.state().vs === 20")
+    assert spage.evaluate("window.rlmSamples.state()") == {"run": 0, "step": 10, "vs": 20}
+    assert spage.locator("#rlm-s-table tr[data-prompt]").count() == 4
+
+
+def test_a_click_on_a_curve_point_opens_the_nearest_step_with_samples(spage, sample_report):
+    pid = sample_report.plan.panel_of[K.SCORE_MEAN]
+    _set_smoothing(spage, 0)
+    _show(spage, pid)
+    steps, values = sample_report.runs[0].series[K.SCORE_MEAN]
+    # steps 31 (30 and 32 as near: the earlier), 1 (before the first), 12 (has samples)
+    for k, want in ((30, 30), (0, 2), (11, 12)):
+        _show(spage, pid)
+        box = spage.evaluate(
+            """([id, x, y]) => { const gd = document.getElementById(id).querySelector('.plot');
+            const L = gd._fullLayout, r = gd.getBoundingClientRect();
+            return [r.left + L._size.l + L.xaxis.l2p(x), r.top + L._size.t + L.yaxis.l2p(y)]; }""",
+            [pid, float(steps[k]), float(values[k])],
+        )
+        spage.mouse.move(box[0], box[1])
+        spage.wait_for_selector(f"#{pid} .hoverlayer text", timeout=5000)
+        spage.mouse.click(box[0], box[1])
+        spage.wait_for_function(f"window.rlmSamples.state().step === {want}")
+        info = spage.locator("#rlm-s-info").inner_text()
+        near = "" if want == steps[k] else f" (the nearest step with samples to step {int(steps[k])})"
+        assert info == f"step {want}: 8 rows{near}"
+    _set_smoothing(spage, 0.6)

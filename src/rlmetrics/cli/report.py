@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rlmetrics.cli._files import check_folder
-from rlmetrics.report import ReportResult, write_report
+from rlmetrics.report import MAX_SAMPLE_BYTES, ReportResult, write_report
 
 __all__ = ["report"]
 
@@ -37,6 +37,15 @@ def report(
     png: Annotated[
         bool, typer.Option("--png", help="Also write a PNG per section, for papers (matplotlib).")
     ] = False,
+    max_sample_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-sample-bytes",
+            min=0,
+            help="The most bytes of sample text (samples.jsonl) the page embeds; longer texts are cut, "
+            "then steps left out (0: no sample browser).",
+        ),
+    ] = MAX_SAMPLE_BYTES,
 ) -> None:
     """Draw runs into report.html: findings, key panels, every metric by group; hover, zoom, smoothing."""
     console = Console()
@@ -47,7 +56,9 @@ def report(
     if problem := check_folder(out_dir, "--out"):
         _fail(console, problem)
     try:
-        result = write_report(runs, out_dir, names=name or None, title=title, png=png)
+        result = write_report(
+            runs, out_dir, names=name or None, title=title, png=png, max_sample_bytes=max_sample_bytes
+        )
     except (ValueError, ImportError) as err:
         _fail(console, str(err))
     except OSError as err:  # the disk filled, or the folder changed under us
@@ -92,6 +103,10 @@ def _print_summary(console: Console, result: ReportResult, out_dir: Path) -> Non
         f"{len(result.plan.panels)} panels, {folded} constant series listed ({result.seconds:.1f} s)",
         soft_wrap=True,
     )
+    if result.samples is not None and result.samples.data is not None:
+        kept = sum(map(len, result.samples.steps))
+        cut = " (cut to fit --max-sample-bytes)" if result.samples.cut else ""
+        console.print(f"samples of {kept} steps in the page's sample browser{cut}", soft_wrap=True)
     if result.png_paths:
         console.print(f"{len(result.png_paths)} PNG figures in {escape(str(out_dir))}", soft_wrap=True)
     console.print(f"report: {escape(str(result.html_path))}", soft_wrap=True)

@@ -14,7 +14,14 @@ plotly.js embedded (no network needed), shows in order:
 4. every other metric, a panel each, by group (``critic/``, ``actor/``, ``timing_s/`` ...),
    with a table of each metric's last value and, for metrics with a natural direction only,
    its best;
-5. the series that never change (or are all zero, or equal the step), listed, not drawn.
+5. the series that never change (or are all zero, or equal the step), listed, not drawn;
+6. where a run logged sample tables (``samples.jsonl``, :meth:`rlmetrics.Tracker.log_samples`),
+   a sample browser after the key panels: a step's rows (prompt, response, reward, length, stop
+   reason, category) filtered by reward range, category and stop reason, searched, and the same
+   prompt at two steps side by side; a click on a point of any curve, or a finding's samples
+   link, opens it at that step (or the nearest one with samples). The samples are embedded under
+   a byte budget (``max_sample_bytes``; the page says what was cut), see
+   :mod:`rlmetrics.report.samples`.
 
 One toolbar serves the page: a filter over metric names, TensorBoard's smoothing (the raw
 curve kept faint), a log y axis, step or wall time on x, and the legend, whose entries switch
@@ -40,9 +47,12 @@ from rlmetrics.health.rules import diagnose
 
 from .layout import KEY_PANELS, Panel, Plan, best_direction, fold_kind, group_metrics, plan, slug
 from .runs import RunCurves, ValidationDumpError, load_run, unique_names
+from .samples import MAX_SAMPLE_BYTES, EmbeddedSamples, embed_samples
 
 __all__ = [
     "KEY_PANELS",
+    "MAX_SAMPLE_BYTES",
+    "EmbeddedSamples",
     "Panel",
     "Plan",
     "ReportResult",
@@ -78,6 +88,8 @@ class ReportResult:
         The panels and the folded series.
     seconds : float
         Time taken to build the page (and the PNGs).
+    samples : EmbeddedSamples or None
+        The runs' sample tables as the page embeds them (what the budget cut).
     """
 
     html_path: Path
@@ -86,6 +98,7 @@ class ReportResult:
     diagnoses: list[Diagnosis] = field(default_factory=list)
     plan: Plan = field(default_factory=Plan)
     seconds: float = 0.0
+    samples: EmbeddedSamples | None = None
 
 
 def _diagnose(run: RunCurves) -> Diagnosis:
@@ -123,6 +136,7 @@ def write_report(
     png: bool = False,
     max_points: int = MAX_POINTS,
     smoothing: float = DEFAULT_SMOOTHING,
+    max_sample_bytes: int = MAX_SAMPLE_BYTES,
 ) -> ReportResult:
     """Draw one or more runs on shared axes into a self-contained interactive ``report.html``.
 
@@ -144,6 +158,9 @@ def write_report(
         ``max_points // 2`` buckets; the tables use every point).
     smoothing : float, keyword-only
         Initial smoothing weight of the page's slider, in ``[0, 1)``.
+    max_sample_bytes : int, keyword-only
+        The most bytes (UTF-8) of sample text the page embeds (>= 0); longer texts are cut, then
+        steps left out (see :mod:`rlmetrics.report.samples`).
 
     Returns
     -------
@@ -178,6 +195,8 @@ def write_report(
         raise ValueError(f"max_points must be an integer >= 2; got {max_points!r}")
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"smoothing must be in [0, 1); got {smoothing!r}")
+    if not isinstance(max_sample_bytes, int) or isinstance(max_sample_bytes, bool) or max_sample_bytes < 0:
+        raise ValueError(f"max_sample_bytes must be an integer >= 0; got {max_sample_bytes!r}")
     from .page import build_page, plotly_js
 
     plotly_js()  # fail before reading the runs when plotly is missing
@@ -192,7 +211,10 @@ def write_report(
     layout = plan(runs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    page = build_page(runs, layout, diagnoses, title=title, max_points=max_points, smoothing=smoothing)
+    samples = embed_samples(runs, diagnoses, max_bytes=max_sample_bytes)
+    page = build_page(
+        runs, layout, diagnoses, title=title, max_points=max_points, smoothing=smoothing, samples=samples
+    )
     html_path = out / "report.html"
     tmp = html_path.with_name(html_path.name + ".tmp")
     try:
@@ -202,4 +224,4 @@ def write_report(
         tmp.unlink(missing_ok=True)
         raise
     png_paths = _write_pngs(layout, runs, diagnoses, out) if png else {}
-    return ReportResult(html_path, png_paths, runs, diagnoses, layout, time.perf_counter() - start)
+    return ReportResult(html_path, png_paths, runs, diagnoses, layout, time.perf_counter() - start, samples)

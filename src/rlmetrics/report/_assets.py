@@ -7,11 +7,17 @@ panels opens at once. Its smoothing is TensorBoard's debiased EMA
 series, and over the bucket means of a thinned one (:mod:`rlmetrics.report.downsample`).
 ``window.rlmReport`` tells a test or a benchmark when the first screen is drawn (``ready``,
 ``loadMs`` since navigation) and exposes the smoothing functions.
+
+``SAMPLES_SCRIPT`` and ``SAMPLES_CSS`` are the sample browser's, written only into a page with
+samples (:mod:`rlmetrics.report.samples`). It parses its JSON when first used, writes every text
+of a sample into the page as text (``textContent``, never as markup), and is opened at a step by
+``window.rlmSamples.at(run, step, vs)``: a finding's samples link, and a click on a point of a
+curve (the main script), call it.
 """
 
 from __future__ import annotations
 
-__all__ = ["CSS", "SCRIPT"]
+__all__ = ["CSS", "SAMPLES_CSS", "SAMPLES_SCRIPT", "SCRIPT"]
 
 CSS = """
 *{box-sizing:border-box}
@@ -151,7 +157,7 @@ function traces(p) {
     }
     out.push({type: "scatter", mode: n <= D.sparse ? "lines+markers" : "lines", x: x, y: y, name: run.name,
       line: {color: run.color, width: smooth ? 1 : 1.7}, marker: {size: 4, color: run.color},
-      opacity: smooth ? 0.3 : 1, meta: "raw",
+      opacity: smooth ? 0.3 : 1, meta: "raw", rlm: [r, sid, 0],
       hovertemplate: at + ": %{y:.6~g}<extra>" + name + "</extra>"});
     if (smooth) {
       let sx = x, sy;
@@ -159,6 +165,7 @@ function traces(p) {
       else sy = ema(S.v, st.smooth);
       out.push({type: "scatter", mode: "lines", x: sx, y: Array.from(sy, finite),
         name: run.name + " (smoothed)", line: {color: run.color, width: 2}, meta: "smoothed",
+        rlm: [r, sid, 1],
         hovertemplate: at + ": %{y:.6~g}<extra>" + name + " smoothed</extra>"});
     }
   }
@@ -213,12 +220,30 @@ function onRelayout(plot, ev) {
   if (d !== plot.layout.xaxis.dtick) Plotly.relayout(plot, {"xaxis.dtick": d});
 }
 
+// a click on a point of a curve opens the sample browser at its step (the logged point's, or the
+// last of a smoothed bucket)
+function stepOf(t, k) {
+  const S = ser(t[1]), ax = axis(S.a);
+  return ax.s[t[2] ? (S.e ? S.e[k] : k) : (S.i ? S.i[k] : k)];
+}
+function onClick(ev) {
+  const pt = ev && ev.points && ev.points[0], t = pt && pt.data && pt.data.rlm;
+  if (!t || !window.rlmSamples) return;
+  const k = pt.pointIndex !== undefined ? pt.pointIndex : pt.pointNumber;
+  window.rlmSamples.at(t[0], stepOf(t, k));
+}
+R.stepOf = stepOf;
+
 const panelEls = Array.from(document.querySelectorAll(".panel[data-p]"));
 const rendered = new Set(), stale = new Set(), inView = new Set();
 function render(el) {
   const p = D.panels[+el.dataset.p], plot = el.querySelector(".plot"), tr = traces(p);
   Plotly.react(plot, tr, layout(p, tr), CONFIG);
-  if (!rendered.has(el)) { rendered.add(el); plot.on("plotly_relayout", ev => onRelayout(plot, ev)); }
+  if (!rendered.has(el)) {
+    rendered.add(el);
+    plot.on("plotly_relayout", ev => onRelayout(plot, ev));
+    plot.on("plotly_click", ev => onClick(ev));
+  }
   stale.delete(el);
 }
 function refresh() {
@@ -291,5 +316,287 @@ document.addEventListener("click", e => {
   for (let d = el.closest("details"); d; d = d.parentElement.closest("details")) d.open = true;
 });
 Object.assign(R, {ema: ema, emaBuckets: emaBuckets, rendered: () => rendered.size});
+})();
+"""
+
+SAMPLES_CSS = """
+#samples .sbar{display:flex;flex-wrap:wrap;gap:6px 16px;align-items:center;font-size:13px;margin:.4em 0}
+#samples .sbar input[type=number]{width:72px} #samples .sbar input[type=search]{width:220px;padding:2px 6px}
+#samples .sbar select{max-width:220px}
+#samples table{table-layout:auto} #samples td,#samples th{text-align:left} #samples th{white-space:nowrap}
+#samples td.n{text-align:right;white-space:nowrap}
+#samples .txt{white-space:pre-wrap;overflow-wrap:anywhere;max-height:16em;overflow:auto;
+font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
+#samples td.t{width:36%} #samples td.pair{width:37%}
+#samples .one{border-top:1px dashed #ddd;padding-top:2px;margin-top:2px}
+#samples .one:first-child{border-top:0;margin-top:0}
+#samples .meta{color:#666;font-size:11px}
+.scut{color:#b36b00}
+.slinks{font-size:.86em}
+"""
+
+SAMPLES_SCRIPT = r"""
+(function () {
+"use strict";
+const $ = id => document.getElementById(id);
+const sec = $("samples"), src = $("rlm-samples");
+if (!sec || !src) return;
+const SHOWN = 200;  // rows drawn at most when every step is searched
+let D = null;
+const st = {e: 0, k: 0, vs: -1, asked: null};
+const el = {run: $("rlm-s-run"), step: $("rlm-s-step"), prev: $("rlm-s-prev"), next: $("rlm-s-next"),
+  vs: $("rlm-s-vs"), wmin: $("rlm-s-wmin"), wmax: $("rlm-s-wmax"), cat: $("rlm-s-cat"),
+  stop: $("rlm-s-stop"), q: $("rlm-s-q"), all: $("rlm-s-all"), info: $("rlm-s-info"),
+  table: $("rlm-s-table")};
+
+function node(tag, text, cls) {
+  const n = document.createElement(tag);
+  if (text !== undefined && text !== null) n.textContent = String(text);
+  if (cls) n.className = cls;
+  return n;
+}
+function option(value, text) { const o = node("option", text); o.value = String(value); return o; }
+function fmt(w) { return Number.isInteger(w) ? String(w) : w.toPrecision(4).replace(/\.?0+$/, ""); }
+function label(i) { return i < 0 ? null : D.labels[i]; }
+function plural(n) { return n === 1 ? "" : "s"; }
+
+function init() {
+  D = JSON.parse(src.textContent);
+  for (const E of D.runs) {
+    // prompt -> the step indices it appears at (for side by side)
+    E.at = new Map();
+    for (let k = 0; k < E.s.length; k++)
+      for (let i = E.o[k]; i < E.o[k + 1]; i++) {
+        if (!E.at.has(E.p[i])) E.at.set(E.p[i], []);
+        const a = E.at.get(E.p[i]);
+        if (a[a.length - 1] !== k) a.push(k);
+      }
+    E.lx = null;
+  }
+  el.run.addEventListener("change", () => {
+    st.e = entry(+el.run.value); st.k = 0; st.vs = -1; st.asked = null; runChanged(); draw();
+  });
+  el.step.addEventListener("change", () => {
+    st.k = +el.step.value; st.asked = null; stepChanged(); draw();
+  });
+  el.prev.addEventListener("click", () => move(-1));
+  el.next.addEventListener("click", () => move(1));
+  el.vs.addEventListener("change", () => { st.vs = +el.vs.value; draw(); });
+  for (const x of [el.wmin, el.wmax, el.q]) x.addEventListener("input", schedule);
+  for (const x of [el.cat, el.stop, el.all]) x.addEventListener("change", draw);
+  runChanged();
+}
+function data() { if (!D) init(); return D; }
+function entry(r) { const j = D.runs.findIndex(E => E.r === r); return j; }
+function move(d) {
+  const E = D.runs[st.e], k = Math.min(E.s.length - 1, Math.max(0, st.k + d));
+  if (k !== st.k) { st.k = k; st.asked = null; stepChanged(); draw(); }
+}
+let timer = 0;
+function schedule() { clearTimeout(timer); sec.dataset.pending = "1"; timer = setTimeout(draw, 120); }
+
+function fillSelect(sel, items) {
+  const frag = document.createDocumentFragment();
+  for (const [v, t] of items) frag.appendChild(option(v, t));
+  sel.replaceChildren(frag);
+}
+function runChanged() {
+  const E = D.runs[st.e];
+  el.run.value = String(E.r);
+  fillSelect(el.step, E.s.map((s, k) => [k, "step " + s + " (" + (E.o[k + 1] - E.o[k]) + ")"]));
+  const used = idx => Array.from(new Set(E[idx].filter(i => i >= 0)))
+    .sort((a, b) => (D.labels[a] < D.labels[b] ? -1 : 1));
+  const labs = idx => [["", "any"]].concat(used(idx).map(i => [i, D.labels[i]]))
+    .concat(E[idx].some(i => i < 0) ? [["-1", "(none)"]] : []);
+  fillSelect(el.cat, labs("c"));
+  fillSelect(el.stop, labs("q"));
+  stepChanged();
+}
+function stepChanged() {
+  const E = D.runs[st.e];
+  el.step.value = String(st.k);
+  el.prev.disabled = st.k === 0;
+  el.next.disabled = st.k === E.s.length - 1;
+  // the other steps sharing prompts with this one, with how many
+  const seen = new Set(), shared = new Map();
+  for (let i = E.o[st.k]; i < E.o[st.k + 1]; i++) {
+    if (seen.has(E.p[i])) continue;
+    seen.add(E.p[i]);
+    for (const k of E.at.get(E.p[i])) if (k !== st.k) shared.set(k, (shared.get(k) || 0) + 1);
+  }
+  const ks = Array.from(shared.keys()).sort((a, b) => a - b);
+  const items = [["-1", ks.length ? "(none)" : "(no other step has these prompts)"]]
+    .concat(ks.map(k => [k, "step " + E.s[k] + " (" + shared.get(k) + " prompt" + plural(shared.get(k))
+      + ")"]));
+  fillSelect(el.vs, items);
+  if (!ks.includes(st.vs)) st.vs = -1;
+  el.vs.value = String(st.vs);
+  el.vs.disabled = ks.length === 0;
+}
+
+function filters() {
+  const num = x => (x.value.trim() === "" || !Number.isFinite(+x.value) ? null : +x.value);
+  const q = el.q.value.trim().toLowerCase();
+  return {wmin: num(el.wmin), wmax: num(el.wmax), cat: el.cat.value === "" ? null : +el.cat.value,
+    stop: el.stop.value === "" ? null : +el.stop.value, q: q, any: false};
+}
+function lower(E) {
+  if (!E.lx) { E.lx = E.x.map(t => t.toLowerCase()); }
+  if (!D.lp) D.lp = D.prompts.map(t => t.toLowerCase());
+}
+function passes(E, i, f) {
+  if (f.wmin !== null && !(E.w[i] >= f.wmin)) return false;
+  if (f.wmax !== null && !(E.w[i] <= f.wmax)) return false;
+  if (f.cat !== null && E.c[i] !== f.cat) return false;
+  if (f.stop !== null && E.q[i] !== f.stop) return false;
+  if (f.q) { lower(E); if (!E.lx[i].includes(f.q) && !D.lp[E.p[i]].includes(f.q)) return false; }
+  return true;
+}
+function filtered(f) {
+  return f.wmin !== null || f.wmax !== null || f.cat !== null || f.stop !== null || !!f.q;
+}
+
+function meta(E, i) {
+  const parts = ["reward " + fmt(E.w[i])];
+  if (E.n[i] !== null) parts.push(E.n[i] + " tokens");
+  if (E.q[i] >= 0) parts.push(label(E.q[i]));
+  if (E.c[i] >= 0) parts.push(label(E.c[i]));
+  parts.push(D.chosen[E.h[i]]);
+  return parts.join(" \u00b7 ");
+}
+function text(t) { return node("div", t, "txt"); }
+function header(names) {
+  const tr = node("tr");
+  for (const n of names) tr.appendChild(node("th", n));
+  return tr;
+}
+function rowOf(E, i, k, withStep) {
+  const tr = node("tr");
+  tr.dataset.row = String(i);
+  if (withStep) tr.appendChild(node("td", E.s[k], "n"));
+  tr.appendChild(node("td", D.chosen[E.h[i]]));
+  tr.appendChild(node("td", fmt(E.w[i]), "n"));
+  tr.appendChild(node("td", E.n[i] === null ? "\u2013" : E.n[i], "n"));
+  tr.appendChild(node("td", label(E.q[i]) === null ? "\u2013" : label(E.q[i])));
+  tr.appendChild(node("td", label(E.c[i]) === null ? "\u2013" : label(E.c[i])));
+  const p = node("td", null, "t"); p.appendChild(text(D.prompts[E.p[i]])); tr.appendChild(p);
+  const x = node("td", null, "t"); x.appendChild(text(E.x[i])); tr.appendChild(x);
+  return tr;
+}
+const COLS = ["chosen", "reward", "length", "stop reason", "category", "prompt", "response"];
+
+function drawRows(E, f) {
+  const table = node("table"), every = el.all.checked;
+  table.appendChild(header(every ? ["step"].concat(COLS) : COLS));
+  let n = 0, steps = 0, shown = 0;
+  const ks = every ? E.s.map((_, k) => k) : [st.k];
+  for (const k of ks) {
+    let hit = false;
+    for (let i = E.o[k]; i < E.o[k + 1]; i++) {
+      if (!passes(E, i, f)) continue;
+      n++; hit = true;
+      if (shown < SHOWN) { table.appendChild(rowOf(E, i, k, every)); shown++; }
+    }
+    if (hit) steps++;
+  }
+  el.table.replaceChildren(table);
+  const rows = E.o[st.k + 1] - E.o[st.k];
+  let info;
+  if (every) {
+    info = n + " rows match at " + steps + " of " + E.s.length + " steps";
+    if (n > shown) info += "; the first " + shown + " shown";
+  } else info = "step " + E.s[st.k] + ": " + (filtered(f) ? n + " of " + rows : rows) + " rows";
+  return info;
+}
+function side(E, rows) {
+  const td = node("td", null, "pair");
+  for (const i of rows) {
+    const d = node("div", null, "one");
+    d.dataset.row = String(i);
+    d.appendChild(node("div", meta(E, i), "meta"));
+    d.appendChild(text(E.x[i]));
+    td.appendChild(d);
+  }
+  return td;
+}
+function drawPairs(E, f) {
+  const a = st.k, b = st.vs, A = new Map(), B = new Map();
+  for (let i = E.o[a]; i < E.o[a + 1]; i++) { if (!A.has(E.p[i])) A.set(E.p[i], []); A.get(E.p[i]).push(i); }
+  for (let i = E.o[b]; i < E.o[b + 1]; i++) { if (!B.has(E.p[i])) B.set(E.p[i], []); B.get(E.p[i]).push(i); }
+  const table = node("table");
+  table.appendChild(header(["prompt", "step " + E.s[a], "step " + E.s[b]]));
+  let both = 0, shown = 0;
+  for (const [p, ra] of A) {
+    if (!B.has(p)) continue;
+    both++;
+    const rb = B.get(p);
+    if (!ra.some(i => passes(E, i, f)) && !rb.some(i => passes(E, i, f))) continue;
+    shown++;
+    const tr = node("tr");
+    tr.dataset.prompt = String(p);
+    const td = node("td", null, "t"); td.appendChild(text(D.prompts[p])); tr.appendChild(td);
+    tr.appendChild(side(E, ra)); tr.appendChild(side(E, rb));
+    table.appendChild(tr);
+  }
+  el.table.replaceChildren(table);
+  const onlyA = A.size - both, onlyB = B.size - both;
+  return both + " prompt" + plural(both) + " at both steps " + E.s[a] + " and " + E.s[b]
+    + (filtered(f) ? " (" + shown + " matching)" : "") + "; other prompts: " + onlyA + " at step "
+    + E.s[a] + ", " + onlyB + " at step " + E.s[b];
+}
+function draw() {
+  data();
+  const E = D.runs[st.e], f = filters();
+  let info = st.vs >= 0 && !el.all.checked ? drawPairs(E, f) : drawRows(E, f);
+  if (st.asked !== null && st.asked !== E.s[st.k])
+    info += " (the nearest step with samples to step " + st.asked + ")";
+  el.info.textContent = info;
+  clearTimeout(timer);
+  delete sec.dataset.pending;
+  sec.dataset.step = String(E.s[st.k]);
+  sec.dataset.vs = st.vs >= 0 ? String(E.s[st.vs]) : "";
+}
+
+function nearest(s, x) {
+  let lo = 0, hi = s.length;
+  while (lo < hi) { const m = (lo + hi) >> 1; if (s[m] < x) lo = m + 1; else hi = m; }
+  if (lo === 0) return 0;
+  if (lo === s.length) return s.length - 1;
+  return x - s[lo - 1] <= s[lo] - x ? lo - 1 : lo;
+}
+// open the browser at run r's step nearest `step` (side by side with the step nearest `vs`)
+function at(r, step, vs) {
+  data();
+  const j = entry(r);
+  if (j < 0) return null;
+  if (j !== st.e) { st.e = j; st.k = 0; st.vs = -1; runChanged(); }
+  const E = D.runs[j];
+  st.k = nearest(E.s, step);
+  st.asked = step;
+  stepChanged();
+  if (vs !== undefined && vs !== null) {
+    const kv = nearest(E.s, vs);
+    st.vs = kv !== st.k && Array.from(el.vs.options).some(o => +o.value === kv) ? kv : -1;
+    el.vs.value = String(st.vs);
+  } else { st.vs = -1; el.vs.value = "-1"; }
+  el.all.checked = false;
+  draw();
+  history.replaceState(null, "", "#samples");
+  sec.scrollIntoView({block: "start"});
+  return E.s[st.k];
+}
+document.addEventListener("click", e => {
+  const a = e.target.closest("a.slink");
+  if (!a) return;
+  e.preventDefault();
+  at(+a.dataset.srun, +a.dataset.sstep, a.dataset.svs === undefined ? null : +a.dataset.svs);
+});
+// drawn when it first comes near the screen
+const io = new IntersectionObserver(entries => {
+  if (entries.some(x => x.isIntersecting)) { io.disconnect(); if (!el.table.firstChild) draw(); }
+}, {rootMargin: "400px 0px"});
+io.observe(sec);
+window.rlmSamples = {at: at, state: () => (D ? {run: D.runs[st.e].r, step: D.runs[st.e].s[st.k],
+  vs: st.vs >= 0 ? D.runs[st.e].s[st.vs] : null} : null)};
 })();
 """

@@ -20,6 +20,10 @@ JSON payload that the script draws from:
 ``panels``
     ``{y, tr, on}``: the y label, ``[run, series]`` per trace, ``[run, step, seconds, kind]``
     per finding onset marked.
+
+When a run has sample tables, a second JSON element (``rlm-samples``,
+:mod:`rlmetrics.report.samples`) holds them for the sample browser, with its script; a page
+without samples has neither.
 """
 
 from __future__ import annotations
@@ -35,12 +39,13 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
-from rlmetrics.health.findings import Diagnosis
+from rlmetrics.health.findings import Diagnosis, Finding
 
-from ._assets import CSS, SCRIPT
+from ._assets import CSS, SAMPLES_CSS, SAMPLES_SCRIPT, SCRIPT
 from .downsample import thin
 from .layout import Panel, Plan, band_of, best_direction, slug
 from .runs import RunCurves, flat_config
+from .samples import EmbeddedSamples, embed_samples, finding_sample_steps, nearest_step, samples_json
 
 __all__ = ["COLORS", "build_page", "plotly_js"]
 
@@ -285,7 +290,38 @@ def _runs_section(runs: Sequence[RunCurves]) -> str:
     return '<section id="runs"><h2>runs</h2>' + table + "".join(configs) + "</section>"
 
 
-def _findings_section(runs: Sequence[RunCurves], diagnoses: Sequence[Diagnosis], plan: Plan) -> str:
+def _shares_a_prompt(run: RunCurves, a: int, b: int) -> bool:
+    return bool(set(run.samples[a].prompt) & set(run.samples[b].prompt))
+
+
+def _sample_links(run: int, finding: Finding, steps: Sequence[int], curves: RunCurves) -> str:
+    """Links to the sample browser at the steps a finding points at (the nearest with samples),
+    and the step before its onset beside the onset when the two share a prompt."""
+    at: dict[str, int] = {}
+    for label, step in finding_sample_steps(finding).items():
+        near = nearest_step(steps, step)
+        if near is not None and near not in at.values():
+            at[label] = near
+    if not at:
+        return ""
+    links = [
+        f'<a href="#samples" class="slink" data-srun="{run}" data-sstep="{step}">{label} (step {step})</a>'
+        for label, step in at.items()
+    ]
+    if "before" in at and "onset" in at and _shares_a_prompt(curves, at["before"], at["onset"]):
+        links.append(
+            f'<a href="#samples" class="slink" data-srun="{run}" data-sstep="{at["before"]}" '
+            f'data-svs="{at["onset"]}">before | onset, side by side</a>'
+        )
+    return ' <span class="slinks">samples: ' + " &middot; ".join(links) + "</span>"
+
+
+def _findings_section(
+    runs: Sequence[RunCurves],
+    diagnoses: Sequence[Diagnosis],
+    plan: Plan,
+    sample_steps: Sequence[Sequence[int]] = (),
+) -> str:
     parts = ['<section id="findings"><h2>findings</h2>']
     for i, (run, diagnosis) in enumerate(zip(runs, diagnoses)):
         parts.append(f"<h3>{_swatch(i)} {_e(run.name)}</h3>")
@@ -299,10 +335,12 @@ def _findings_section(runs: Sequence[RunCurves], diagnoses: Sequence[Diagnosis],
                 name = f'<a href="#{plan.panel_of[key]}">{kind}</a>' if key is not None else kind
                 metrics = ", ".join(_e(m) for m in f.metric)
                 evidence = _e(f.evidence_text())
+                steps = sample_steps[i] if i < len(sample_steps) else ()
                 items.append(
                     f'<li class="{_e(f.severity)}"><b>{_e(f.severity)}</b> {name} '
                     f"from step {f.step} (<code>{metrics}</code>): {_e(f.advice)}"
                     + (f' <span class="small">{evidence}</span>' if evidence else "")
+                    + _sample_links(i, f, steps, run)
                     + "</li>"
                 )
             parts.append(f'<ul class="findings">{"".join(items)}</ul>')
@@ -389,6 +427,42 @@ def _folded_section(plan: Plan, runs: Sequence[RunCurves]) -> str:
     )
 
 
+def _samples_section(runs: Sequence[RunCurves], samples: EmbeddedSamples) -> str:
+    """The sample browser's frame (the page's script fills it); empty without samples."""
+    if samples.data is None:
+        return ""
+    with_samples = [e["r"] for e in samples.data["runs"]]
+    options = "".join(f'<option value="{r}">{_e(runs[r].name)}</option>' for r in with_samples)
+    counts = ", ".join(
+        f"{_e(runs[r].name)}: {len(samples.steps[r])} steps, {samples.data['runs'][j]['o'][-1]} rows"
+        for j, r in enumerate(with_samples)
+    )
+    note = samples.data["note"]
+    return (
+        '<section id="samples"><h2>samples</h2>'
+        f'<p class="small">the rollouts logged with <code>Tracker.log_samples</code> ({counts}). '
+        "Click a point of a curve, or a finding's samples link, to open its step (or the nearest "
+        "step with samples). Side by side pairs the same prompt text at two steps.</p>"
+        + (f'<p class="small scut" id="rlm-s-cut">{_e(note)}</p>' if note else "")
+        + '<div class="sbar">'
+        + f'<label{"" if len(with_samples) > 1 else " hidden"}>run <select id="rlm-s-run">{options}</select>'
+        "</label>"
+        '<label>step <button type="button" id="rlm-s-prev" aria-label="previous step">&lsaquo;</button>'
+        '<select id="rlm-s-step"></select>'
+        '<button type="button" id="rlm-s-next" aria-label="next step">&rsaquo;</button></label>'
+        '<label>side by side with <select id="rlm-s-vs"></select></label>'
+        '<label>reward <input type="number" step="any" id="rlm-s-wmin" placeholder="min" '
+        'aria-label="lowest reward"> to <input type="number" step="any" id="rlm-s-wmax" placeholder="max" '
+        'aria-label="highest reward"></label>'
+        '<label>category <select id="rlm-s-cat"></select></label>'
+        '<label>stop reason <select id="rlm-s-stop"></select></label>'
+        '<input type="search" id="rlm-s-q" placeholder="search prompts and responses" '
+        'aria-label="search samples"><label title="filter and search the rows of every step">'
+        '<input type="checkbox" id="rlm-s-all"> every step</label>'
+        '</div><p id="rlm-s-info" class="small"></p><div id="rlm-s-table"></div></section>'
+    )
+
+
 def _toolbar(runs: Sequence[RunCurves], smoothing: float) -> str:
     has_time = any(r.times is not None for r in runs)
     chips = "".join(
@@ -423,9 +497,13 @@ def build_page(
     title: str,
     max_points: int,
     smoothing: float,
+    samples: EmbeddedSamples | None = None,
 ) -> str:
-    """The whole HTML page."""
+    """The whole HTML page (``samples``: the runs' samples as embedded, by default
+    :func:`~rlmetrics.report.samples.embed_samples` with its default budget)."""
     data = payload(runs, plan, diagnoses, max_points=max_points, smoothing=smoothing)
+    if samples is None:
+        samples = embed_samples(runs, diagnoses)
     blob = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     index = {p.id: i for i, p in enumerate(plan.panels)}
     sections = []
@@ -434,6 +512,7 @@ def build_page(
         sections.append(
             f'<section id="key" data-section><h2>key metrics</h2><div class="grid">{grid}</div></section>'
         )
+    sections.append(_samples_section(runs, samples))
     for group, keys in plan.groups.items():
         panels = plan.group_panels.get(group, [])
         grid = "".join(_panel_html(p, index[p.id]) for p in panels)
@@ -456,6 +535,7 @@ def build_page(
         ['<a href="#runs">runs</a>', '<a href="#findings">findings</a>']
         + (['<a href="#key">key metrics</a>'] if plan.key_panels else [])
         + [f'<a href="#group-{_e(slug(g))}">{_e(g)}</a>' for g in plan.groups]
+        + (['<a href="#samples">samples</a>'] if samples.data is not None else [])
         + (['<a href="#folded">constant series</a>'] if folded else [])
     )
     legend = (
@@ -464,13 +544,20 @@ def build_page(
         "long series are drawn from the extremes of each pixel-wide bucket (every point shown was "
         "logged).</p>"
     )
+    browser = (
+        ""
+        if samples.data is None
+        else f'<script type="application/json" id="rlm-samples">{samples_json(samples.data)}</script>'
+        f"<script>{SAMPLES_SCRIPT}</script>"
+    )
+    findings = _findings_section(runs, diagnoses, plan, samples.steps)
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(title)}</title>'
-        f"<style>{CSS}</style><script>{plotly_js()}</script></head><body>"
+        f"<style>{CSS}{SAMPLES_CSS if browser else ''}</style><script>{plotly_js()}</script></head><body>"
         f"{_toolbar(runs, smoothing)}<main><h1>{_e(title)}</h1>"
-        f'<nav class="toc">{toc}</nav>{_runs_section(runs)}{_findings_section(runs, diagnoses, plan)}'
+        f'<nav class="toc">{toc}</nav>{_runs_section(runs)}{findings}'
         f"{legend}{''.join(sections)}{folded}</main>"
-        f'<script type="application/json" id="rlm-data">{blob}</script><script>{SCRIPT}</script>'
+        f'<script type="application/json" id="rlm-data">{blob}</script><script>{SCRIPT}</script>{browser}'
         "</body></html>\n"
     )

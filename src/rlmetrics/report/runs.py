@@ -6,23 +6,29 @@ it, verl's file logger and console, TensorBoard, TRL's ``trainer_state.json`` an
 W&B offline, CSV exports), its series as float64 for plotting, labelled. A validation rollout
 dump (one line per generated sample, with ``input``/``output`` text) is refused with a pointer
 to ``rlmetrics validate``: its one numeric column drawn against a repeated step would be a
-meaningless curve.
+meaningless curve. A Tracker run's sample tables (``samples.jsonl`` beside its ``metrics.jsonl``,
+:func:`rlmetrics.readers.read_samples`) are read with it, for the page's sample browser.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rlmetrics.errors import ValidationDumpError
+from rlmetrics.errors import RunReadError, RunReadWarning, ValidationDumpError
 from rlmetrics.readers import RLMETRICS_JSONL, read_run
 from rlmetrics.readers.jsonl import DUMP_FIELDS
+from rlmetrics.readers.samples import SAMPLES_FILE, read_samples
+
+if TYPE_CHECKING:
+    from rlmetrics.training.samples import SampleTable
 
 __all__ = ["DUMP_FIELDS", "RunCurves", "ValidationDumpError", "load_run", "unique_names"]
 
@@ -51,6 +57,9 @@ class RunCurves:
         The run's configuration (``config.json`` beside a Tracker's JSONL), empty if none.
     source : str
         The format read (``"rlmetrics-jsonl"``, ``"verl-jsonl"``, ``"tensorboard"`` ...).
+    samples : dict[int, SampleTable]
+        The run's sample tables by step (``samples.jsonl`` beside its ``metrics.jsonl``), empty
+        if none were logged.
     """
 
     name: str
@@ -59,6 +68,7 @@ class RunCurves:
     times: tuple[np.ndarray, np.ndarray] | None = None
     config: dict[str, Any] = field(default_factory=dict)
     source: str = RLMETRICS_JSONL
+    samples: dict[int, SampleTable] = field(default_factory=dict)
 
     @property
     def step_range(self) -> str:
@@ -144,8 +154,28 @@ def load_run(path: str | os.PathLike[str], *, name: str | None = None) -> RunCur
         else:
             name = p.stem if p.is_file() else p.name
     return RunCurves(
-        name=name or str(p), path=p, series=series, times=times, config=dict(run.config), source=run.format
+        name=name or str(p),
+        path=p,
+        series=series,
+        times=times,
+        config=dict(run.config),
+        source=run.format,
+        samples=_samples_of(p),
     )
+
+
+def _samples_of(path: Path) -> dict[int, SampleTable]:
+    """The sample tables beside a run's ``metrics.jsonl`` (a run folder, or that file), else none.
+
+    An unreadable ``samples.jsonl`` costs the samples alone, with a :class:`RunReadWarning`."""
+    folder = path if path.is_dir() else path.parent if path.name == _METRICS_FILE else None
+    if folder is None or not (folder / SAMPLES_FILE).is_file():
+        return {}
+    try:
+        return read_samples(folder)
+    except RunReadError as err:
+        warnings.warn(f"{err}; the report shows no samples of this run", RunReadWarning, stacklevel=3)
+        return {}
 
 
 def unique_names(runs: list[RunCurves]) -> None:
