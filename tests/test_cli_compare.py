@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -107,6 +108,12 @@ def test_validate_summaries_are_compared_unpaired(pair, tmp_path):
     assert table["n_matched"] is None and table["family"]["method"] == "holm"
     assert set(table["margins"]) == set(table["adjusted"]) == set(table["metrics"])
     assert "B - A against the margin ±0.05" in result.output
+    # a sign-flip test needs the prompts of both runs
+    result = runner.invoke(
+        app, ["compare", str(summary), str(b), "--value-key", "acc", "--test", "sign-flip"]
+    )
+    assert result.exit_code == 2
+    assert "--test sign-flip needs the prompts of both runs" in " ".join(result.output.split())
 
 
 def test_unmatched_prompts_are_counted(tmp_path):
@@ -142,6 +149,7 @@ def test_unmatched_prompts_are_counted(tmp_path):
         ),
         (["{a}", "{b}", "--margin", "-0.01"], "--margin must be"),
         (["{a}", "{b}", "--margin", "nan"], "--margin must be"),
+        (["{a}", "{b}", "--test", "wilcoxon"], "--test must be one of t, sign-flip; got 'wilcoxon'"),
     ],
     ids=[
         "one-run",
@@ -160,6 +168,7 @@ def test_unmatched_prompts_are_counted(tmp_path):
         "margin-zero",
         "margin-negative",
         "margin-nan",
+        "test-unknown",
     ],
 )
 def test_bad_input_exits_2_with_a_message(pair, tmp_path, args, message):
@@ -380,11 +389,28 @@ def test_adjust_is_one_family_over_every_b(three, tmp_path, method):
     first = ref[0].metrics["mean@8"], ref[0].adjusted["mean@8"]
     cells = _row(output, "mean@8")
     if method == "none":
-        assert "p none" not in output and len(cells) == 8
+        assert "p none" not in output and len(cells) == 9
         assert f"p-values not adjusted (--adjust none) for the family of {family['size']} distinct" in text
+        assert cells[-1] == _sig(first[0].diff, first[0].p_value)
     else:
-        assert f"p {method}" in output and len(cells) == 9
+        assert f"p {method}" in output and len(cells) == 11
         assert cells[5:7] == [_fmt_p(first[0].p_value), _fmt_p(first[1].p_value)]
+        assert f"{method} verdict" in " ".join(output.split())
+    # the verdict of each p-value side by side, checked against the p-values of the API
+    shown = [n for n in ref[0].metrics if f"│ {n} " in output]
+    assert "mean@8" in shown and len(shown) >= 5
+    for name in shown:
+        d, adj = ref[0].metrics[name], ref[0].adjusted[name]
+        want = [_sig(d.diff, d.p_value)] + ([_sig(d.diff, adj.p_value)] if method != "none" else [])
+        assert _row(output, name)[8 if method == "none" else 9 :] == want, name  # after corr
+    if method == "holm":
+        differ = [
+            n
+            for c in ref
+            for n in c.metrics
+            if _sig(c.metrics[n].diff, c.metrics[n].p_value) != _sig(c.metrics[n].diff, c.adjusted[n].p_value)
+        ]
+        assert differ  # Holm's adjustment changes some verdict here: the two columns differ
         assert f"adjusted over a family of {family['size']} distinct comparisons" in text
         assert ("Holm's step-down" if method == "holm" else "Benjamini-Hochberg") in text
         assert "every metric of the 2 tables above" in text
@@ -405,6 +431,13 @@ def test_adjusted_p_values_match_statsmodels(three, tmp_path, method, statsmodel
         for name, m in t["metrics"].items():
             assert t["adjusted"][name]["p_value"] == pytest.approx(by_key[_hypothesis(i, m)], rel=1e-9), name
     assert min(p_adj) < 0.05 < max(p_adj)  # both kinds of result in the family
+
+
+def _sig(diff, p):
+    """The verdict of a p-value at 5%, written independently of the command."""
+    if math.isnan(p):
+        return "nan"
+    return ("B > A" if diff > 0 else "B < A") if p <= 0.05 and diff != 0 else "n.s."
 
 
 def _fmt_p(p):
@@ -476,3 +509,31 @@ def test_margin_of_identical_runs_is_equivalent(pair, tmp_path):
     (table,) = _tables(payload)
     assert {t["verdict"] for t in table["margins"].values()} == {"equivalent within 0.01"}
     assert {x["verdict"] for x in table["adjusted"].values()} == {"equivalent within 0.01"}
+
+
+@pytest.mark.parametrize("test", ["t", "sign-flip"], ids=["t", "sign-flip"])
+def test_the_test_option_picks_the_paired_test_of_every_p_value(three, tmp_path, test):
+    """--test: each metric's p-value that of paired_difference(test=...) on the matched per-prompt
+    estimates (seeded as the command), the method named; the t's interval either way."""
+    from rlmetrics.cli._rollouts import KeyOptions, load_run
+    from rlmetrics.validation.comparison.paired import paired_difference
+    from rlmetrics.validation.exact.summary import prompt_estimates
+
+    output, payload = _run_json(tmp_path, three, "--test", test)
+    _, t_payload = _run_json(tmp_path, three)  # the default: t
+    same_p = []
+    for got, t_got in zip(_tables(payload), _tables(t_payload)):
+        for name, d in got["metrics"].items():
+            t = t_got["metrics"][name]
+            assert (d["ci_low"], d["ci_high"], d["mde"]) == (t["ci_low"], t["ci_high"], t["mde"])
+            assert ("sign-flip" in d["method"]) == (test == "sign-flip"), d["method"]
+            same_p.append(d["p_value"] == t["p_value"])
+    assert all(same_p) if test == "t" else not any(same_p)
+    # mean@8 of A vs B through paired_difference directly, on the per-prompt estimates
+    inputs = [load_run(path, KeyOptions(value_keys=["acc"])).inputs for path in three[:2]]
+    ta, tb = (prompt_estimates(i.sources, i.uids, i.infos)["math"]["acc"] for i in inputs)
+    assert list(ta.keys) == list(tb.keys)  # the same prompts in the same order in these dumps
+    col = list(ta.names).index("mean@8")
+    want = paired_difference(ta.values[:, col], tb.values[:, col], test=test, seed=0)
+    assert _tables(payload)[0]["metrics"]["mean@8"]["p_value"] == pytest.approx(want.p_value, rel=1e-12)
+    assert ("paired sign-flip" in output) == (test == "sign-flip")

@@ -9,6 +9,7 @@ import sys
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -443,3 +444,41 @@ def test_parse_kinds_dedupes_and_keeps_order():
     assert parse_kinds([], ("a",)) is None
     with pytest.raises(ValueError, match=r"--fail-on 'c': unknown kind 'c'; known: a, b"):
         parse_kinds(["c"], ("a", "b"))
+
+
+def test_a_collapse_in_one_source_is_named_in_the_table_advice_and_json(tmp_path):
+    """A run logged with group_by='data_source' (planted: gsm8k's entropy collapses, the mean looks
+    healthy) through the real rules: the table's ``where`` column, the advice line and --json name
+    the category."""
+    from planted_runs import healthy_run, plant, to_history
+    from rlmetrics import keys as K
+
+    sources = ("gsm8k", "math")
+    per_source = {
+        s: to_history(
+            plant(healthy_run(120, seed=i), "entropy_collapse", 60, seed=i)
+            if s == "gsm8k"
+            else healthy_run(120, seed=i)
+        )
+        for i, s in enumerate(sources)
+    }
+    rows: dict[int, dict] = {}
+    for key, (steps, _) in per_source["gsm8k"].items():
+        mean = np.mean([per_source[s][key][1] for s in sources], axis=0)
+        for j, step in enumerate(steps.tolist()):
+            row = rows.setdefault(int(step), {"step": int(step)})
+            row[key] = float(mean[j])
+            if not key.startswith("val"):
+                for s in sources:
+                    row[K.category_key(key, "data_source", s)] = float(per_source[s][key][1][j])
+    path = tmp_path / "run" / "metrics.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(rows[s], allow_nan=True) + "\n" for s in sorted(rows)))
+    out = tmp_path / "d.json"
+    res = runner.invoke(app, ["diagnose", str(path), "--json", str(out)], terminal_width=200)
+    label = K.category_key("x", "data_source", "gsm8k")[: -len("/x")]
+    text = flat(res.output)
+    assert "2 categories diagnosed" in text, text
+    assert "where" in text and f"entropy_collapse ({label}):" in text, text
+    (run,) = json.loads(out.read_text())["runs"]
+    assert [(f["kind"], f["category"]) for f in run["findings"]] == [("entropy_collapse", label)]

@@ -48,6 +48,41 @@ def test_paired_metrics_match_a_per_prompt_loop_and_scipy():
     assert math.isclose(cmp.metrics["mean@8"].diff, np.mean(mean_b) - np.mean(mean_a), abs_tol=1e-12)
 
 
+def _sign_flip_mid_p(d):
+    """Brute force: the mid-p of |sum d| over every sign flip of the nonzero differences."""
+    import itertools
+
+    d = np.asarray([x for x in d if abs(x) > 1e-12])
+    observed = abs(d.sum())
+    flips = np.asarray(list(itertools.product([1.0, -1.0], repeat=d.size)))
+    stats_ = np.abs(flips @ d)
+    tie = np.isclose(stats_, observed, rtol=1e-9, atol=1e-12)
+    return float((np.sum((stats_ > observed) & ~tie) + 0.5 * np.sum(tie)) / stats_.size)
+
+
+def test_the_sign_flip_test_gives_each_metrics_p_value_and_leaves_the_t_interval():
+    """compare_tables(test="sign-flip"): each p-value the mid-p of every sign flip (12 prompts:
+    enumerated here from scratch), the interval, SE and MDE the t test's."""
+    rng = np.random.default_rng(4)
+    rates = rng.beta(0.7, 0.7, 12)
+    src, uid, acc_a = _run(rates, 4, rng)
+    _, _, acc_b = _run(np.clip(rates + 0.2, 0, 1), 4, rng)
+    ta = prompt_estimates(src, uid, {"acc": acc_a.ravel()}, ks=[1, 2])
+    tb = prompt_estimates(src, uid, {"acc": acc_b.ravel()}, ks=[1, 2])
+    (t_cmp,) = compare_tables(ta, tb, curves=False)
+    (flip,) = compare_tables(ta, tb, curves=False, test="sign-flip")
+    for name, d in flip.metrics.items():
+        col = list(ta["s"]["acc"].names).index(name)
+        diffs = tb["s"]["acc"].values[:, col] - ta["s"]["acc"].values[:, col]
+        assert d.p_value == pytest.approx(_sign_flip_mid_p(diffs), rel=1e-9), name
+        t = t_cmp.metrics[name]
+        assert (d.ci_low, d.ci_high, d.se, d.mde) == (t.ci_low, t.ci_high, t.se, t.mde)
+        assert "sign-flip" in d.method and "sign-flip" not in t.method
+    assert any(flip.metrics[n].p_value != t_cmp.metrics[n].p_value for n in flip.metrics)
+    with pytest.raises(ValueError, match=r"test must be one of t, sign-flip; got 'wilcoxon'"):
+        compare_tables(ta, tb, curves=False, test="wilcoxon")
+
+
 def test_curve_for_every_k_up_to_the_fewest_samples():
     rng = np.random.default_rng(1)
     rates = rng.beta(0.5, 0.5, 60)

@@ -403,6 +403,102 @@ def test_panel_ids_are_unique_and_fragment_safe():
     assert all(re.fullmatch(r"panel-[A-Za-z0-9_.-]+", i) for i in ids)
 
 
+def _by_source(key, source):
+    return K.category_key(key, "data_source", source)
+
+
+def _category_runs():
+    """Run a: the score of three sources (aime always solved: a constant), the length of two, a
+    constant lr per source; run b: the score of gsm8k only."""
+    s = np.arange(1.0, 9.0)
+    a = _run(
+        "a",
+        {
+            K.SCORE_MEAN: (s, s / 10),
+            _by_source(K.SCORE_MEAN, "gsm8k"): (s, s / 8),
+            _by_source(K.SCORE_MEAN, "math/algebra"): (s, s / 12),
+            _by_source(K.SCORE_MEAN, "aime"): (s, np.ones(8)),
+            _by_source(K.RESPONSE_LENGTH_MEAN, "gsm8k"): (s, 100 + s),
+            _by_source(K.RESPONSE_LENGTH_MEAN, "aime"): (s, 300 - s),
+            _by_source(K.ACTOR_LR, "gsm8k"): (s, np.full(8, 1e-6)),
+            _by_source(K.ACTOR_LR, "aime"): (s, np.full(8, 1e-6)),
+        },
+    )
+    b = _run("b", {K.SCORE_MEAN: (s, s / 9), _by_source(K.SCORE_MEAN, "gsm8k"): (s, s / 7)})
+    return [a, b]
+
+
+def test_a_metrics_categories_share_one_panel_a_curve_each():
+    runs = _category_runs()
+    p = plan(runs)
+    assert p.categories == [
+        ("data_source", "aime"),
+        ("data_source", "gsm8k"),
+        ("data_source", "math/algebra"),
+    ]
+    panels = p.group_panels["by_data_source"]
+    assert [q.title for q in panels] == [
+        f"{K.SCORE_MEAN} by data_source (3 categories)",
+        f"{K.RESPONSE_LENGTH_MEAN} by data_source (2 categories)",
+    ]
+    score, length = panels
+    # a curve per category and run, categories sorted; aime's constant score is drawn beside the others
+    assert score.traces == (
+        (0, _by_source(K.SCORE_MEAN, "aime")),
+        (0, _by_source(K.SCORE_MEAN, "gsm8k")),
+        (1, _by_source(K.SCORE_MEAN, "gsm8k")),
+        (0, _by_source(K.SCORE_MEAN, "math/algebra")),
+    )
+    assert score.cats == (0, 1, 1, 2) and length.cats == (0, 1)
+    assert [p.categories[c][1] for c in length.cats] == ["aime", "gsm8k"]
+    assert score.ylabel == "score mean"
+    # every category key points at its metric's panel; the plain key keeps its own (key) panel
+    assert {p.panel_of[k] for k in score.keys} == {score.id} and p.panel_of[K.SCORE_MEAN] != score.id
+    assert not any(q.cats for q in p.key_panels)
+    # constant in every category: folded, each key listed; the table lists every drawn key
+    assert p.folded == {_by_source(K.ACTOR_LR, c): ["constant", None] for c in ("aime", "gsm8k")}
+    assert p.groups["by_data_source"] == sorted(score.keys + length.keys)
+
+
+def test_the_page_carries_each_curves_category_and_the_category_filter():
+    from rlmetrics.health.findings import Diagnosis, Finding
+
+    runs = _category_runs()
+    p = plan(runs)
+    label = K.category_prefix("data_source", "math/algebra")
+    finding = Finding(
+        "entropy_collapse", "error", 5, (_by_source(K.SCORE_MEAN, "math/algebra"),), category=label
+    )
+    page = build_page(
+        runs, p, [Diagnosis((finding,)), Diagnosis(())], title="t", max_points=1000, smoothing=0.6
+    )
+    data = _payload(page)
+    assert [(c["g"], c["n"]) for c in data["cats"]] == p.categories
+    assert len({c["color"] for c in data["cats"]}) == 3
+    for panel, spec in zip(p.panels, data["panels"]):
+        if panel.cats:
+            assert [t[2] for t in spec["tr"]] == list(panel.cats)
+            assert [t[0] for t in spec["tr"]] == [i for i, _ in panel.traces]
+        else:
+            assert all(len(t) == 2 for t in spec["tr"])
+    boxes = re.findall(
+        r'<input type="checkbox" data-cat="(\d+)" checked><span class="sw"[^>]*></span>([^<]*)<', page
+    )
+    assert boxes == [("0", "aime"), ("1", "gsm8k"), ("2", "math/algebra")]
+    assert 'id="rlm-cats-count">3 of 3<' in page
+    # the finding of one category says which one, and links to the panel of its metric's categories
+    assert f"entropy_collapse</a> in <b>{label}</b> from step 5" in page
+    assert f'href="#{p.panel_of[_by_source(K.SCORE_MEAN, "math/algebra")]}"' in page
+    # a run without categories: no filter
+    plain = [_run("c", {K.SCORE_MEAN: (np.arange(3.0), np.arange(3.0))})]
+    assert (
+        "rlm-cats"
+        not in build_page(
+            plain, plan(plain), [Diagnosis(())], title="t", max_points=1000, smoothing=0.6
+        ).split("<main>")[0]
+    )
+
+
 # --- thinning ----------------------------------------------------------------------------------------
 
 
@@ -738,6 +834,32 @@ def test_png_export(tmp_path, scripted_diagnose, monkeypatch):
     assert sorted(lines) == sorted(
         [(3, "#1f77b4"), (7, "#1f77b4"), (4, "#ff7f0e"), (7, "#1f77b4"), (8, "#1f77b4")]
     )
+
+
+def test_png_draws_a_category_in_its_colour_and_a_run_in_its_line_style(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from rlmetrics.report.page import category_color
+    from rlmetrics.report.png import draw_panels
+
+    drawn = []
+    original = matplotlib.axes.Axes.plot
+
+    def spy(ax, *args, **kwargs):
+        drawn.append((kwargs.get("color"), kwargs.get("ls")))
+        return original(ax, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", spy)
+    runs = _category_runs()
+    score = plan(runs).group_panels["by_data_source"][0]
+    draw_panels("t", [score], runs, tmp_path / "c.png", colors=("#000000", "#111111"))
+    assert drawn[: len(score.traces)] == [
+        (category_color(0), "-"),
+        (category_color(1), "-"),
+        (category_color(1), "--"),
+        (category_color(2), "-"),
+    ]
+    assert (tmp_path / "c.png").read_bytes().startswith(PNG_MAGIC)
 
 
 @pytest.mark.trains

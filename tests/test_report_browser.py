@@ -7,7 +7,8 @@ panels, smoothing redraws the line as TensorBoard's debiased EMA (the Python
 link, integer step ticks under zoom, a thinned long series; the sample browser (a step's rows
 as text, markup in a response kept inert, filters by reward, category and stop reason, search
 over one step or every step, the same prompt at two steps side by side, opened from a finding's
-links and from a click on a curve point, at the nearest step with samples).
+links and from a click on a curve point, at the nearest step with samples); a metric's categories
+on one chart and the category filter.
 
 These tests need Chromium and playwright (``apt-get install -y chromium``; ``pip install
 playwright``, no browser download: the system Chromium is used). Without them they fail with
@@ -670,10 +671,93 @@ def test_a_click_on_a_curve_point_opens_the_nearest_step_with_samples(spage, sam
             [pid, float(steps[k]), float(values[k])],
         )
         spage.mouse.move(box[0], box[1])
-        spage.wait_for_selector(f"#{pid} .hoverlayer text", timeout=5000)
+        spage.wait_for_selector(f"#{pid} .hoverlayer text", timeout=15_000)
         spage.mouse.click(box[0], box[1])
         spage.wait_for_function(f"window.rlmSamples.state().step === {want}")
         info = spage.locator("#rlm-s-info").inner_text()
         near = "" if want == steps[k] else f" (the nearest step with samples to step {int(steps[k])})"
         assert info == f"step {want}: 8 rows{near}"
     _set_smoothing(spage, 0.6)
+
+
+# --- the category filter (a run logged with group_by=) -------------------------------------------
+
+SOURCES = ("aime", "gsm8k", "math/algebra")
+
+
+@pytest.fixture(scope="module")
+def cat_report(tmp_path_factory):
+    """A run logged with group_by='data_source': the score and the response length of three sources."""
+    root = tmp_path_factory.mktemp("categories")
+    rows = []
+    for s in range(1, 31):
+        row = {"step": s, K.SCORE_MEAN: 0.5 + s / 100}
+        for j, source in enumerate(SOURCES):
+            row[K.category_key(K.SCORE_MEAN, "data_source", source)] = 0.2 * j + s / (100 + j)
+            row[K.category_key(K.RESPONSE_LENGTH_MEAN, "data_source", source)] = 100.0 * (j + 1) + s
+        rows.append(row)
+    return write_report([_write(root / "a" / "metrics.jsonl", rows)], root / "out", title="categories")
+
+
+@pytest.fixture
+def cat_page(browser, cat_report):
+    pg = browser.new_page(viewport={"width": WIDTH, "height": 900})
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(cat_report.html_path.as_uri())
+    pg.wait_for_function("window.rlmReport && window.rlmReport.ready", timeout=20_000)
+    yield pg
+    assert errors == []
+    pg.close()
+
+
+def _curves(pg, panel_id: str) -> list[tuple[str, str]]:
+    """``(name, colour)`` of each raw curve drawn on a panel."""
+    return [
+        (t["name"], t["color"])
+        for t in pg.evaluate(
+            f"{_plot(panel_id)}.data.filter(t => t.meta === 'raw')"
+            ".map(t => ({name: t.name, color: t.line.color}))"
+        )
+    ]
+
+
+def test_a_metrics_categories_are_one_chart_and_the_filter_hides_them_on_every_chart(cat_page, cat_report):
+    plan = cat_report.plan
+    score = plan.panel_of[K.category_key(K.SCORE_MEAN, "data_source", "gsm8k")]
+    length = plan.panel_of[K.category_key(K.RESPONSE_LENGTH_MEAN, "data_source", "gsm8k")]
+    assert (
+        score != length
+        and len({plan.panel_of[K.category_key(K.SCORE_MEAN, "data_source", c)] for c in SOURCES}) == 1
+    )
+    colors = cat_page.evaluate(
+        "JSON.parse(document.getElementById('rlm-data').textContent).cats.map(c => c.color)"
+    )
+    for pid in (score, length):
+        _show(cat_page, pid)
+        assert _curves(cat_page, pid) == [(f"a · {c}", colors[i]) for i, c in enumerate(SOURCES)]
+    # the values drawn are the category's own
+    _, values = cat_report.runs[0].series[K.category_key(K.SCORE_MEAN, "data_source", "math/algebra")]
+    drawn = cat_page.evaluate(f"{_plot(score)}.data.find(t => t.name === 'a · math/algebra').y")
+    np.testing.assert_allclose(drawn, values)
+    # gsm8k off: gone from both charts (the one off screen too, once scrolled to), the count says so
+    cat_page.click("#rlm-cats > summary")
+    cat_page.uncheck("input[data-cat='1']")
+    _settle(cat_page)
+    assert cat_page.text_content("#rlm-cats-count") == "2 of 3"
+    for pid in (score, length):
+        _show(cat_page, pid)
+        _settle(cat_page)
+        assert [n for n, _ in _curves(cat_page, pid)] == ["a · aime", "a · math/algebra"]
+    # none, then all, of the group
+    cat_page.click(".cat-group button[data-cat-set='0']")
+    _settle(cat_page)
+    assert _curves(cat_page, length) == [] and cat_page.text_content("#rlm-cats-count") == "0 of 3"
+    cat_page.click(".cat-group button[data-cat-set='1']")
+    _settle(cat_page)
+    assert len(_curves(cat_page, length)) == 3 and cat_page.text_content("#rlm-cats-count") == "3 of 3"
+    # the plain score's key panel is not a category chart: the filter leaves it alone
+    key = plan.panel_of[K.SCORE_MEAN]
+    _show(cat_page, key)
+    assert [n for n, _ in _curves(cat_page, key)] == ["a"]
+    assert cat_page.evaluate("document.documentElement.scrollWidth") <= WIDTH

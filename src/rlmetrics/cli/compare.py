@@ -106,6 +106,8 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
 
     level = f"{confidence:.0%}"
     method = cmp.family.method if cmp.family is not None else "none"
+    # without a margin, the verdict of each p-value side by side (with one, the margin table's)
+    verdicts = [] if cmp.margins else ["verdict", *([f"{method} verdict"] if method != "none" else [])]
     if cmp.n_matched is None:
         head = f"{cmp.source} / {cmp.variable}: unpaired (Welch), from summaries"
     else:
@@ -124,6 +126,7 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
         *([(f"p {method}", "right")] if method != "none" else []),
         ("MDE", "right"),
         ("corr", "right"),
+        *((v, "right") for v in verdicts),
     ):
         table.add_column(escape(col), justify=justify)  # type: ignore[arg-type]
     shown = [name for name in cmp.metrics if _shown_metric(name, binary)]
@@ -143,6 +146,7 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
             *([_fmt_p(p_family)] if method != "none" else []),
             _fmt(d.mde),
             _fmt(d.correlation, 2),
+            *[significance_verdict(d.diff, p, confidence) for p in (d.p_value, p_family)][: len(verdicts)],
             style=style,
         )
     console.print()
@@ -158,6 +162,21 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
     first = next(iter(cmp.metrics.values()), None)
     if first is not None:
         console.print(f"[dim]{escape(first.method)}; MDE: smallest difference detected with 80% power[/dim]")
+
+
+def significance_verdict(diff: float, p_value: float, confidence: float) -> str:
+    """A p-value's verdict: ``"B > A"`` / ``"B < A"`` (a difference at level ``1 - confidence``),
+    ``"n.s."`` (none shown), ``"nan"`` for a NaN p-value. Direction-neutral: lower is better for
+    some metrics (``none_solved``).
+
+    >>> significance_verdict(0.02, 0.01, 0.95), significance_verdict(-0.02, 0.2, 0.95)
+    ('B > A', 'n.s.')
+    """
+    if not math.isfinite(p_value) or not math.isfinite(diff):
+        return "nan"
+    if p_value <= 1.0 - confidence and diff != 0:
+        return "B > A" if diff > 0 else "B < A"
+    return "n.s."
 
 
 def _print_margins(console: Console, cmp: Any, shown: list[str], level: str) -> None:
@@ -215,6 +234,10 @@ def _print_family(console: Console, results: list[tuple[Run, list[Any]]]) -> Non
             f"p {family.method}: p-values adjusted over a family of {family.size} distinct comparisons "
             f"(every metric of the {tables} above) by {_ADJUST_WORDS[family.method]} {alpha:.0%}; "
             f"p: each comparison alone; coloured: p {family.method} <= {alpha:g}"
+        )
+    if not any(c.margins for c in cmps):
+        line += f"; verdict: B > A or B < A where p <= {alpha:g}, else n.s. (no difference shown)" + (
+            f", from p and from p {family.method} side by side" if family.method != "none" else ""
         )
     console.print(f"\n[dim]{escape(line)}[/dim]", highlight=False, soft_wrap=True)
     margins = next((c.margins for c in cmps if c.margins), None)
@@ -331,6 +354,16 @@ def compare(
             metavar="holm|bh|none",
         ),
     ] = "holm",
+    test: Annotated[
+        str,
+        typer.Option(
+            "--test",
+            help="The paired test behind each p-value: t (Student's t over the prompts) or sign-flip (the "
+            "paired randomization test, exact up to 16 differing prompts: more power where most prompts "
+            "are always or never solved). The intervals are the t ones either way.",
+            metavar="t|sign-flip",
+        ),
+    ] = "t",
     margin: Annotated[
         float | None,
         typer.Option(
@@ -343,11 +376,11 @@ def compare(
     ] = None,
 ) -> None:
     """Compare evaluations on the same prompts: paired differences, intervals, p-values, pass@k curves."""
-    _check_options(runs, confidence, n_boot, k, json_out, plot, adjust, margin)
+    _check_options(runs, confidence, n_boot, k, json_out, plot, adjust, margin, test)
     loaded = _load_runs(runs, KeyOptions(uid_key, source_key, value_keys, pred_key, cluster_key), step)
     out = Console()
     if not out.is_terminal:  # logs and pipes: a table as wide as it needs, not 80 columns
-        out = Console(width=120)
+        out = Console(width=160)
     for i, r in enumerate(loaded):
         out.print(
             f"{chr(65 + i)} = {escape(r.name)}: {escape(_describe(r))}", highlight=False, soft_wrap=True
@@ -359,7 +392,9 @@ def compare(
             results = [
                 (
                     other,
-                    _compare_pair(loaded[0], other, tables, k, pred_key, confidence, curves, n_boot, seed),
+                    _compare_pair(
+                        loaded[0], other, tables, k, pred_key, confidence, curves, n_boot, seed, test
+                    ),
                 )
                 for other in loaded[1:]
             ]
@@ -405,10 +440,12 @@ def _check_options(
     plot: Path | None,
     adjust: str,
     margin: float | None,
+    test: str = "t",
 ) -> None:
     """Fail on a wrong option before reading anything."""
     from rlmetrics.validation.comparison.equivalence import check_margin
     from rlmetrics.validation.comparison.family import ADJUST_CHOICES
+    from rlmetrics.validation.comparison.paired import TESTS
 
     if len(runs) < 2:
         _fail(f"compare needs at least two runs (A, then B ...); got {len(runs)}")
@@ -418,6 +455,8 @@ def _check_options(
         _fail(f"--n-boot must be at least 100; got {n_boot}")
     if adjust not in ADJUST_CHOICES:
         _fail(f"--adjust must be one of {', '.join(ADJUST_CHOICES)}; got {adjust!r}")
+    if test not in TESTS:
+        _fail(f"--test must be one of {', '.join(TESTS)}; got {test!r}")
     if margin is not None:
         try:
             check_margin(margin, "--margin")
@@ -490,6 +529,7 @@ def _compare_pair(
     curves: bool,
     n_boot: int,
     seed: int,
+    test: str = "t",
 ) -> list[Any]:
     """B (``other``) against A (``base``): paired on their prompts, or unpaired from summaries."""
     from rlmetrics.validation.comparison.tables import compare_summaries, compare_tables
@@ -503,6 +543,12 @@ def _compare_pair(
             n_boot=n_boot,
             seed=seed,
             adjust="none",  # adjusted once, over every B (_adjusted)
+            test=test,
+        )
+    if test != "t":
+        raise ValueError(
+            f"--test {test} needs the prompts of both runs (rollout dumps); {base.name} vs {other.name} "
+            "is compared unpaired from validate --json summaries (Welch's t)"
         )
     return compare_summaries(
         _summary(base, k, pred_key), _summary(other, k, pred_key), confidence=confidence, adjust="none"

@@ -56,6 +56,12 @@ details.group>summary h2::before{content:"\\25B8 ";color:#888}
 details.group[open]>summary h2::before{content:"\\25BE "}
 li.error b{color:#c00} li.warning b{color:#b36b00}
 ul.findings{padding-left:1.2em} ul.findings li{margin:.2em 0}
+details.cats{position:relative} details.cats>summary{white-space:nowrap}
+.cats-in{position:absolute;right:0;top:1.6em;z-index:30;background:#fff;border:1px solid #ccc;
+border-radius:4px;padding:6px 8px;width:min(560px,90vw);max-height:60vh;overflow:auto;
+box-shadow:0 2px 8px rgba(0,0,0,.15)}
+.cat-group{display:flex;flex-wrap:wrap;gap:4px 10px;align-items:center;margin:2px 0 6px}
+.cat-group button{font-size:11px;padding:0 5px}
 """
 
 # Kept in a Python string (not a package data file) so that every install has it.
@@ -64,7 +70,7 @@ SCRIPT = r"""
 "use strict";
 const D = JSON.parse(document.getElementById("rlm-data").textContent);
 const R = window.rlmReport = {ready: false, loadMs: null};
-const st = {smooth: D.smoothing, log: false, x: "step", hidden: new Set(), filter: []};
+const st = {smooth: D.smoothing, log: false, x: "step", hidden: new Set(), cats: new Set(), filter: []};
 const CONFIG = {displaylogo: false, responsive: true,
   modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"],
   toImageButtonOptions: {format: "png", scale: 2}};
@@ -140,9 +146,12 @@ function esc(s) { return String(s).replace(/[&<>]/g, c => ({"&": "&amp;", "<": "
 
 function traces(p) {
   const out = [];
-  for (const [r, sid] of p.tr) {
-    if (st.hidden.has(r)) continue;
-    const run = D.runs[r], S = ser(sid), ax = axis(S.a);
+  for (const [r, sid, c] of p.tr) {
+    if (st.hidden.has(r) || st.cats.has(c)) continue;
+    const S = ser(sid), ax = axis(S.a);
+    // on a panel of a metric's categories: the category's colour, the run's dash
+    const run = c === undefined ? D.runs[r] : {name: D.runs[r].name + " · " + D.cats[c].n,
+      color: D.cats[c].color, dash: D.runs.length > 1 ? D.dashes[r % D.dashes.length] : "solid"};
     // an estimate drawn with its interval is not smoothed (the band is about the raw value)
     const smooth = st.smooth > 0 && !S.lo && (S.m || S.v.length > D.sparse);
     const n = S.i ? S.i.length : S.v.length, x = xsOf(ax, S.i, n);
@@ -156,7 +165,7 @@ function traces(p) {
         line: {width: 0}, hoverinfo: "skip", name: run.name + " interval"});
     }
     out.push({type: "scatter", mode: n <= D.sparse ? "lines+markers" : "lines", x: x, y: y, name: run.name,
-      line: {color: run.color, width: smooth ? 1 : 1.7}, marker: {size: 4, color: run.color},
+      line: {color: run.color, width: smooth ? 1 : 1.7, dash: run.dash}, marker: {size: 4, color: run.color},
       opacity: smooth ? 0.3 : 1, meta: "raw", rlm: [r, sid, 0],
       hovertemplate: at + ": %{y:.6~g}<extra>" + name + "</extra>"});
     if (smooth) {
@@ -164,7 +173,7 @@ function traces(p) {
       if (S.m) { sy = emaBuckets(S.m, S.c, st.smooth); sx = xsOf(ax, S.e, S.e.length); }
       else sy = ema(S.v, st.smooth);
       out.push({type: "scatter", mode: "lines", x: sx, y: Array.from(sy, finite),
-        name: run.name + " (smoothed)", line: {color: run.color, width: 2}, meta: "smoothed",
+        name: run.name + " (smoothed)", line: {color: run.color, width: 2, dash: run.dash}, meta: "smoothed",
         rlm: [r, sid, 1],
         hovertemplate: at + ": %{y:.6~g}<extra>" + name + " smoothed</extra>"});
     }
@@ -280,6 +289,20 @@ document.querySelectorAll("input[data-run]").forEach(cb => cb.addEventListener("
   const r = +cb.dataset.run;
   if (cb.checked) st.hidden.delete(r); else st.hidden.add(r);
   refresh();
+}));
+// the category filter: a category switched off leaves every panel of a metric's categories
+const catBoxes = Array.from(document.querySelectorAll("input[data-cat]"));
+function applyCats() {
+  st.cats = new Set(catBoxes.filter(cb => !cb.checked).map(cb => +cb.dataset.cat));
+  const n = $("rlm-cats-count");
+  if (n) n.textContent = (catBoxes.length - st.cats.size) + " of " + catBoxes.length;
+  refresh();
+}
+catBoxes.forEach(cb => cb.addEventListener("change", applyCats));
+document.querySelectorAll("button[data-cat-set]").forEach(b => b.addEventListener("click", () => {
+  const on = b.dataset.catSet === "1";
+  b.closest(".cat-group").querySelectorAll("input[data-cat]").forEach(cb => { cb.checked = on; });
+  applyCats();
 }));
 const rows = Array.from(document.querySelectorAll("tr[data-key]"));
 const sections = Array.from(document.querySelectorAll("[data-section]"));

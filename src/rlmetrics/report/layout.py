@@ -10,13 +10,15 @@
   signal of :data:`rlmetrics.health.signals.SIGNALS` (so verl's and TRL's names both land
   there; two runs logging the same signal under different names share a panel), then a panel
   per remaining metric by group; ``K/ci_low`` and ``K/ci_high`` become the band of ``K``.
+  A metric's per-category keys (``by_<group>/<category>/<key>``, :func:`rlmetrics.keys.split_category_key`)
+  share one panel, a curve per category (:attr:`Panel.cats`, :attr:`Plan.categories`).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -215,12 +217,16 @@ class Panel:
     ylabel : str
     traces : tuple of (int, str)
         ``(run index, key)``.
+    cats : tuple of int
+        For a panel of a metric's categories: the category of each trace, an index into
+        :attr:`Plan.categories` (parallel to ``traces``); empty for any other panel.
     """
 
     id: str
     title: str
     ylabel: str
     traces: tuple[tuple[int, str], ...]
+    cats: tuple[int, ...] = ()
 
     @property
     def keys(self) -> list[str]:
@@ -246,6 +252,8 @@ class Plan:
         Every drawn key -> the id of its panel.
     banded : set[str]
         Keys with both ``/ci_low`` and ``/ci_high`` in some run.
+    categories : list of (str, str)
+        ``(group, category)`` of every category drawn, sorted (the page's category filter).
     """
 
     key_panels: list[Panel] = field(default_factory=list)
@@ -254,6 +262,7 @@ class Plan:
     folded: dict[str, list[str | None]] = field(default_factory=dict)
     panel_of: dict[str, str] = field(default_factory=dict)
     banded: set[str] = field(default_factory=set)
+    categories: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def panels(self) -> list[Panel]:
@@ -332,6 +341,7 @@ def plan(runs: Sequence[RunCurves]) -> Plan:
         kinds = [fold_kind(*run.series[key]) if key in run.series else None for run in runs]
         if all(kind is not None or key not in run.series for kind, run in zip(kinds, runs)):
             out.folded[key] = kinds
+    _unfold_categories(out.folded, [k for k in every if k not in band_keys])
     drawn = {k for k in every if k not in band_keys and k not in out.folded}
     ids = _Ids()
     for signal, title in KEY_PANELS:
@@ -352,18 +362,62 @@ def plan(runs: Sequence[RunCurves]) -> Plan:
     for panel in out.key_panels:
         for key in panel.keys:
             out.panel_of.setdefault(key, panel.id)
+    by_metric = _category_keys(k for k in drawn if k not in out.panel_of)
+    out.categories = sorted({(g, c) for (g, _), cats in by_metric.items() for c in cats})
+    cat_index = {gc: i for i, gc in enumerate(out.categories)}
     for group, keys in group_metrics(sorted(drawn)).items():
         out.groups[group] = keys
         panels = []
         for key in keys:
             if key in out.panel_of:
                 continue
-            traces = tuple((i, key) for i, run in enumerate(runs) if key in run.series)
-            panel = Panel(ids(key), key, y_label(key), traces)
-            out.panel_of[key] = panel.id
+            split = K.split_category_key(key)
+            if split is not None:  # every category of the metric, on one panel
+                plain, by, _ = split
+                cats = by_metric[(by, plain)]
+                pairs = [
+                    (i, k, cat_index[(by, c)])
+                    for c, k in cats.items()
+                    for i, run in enumerate(runs)
+                    if k in run.series
+                ]
+                title = f"{plain} by {by} ({len(cats)} categor{'y' if len(cats) == 1 else 'ies'})"
+                panel = Panel(
+                    ids(f"{K.CATEGORY_PREFIX}{by}/{plain}"),
+                    title,
+                    y_label(plain),
+                    tuple((i, k) for i, k, _ in pairs),
+                    tuple(c for _, _, c in pairs),
+                )
+                for k in cats.values():
+                    out.panel_of[k] = panel.id
+            else:
+                traces = tuple((i, key) for i, run in enumerate(runs) if key in run.series)
+                panel = Panel(ids(key), key, y_label(key), traces)
+                out.panel_of[key] = panel.id
             panels.append(panel)
         out.group_panels[group] = panels
     return out
+
+
+def _category_keys(keys: Iterable[str]) -> dict[tuple[str, str], dict[str, str]]:
+    """``(group, plain key)`` -> category -> its key, categories sorted, for the per-category keys."""
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for key in keys:
+        split = K.split_category_key(key)
+        if split is not None:
+            plain, by, category = split
+            out.setdefault((by, plain), {})[category] = key
+    return {m: dict(sorted(cats.items())) for m, cats in out.items()}
+
+
+def _unfold_categories(folded: dict[str, list[str | None]], keys: Sequence[str]) -> None:
+    """Draw a category's folded series where another category of the metric is drawn (a source
+    always solved is a flat line beside the others, not a row of the constant series)."""
+    for cats in _category_keys(keys).values():
+        if any(k not in folded for k in cats.values()):
+            for k in cats.values():
+                folded.pop(k, None)
 
 
 def band_of(run: RunCurves, key: str) -> tuple[np.ndarray, np.ndarray] | None:

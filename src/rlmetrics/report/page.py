@@ -18,8 +18,11 @@ JSON payload that the script draws from:
     buckets' bounds follow from ``n`` and the number of means); ``lo`` / ``hi`` the interval at
     the drawn points.
 ``panels``
-    ``{y, tr, on}``: the y label, ``[run, series]`` per trace, ``[run, step, seconds, kind]``
-    per finding onset marked.
+    ``{y, tr, on}``: the y label, ``[run, series]`` per trace (``[run, series, category]`` on a
+    panel of a metric's categories), ``[run, step, seconds, kind]`` per finding onset marked.
+``cats``
+    ``{g, n, color}`` per category of :attr:`rlmetrics.report.layout.Plan.categories`: its group,
+    its name, its colour (the category filter of the toolbar shows and hides them on every panel).
 
 When a run has sample tables, a second JSON element (``rlm-samples``,
 :mod:`rlmetrics.report.samples`) holds them for the sample browser, with its script; a page
@@ -62,6 +65,25 @@ COLORS = (
     "#bcbd22",
     "#17becf",
 )
+#: Line styles of the runs on a panel of a metric's categories (the colour is the category's).
+RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")
+
+
+def category_color(index: int) -> str:
+    """The colour of category ``index``: :data:`COLORS` first, then hues a golden angle apart.
+
+    >>> category_color(0), category_color(10)
+    ('#1f77b4', '#d9a526')
+    """
+    if index < len(COLORS):
+        return COLORS[index]
+    import colorsys
+
+    hue = (0.118 + (index - len(COLORS)) * 0.618033988749895) % 1.0
+    r, g, b = colorsys.hls_to_rgb(hue, 0.5, 0.7)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
+
+
 #: A series of at most this many points (a validation every N steps) is drawn as logged, with
 #: markers, and not smoothed: an EMA over a handful of points lags by whole evaluations.
 SPARSE_POINTS = 40
@@ -227,14 +249,17 @@ def payload(
             secs = data.seconds_at(run, np.asarray([float(step)]))
             sec = None if secs is None or not np.isfinite(secs[0]) else float(secs[0])
             marks.append([run, step, sec, kind])
-        panels.append(
-            {"y": panel.ylabel, "tr": [[i, data.add(i, key)] for i, key in panel.traces], "on": marks}
-        )
+        tr = [[i, data.add(i, key)] for i, key in panel.traces]
+        for t, cat in zip(tr, panel.cats):
+            t.append(cat)
+        panels.append({"y": panel.ylabel, "tr": tr, "on": marks})
     return {
         "runs": [{"name": r.name, "color": COLORS[i % len(COLORS)]} for i, r in enumerate(runs)],
         "axes": data.axes,
         "series": data.series,
         "panels": panels,
+        "cats": [{"g": g, "n": c, "color": category_color(i)} for i, (g, c) in enumerate(plan.categories)],
+        "dashes": RUN_DASHES,
         "time": _time_unit(runs),
         "smoothing": smoothing,
         "sparse": SPARSE_POINTS,
@@ -336,8 +361,9 @@ def _findings_section(
                 metrics = ", ".join(_e(m) for m in f.metric)
                 evidence = _e(f.evidence_text())
                 steps = sample_steps[i] if i < len(sample_steps) else ()
+                where = f" in <b>{_e(f.category)}</b>" if f.category is not None else ""
                 items.append(
-                    f'<li class="{_e(f.severity)}"><b>{_e(f.severity)}</b> {name} '
+                    f'<li class="{_e(f.severity)}"><b>{_e(f.severity)}</b> {name}{where} '
                     f"from step {f.step} (<code>{metrics}</code>): {_e(f.advice)}"
                     + (f' <span class="small">{evidence}</span>' if evidence else "")
                     + _sample_links(i, f, steps, run)
@@ -463,7 +489,31 @@ def _samples_section(runs: Sequence[RunCurves], samples: EmbeddedSamples) -> str
     )
 
 
-def _toolbar(runs: Sequence[RunCurves], smoothing: float) -> str:
+def _category_filter(plan: Plan) -> str:
+    """The toolbar's category filter: a checkbox a category, by group, with all / none."""
+    if not plan.categories:
+        return ""
+    groups: dict[str, list[str]] = {}
+    for i, (group, category) in enumerate(plan.categories):
+        swatch = f'<span class="sw" style="background:{category_color(i)}"></span>'
+        groups.setdefault(group, []).append(
+            f'<label class="chip"><input type="checkbox" data-cat="{i}" checked>{swatch}'
+            f"{_e(category)}</label>"
+        )
+    rows = "".join(
+        f'<div class="cat-group" data-cat-group="{_e(g)}"><b>{_e(g)}</b> '
+        '<button type="button" data-cat-set="1">all</button>'
+        '<button type="button" data-cat-set="0">none</button> ' + "".join(chips) + "</div>"
+        for g, chips in groups.items()
+    )
+    n = len(plan.categories)
+    return (
+        f'<details class="cats" id="rlm-cats"><summary>categories (<span id="rlm-cats-count">{n} of {n}'
+        f'</span>)</summary><div class="cats-in">{rows}</div></details>'
+    )
+
+
+def _toolbar(runs: Sequence[RunCurves], smoothing: float, plan: Plan | None = None) -> str:
     has_time = any(r.times is not None for r in runs)
     chips = "".join(
         f'<label class="chip"><input type="checkbox" data-run="{i}" checked>{_swatch(i)}{_e(r.name)}</label>'
@@ -485,7 +535,7 @@ def _toolbar(runs: Sequence[RunCurves], smoothing: float) -> str:
         f'<span id="rlm-smooth-val">{smoothing:.2f}</span></label>'
         '<label><input type="checkbox" id="rlm-log"> log y</label>'
         f'<label>x <select id="rlm-x"><option value="step" selected>step</option>{time_opt}</select></label>'
-        f'<span class="runs">{chips}</span></div></div>'
+        f'<span class="runs">{chips}</span>{_category_filter(plan) if plan is not None else ""}</div></div>'
     )
 
 
@@ -555,7 +605,7 @@ def build_page(
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(title)}</title>'
         f"<style>{CSS}{SAMPLES_CSS if browser else ''}</style><script>{plotly_js()}</script></head><body>"
-        f"{_toolbar(runs, smoothing)}<main><h1>{_e(title)}</h1>"
+        f"{_toolbar(runs, smoothing, plan)}<main><h1>{_e(title)}</h1>"
         f'<nav class="toc">{toc}</nav>{_runs_section(runs)}{findings}'
         f"{legend}{''.join(sections)}{folded}</main>"
         f'<script type="application/json" id="rlm-data">{blob}</script><script>{SCRIPT}</script>{browser}'

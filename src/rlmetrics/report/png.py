@@ -21,6 +21,8 @@ __all__ = ["draw_panels"]
 _COLS = 4
 #: Panels per figure, at most (a figure of more is cut, and its title says so).
 MAX_PANELS = 48
+#: Line styles of the runs on a panel of a metric's categories (the page's dashes).
+_RUN_STYLES = ("-", "--", ":", "-.")
 
 
 def draw_panels(
@@ -85,12 +87,18 @@ def _figure(n_panels: int) -> tuple[Any, Any, float, float]:
 
 
 def _draw_traces(ax: Any, panel: Panel, runs: Sequence[RunCurves], colors: Sequence[str]) -> set[int]:
-    """Each trace of ``panel`` as a line (markers when short) with its band; the runs drawn."""
+    """Each trace of ``panel`` as a line (markers when short) with its band; the runs drawn.
+
+    On a panel of a metric's categories the colour is the category's (as on the page), the line
+    style the run's."""
+    from .page import category_color
+
     drawn: set[int] = set()
-    for i, key in panel.traces:
+    for t, (i, key) in enumerate(panel.traces):
         steps, values = runs[i].series[key]
-        color = colors[i % len(colors)]
-        ax.plot(steps, values, color=color, lw=1.3, marker="o" if len(steps) <= 30 else None, ms=3)
+        color = category_color(panel.cats[t]) if panel.cats else colors[i % len(colors)]
+        style = _RUN_STYLES[i % len(_RUN_STYLES)] if panel.cats else "-"
+        ax.plot(steps, values, color=color, ls=style, lw=1.3, marker="o" if len(steps) <= 30 else None, ms=3)
         band = band_of(runs[i], key)
         if band is not None:
             ax.fill_between(steps, band[0], band[1], color=color, alpha=0.18, lw=0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -188,26 +189,30 @@ def _stack(xp: Any, columns: Sequence[Any], like: Any) -> Any:
 def _moments(
     xp: Any, codes: Any, n_cat: int, moments: Sequence[tuple[str, str, Any, Any, Any]], like: Any
 ) -> tuple[list[str], Any]:
-    """Per-category M2 and ``S**2 / n`` of each moment spec: ``(names, (n_cat, 2 * len) array)``."""
-    names: list[str] = []
-    out = []
-    for m2_name, sq_name, n, total, m2 in moments:
-        nt = segment_sum(_stack(xp, [n, total, m2], like), codes, n_cat)
-        n_c, s_c = nt[:, 0], nt[:, 1]
-        has_c = n_c > 0
-        mean_c = s_c / xp.where(has_c, n_c, xp.ones_like(n_c))
-        n64, t64 = xp.astype(n, xp.float64), xp.astype(total, xp.float64)
-        has = n64 > 0
-        row_mean = xp.where(has, t64 / xp.where(has, n64, xp.ones_like(n64)), xp.take(mean_c, codes, axis=0))
-        dev = row_mean - xp.take(mean_c, codes, axis=0)
-        between = segment_sum(xp.reshape(n64 * dev * dev, (-1, 1)), codes, n_cat)[:, 0]
-        zero = xp.zeros_like(n_c)
-        out += [
-            xp.where(has_c, nt[:, 2] + between, zero),
-            xp.where(has_c, s_c * s_c / xp.where(has_c, n_c, xp.ones_like(n_c)), zero),
-        ]
-        names += [m2_name, sq_name]
-    return names, (xp.stack(out, axis=1) if out else None)
+    """Per-category M2 and ``S**2 / n`` of each moment spec: ``(names, (n_cat, 2 * len) array)``.
+
+    Every spec at once: one segment sum of the ``(n, S, M2)`` columns, one of the between-row
+    terms (Chan: each row's ``n * (row mean - category mean)**2``).
+    """
+    if not moments:
+        return [], None
+    k = len(moments)
+    rows = _stack(xp, [c for spec in moments for c in spec[2:]], like)  # (B, 3k): n, S, M2 per spec
+    nt = segment_sum(rows, codes, n_cat)
+    n64, t64 = rows[:, 0::3], rows[:, 1::3]  # (B, k)
+    n_c, s_c, m2_c = nt[:, 0::3], nt[:, 1::3], nt[:, 2::3]  # (n_cat, k)
+    has_c = n_c > 0
+    mean_c = s_c / xp.where(has_c, n_c, xp.ones_like(n_c))
+    at_row = xp.take(mean_c, codes, axis=0)  # (B, k)
+    has = n64 > 0
+    dev = xp.where(has, t64 / xp.where(has, n64, xp.ones_like(n64)), at_row) - at_row
+    between = segment_sum(n64 * dev * dev, codes, n_cat)
+    zero = xp.zeros_like(n_c)
+    m2 = xp.where(has_c, m2_c + between, zero)
+    sq = xp.where(has_c, s_c * s_c / xp.where(has_c, n_c, xp.ones_like(n_c)), zero)
+    out = xp.stack([m2, sq], axis=2)  # (n_cat, k, 2): each spec's M2 then S**2 / n
+    names = [name for spec in moments for name in spec[:2]]
+    return names, xp.reshape(out, (n_cat, 2 * k))
 
 
 def category_entries(groups: Sequence[Group], columns: Columns, like: Any) -> tuple[list[Any], list[Any]]:
@@ -260,25 +265,32 @@ def split_by_category(
     plain: Values = ({}, {}, {})
     by: dict[tuple[str, str], Values] = {}
     for i, values in enumerate((sums, maxes, mins)):
-        for value, (category, field) in zip(values.values(), _plan(tuple(values))):
-            if category is None:
-                plain[i][field] = value
+        listed = list(values.values())
+        for where, fields, take in _plan(tuple(values)):
+            got = take(listed)
+            row = dict(zip(fields, got if len(fields) > 1 else (got,)))
+            if where is None:
+                plain[i].update(row)
             else:
-                by.setdefault(category, ({}, {}, {}))[i][field] = value
+                by.setdefault(where, ({}, {}, {}))[i].update(row)
     return plain, by
 
 
 @functools.lru_cache(maxsize=64)
-def _plan(names: tuple[str, ...]) -> tuple[tuple[tuple[str, str] | None, str], ...]:
-    """Where each entry goes: ``((group, category), field)``, or ``(None, name)`` for a plain one."""
-    out: list[tuple[tuple[str, str] | None, str]] = []
-    for name in names:
+def _plan(names: tuple[str, ...]) -> tuple[tuple[tuple[str, str] | None, tuple[str, ...], Any], ...]:
+    """Where the entries go: ``((group, category) or None for the plain ones, fields, getter)``,
+    the getter picking those entries' values out of the list of all values (in ``names`` order)."""
+    spots: dict[tuple[str, str] | None, tuple[list[str], list[int]]] = {}
+    for i, name in enumerate(names):
         if is_category_field(name):
             group, category, field = parse_field(name)
-            out.append(((group, category), field))
+            where: tuple[str, str] | None = (group, category)
         else:
-            out.append((None, name))
-    return tuple(out)
+            where, field = None, name
+        fields, index = spots.setdefault(where, ([], []))
+        fields.append(field)
+        index.append(i)
+    return tuple((where, tuple(f), operator.itemgetter(*ix)) for where, (f, ix) in spots.items())
 
 
 #: How sums, maxima and minima of two categories combine (NaN spreads, as in the reductions).

@@ -25,6 +25,7 @@ from rlmetrics.validation.comparison.curves import CurveComparison, compare_curv
 from rlmetrics.validation.comparison.equivalence import MarginTest, check_margin
 from rlmetrics.validation.comparison.family import Adjusted, Family, adjust_comparisons, check_adjust
 from rlmetrics.validation.comparison.paired import (
+    TESTS,
     PairedDifference,
     match_prompts,
     paired_difference,
@@ -100,6 +101,7 @@ def compare_tables(
     seed: int = 0,
     adjust: str = "holm",
     margin: float | None = None,
+    test: str = "t",
 ) -> list[TableComparison]:
     """Paired differences of B minus A on the prompts the two runs share.
 
@@ -120,6 +122,10 @@ def compare_tables(
         (:func:`~rlmetrics.validation.comparison.family.adjust_comparisons`).
     margin : float > 0, optional, keyword-only
         Non-inferiority / equivalence margin: each metric's two one-sided tests and verdict.
+    test : {"t", "sign-flip"}, keyword-only
+        The paired test behind each metric's p-value
+        (:func:`~rlmetrics.validation.comparison.paired.paired_difference`; the sign-flip test's
+        random flips drawn from ``seed``); the intervals are the t ones either way.
 
     Returns
     -------
@@ -141,13 +147,15 @@ def compare_tables(
     ('holm', 5, True)
     """
     adjust, margin = _family_options(adjust, margin)
+    if not isinstance(test, str) or test not in TESTS:
+        raise ValueError(f"test must be one of {', '.join(TESTS)}; got {test!r}")
     out = []
     for src, per_var in a.items():
         for var, ta in per_var.items():
             tb = b.get(src, {}).get(var)
             if tb is None:
                 continue
-            out.append(_compare_pair(src, var, ta, tb, confidence, power, curves, n_boot, seed))
+            out.append(_compare_pair(src, var, ta, tb, confidence, power, curves, n_boot, seed, test))
     return adjust_comparisons(out, method=adjust, margin=margin)
 
 
@@ -166,6 +174,7 @@ def _compare_pair(
     curves: bool,
     n_boot: int,
     seed: int,
+    test: str = "t",
 ) -> TableComparison:
     matched = match_prompts(ta.keys, tb.keys)
     ia, ib = matched.a, matched.b
@@ -186,6 +195,8 @@ def _compare_pair(
             confidence=confidence,
             power=power,
             clusters=None if clusters is None else clusters[both],
+            test=test,
+            seed=seed,
         )
     curve = band_a = band_b = None
     if curves and ta.binary and tb.binary and ia.size >= 2:
