@@ -353,13 +353,20 @@ def _ngram_codes(block: np.ndarray, n: int, bits: int) -> np.ndarray:
     """One uint64 code per n-gram start (exact packing when ``n * bits <= 64``, else a 64-bit hash)."""
     width = block.shape[1] - n + 1
     u = block.view(np.uint64)
-    code = u[:, :width].copy()
+    packed = n * bits <= 64
+    if n == 1:
+        return u.copy()
+    # The first step out of place (one pass fewer than a copy), the others in place.
+    code = u[:, :width] << np.uint64(bits) if packed else u[:, :width] * _HASH_MUL
     for k in range(1, n):
-        if n * bits <= 64:
-            code <<= np.uint64(bits)
+        if k > 1:
+            if packed:
+                code <<= np.uint64(bits)
+            else:  # multiply-xor chain: each step is a bijection of the running code for a fixed next id
+                code *= _HASH_MUL
+        if packed:
             code |= u[:, k : k + width]
-        else:  # multiply-xor chain: each step is a bijection of the running code for a fixed next id
-            code *= _HASH_MUL
+        else:
             code ^= u[:, k : k + width]
     return code
 
