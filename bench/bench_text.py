@@ -4,9 +4,12 @@
    vocabulary, every 8th response ending in a loop, thinking spans, stop reasons, a
    ``\\boxed{...}`` format check).
 2. Token ids: a ``(1024, 4096)`` int64 batch (Zipf-distributed ids over a 151,936-token
-   vocabulary, random response lengths, every 8th row looping), with and without the
-   compression ratio, beside ``compute_data_metrics`` on the same batch (the issue's yardstick:
-   within 3x of it).
+   vocabulary, random response lengths, every 8th row looping), by default (no compression
+   ratio: opt-in for token ids) and with ``compression=True``, beside ``compute_data_metrics``
+   on the same batch (the issue's yardstick: within 3x of it), all in one interleaved run.
+3. In a fresh process each (a subprocess): the first call of each (imports, numba's kernel
+   load, first allocations), then their medians, against ``compute_data_metrics`` with its numba
+   kernels (``rlmetrics[fast]``) and without them (``RLMETRICS_NO_NUMBA=1``, the plain install).
 
 Usage::
 
@@ -17,7 +20,10 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -72,53 +78,103 @@ def make_ids(rows: int, width: int, seed: int = 1) -> tuple[np.ndarray, np.ndarr
     return ids, mask
 
 
+def _batch(ids: np.ndarray, mask: np.ndarray) -> dict:
+    """``compute_data_metrics``' batch over the same ids (prompts of 64 tokens)."""
+    rows = ids.shape[0]
+    zeros = np.zeros(ids.shape, dtype=np.float32)
+    return {
+        "token_level_scores": zeros,
+        "token_level_rewards": zeros,
+        "advantages": zeros,
+        "returns": zeros,
+        "response_mask": mask,
+        "attention_mask": np.concatenate([np.ones((rows, 64), dtype=np.int64), mask], axis=1),
+        "prompts": np.zeros((rows, 64), dtype=np.int64),
+        "responses": ids,
+    }
+
+
+SPAN = ((151646,), (151647,))
+NO_NUMBA = {"RLMETRICS_NO_NUMBA": "1"}
+
+
+def _fresh_process(rows: int, width: int, repeats: int) -> None:
+    """In this fresh process: import, the first text (ids) and data-metrics calls, then their medians.
+
+    Prints one line of seconds: import, first text call, first data call, text median, data median.
+    """
+    ids, mask = make_ids(rows, width)
+    batch = _batch(ids, mask)
+    t0 = time.perf_counter()
+    from rlmetrics import compute_data_metrics, compute_text_metrics
+
+    def text() -> None:
+        compute_text_metrics(token_ids=ids, response_mask=mask, think_span=SPAN)
+
+    def data() -> None:
+        compute_data_metrics(batch, use_critic=False)
+
+    t1 = time.perf_counter()
+    text()
+    t2 = time.perf_counter()
+    data()
+    t3 = time.perf_counter()
+    medians = _interleaved_medians([text, data], repeats)
+    print(t1 - t0, t2 - t1, t3 - t2, *medians)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1024)
     parser.add_argument("--chars", type=int, default=2000)
     parser.add_argument("--width", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--fresh", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.fresh:
+        _fresh_process(args.rows, args.width, args.repeats)
+        return
 
     from rlmetrics import compute_data_metrics, compute_text_metrics
 
     texts, stops = make_texts(args.rows, args.chars)
     ids, mask = make_ids(args.rows, args.width)
-    zeros = np.zeros(ids.shape, dtype=np.float32)
-    batch = {
-        "token_level_scores": zeros,
-        "token_level_rewards": zeros,
-        "advantages": zeros,
-        "returns": zeros,
-        "response_mask": mask,
-        "attention_mask": np.concatenate([np.ones((args.rows, 64), dtype=np.int64), mask], axis=1),
-        "prompts": np.zeros((args.rows, 64), dtype=np.int64),
-        "responses": ids,
-    }
-    span = ((151646,), (151647,))
+    batch = _batch(ids, mask)
+    size = f"{args.rows} x {args.width}"
+    data_name = f"compute_data_metrics, {size}"
     cases = {
         f"text, {args.rows} x ~{args.chars} chars": lambda: compute_text_metrics(
             texts, stop_reasons=stops, format_pattern=r"\\boxed\{.+\}"
         ),
-        "text, no compression": lambda: compute_text_metrics(
+        "text, compression=False": lambda: compute_text_metrics(
             texts, stop_reasons=stops, format_pattern=r"\\boxed\{.+\}", compression=False
         ),
-        f"ids, {args.rows} x {args.width}": lambda: compute_text_metrics(
-            token_ids=ids, response_mask=mask, think_span=span
+        f"ids, {size} (default)": lambda: compute_text_metrics(
+            token_ids=ids, response_mask=mask, think_span=SPAN, compression=False
         ),
-        "ids, no compression": lambda: compute_text_metrics(
-            token_ids=ids, response_mask=mask, think_span=span, compression=False
+        f"ids, {size}, compression=True": lambda: compute_text_metrics(
+            token_ids=ids, response_mask=mask, think_span=SPAN, compression=True
         ),
-        "compute_data_metrics (same ids)": lambda: compute_data_metrics(batch, use_critic=False),
+        data_name: lambda: compute_data_metrics(batch, use_critic=False),
     }
     times = dict(zip(cases, _interleaved_medians(list(cases.values()), args.repeats)))
-    data = times["compute_data_metrics (same ids)"]
-    print(f"\n## compute_text_metrics, median of {args.repeats}")
-    print(f"{'case':<36}{'ms':>10}{'x data metrics':>16}")
+    data = times[data_name]
+    print(f"\n## compute_text_metrics, median of {args.repeats} (interleaved)")
+    print(f"{'case':<40}{'ms':>10}{'x data metrics':>16}")
     for name, t in times.items():
-        print(f"{name:<36}{t * 1e3:>10.1f}{t / data:>15.1f}x")
-    m = compute_text_metrics(texts, stop_reasons=stops, format_pattern=r"\\boxed\{.+\}")
-    print("\ntext metrics:", {k: round(v, 4) for k, v in m.items()})
+        print(f"{name:<40}{t * 1e3:>10.1f}{t / data:>15.1f}x")
+    print(f"\n## a fresh process each, {size}: the first calls, then medians of {args.repeats}")
+    print(f"{'compute_data_metrics with':<34}{'import':>8}{'text 1st':>10}{'data 1st':>10}", end="")
+    print(f"{'1st ratio':>11}{'text':>8}{'data':>8}{'ratio':>8}")
+    cmd = [sys.executable, __file__, "--fresh", "--rows", str(args.rows), "--width", str(args.width)]
+    cmd += ["--repeats", str(args.repeats)]
+    for label, extra in (("numba kernels ([fast])", {}), ("plain numpy (RLMETRICS_NO_NUMBA)", NO_NUMBA)):
+        out = subprocess.check_output(cmd, text=True, env=os.environ | extra)
+        imp, t1, d1, tm, dm = (float(v) * 1e3 for v in out.split())
+        print(f"{label:<34}{imp:>8.0f}{t1:>10.1f}{d1:>10.1f}{t1 / d1:>10.1f}x", end="")
+        print(f"{tm:>8.1f}{dm:>8.1f}{tm / dm:>7.1f}x")
+    m = compute_text_metrics(token_ids=ids, response_mask=mask, think_span=SPAN)
+    print("\nid metrics:", {k: round(v, 4) for k, v in m.items()})
 
 
 if __name__ == "__main__":

@@ -74,23 +74,32 @@ def ref_think(seq: list, opening: list, closing: list) -> tuple[bool, int, int]:
     return (False, len(seq) - o - len(opening), 0) if o >= 0 else (False, 0, len(seq))
 
 
-def ref_id_metrics(rows: list[list[int]], n: int, span=None) -> dict:
+def ref_id_metrics(
+    rows: list[list[int]],
+    n: int,
+    span=None,
+    *,
+    compression: bool = True,
+    repeats: int = R4,
+    period: int = P64,
+) -> dict:
     """The token-id metrics of ragged rows, one row at a time in plain Python."""
     full = [r for r in rows if r]
     ds = [d for d in (ref_distinct(r, n) for r in rows) if d is not None]
-    comp = [ref_compression(np.asarray(r, dtype="<u4").tobytes()) for r in full]
     out = {
         K.TEXT_NUM_RESPONSES: float(len(rows)),
         K.TEXT_EMPTY_RATIO: (len(rows) - len(full)) / len(rows),
         K.TEXT_LENGTH_MEAN: float(np.mean([len(r) for r in rows])),
         K.TEXT_LENGTH_MAX: float(max(len(r) for r in rows)),
         K.TEXT_LENGTH_MIN: float(min(len(r) for r in rows)),
-        K.TEXT_LOOP_RATIO: float(np.mean([ref_loop(r) for r in rows])),
+        K.TEXT_LOOP_RATIO: float(np.mean([ref_loop(r, repeats, period) for r in rows])),
         K.TEXT_DISTINCT_NGRAM_MEAN: float(np.mean(ds)) if ds else math.nan,
-        K.TEXT_COMPRESSION_RATIO_MEAN: float(np.mean(comp)) if comp else math.nan,
-        K.TEXT_COMPRESSION_RATIO_MAX: max(comp, default=math.nan),
-        K.TEXT_COMPRESSION_RATIO_MIN: min(comp, default=math.nan),
     }
+    if compression:
+        comp = [ref_compression(np.asarray(r, dtype="<u4").tobytes()) for r in full]
+        out[K.TEXT_COMPRESSION_RATIO_MEAN] = float(np.mean(comp)) if comp else math.nan
+        out[K.TEXT_COMPRESSION_RATIO_MAX] = max(comp, default=math.nan)
+        out[K.TEXT_COMPRESSION_RATIO_MIN] = min(comp, default=math.nan)
     if span is not None:
         th = [ref_think(r, list(span[0]), list(span[1])) for r in rows]
         out[K.TEXT_THINK_CLOSED_RATIO] = float(np.mean([t[0] for t in th]))
@@ -318,25 +327,27 @@ def random_rows(seed: int, b: int, t: int, vocab: int, *, loops: bool = True):
 
 
 @pytest.mark.parametrize(
-    ("n", "vocab"),
+    ("n", "vocab", "b", "t"),
     [
-        pytest.param(1, 5, id="unigrams"),
-        pytest.param(3, 7, id="trigrams-packed"),
-        pytest.param(4, 2**20, id="4grams-hashed"),
-        pytest.param(8, 3, id="8grams-hashed"),
+        pytest.param(1, 5, 17, 40, id="unigrams"),
+        pytest.param(3, 7, 17, 40, id="trigrams-packed"),
+        pytest.param(4, 2**20, 17, 40, id="4grams-ranked"),
+        pytest.param(8, 3, 17, 40, id="8grams-packed"),
+        pytest.param(8, 2**20, 40, 60, id="8grams-hashed-too-many-ranks"),
+        pytest.param(4, 2**32, 17, 40, id="4grams-hashed-ids-past-the-rank-table"),
     ],
 )
-def test_token_ids_against_brute_force(n: int, vocab: int) -> None:
-    ids, mask, rows = random_rows(n, 17, 40, vocab)
+def test_token_ids_against_brute_force(n: int, vocab: int, b: int, t: int) -> None:
+    ids, mask, rows = random_rows(n, b, t, vocab)
     span = ((0, 1), (2,))
-    got = compute_text_metrics(token_ids=ids, response_mask=mask, ngram=n, think_span=span)
+    got = compute_text_metrics(token_ids=ids, response_mask=mask, ngram=n, think_span=span, compression=True)
     assert_close(got, ref_id_metrics(rows, n, span))
 
 
 def test_token_ids_without_mask_and_as_torch() -> None:
     torch = pytest.importorskip("torch")
     ids, _, _ = random_rows(3, 9, 30, 11)
-    want = ref_id_metrics(ids.tolist(), 2)
+    want = ref_id_metrics(ids.tolist(), 2, compression=False)
     assert_close(compute_text_metrics(token_ids=ids, ngram=2), want)
     ones = torch.ones(ids.shape, dtype=torch.int64)
     assert_close(compute_text_metrics(token_ids=torch.from_numpy(ids), response_mask=ones, ngram=2), want)
@@ -347,9 +358,55 @@ def test_token_ids_default_string_tags_are_skipped() -> None:
     assert K.TEXT_THINK_CLOSED_RATIO not in m and K.TEXT_NON_WORD_RATIO_MEAN not in m
 
 
-def test_compression_can_be_turned_off() -> None:
-    m = compute_text_metrics(token_ids=np.array([[1, 2, 3]]), ngram=1, compression=False)
+def test_compression_is_on_for_text_and_opt_in_for_token_ids() -> None:
+    ids = np.array([[1, 2, 3]])
+    assert K.TEXT_COMPRESSION_RATIO_MEAN in compute_text_metrics(["a b c"])
+    assert K.TEXT_COMPRESSION_RATIO_MEAN not in compute_text_metrics(["a b c"], compression=False)
+    m = compute_text_metrics(token_ids=ids, ngram=1)
     assert K.TEXT_COMPRESSION_RATIO_MEAN not in m and m[K.TEXT_LENGTH_MEAN] == 3.0
+    on = compute_text_metrics(token_ids=ids, ngram=1, compression=True)
+    assert on[K.TEXT_COMPRESSION_RATIO_MEAN] == ref_compression(np.asarray([1, 2, 3], dtype="<u4").tobytes())
+
+
+@st.composite
+def id_batches(draw) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+    """Small (B, T) batches: rows empty, full, prefix or with holes; some ending in a loop; ids from a
+    tiny vocabulary (packed), a wide one (ranked) or past the rank table (hashed), in any int dtype."""
+    b, t = draw(st.integers(1, 7)), draw(st.integers(0, 24))
+    high = draw(st.sampled_from([2, 5, 300, 2**20, 2**32]))
+    rows_ids, masks = [], []
+    for _ in range(b):
+        row = draw(st.lists(st.integers(0, high - 1), min_size=t, max_size=t))
+        p = draw(st.integers(1, 4))
+        if draw(st.booleans()) and t >= p:  # a looping tail (maybe cut mid-block), or a near loop
+            start = draw(st.integers(0, t - p))
+            row[start:] = (row[start : start + p] * t)[: t - start]
+        kind = draw(st.sampled_from(["empty", "full", "prefix", "holes"]))
+        if kind == "holes":
+            m = draw(st.lists(st.booleans(), min_size=t, max_size=t))
+        else:
+            k = {"empty": 0, "full": t}[kind] if kind != "prefix" else draw(st.integers(0, t))
+            m = [j < k for j in range(t)]
+        rows_ids.append(row)
+        masks.append(m)
+    dtypes = {2**32: [np.int64, np.uint64], 2**20: [np.int64, np.int32]}.get(high, [np.int64, np.uint16])
+    dtype = draw(st.sampled_from(dtypes))
+    ids = np.array(rows_ids, dtype=dtype).reshape(b, t)
+    mask = np.array(masks, dtype=bool).reshape(b, t)
+    return ids, mask, [[v for v, keep in zip(r, m) if keep] for r, m in zip(rows_ids, masks)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(id_batches(), st.integers(1, 5), st.integers(2, 4), st.integers(1, 6), st.booleans())
+def test_vectorised_token_id_path_equals_brute_force(
+    batch, n: int, repeats: int, period: int, comp: bool
+) -> None:
+    ids, mask, rows = batch
+    span = ((0,), (1, 0))
+    opts = {"ngram": n, "loop_repeats": repeats, "loop_max_period": period, "think_span": span}
+    got = quiet(compute_text_metrics, token_ids=ids, response_mask=mask, compression=comp, **opts)
+    want = ref_id_metrics(rows, n, span, compression=comp, repeats=repeats, period=period)
+    assert_close(got, want)
 
 
 # --- properties ------------------------------------------------------------------------------------
@@ -576,7 +633,7 @@ ERRORS = [
     pytest.param(
         {"responses": ["a"], "compression": 1},
         TypeError,
-        "compression must be True or False",
+        "compression must be True, False or None",
         id="compression",
     ),
     pytest.param({"responses": ["a"], "prefix": None}, TypeError, "prefix must be a string", id="prefix"),

@@ -21,11 +21,21 @@ characters for text (``len(text)``) and in tokens for ids.
   block repeated one time fewer (a near loop) does not count.
 * **distinct-n** (``repetition/distinct_ngram/mean``): per response of ``L >= n`` units, the
   number of distinct ``n``-grams over the ``L - n + 1`` it has; the exact mean of these ratios
-  over the responses with at least ``n`` units (shorter ones are left out).
-* **compression ratio**: per non-empty response, the size of its raw DEFLATE stream (zlib level
-  :data:`COMPRESSION_LEVEL`, no header) over the size of its bytes: UTF-8 for text, the ids as
-  little-endian ``uint32`` for tokens. Low values are repetition, high values random-looking
-  bytes (gibberish); the mean, maximum and minimum over non-empty responses.
+  over the responses with at least ``n`` units (shorter ones are left out). For token ids the
+  n-grams are compared as integer codes: exact (the ids packed) when ``n`` times the bits of
+  the largest id fits 64 bits, or when it does once the ids of a block of 128 responses are
+  replaced by their ranks among that block's distinct ids (a 4-gram of a block using at most
+  65,535 distinct ids, a 3-gram of at most 2**21 - 1); otherwise a 64-bit multiply-xor hash,
+  where two n-grams differing in one position never share a code and others do by chance,
+  heuristically about ``2**-64`` a pair (not a proven bound): a response of 4,096 tokens is
+  miscounted with a probability under ``2**-40``.
+* **compression ratio** (on by default for text only; ``compression=True`` for token ids): per
+  non-empty response, the size of its raw DEFLATE stream (zlib level :data:`COMPRESSION_LEVEL`,
+  no header) over the size of its bytes: UTF-8 for text, the ids as little-endian ``uint32``
+  for tokens. Low values are repetition, high values random-looking bytes (gibberish); the
+  mean, maximum and minimum over non-empty responses. No vectorised proxy of the same meaning
+  exists (DEFLATE is a sequential match search), so on long token rows it is one zlib call per
+  response, several times the cost of every other statistic together: opt-in there.
 * **non-word ratio** (text only): per non-empty response, the share of its units that are not a
   word, a word being letters (with inner ``'`` or ``-``) or a number (``3``, ``3.14``), with
   leading and trailing punctuation allowed; the mean over non-empty responses.
@@ -86,7 +96,8 @@ _STOP_KEYS = dict(zip(STOP_REASONS, K.TEXT_STOP_REASON_KEYS))
 _DEFAULT_THINK_SPAN = ("<think>", "</think>")
 #: A whitespace-separated word: optional punctuation, letters (inner ' or -) or a number, punctuation.
 _WORD = re.compile(r"[^\w\s]*(?:[^\W\d_]+(?:['\u2019-][^\W\d_]+)*|\d+(?:[.,]\d+)*)[^\w\s]*")
-_ROW_BLOCK = 256  # rows of token ids per block: bounds the n-gram codes' memory (B x T x 8 bytes)
+_ROW_BLOCK = 128  # rows of token ids per block: bounds the n-gram codes' memory (rows x T x 8 bytes)
+_RANK_LIMIT = 2**24  # ids ranked through a lookup table (at most 16 MB) when too wide to pack
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (golden ratio), a bijection mod 2**64
 _ID_LIMIT = 2**32  # token ids travel as uint32 bytes for the compression ratio
 
@@ -179,33 +190,6 @@ def _host_ids(token_ids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarra
             )
         mask = check_mask(mask, "response_mask")
     return ids, mask
-
-
-def _right_aligned(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's selected ids moved to the row's end (int64, -1 before them), and the row lengths.
-
-    Raises the ``ValueError`` for a selected id outside ``[0, 2**32)``.
-    """
-    n_rows, width = ids.shape
-    if mask is None:
-        out = ids.astype(np.int64, copy=False)
-        lengths = np.full(n_rows, width, dtype=np.int64)
-    else:
-        lengths = np.count_nonzero(mask, axis=1).astype(np.int64)
-        out = np.full((n_rows, width), -1, dtype=np.int64)
-        if np.array_equal(mask, np.arange(width)[None, :] < lengths[:, None]):  # verl's left-aligned mask
-            for i, n in enumerate(lengths.tolist()):
-                out[i, width - n :] = ids[i, :n]
-        else:
-            for i in range(n_rows):  # one boolean selection per row: cheaper than any global scatter
-                out[i, width - lengths[i] :] = ids[i][mask[i]]
-    padding = int(n_rows * width - lengths.sum())
-    negatives = int(np.count_nonzero(out < 0))
-    if negatives > padding or (out.size and int(out.max()) >= _ID_LIMIT):
-        selected = ids if mask is None else ids[mask]
-        bad = int(selected[(selected < 0) | (selected >= _ID_LIMIT)][0])
-        raise ValueError(f"token_ids must be in [0, 2**32) where response_mask selects them; found {bad}")
-    return out, lengths
 
 
 # --- decoded text -----------------------------------------------------------------------------------
@@ -303,33 +287,109 @@ def _text_sums(texts: list[str], o: Mapping[str, Any]) -> tuple[dict[str, float]
 # --- token ids --------------------------------------------------------------------------------------
 
 
+def _lengths(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, bool]:
+    """Tokens per row, and whether each row's tokens are a prefix of it (verl's left-aligned mask)."""
+    n_rows, width = ids.shape
+    if mask is None:
+        return np.full(n_rows, width, dtype=np.int64), True
+    lengths = np.count_nonzero(mask, axis=1).astype(np.int64)
+    return lengths, bool(np.array_equal(mask, np.arange(width)[None, :] < lengths[:, None]))
+
+
+def _check_id_range(ids: np.ndarray, mask: np.ndarray | None) -> None:
+    """Raise the ``ValueError`` for a selected id outside ``[0, 2**32)`` (unmasked extremes first)."""
+    if ids.size == 0 or (ids.dtype.itemsize <= 4 and ids.dtype.kind == "u") or ids.dtype.itemsize < 4:
+        return
+    if int(ids.min()) >= 0 and int(ids.max()) < _ID_LIMIT:
+        return  # every id is in range, padding included: no masked pass needed
+    selected = ids if mask is None else ids[mask]
+    bad = selected[(selected < 0) | (selected >= _ID_LIMIT)]
+    if bad.size:
+        raise ValueError(f"token_ids must be in [0, 2**32) where response_mask selects them; found {bad[0]}")
+
+
+def _shifted_block(
+    ids: np.ndarray, mask: np.ndarray | None, rows: np.ndarray, lens: np.ndarray, prefix: bool
+) -> np.ndarray:
+    """The rows' selected ids plus one, moved to the end of a ``(len(rows), max(lens))`` int64 block.
+
+    The zeros before them (padding) differ from every id; a row's ``lens[j]`` last columns are
+    its tokens, in order.
+    """
+    width = int(lens.max()) if lens.size else 0
+    if mask is None and width == ids.shape[1]:
+        return ids[rows].astype(np.int64) + 1
+    block = np.zeros((rows.size, width), dtype=np.int64)
+    for j, (i, n) in enumerate(zip(rows.tolist(), lens.tolist())):
+        if n:  # one selection per row: cheaper than any global scatter
+            src = ids[i, :n] if prefix or mask is None else ids[i][mask[i]]
+            np.add(src, 1, out=block[j, width - n :], casting="unsafe")
+    return block
+
+
+def _exact_bits(block: np.ndarray, n: int) -> tuple[np.ndarray, int]:
+    """The block and the bits per id of its n-gram codes: ``n * bits <= 64`` is an exact packing.
+
+    When the ids are too wide, the block's distinct values are replaced by their ranks (0 stays
+    0, the order is kept) if that makes the packing exact; else the bits of the ids as they are
+    (the codes are then hashed).
+    """
+    top = int(block.max()) if block.size else 0
+    bits = max(1, top.bit_length())
+    if n * bits <= 64 or top >= _RANK_LIMIT:
+        return block, bits
+    present = np.zeros(top + 1, dtype=bool)
+    present[block] = True
+    present[0] = True
+    distinct = int(np.count_nonzero(present))
+    ranked_bits = max(1, (distinct - 1).bit_length())
+    if n * ranked_bits > 64:
+        return block, bits
+    ranks = np.cumsum(present, dtype=np.int64) - 1
+    return ranks[block], ranked_bits
+
+
 def _ngram_codes(block: np.ndarray, n: int, bits: int) -> np.ndarray:
     """One uint64 code per n-gram start (exact packing when ``n * bits <= 64``, else a 64-bit hash)."""
     width = block.shape[1] - n + 1
-    u = block.view(np.uint64)  # the -1 padding wraps; codes touching it are discarded by the caller
-    code = u[:, :width].copy()
+    u = block.view(np.uint64)
+    packed = n * bits <= 64
+    if n == 1:
+        return u.copy()
+    # The first step out of place (one pass fewer than a copy), the others in place.
+    code = u[:, :width] << np.uint64(bits) if packed else u[:, :width] * _HASH_MUL
     for k in range(1, n):
-        if n * bits <= 64:
-            code <<= np.uint64(bits)
+        if k > 1:
+            if packed:
+                code <<= np.uint64(bits)
+            else:  # multiply-xor chain: each step is a bijection of the running code for a fixed next id
+                code *= _HASH_MUL
+        if packed:
             code |= u[:, k : k + width]
-        else:  # multiply-xor chain: each step is a bijection of the running code for a fixed next id
-            code *= _HASH_MUL
+        else:
             code ^= u[:, k : k + width]
     return code
 
 
-def _distinct_counts(block: np.ndarray, lengths: np.ndarray, n: int, bits: int) -> np.ndarray:
-    """Number of distinct n-grams per row of a right-aligned block (0 for rows under ``n`` tokens)."""
+def _distinct_counts(block: np.ndarray, lengths: np.ndarray, n: int) -> np.ndarray:
+    """Number of distinct n-grams per row of a shifted block (0 for rows under ``n`` tokens).
+
+    Every code of a row is sorted, its distinct values counted, and those of the n-grams that
+    start in the padding taken off: packed, they are ``min(P, n - 1)`` distinct values (one per
+    number of leading zeros) plus 0 when ``P >= n`` (``P`` padding columns), all below the codes
+    of the row's own n-grams (whose first id is at least 1).
+    """
     width = block.shape[1] - n + 1
+    counts = np.maximum(lengths - n + 1, 0)
     if width <= 0:
         return np.zeros(block.shape[0], dtype=np.int64)
-    counts = np.maximum(lengths - n + 1, 0)
+    block, bits = _exact_bits(block, n)
     code = _ngram_codes(block, n, bits)
-    code[np.arange(width)[None, :] < (width - counts)[:, None]] = np.iinfo(np.uint64).max
-    code.sort(axis=1)  # the valid codes first (the sentinel is the largest value)
-    new = code[:, 1:] != code[:, :-1]
-    new &= np.arange(1, width)[None, :] < counts[:, None]
-    return np.where(counts > 0, 1 + np.count_nonzero(new, axis=1), 0)
+    code.sort(axis=1)
+    total = 1 + np.count_nonzero(code[:, 1:] != code[:, :-1], axis=1)
+    pad = block.shape[1] - lengths
+    padding_codes = np.minimum(pad, n - 1) + (pad >= n)
+    return np.where(counts > 0, total - padding_codes, 0)
 
 
 def _loops(block: np.ndarray, lengths: np.ndarray, repeats: int, max_period: int) -> np.ndarray:
@@ -339,9 +399,8 @@ def _loops(block: np.ndarray, lengths: np.ndarray, repeats: int, max_period: int
     for p in range(1, min(max_period, width // repeats) + 1):
         cand = np.flatnonzero(~found & (lengths >= repeats * p) & (block[:, -1] == block[:, -1 - p]))
         if cand.size:
-            tail = (repeats - 1) * p
-            sub = block[cand]
-            found[cand] = np.all(sub[:, width - tail :] == sub[:, width - tail - p : width - p], axis=1)
+            tail = block[cand, width - repeats * p :]  # the tails alone: the rows' last repeats * p ids
+            found[cand] = np.all(tail[:, p:] == tail[:, :-p], axis=1)
     return found
 
 
@@ -351,7 +410,7 @@ def _first_match(block: np.ndarray, tag: tuple[int, ...], last_start: np.ndarray
     width = block.shape[1] - k + 1
     if width <= 0:
         return np.full(block.shape[0], -1, dtype=np.int64)
-    hit = block[:, :width] == tag[0]  # the -1 padding never matches an id >= 0
+    hit = block[:, :width] == tag[0]  # the zero padding never matches a (shifted) id >= 1
     for q in range(1, k):
         hit &= block[:, q : q + width] == tag[q]
     if last_start is not None:
@@ -362,8 +421,8 @@ def _first_match(block: np.ndarray, tag: tuple[int, ...], last_start: np.ndarray
 def _think_ids(
     block: np.ndarray, lengths: np.ndarray, span: tuple[tuple[int, ...], tuple[int, ...]]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(closed, thinking length, answer length) per row of a right-aligned block (tokens)."""
-    opening, closing = span
+    """(closed, thinking length, answer length) per row of a shifted block (tokens)."""
+    opening, closing = (tuple(t + 1 for t in tag) for tag in span)  # the block holds ids plus one
     width = block.shape[1]
     start = width - lengths
     end = _first_match(block, closing)
@@ -377,34 +436,37 @@ def _think_ids(
 
 
 def _id_sums(
-    aligned: np.ndarray, lengths: np.ndarray, o: Mapping[str, Any]
+    ids: np.ndarray, mask: np.ndarray | None, o: Mapping[str, Any]
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Sums and extremes of right-aligned token rows, in blocks of rows of similar lengths.
+    """Sums and extremes of token rows, in blocks of rows of similar lengths.
 
-    Rows are taken shortest first, and each block is cut to its longest row, so the n-gram
-    sort and the comparisons skip most of the padding.
+    Rows are taken shortest first; each block holds its rows' tokens right-aligned (plus one,
+    zeros before them) and is cut to its longest row, so the n-gram sort and the comparisons
+    skip most of the padding. Every statistic is a few whole-block numpy passes.
     """
+    _check_id_range(ids, mask)
+    lengths, prefix = _lengths(ids, mask)
     s = dict.fromkeys(_sum_names(o), 0.0)
-    width = aligned.shape[1]
     s["n"], s["len_sum"] = float(lengths.size), float(lengths.sum())
     s["empty"] = float(np.count_nonzero(lengths == 0))
-    bits = max(1, (int(aligned.max()) if aligned.size else 0).bit_length())
     order = np.argsort(lengths, kind="stable")
+    n = o["ngram"]
     ratios: list[float] = []
     think_max = answer_max = -math.inf
     for first in range(0, lengths.size, _ROW_BLOCK):
         rows = order[first : first + _ROW_BLOCK]
         lens = lengths[rows]
-        block = aligned[rows, width - int(lens.max()) :]
+        block = _shifted_block(ids, mask, rows, lens, prefix)
         s["loop"] += float(np.count_nonzero(_loops(block, lens, o["loop_repeats"], o["loop_max_period"])))
-        distinct = _distinct_counts(block, lens, o["ngram"], bits)
-        has = lens >= o["ngram"]
-        s["distinct_sum"] += float(np.sum(distinct[has] / (lens[has] - o["ngram"] + 1)))
-        s["distinct_n"] += float(np.count_nonzero(has))
+        has = lens >= n
+        if has.any():
+            distinct = _distinct_counts(block, lens, n)
+            s["distinct_sum"] += float(np.sum(distinct[has] / (lens[has] - n + 1)))
+            s["distinct_n"] += float(np.count_nonzero(has))
         if o["compression"]:
-            raw = block.astype("<u4")
+            raw = (block - 1).astype("<u4")
             cut = block.shape[1]
-            ratios += [_deflate_ratio(raw[i, cut - n :].tobytes()) for i, n in enumerate(lens.tolist()) if n]
+            ratios += [_deflate_ratio(raw[i, cut - m :].tobytes()) for i, m in enumerate(lens.tolist()) if m]
         if o["think_span"] is not None:
             closed, think, answer = _think_ids(block, lens, o["think_span"])
             s["closed"] += float(np.count_nonzero(closed))
@@ -449,14 +511,14 @@ def _options(on_ids: bool, has_stops: bool, pattern: Any, think_span: Any, **num
         "ngram": check_int(numbers["ngram"], "ngram", minimum=1),
         "loop_repeats": check_int(numbers["loop_repeats"], "loop_repeats", minimum=2),
         "loop_max_period": check_int(numbers["loop_max_period"], "loop_max_period", minimum=1),
-        "compression": numbers["compression"],
+        "compression": (not on_ids) if numbers["compression"] is None else numbers["compression"],
         "stop_reasons": has_stops,
         "format_pattern": None if compiled is None else (compiled.pattern, int(compiled.flags)),
         "think_span": _check_think_span(think_span, on_ids),
         "prefix": check_prefix(numbers["prefix"]),
     }
     if not isinstance(o["compression"], bool):
-        raise TypeError(f"compression must be True or False; got {o['compression']!r}")
+        raise TypeError(f"compression must be True, False or None; got {o['compression']!r}")
     return o | {"_pattern": compiled}
 
 
@@ -471,7 +533,7 @@ def text_statistics(
     ngram: int = 4,
     loop_repeats: int = 4,
     loop_max_period: int = 64,
-    compression: bool = True,
+    compression: bool | None = None,
     prefix: str = K.TEXT_PREFIX,
 ) -> Stats:
     """Mergeable sums, maxima and minima behind :func:`compute_text_metrics` (host numpy vectors).
@@ -504,7 +566,7 @@ def text_statistics(
     )
     if on_ids:
         ids, mask = _host_ids(token_ids, response_mask)
-        sums, ext = _id_sums(*_right_aligned(ids, mask), o)
+        sums, ext = _id_sums(ids, mask, o)
     else:
         sums, ext = _text_sums(_check_strings(responses, "responses"), o)
     if stop_reasons is not None:
@@ -582,7 +644,7 @@ def compute_text_metrics(  # type: ignore[empty-body]  # the body is @metrics_fr
     ngram: int = 4,
     loop_repeats: int = 4,
     loop_max_period: int = 64,
-    compression: bool = True,
+    compression: bool | None = None,
     prefix: str = K.TEXT_PREFIX,
     process_group: Any = None,
 ) -> dict[str, float]:
@@ -616,9 +678,10 @@ def compute_text_metrics(  # type: ignore[empty-body]  # the body is @metrics_fr
     loop_repeats, loop_max_period : int, keyword-only
         A response ends in a loop when its last ``loop_repeats * p`` units are ``loop_repeats``
         copies of one block of ``p <= loop_max_period`` units (defaults 4 and 64).
-    compression : bool, keyword-only
-        Compute the compression ratios (default ``True``; the costliest statistic on long
-        token rows).
+    compression : bool or None, keyword-only
+        Compute the compression ratios (zlib, one call per response). Default ``None``: on for
+        decoded text, off for token ids, where zlib alone costs more than every other statistic
+        together (pass ``True`` to have them).
     prefix : str, keyword-only
         Prepended to every key instead of ``"text/"``.
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
@@ -630,7 +693,8 @@ def compute_text_metrics(  # type: ignore[empty-body]  # the body is @metrics_fr
     dict[str, float]
         ``num_responses``, ``empty_ratio``, ``length/{mean,max,min}``,
         ``repetition/loop_ratio``, ``repetition/distinct_ngram/mean``,
-        ``compression_ratio/{mean,max,min}`` (with ``compression``), ``non_word_ratio/mean``
+        ``compression_ratio/{mean,max,min}`` (with ``compression``: by default for text only),
+        ``non_word_ratio/mean``
         (text); with ``stop_reasons``: ``stop_reason/{stop,length,abort,error,tool_call,other}``;
         with ``format_pattern``: ``format/match_ratio``; with ``think_span``:
         ``think/{closed_ratio,share}``, ``think/length/{mean,max}``, ``answer/length/{mean,max}``.
