@@ -335,12 +335,13 @@ class RLMetricsCallback(TrainerCallback):
         if not state.is_world_process_zero:
             return
         self._open(args)
-        if self._groups.enabled and self.trainer is None:
+        if (self._groups.enabled or self._text.enabled) and self.trainer is None:
             warnings.warn(
-                "RLMetricsCallback: the exact group statistics and reward components need the trainer: "
-                "register the callback with RLMetricsCallback(...).attach(trainer), or pass "
-                "group_metrics=False, reward_components=False; the trainer's records are mirrored all "
-                "the same",
+                "RLMetricsCallback: the exact group statistics, reward components, text statistics and "
+                "sample tables need the trainer: register the callback with "
+                "RLMetricsCallback(...).attach(trainer), or pass group_metrics=False, "
+                "reward_components=False, text_metrics=False, sample_rows=0; the trainer's records are "
+                "mirrored all the same",
                 TrackingWarning,
                 stacklevel=2,
             )
@@ -709,8 +710,13 @@ class _TextWindow:
         n = _batch_count(trainer)
         if n <= self._seen:
             return
-        self._seen = n
+        missed, self._seen = n - self._seen - 1, n
         try:
+            if missed:
+                raise _GroupLayoutError(
+                    f"{missed + 1} generation batches were scored between two micro-steps; only the last "
+                    "one's texts can be read"
+                )
             texts = _generation_texts(trainer, labels)
             if self.metrics:
                 stats = text_statistics(texts.completions, **self.options)
