@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
 import pytest
@@ -27,6 +28,11 @@ def test_demo_writes_the_run_and_prints_the_summary(tmp_path):
     assert "validation accuracy (mean@8)" in result.output
     assert "critic/score/mean" in result.output
     assert f"next:    rlmetrics report {path} -o {path.parent / 'report'}" in result.output.splitlines()
+    # the command line as typed (the defaults left out, the options in the command's order)
+    config = json.loads((path.parent / "config.json").read_text())
+    want = "rlmetrics demo --steps 2 --out-dir {} --experiment cli --group-size 4 --n-prompts 4 "
+    assert config["command"] == want.format(shlex.quote(str(tmp_path))) + "--val-every 2 --quiet"
+    assert (path.parent / "samples.jsonl").is_file()
 
 
 def test_a_second_run_into_the_same_folder_is_a_new_run_and_the_first_is_kept(tmp_path):
@@ -202,3 +208,19 @@ def test_every_option_but_the_run_options_is_a_config_field():
         "clip_ratio",
     }
     assert fields - params == internal
+
+
+def test_the_command_line_parses_back_to_the_same_options(tmp_path, monkeypatch):
+    """command_line(options) run as a command gives those options again (a space in a path too)."""
+    from rlmetrics.cli import demo as cli_demo
+
+    seen = []
+    monkeypatch.setattr(cli_demo, "_train", lambda console, cfg, **kw: seen.append((cfg, kw)) or 1 / 0)
+    out = tmp_path / "my runs"
+    args = ["demo", "--steps", "3", "--lr", "0.05", "-o", str(out), "--backends", "jsonl,console", "-q"]
+    runner.invoke(app, args)
+    cfg, kw = seen[0]
+    words = shlex.split(kw["command"])
+    assert words[:2] == ["rlmetrics", "demo"]
+    runner.invoke(app, words[1:])
+    assert seen[1][0] == cfg and seen[1][1] == kw

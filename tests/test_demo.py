@@ -17,9 +17,12 @@ from rlmetrics.demo.run import (
     _gae,
     _grpo_advantages,
     _low_var_kl,
+    demo_call,
     run_demo,
     val_acc_key,
 )
+from rlmetrics.readers.samples import read_samples
+from rlmetrics.report.runs import load_run
 
 #: Trains a model: CI runs these once more under a second CPU kernel family (.ci/run).
 pytestmark = pytest.mark.trains
@@ -83,6 +86,14 @@ FAMILIES = {
         "rollout_corr/k3_kl",
         "rollout_corr/rollout_is_mean",
         "rollout_corr/log_ppl_diff",
+    ],
+    "text": [
+        "text/num_responses",
+        "text/length/mean",
+        "text/repetition/loop_ratio",
+        "text/repetition/distinct_ngram/mean",
+        "text/stop_reason/stop",
+        "text/stop_reason/length",
     ],
     "validation": [
         "val-core/reverse/acc/mean@4",
@@ -158,6 +169,48 @@ def test_metrics_are_consistent_with_the_batch(small_run):
     assert abs(m["critic/advantages/mean"]) < 0.5  # group-normalised
 
 
+def test_every_step_logs_a_sample_table_of_its_batch(small_run):
+    """The samples of each step: max, min and median reward rows of that step's batch."""
+    tables = read_samples(small_run.run_dir)
+    rows = {r["step"]: r for r in _rows(small_run.jsonl_path)}
+    assert sorted(tables) == list(range(1, 61))  # every training step, not the validation before
+    for step, table in tables.items():
+        m = rows[step]
+        assert table.step == (step,) * len(table)
+        assert table.chosen[:3] == ("max", "min", "median") and len(table) == 7  # 4 random rows
+        assert table.reward[0] == pytest.approx(m["critic/score/max"], abs=1e-6)
+        assert table.reward[1] == pytest.approx(m["critic/score/min"], abs=1e-6)
+        assert max(table.reward) == table.reward[0] and min(table.reward) == table.reward[1]
+        assert all(m["response_length/min"] <= n <= m["response_length/max"] for n in table.length)
+        assert set(table.stop_reason) <= {"stop", "length"} and set(table.category) == {"reverse"}
+        # a prompt is 1 to 3 letters of the alphabet (SMALL: max_len=3, 5 letters)
+        assert all(1 <= len(p) <= 3 and set(p) <= set("abcde") for p in table.prompt)
+        if m["text/stop_reason/stop"] == 1.0:
+            assert set(table.stop_reason) == {"stop"}
+        assert m["text/num_responses"] == 32 * 8
+        assert m["text/stop_reason/stop"] + m["text/stop_reason/length"] == pytest.approx(1.0)
+        # lengths in tokens: the text statistics see the same responses as the data metrics
+        assert m["text/length/mean"] == pytest.approx(m["response_length/mean"], rel=1e-6)
+
+
+def test_the_command_is_recorded_and_runs_the_same_config(small_run):
+    """The run's command is the Python call that runs it again; the report reads it."""
+    config = json.loads((small_run.run_dir / "config.json").read_text())
+    command = config["command"]
+    assert command == demo_call(DemoConfig(seed=0, **SMALL), out_dir=small_run.run_dir.parents[1])
+    calls = []
+    eval(command, {"run_demo": lambda cfg, **kw: calls.append((cfg, kw)), "DemoConfig": DemoConfig})
+    assert calls == [(DemoConfig(seed=0, **SMALL), {"out_dir": str(small_run.run_dir.parents[1])})]
+    assert load_run(small_run.jsonl_path).command == command
+
+
+def test_a_given_command_is_recorded_as_given(tmp_path):
+    res = run_demo(DemoConfig(seed=0, **TINY), out_dir=tmp_path, command="python train.py --x 1")
+    assert json.loads((res.run_dir / "config.json").read_text())["command"] == "python train.py --x 1"
+    with pytest.raises(TypeError, match="command must be a str or None; got list"):
+        run_demo(DemoConfig(**TINY), out_dir=tmp_path, command=["rlmetrics", "demo"])  # type: ignore[arg-type]
+
+
 def _no_timing(rows):
     drop = ("timing_s/", "timing_per_token_ms/", "perf/throughput", "perf/time_per_step", "perf/mfu")
     return [{k: v for k, v in r.items() if k != "timestamp" and not k.startswith(drop)} for r in rows]
@@ -170,6 +223,7 @@ def test_same_seed_same_metrics(tmp_path):
     ra, rb, rc = (_no_timing(_rows(r.jsonl_path)) for r in (a, b, c))
     assert ra == rb
     assert ra != rc
+    assert read_samples(a.run_dir) == read_samples(b.run_dir) != read_samples(c.run_dir)
     # a rerun into the same folder is a new run beside the first, which is kept as it was
     first = a.jsonl_path.read_bytes()
     with pytest.warns(RuntimeWarning, match=r"grpo_seed3' exists: this run is 'grpo_seed3-2'"):

@@ -20,7 +20,9 @@ from rlmetrics import keys as K  # noqa: E402
 from rlmetrics.health.monitor import HealthMonitor  # noqa: E402
 from rlmetrics.health.sources import TRL_TRAINER_STATE, load_history  # noqa: E402
 from rlmetrics.integrations.trl import RLMetricsCallback  # noqa: E402
+from rlmetrics.readers.samples import read_samples  # noqa: E402
 from rlmetrics.tracking import read_jsonl  # noqa: E402
+from rlmetrics.training.text import compute_text_metrics  # noqa: E402
 
 #: Trains a model: CI runs these once more under a second CPU kernel family (.ci/run).
 pytestmark = pytest.mark.trains
@@ -89,8 +91,11 @@ class RecordedRewards:
 
     def __init__(self) -> None:
         self.calls: dict[str, list[list[float | None]]] = defaultdict(list)
+        #: (prompts, completions) of each generation batch, as the reward functions got them
+        self.texts: list[tuple[list[str], list[str]]] = []
 
     def has_a(self, completions, **kwargs):
+        self.texts.append((list(kwargs["prompts"]), list(completions)))
         out: list[float | None] = [1.0 if "a" in c.split() else 0.0 for c in completions]
         self.calls["has_a"].append(out)
         return out
@@ -212,6 +217,30 @@ def test_real_window_reward_components(trained):
         )
 
 
+def test_real_window_text_statistics_and_sample_tables(trained):
+    """The text statistics of every completion of a window; a sample table of its last batch."""
+    rows = read_jsonl(trained.callback.run_dir / "metrics.jsonl")
+    calls, texts = trained.recorded.calls, trained.recorded.texts
+    tables = read_samples(trained.callback.run_dir)
+    assert sorted(tables) == [2, 4]
+    for row, gens, step in zip(rows[:2], (range(0, 2), range(2, 4)), (2, 4)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # NaN where a statistic is undefined on these texts
+            want = compute_text_metrics([c for j in gens for c in texts[j][1]])
+        assert want["text/num_responses"] == sum(len(texts[j][1]) for j in gens)
+        for key, value in want.items():
+            assert row[key] == pytest.approx(value, nan_ok=True, rel=1e-12), key
+        last = gens[-1]
+        rewards = [a + 0.5 * (s or 0.0) for a, s in zip(calls["has_a"][last], calls["short"][last])]
+        table = tables[step]
+        assert table.chosen[:2] == ("max", "min") and len(table) == min(8, len(rewards))
+        assert table.reward[0] == max(rewards) and table.reward[1] == min(rewards)
+        pairs = list(zip(*texts[last]))
+        assert all(pair in pairs for pair in zip(table.prompt, table.response))
+        assert set(table.length) == set(table.stop_reason) == {None}  # TRL keeps neither
+    assert not any(k.startswith("text/") for k in rows[2])  # the summary record
+
+
 def test_the_run_reads_back_diagnoses_and_reports(trained, tmp_path):
     pytest.importorskip("matplotlib")
     from typer.testing import CliRunner
@@ -255,6 +284,7 @@ class FakeTrainer:
         # one here checks that only the newest batch is read
         self._logs: dict[str, Any] = {
             "prompt": deque(maxlen=2 * batch),
+            "completion": deque(maxlen=2 * batch),
             "rewards": defaultdict(lambda: deque(maxlen=2 * batch)),
         }
         self.callbacks: list = []
@@ -262,11 +292,12 @@ class FakeTrainer:
     def add_callback(self, callback) -> None:
         self.callbacks.append(callback)
 
-    def generate(self, per_func: dict, prompts=None) -> None:
+    def generate(self, per_func: dict, prompts=None, completions=None) -> None:
         first = next(iter(per_func.values()))
         n = len(first)
         self._metrics["train"]["reward"].append(0.0)
         self._logs["prompt"].extend(prompts or [f"p{i // self.num_generations}" for i in range(n)])
+        self._logs["completion"].extend(completions or [f"answer {i}" for i in range(n)])
         for name, values in per_func.items():
             self._logs["rewards"][name].extend(values)
 
@@ -363,7 +394,7 @@ def test_eval_records_are_mirrored_without_group_statistics(tmp_path):
 )
 def test_an_unexpected_trainer_switches_group_statistics_off_not_the_mirror(tmp_path, setup, match):
     trainer = FakeTrainer()
-    cb = RLMetricsCallback(monitor=False).attach(trainer)
+    cb = RLMetricsCallback(monitor=False, text_metrics=False, sample_rows=0).attach(trainer)
     a = args(tmp_path)
     cb.on_train_begin(a, state(0), None)
     setup(trainer)
@@ -671,6 +702,125 @@ def test_bad_category_arguments(kwargs, exc, match):
         RLMetricsCallback(**kwargs)
 
 
+# --- text statistics and sample tables on a stand-in ---------------------------------------------
+
+
+def text_run(tmp_path, batches, **options) -> RLMetricsCallback:
+    """A window of generation batches ``(per_func, prompts, completions)`` logged at step 5."""
+    trainer = FakeTrainer(names=("acc",), batch=len(batches[0][0]["acc"]))
+    cb = RLMetricsCallback(monitor=False, **options).attach(trainer)
+    a = args(tmp_path)
+    cb.on_train_begin(a, state(0), None)
+    for step, (per_func, prompts, completions) in enumerate(batches, start=1):
+        trainer.generate(per_func, prompts=prompts, completions=completions)
+        cb.on_step_end(a, state(step), None)
+    cb.on_log(a, state(5), None, logs={"reward": 0.5})
+    cb.on_train_end(a, state(5), None)
+    return cb
+
+
+def test_conversations_are_their_messages_text(tmp_path):
+    def chat(text):
+        return [{"role": "assistant", "content": text}]
+
+    prompts = [
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": f"q{i // 2}"}]
+        for i in range(4)
+    ]
+    parts = [{"type": "text", "text": "ha "}, {"type": "image"}, {"type": "text", "text": "ha"}]
+    completions = [chat("yes"), chat("ha ha ha ha ha"), [{"role": "assistant", "content": parts}], chat("")]
+    cb = text_run(tmp_path, [({"acc": [1.0, 0.0, 0.5, 0.25]}, prompts, completions)])
+    (row,) = jsonl_rows(cb)
+    want = compute_text_metrics(["yes", "ha ha ha ha ha", "ha ha", ""])
+    assert {k: row[k] for k in want} == pytest.approx(want)
+    assert row["text/empty_ratio"] == 0.25 and row["text/repetition/loop_ratio"] == 0.25
+    table = read_samples(run_dir(cb))[5]
+    # max, min, the lower median (0.25), then the one row left, drawn at random
+    assert table.response == ("yes", "ha ha ha ha ha", "", "ha ha")
+    assert table.prompt[0] == "system: be brief\nuser: q0"
+
+
+def test_unscorable_completions_are_counted_in_the_text_not_the_table(tmp_path):
+    batch = ({"acc": [1.0, math.nan, 0.0, math.nan]}, None, ["a b", "c", "d e f", ""])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # groups of one scorable completion: no std
+        cb = text_run(tmp_path, [batch])
+    (row,) = jsonl_rows(cb)
+    assert row["text/num_responses"] == 4 and row["text/empty_ratio"] == 0.25
+    table = read_samples(run_dir(cb))[5]
+    assert table.response == ("a b", "d e f") and table.reward == (1.0, 0.0)
+
+
+def test_the_window_merges_its_batches_and_the_table_is_of_the_last(tmp_path):
+    first = ({"acc": [1.0, 0.0, 1.0, 0.0]}, None, ["one two", "one one one one", "x", "y z"])
+    second = ({"acc": [0.0, 0.25, 0.75, 1.0]}, None, ["p", "q q", "r r r", "s s s s"])
+    cb = text_run(tmp_path, [first, second], sample_rows=3, text_options={"ngram": 1})
+    (row,) = jsonl_rows(cb)
+    want = compute_text_metrics([*first[2], *second[2]], ngram=1)
+    assert {k: row[k] for k in want} == pytest.approx(want)
+    table = read_samples(run_dir(cb))[5]
+    assert table.response == ("s s s s", "p", "q q") and table.chosen == ("max", "min", "median")
+
+
+def test_the_table_has_the_categories_of_group_by(tmp_path):
+    trainer = FakeTrainer()
+    trainer.train_dataset = dataset({"p0": "gsm8k", "p1": "math"})
+    cb = RLMetricsCallback(monitor=False, group_by="data_source").attach(trainer)
+    a = args(tmp_path)
+    cb.on_train_begin(a, state(0), None)
+    trainer.generate({"acc": [1.0, 0.0, 0.5, 0.5]})
+    cb.on_step_end(a, state(1), None)
+    cb.on_log(a, state(1), None, logs={"reward": 0.5})
+    table = read_samples(run_dir(cb))[1]
+    assert dict(zip(table.prompt, table.category)) == {"p0": "gsm8k", "p1": "math"}
+
+
+def test_text_and_samples_switched_off(tmp_path):
+    batch = ({"acc": [1.0, 0.0, 1.0, 0.0]}, None, None)
+    cb = text_run(tmp_path, [batch], text_metrics=False, sample_rows=0)
+    (row,) = jsonl_rows(cb)
+    assert "grpo/num_groups" in row and not any(k.startswith("text/") for k in row)
+    assert not (run_dir(cb) / "samples.jsonl").exists()
+    cb = text_run(tmp_path / "b", [batch], text_metrics=False)  # the table alone
+    assert (
+        not any(k.startswith("text/") for k in jsonl_rows(cb)[0]) and len(read_samples(run_dir(cb))[5]) == 4
+    )
+
+
+def test_a_completion_log_without_completions_switches_off_the_text_only(tmp_path):
+    trainer = FakeTrainer()
+    del trainer._logs["completion"]
+    cb = RLMetricsCallback(monitor=False).attach(trainer)
+    a = args(tmp_path)
+    cb.on_train_begin(a, state(0), None)
+    trainer._metrics["train"]["reward"].append(0.0)
+    trainer._logs["prompt"].extend(["p0", "p0", "p1", "p1"])
+    trainer._logs["rewards"]["acc"].extend([1.0, 0.0, 1.0, 1.0])
+    with pytest.warns(RuntimeWarning, match=r"text statistics and sample tables are switched off \(KeyError"):
+        cb.on_step_end(a, state(1), None)
+    cb.on_log(a, state(1), None, logs={"reward": 0.5})
+    (row,) = jsonl_rows(cb)
+    assert row["grpo/num_groups"] == 2 and not any(k.startswith("text/") for k in row)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"text_metrics": "yes"}, TypeError, "text_metrics must be a bool; got str 'yes'"),
+        ({"text_options": {"prefix": "t/"}}, TypeError, r"text_options: unknown option\(s\) 'prefix'"),
+        ({"text_options": "ngram=2"}, TypeError, "text_options must be a dict"),
+        ({"text_options": {"format_pattern": "("}}, ValueError, "format_pattern is not a valid regular"),
+        ({"text_options": {"ngram": 0}}, ValueError, "ngram must be an integer >= 1; got 0"),
+        ({"sample_rows": -1}, ValueError, "sample_rows must be an integer >= 0; got -1"),
+        ({"sample_bytes": 10}, ValueError, "sample_bytes must be an integer >= 128; got 10"),
+    ],
+    ids=["flag", "unknown", "not-a-dict", "pattern", "ngram", "rows", "bytes"],
+)
+def test_bad_text_options(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        RLMetricsCallback(**kwargs)
+
+
 # --- stopping a lost run ----------------------------------------------------------------------
 
 
@@ -695,7 +845,12 @@ def test_the_monitor_stops_the_training_with_a_checkpoint_first(
 
     monitor = HealthMonitor(every=1, budget=None, actions=actions)
     cb = RLMetricsCallback(
-        monitor=monitor, group_metrics=False, reward_components=False, save_on_stop=save_on_stop
+        monitor=monitor,
+        group_metrics=False,
+        reward_components=False,
+        text_metrics=False,
+        sample_rows=0,
+        save_on_stop=save_on_stop,
     )
     a, ctl = args(tmp_path), control()
     cb.on_train_begin(a, state(0), ctl)

@@ -10,6 +10,7 @@ import inspect
 import json
 import math
 import sys
+import types
 import warnings
 from collections.abc import Iterator
 from importlib.machinery import SourceFileLoader
@@ -20,6 +21,7 @@ import pytest
 import torch
 
 import rlmetrics
+import rlmetrics.readers
 from batches import assert_close_to_reference, make_batch
 from rlmetrics import keys
 from rlmetrics.integrations import verl as rv
@@ -957,7 +959,8 @@ def test_the_trainers_data_metrics_come_per_data_source_and_outcome(verl, data_p
         assert_close_to_reference(got, ref, scale=dict.fromkeys(ref, 1.0), rtol=1e-5)
     assert "by_data_source/openai%2Fgsm8k/critic/score/mean" in out  # the source's "/" escaped
     n_categories = len(set(SOURCES)) + 2
-    assert len(out) == len(plain) * (1 + n_categories)
+    not_text = [k for k in out if not k.startswith(keys.TEXT_PREFIX)]  # the responses' text statistics
+    assert len(not_text) == len(plain) * (1 + n_categories)
 
 
 @pytest.mark.parametrize(
@@ -976,7 +979,10 @@ def test_the_category_options_turn_each_split_off(verl, data_proto, options, pre
     groups = {split[1] for k in out if (split := keys.split_category_key(k)) is not None}
     assert groups == present
     plain = rlmetrics.compute_data_metrics(batch, True)
-    assert {k: v for k, v in out.items() if keys.split_category_key(k) is None} == plain
+    text = keys.TEXT_PREFIX  # the responses' text statistics, beside verl's keys
+    assert {
+        k: v for k, v in out.items() if keys.split_category_key(k) is None and not k.startswith(text)
+    } == plain
 
 
 @pytest.mark.parametrize(
@@ -995,7 +1001,8 @@ def test_a_field_rlmetrics_cannot_split_by_is_left_out(verl, data_proto, fields,
     batch.non_tensor_batch.update(fields)  # DataProto checks lengths at construction only
     quiet_patch(preload=False)
     out = rv.compute_data_metrics(batch, True)
-    groups = {split[1] for k in out if (split := keys.split_category_key(k)) is not None}
+    # (the walrus names its own variable: it binds in the function, beside the parameter)
+    groups = {parts[1] for k in out if (parts := keys.split_category_key(k)) is not None}
     assert groups == ({"outcome"} if split else set())
 
 
@@ -1077,3 +1084,138 @@ def test_category_options_travel_to_the_ray_workers():
     options = rv.VerlPatchOptions.from_json(raw, preload=False)
     assert (options.by_data_source, options.max_categories, options.reward_components) == (False, 8, False)
     assert options.split_by_outcome is True
+
+
+# ----------------------------------------------------------------------------- text and samples
+WORDS = ["<pad>", "<eos>", "<unk>", "a", "b", "c", "d", "e", "f", "g"]
+
+
+def word_tokenizer() -> Any:
+    """A word-level tokenizer (``<eos>`` is id 1), built here: no download."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
+    )
+
+
+class FakeTextTrainer:
+    """What verl's RayPPOTrainer has that the text statistics and samples read: its tokenizer,
+    step and run names; its fit's call of compute_data_metrics."""
+
+    def __init__(self, global_steps: int = 7) -> None:
+        self.tokenizer = word_tokenizer()
+        self.global_steps = global_steps
+        trainer = types.SimpleNamespace(project_name="proj", experiment_name="exp", log_val_generations=0)
+        self.config = types.SimpleNamespace(trainer=trainer)
+
+    def collect(self, module: Any, batch: Any) -> dict[str, float]:
+        return module.compute_data_metrics(batch=batch, use_critic=True)
+
+
+def worded_batch(data_proto: Any) -> tuple[Any, np.ndarray, np.ndarray]:
+    """A batch whose prompts and responses are ids of WORDS; rows 0-3 end with <eos>, rows 4 and 5
+    fill the width (10: the length limit), rows 6 and 7 stop short without <eos>."""
+    tensors, _ = make_batch(8, 6, 10, seed=4, aborted=0.0)
+    g = np.random.default_rng(3)
+    lengths = np.array([3, 5, 10, 2, 10, 10, 4, 6])
+    mask = (np.arange(10)[None, :] < lengths[:, None]).astype(np.int64)
+    ids = np.where(mask == 1, g.integers(3, 10, size=(8, 10)), 0)
+    ids[[0, 1, 2, 3], lengths[:4] - 1] = 1
+    ids[6, :4] = [4, 4, 4, 4]  # a loop: four copies of one token
+    tensors["responses"] = torch.from_numpy(ids)
+    tensors["response_mask"] = torch.from_numpy(mask)
+    tensors["attention_mask"][:, 6:] = torch.from_numpy(mask)
+    tensors["prompts"] = torch.from_numpy(
+        np.where(tensors["attention_mask"][:, :6].numpy() == 1, 3 + np.arange(6) % 7, 0)
+    )
+    sources = np.array(["gsm8k", "math"] * 4, dtype=object)
+    return data_proto.from_dict(tensors=tensors, non_tensors={"data_source": sources}), ids, mask
+
+
+def test_the_training_batch_gives_text_statistics_and_a_decoded_sample_table(
+    verl, data_proto, tmp_path, monkeypatch
+):
+    from rlmetrics.readers.samples import read_samples
+
+    monkeypatch.setenv("VERL_FILE_LOGGER_ROOT", str(tmp_path))
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    batch, ids, mask = worded_batch(data_proto)
+    quiet_patch(preload=False)
+    out = FakeTextTrainer(global_steps=7).collect(verl["mods"][RAY_TRAINER], batch)
+    stops = ["stop"] * 4 + ["length"] * 2 + ["other"] * 2
+    want = rlmetrics.compute_text_metrics(token_ids=ids, response_mask=mask, stop_reasons=stops)
+    assert {k: out[k] for k in want} == pytest.approx(want)
+    assert out[keys.TEXT_STOP_REASON_LENGTH] == 0.25 and out[keys.TEXT_LOOP_RATIO] == 0.125
+    tables = read_samples(tmp_path / "proj" / "exp")  # beside verl's file logger's proj/exp.jsonl
+    (table,) = tables.values()
+    scores = batch.batch["token_level_scores"].sum(-1).double().numpy()
+    assert table.step[0] == 7 and table.chosen[:3] == ("max", "min", "median") and len(table) == 8
+    for row in table.rows():
+        (i,) = [i for i in range(8) if scores[i] == pytest.approx(row["reward"])]
+        # the response's words without <eos> (skip_special_tokens, as verl decodes)
+        assert row["response"] == " ".join(WORDS[t] for t in ids[i][mask[i] == 1] if t != 1)
+        assert row["length"] == mask[i].sum() and row["stop_reason"] == stops[i]
+        assert row["category"] == ["gsm8k", "math"][i % 2]
+        assert row["prompt"] == " ".join(WORDS[t] for t in batch.batch["prompts"][i].tolist() if t)
+
+
+def test_the_text_options_switch_each_off_and_a_folder_of_ones_own(verl, data_proto, tmp_path):
+    batch, _, _ = worded_batch(data_proto)
+    quiet_patch(preload=False, text_metrics=False, samples_dir=str(tmp_path / "s"), sample_rows=3)
+    out = FakeTextTrainer().collect(verl["mods"][RAY_TRAINER], batch)
+    assert not any(k.startswith(keys.TEXT_PREFIX) for k in out)
+    assert len(rlmetrics.readers.read_samples(tmp_path / "s")[7]) == 3
+    quiet_patch(preload=False, sample_rows=0, samples_dir=str(tmp_path / "none"))
+    out = FakeTextTrainer().collect(verl["mods"][RAY_TRAINER], batch)
+    assert keys.TEXT_LOOP_RATIO in out and not (tmp_path / "none").exists()
+    # without a trainer (a bare call): the text statistics, no stop reasons, no table
+    out = verl["mods"][RAY_TRAINER].compute_data_metrics(batch=batch, use_critic=True)
+    assert keys.TEXT_LOOP_RATIO in out and keys.TEXT_STOP_REASON_STOP not in out
+
+
+def test_validation_generations_give_val_text_statistics_and_a_table(verl, tmp_path):
+    from rlmetrics.readers.samples import read_samples
+
+    quiet_patch(preload=False, samples_dir=str(tmp_path))
+    trainer_cls = verl["mods"][RAY_TRAINER].RayPPOTrainer
+    fake = FakeTextTrainer(global_steps=5)
+    inputs = [f"q{i}" for i in range(6)]
+    outputs = ["4", "ha ha ha ha ha", "", "\\boxed{2}", "five", "x y z"]
+    scores = [1.0, 0.0, 0.0, 1.0, 0.5, 0.0]
+    trainer_cls._maybe_log_val_generations(fake, inputs, outputs, scores)  # verl's, wrapped
+    sources = np.array(["s"] * 6, dtype=object)
+    infos = {"reward": scores, "acc": [s == 1.0 for s in scores]}
+    metrics = trainer_cls._val_metrics_update(fake, sources, [str(i // 2) for i in range(6)], infos, [])
+    want = rlmetrics.compute_text_metrics(outputs, prefix=keys.VAL_TEXT_PREFIX)
+    assert {k: metrics[k] for k in want} == pytest.approx(want, nan_ok=True)
+    assert "val-core/s/acc/mean@2" in metrics
+    table = read_samples(tmp_path / rv.VAL_SAMPLES_FILE)[5]
+    assert table.reward[:2] == (1.0, 0.0) and set(table.response) <= set(outputs) and len(table) == 6
+    # the next validation's flattener does not repeat these statistics
+    again = trainer_cls._val_metrics_update(fake, sources, [str(i // 2) for i in range(6)], infos, [])
+    assert not any(k.startswith(keys.VAL_TEXT_PREFIX) for k in again)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"text_metrics": 1}, TypeError, "text_metrics must be True or False; got int 1"),
+        ({"sample_rows": -1}, ValueError, "sample_rows must be an integer >= 0; got -1"),
+        ({"sample_bytes": 8}, ValueError, "sample_bytes must be an integer >= 128; got 8"),
+        ({"samples_dir": 3}, TypeError, "samples_dir must be a folder path"),
+    ],
+    ids=["flag", "rows", "bytes", "dir"],
+)
+def test_bad_text_options_are_named(options, error, match):
+    with pytest.raises(error, match=match):
+        rv.VerlPatchOptions(**options)
+
+
+def test_text_options_travel_to_the_ray_workers():
+    env = rv.runtime_env(sample_rows=2, samples_dir="/runs/s", text_metrics=False)
+    options = rv.VerlPatchOptions.from_json(env["env_vars"][rv.OPTIONS_ENV])
+    assert (options.sample_rows, options.samples_dir, options.text_metrics) == (2, "/runs/s", False)

@@ -16,6 +16,7 @@ from rlmetrics.training.samples import (
     MIN_CELL_BYTES,
     TRUNCATION_MARKER,
     SampleTable,
+    choose_samples,
     select_samples,
 )
 
@@ -296,3 +297,29 @@ def test_errors_name_the_argument(change, error, match):
     args = {**OK, **change}
     with pytest.raises(error, match=match):
         select_samples(args.pop("prompts"), args.pop("responses"), args.pop("rewards"), **args)
+
+
+@pytest.mark.parametrize("n_random,max_rows", [(0, 16), (4, 16), (10, 5)], ids=["none", "four", "capped"])
+def test_choose_samples_names_the_rows_select_samples_picks(n_random, max_rows):
+    rewards = np.random.default_rng(2).integers(0, 4, size=40).astype(float)  # many ties
+    picks = choose_samples(rewards, n_random=n_random, max_rows=max_rows, seed=5, step=3)
+    table = select_samples(
+        [str(i) for i in range(40)],
+        [str(i) for i in range(40)],
+        rewards,
+        n_random=n_random,
+        max_rows=max_rows,
+        seed=5,
+        step=3,
+    )
+    assert [(int(r), c) for r, c in zip(table.response, table.chosen)] == picks
+    # decoding only those rows (the others given as "") gives the same table
+    only = [str(i) if i in {p for p, _ in picks} else "" for i in range(40)]
+    assert select_samples(only, only, rewards, n_random=n_random, max_rows=max_rows, seed=5, step=3) == table
+
+
+def test_choose_samples_checks_its_arguments():
+    with pytest.raises(ValueError, match=r"rewards must be finite; rewards\[1\] is nan"):
+        choose_samples([1.0, float("nan")])
+    with pytest.raises(ValueError, match=r"rewards must have shape \(B,\); got shape \(2, 1\)"):
+        choose_samples([[1.0], [2.0]])

@@ -498,6 +498,9 @@ SLIME_STALENESS_MULTI_VERSION_FRAC = "rollout/staleness/multi_version_frac"
 #: Prefix of the text statistics (``compute_text_metrics(prefix=)`` replaces it). Lengths are in
 #: characters for decoded text and in tokens for token ids.
 TEXT_PREFIX = "text/"
+#: Prefix of the text statistics of a validation's generations (the verl patch files them beside
+#: verl's ``val-core/...`` and ``val-aux/...``).
+VAL_TEXT_PREFIX = "val-text/"
 TEXT_NUM_RESPONSES = f"{TEXT_PREFIX}num_responses"
 TEXT_EMPTY_RATIO = f"{TEXT_PREFIX}empty_ratio"
 TEXT_LENGTH_MEAN = f"{TEXT_PREFIX}length/mean"

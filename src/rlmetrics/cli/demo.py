@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+import shlex
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -127,12 +129,41 @@ def demo(
     cfg = _config(given)
     _check_ready(console, out_dir)
     _print_start(console, cfg)
-    result = _train(console, cfg, out_dir=out_dir, backends=backends, experiment=experiment, quiet=quiet)
+    result = _train(
+        console,
+        cfg,
+        out_dir=out_dir,
+        backends=backends,
+        experiment=experiment,
+        quiet=quiet,
+        command=command_line(given),
+    )
     _print_summary(console, cfg, result)
 
 
 #: The demo's options that are not :class:`DemoConfig` fields: where the run goes, how it shows.
 _RUN_OPTIONS = frozenset({"out_dir", "backends", "experiment", "quiet"})
+
+
+def command_line(given: Mapping[str, Any]) -> str:
+    """The ``rlmetrics demo`` command line of the options ``given`` (those that differ from the
+    defaults, in the command's order), as a run records it in its ``command``.
+
+    Examples
+    --------
+    >>> command_line({"steps": 20, "lr": 0.05, "seed": 0, "out_dir": "my runs", "quiet": True})
+    "rlmetrics demo --steps 20 --out-dir 'my runs' --lr 0.05 --quiet"
+    """
+    words = ["rlmetrics", "demo"]
+    for name, parameter in inspect.signature(demo).parameters.items():
+        if name not in given or given[name] == parameter.default:
+            continue
+        value, flag = given[name], "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            words.append(flag)  # --quiet, the only flag: its default is False
+        else:
+            words += [flag, shlex.quote(str(value))]
+    return " ".join(words)
 
 
 def _config(given: Mapping[str, Any]) -> DemoConfig:
@@ -173,7 +204,14 @@ def _print_start(console: Console, cfg: DemoConfig) -> None:
 
 
 def _train(
-    console: Console, cfg: DemoConfig, *, out_dir: Path, backends: str, experiment: str | None, quiet: bool
+    console: Console,
+    cfg: DemoConfig,
+    *,
+    out_dir: Path,
+    backends: str,
+    experiment: str | None,
+    quiet: bool,
+    command: str,
 ) -> DemoResult:
     """:func:`run_demo` under a progress bar; its errors as the command's."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -194,7 +232,14 @@ def _train(
                 "ignore", message=r"run directory .* exists: this run is", category=RuntimeWarning
             )
             on_step = _progress_line(progress, progress.add_task("training", total=cfg.steps, info=""), cfg)
-            return run_demo(cfg, out_dir=out_dir, backends=backends, experiment=experiment, on_step=on_step)
+            return run_demo(
+                cfg,
+                out_dir=out_dir,
+                backends=backends,
+                experiment=experiment,
+                on_step=on_step,
+                command=command,
+            )
     except ValueError as err:  # an unknown backend name
         raise typer.BadParameter(str(err), param_hint="--backends") from None
     except ImportError as err:  # a backend's package is not installed

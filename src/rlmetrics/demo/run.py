@@ -95,18 +95,24 @@ from rlmetrics.policy.staleness import compute_staleness_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
 from rlmetrics.tracking import BACKENDS, Tracker, check_backends
 from rlmetrics.training.data import compute_data_metrics
+from rlmetrics.training.samples import SampleTable, select_samples
+from rlmetrics.training.text import compute_text_metrics
 from rlmetrics.training.timers import timer
 from rlmetrics.training.timing import compute_throughput_metrics, compute_timing_metrics
 from rlmetrics.validation.exact.summary import summarize_validation
 from rlmetrics.validation.verl.bootstrap import flatten_validation_metrics, process_validation_metrics
 
-__all__ = ["SUMMARY_KEYS", "DemoConfig", "DemoResult", "run_demo", "val_acc_key"]
+__all__ = ["SUMMARY_KEYS", "DemoConfig", "DemoResult", "demo_call", "run_demo", "val_acc_key"]
 
 #: Nominal peak FLOP/s of the demo's reference machine (2 x86 cores, AVX-512 FMA, fp32):
 #: 2 cores x 64 FLOP/cycle x 2.5 GHz. Only used for ``perf/mfu``; pass ``peak_flops=`` for yours.
 CPU_PEAK_FLOPS = 3.2e11
 
 _DATA_SOURCE = "reverse"
+#: The n of the text statistics' distinct-n: the demo's answers are 2 to 5 tokens long.
+_TEXT_NGRAM = 2
+#: The stop reasons of the demo's responses (they end with EOS, or at the length limit).
+_STOP, _LENGTH = "stop", "length"
 
 #: The metrics a demo run's summary shows, in this order.
 SUMMARY_KEYS = (
@@ -389,6 +395,9 @@ def _low_var_kl(torch: Any, logp: Any, ref_logp: Any) -> Any:
 class _Run:
     """State of one demo run: task, models, optimisers, generators."""
 
+    #: the sample table of the last step (:meth:`step`)
+    last_samples: SampleTable
+
     def __init__(self, config: DemoConfig) -> None:
         torch = _torch()
 
@@ -458,6 +467,16 @@ class _Run:
         self.last_batch, self.last_timing = batch, timing_raw  # kept for inspection and bench/bench_demo.py
         metrics = self._step_metrics(step, batch, timing_raw, metrics_lists, rollout["acc"])
         metrics.update(self._staleness_metrics(batch, rollout, dropped))
+        stops = self._stop_reasons(batch)
+        metrics.update(
+            compute_text_metrics(
+                token_ids=batch["responses"],
+                response_mask=batch["response_mask"],
+                stop_reasons=stops,
+                ngram=_TEXT_NGRAM,
+            )
+        )
+        self.last_samples = self._samples(step, rollout, batch, stops)
         self.version += 1  # the actor of the next step has one more update
         return metrics
 
@@ -479,6 +498,33 @@ class _Run:
         while bound is not None and self.version - self.queue[0]["version"] > bound:
             dropped.append(self.queue.popleft())
         return dropped
+
+    def _stop_reasons(self, batch: dict[str, Any]) -> list[str]:
+        """Why each response of the batch ended: ``"stop"`` (it holds ``EOS``), else ``"length"``."""
+        ended = (batch["responses"] == EOS).logical_and(batch["response_mask"].bool()).any(dim=1)
+        return [_STOP if e else _LENGTH for e in ended.tolist()]
+
+    def _samples(
+        self, step: int, rollout: dict[str, Any], batch: dict[str, Any], stops: list[str]
+    ) -> SampleTable:
+        """The step's sample table (:func:`rlmetrics.select_samples`): the prompts' letters and the
+        decoded answers (up to ``EOS``), the reward, the length in tokens and the stop reason."""
+        responses = batch["responses"].numpy()
+        lengths = batch["response_mask"].sum(dim=1).numpy()
+        answers = []
+        for row, n in zip(responses, lengths.tolist()):
+            tokens = row[:n].tolist()
+            answers.append(self.task.decode(tokens[: tokens.index(EOS)] if EOS in tokens else tokens))
+        return select_samples(
+            [self.task.decode(s) for s in rollout["strings"]],
+            answers,
+            batch["token_level_scores"].sum(dim=1).double().numpy(),
+            lengths=lengths,
+            stop_reasons=stops,
+            categories=[_DATA_SOURCE] * len(answers),
+            seed=self.cfg.seed,
+            step=step,
+        )
 
     def _staleness_metrics(
         self, batch: dict[str, Any], rollout: dict[str, Any], dropped: list[dict[str, Any]]
@@ -534,6 +580,7 @@ class _Run:
         with timer(K.STAGE_REWARD, timing_raw):
             token_level_scores, acc_np = self._scores(strings, responses, mask, response_mask.sum(dim=1))
         return {
+            "strings": strings,
             "uids": uids,
             "prompts": prompts,
             "prompt_mask": prompt_mask,
@@ -799,6 +846,39 @@ def val_acc_key(config: DemoConfig) -> str:
     )
 
 
+def demo_call(
+    config: DemoConfig,
+    *,
+    out_dir: str | Path = "rlmetrics_runs",
+    backends: Sequence[str] = ("jsonl",),
+    project: str = "rlmetrics-demo",
+    experiment: str | None = None,
+) -> str:
+    """The Python call of :func:`run_demo` that runs ``config`` (the settings that differ from
+    the defaults), as recorded in a run's ``command``.
+
+    Examples
+    --------
+    >>> demo_call(DemoConfig(steps=3, lr=0.05), out_dir="runs")
+    "run_demo(DemoConfig(steps=3, lr=0.05), out_dir='runs')"
+    """
+    changed = [
+        f"{f.name}={getattr(config, f.name)!r}"
+        for f in dataclasses.fields(config)
+        if getattr(config, f.name) != f.default
+    ]
+    args = [f"DemoConfig({', '.join(changed)})"]
+    for name, value, default in (
+        ("out_dir", str(out_dir), "rlmetrics_runs"),
+        ("backends", list(backends), ["jsonl"]),
+        ("project", project, "rlmetrics-demo"),
+        ("experiment", experiment, None),
+    ):
+        if value != default:
+            args.append(f"{name}={value!r}")
+    return f"run_demo({', '.join(args)})"
+
+
 def run_demo(
     config: DemoConfig | None = None,
     *,
@@ -808,8 +888,14 @@ def run_demo(
     experiment: str | None = None,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     tracker_kwargs: dict[str, Any] | None = None,
+    command: str | None = None,
 ) -> DemoResult:
     """Train the demo policy and log every metric family; see the module docstring.
+
+    Every step also logs the text statistics of its responses (``text/...``, from the token ids,
+    with their stop reasons: ``EOS`` or the length limit) and a sample table (the prompts'
+    letters, the decoded answers, reward, length and stop reason: :meth:`Tracker.log_samples
+    <rlmetrics.tracking.Tracker.log_samples>`, ``samples.jsonl`` beside ``metrics.jsonl``).
 
     Parameters
     ----------
@@ -828,6 +914,9 @@ def run_demo(
         Called as ``on_step(step, metrics)`` after each logged step (progress display).
     tracker_kwargs : dict, optional, keyword-only
         Extra :class:`Tracker` arguments (``wandb_mode``, ``mlflow_tracking_uri`` ...).
+    command : str, optional, keyword-only
+        What started the run, recorded as the config's ``command`` (the report shows it); default
+        the equivalent Python call (:func:`demo_call`). ``rlmetrics demo`` passes its command line.
 
     Returns
     -------
@@ -854,6 +943,10 @@ def run_demo(
     if "jsonl" not in names:
         names.insert(0, "jsonl")
     check_backends(names)  # a missing package fails here, before the model is built
+    if command is None:
+        command = demo_call(cfg, out_dir=out_dir, backends=names, project=project, experiment=experiment)
+    elif not isinstance(command, str):
+        raise TypeError(f"command must be a str or None; got {type(command).__name__}")
     experiment = experiment or _default_experiment(cfg)
     run_dir = Path(out_dir) / project / experiment  # or a suffixed name the Tracker picks
     torch = _torch()
@@ -864,7 +957,9 @@ def run_demo(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _run_demo(cfg, names, run_dir, project, experiment, out_dir, on_step, tracker_kwargs, t0)
+        return _run_demo(
+            cfg, names, run_dir, project, experiment, out_dir, on_step, tracker_kwargs, t0, command
+        )
     finally:
         torch.set_num_threads(threads)
 
@@ -879,6 +974,7 @@ def _run_demo(
     on_step: Callable[[int, dict[str, float]], None] | None,
     tracker_kwargs: dict[str, Any] | None,
     t0: float,
+    command: str,
 ) -> DemoResult:
     run = _Run(cfg)
     result = DemoResult(jsonl_path=run_dir / "metrics.jsonl", run_dir=run_dir, experiment=experiment)
@@ -888,6 +984,7 @@ def _run_demo(
         "num_params": run.pcfg.num_params,
         "flops_per_token": run.pcfg.flops_per_token,
         "warm_start_loss": run.warm_start_loss,
+        "command": command,
     }
     kwargs = dict(tracker_kwargs or {})
     if "wandb" in names:
@@ -913,6 +1010,7 @@ def _run_demo(
                 result.val_steps.append(step)
                 result.val_acc.append(acc)
             tracker.log(metrics, step=step)
+            tracker.log_samples(run.last_samples, step=step)
             result.last_metrics = metrics
             if on_step is not None:
                 on_step(step, metrics)

@@ -41,6 +41,21 @@ indexed once), and with ``split_by_outcome=True`` the components of the completi
 ``solved_threshold`` and of the others. TRL keeps no per-completion tokens for a callback, so the
 token-level families (lengths, entropy, advantages per category) are not computed here.
 
+Text and samples. From the same completion log (``_logs["prompt"]``, ``_logs["completion"]``, the
+decoded texts TRL gathers for its own ``log_completions``), every logging window also gets the text
+statistics of all its completions (:func:`rlmetrics.compute_text_metrics` on the decoded text,
+``text/...``: loops, distinct-n, compression and non-word ratios, empty responses, thinking spans,
+the ``format_pattern=`` check; the generation batches merged exactly, ``text_metrics=``), and the
+run a sample table of the window's last generation batch (:func:`rlmetrics.select_samples`: the
+highest, lowest and median weighted reward and random rows, ``sample_rows=`` and ``sample_bytes=``;
+:meth:`Tracker.log_samples <rlmetrics.tracking.Tracker.log_samples>` writes it to every backend,
+``samples.jsonl`` beside ``metrics.jsonl``). A conversational completion is its messages' text
+joined, a conversational prompt ``role: content`` lines. What TRL does not keep cannot be logged:
+its completion log holds no token ids and no finish reason, so the rows' ``length`` and
+``stop_reason`` are empty, lengths are in characters and there are no ``text/stop_reason/...`` rates
+(TRL's own ``completions/clipped_ratio`` is mirrored); unscorable completions (every reward function
+returned ``None``) are left out of the sample table, not of the text statistics.
+
 Nothing of TRL is patched and no collective is issued (the rewards are gathered already).
 Two private attributes of the trainer are read (``_logs``, and ``_metrics`` to see that a new
 batch was scored): if a TRL release changes them, or the batch does not have TRL 1.16's layout
@@ -63,12 +78,15 @@ import numpy as np
 
 from rlmetrics import keys as K
 from rlmetrics._core.categories import category_codes, limit_categories
-from rlmetrics.errors import HealthWarning, TrackingWarning
+from rlmetrics._core.checks import check_int
+from rlmetrics.errors import HealthWarning, TrackingWarning, UndefinedMetricWarning
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.tracking import Tracker
 from rlmetrics.tracking.tracker import _BACKEND_KEYWORDS
 from rlmetrics.training.categories import DEFAULT_MAX_CATEGORIES, check_max_categories, warn_folded
 from rlmetrics.training.rewards import compute_reward_component_metrics
+from rlmetrics.training.samples import MIN_CELL_BYTES, SampleTable, select_samples
+from rlmetrics.training.text import text_statistics
 
 try:
     from transformers import TrainerCallback
@@ -154,6 +172,18 @@ class RLMetricsCallback(TrainerCallback):
     max_categories : int, keyword-only
         At most this many categories of ``group_by`` (default 64); the least frequent together as
         ``<other>``, with one warning.
+    text_metrics : bool, keyword-only
+        Add the text statistics of every completion of the window (``text/...``, default ``True``;
+        needs :meth:`attach`).
+    text_options : dict, optional, keyword-only
+        Keywords of :func:`rlmetrics.compute_text_metrics` (``format_pattern``, ``think_span``,
+        ``ngram``, ``loop_repeats``, ``loop_max_period``, ``compression``), checked here.
+    sample_rows : int, keyword-only
+        Rows of the sample table logged at each training log (default 8: max, min and median
+        reward and 5 random rows); 0 logs none. Needs :meth:`attach`.
+    sample_bytes : int, keyword-only
+        The most UTF-8 bytes of the table's prompts and responses together (default 65536; the
+        longest texts are cut first, :func:`rlmetrics.select_samples`).
     **tracker_options
         Passed to :class:`rlmetrics.Tracker` (``fsync``, ``nonfinite``, ``console_keys``,
         ``wandb_mode``, ``trackio_kwargs``, ...).
@@ -200,10 +230,15 @@ class RLMetricsCallback(TrainerCallback):
         group_by: str | None = None,
         split_by_outcome: bool = False,
         max_categories: int = DEFAULT_MAX_CATEGORIES,
+        text_metrics: bool = True,
+        text_options: Mapping[str, Any] | None = None,
+        sample_rows: int = 8,
+        sample_bytes: int = 65536,
         **tracker_options: Any,
     ) -> None:
         _check_options(project, experiment, tracker_options, group_metrics, log_config, solved_threshold)
         _check_category_options(reward_components, group_by, split_by_outcome)
+        self._text = _TextWindow(text_metrics, text_options, sample_rows, sample_bytes)
         if not isinstance(save_on_stop, bool):
             raise TypeError(f"save_on_stop must be a bool; got {type(save_on_stop).__name__}")
         self.save_on_stop: bool = save_on_stop
@@ -300,24 +335,31 @@ class RLMetricsCallback(TrainerCallback):
         if not state.is_world_process_zero:
             return
         self._open(args)
-        if self._groups.enabled and self.trainer is None:
+        if (self._groups.enabled or self._text.enabled) and self.trainer is None:
             warnings.warn(
-                "RLMetricsCallback: the exact group statistics and reward components need the trainer: "
-                "register the callback with RLMetricsCallback(...).attach(trainer), or pass "
-                "group_metrics=False, reward_components=False; the trainer's records are mirrored all "
-                "the same",
+                "RLMetricsCallback: the exact group statistics, reward components, text statistics and "
+                "sample tables need the trainer: register the callback with "
+                "RLMetricsCallback(...).attach(trainer), or pass group_metrics=False, "
+                "reward_components=False, text_metrics=False, sample_rows=0; the trainer's records are "
+                "mirrored all the same",
                 TrackingWarning,
                 stacklevel=2,
             )
         self._groups.start(self.trainer)
 
+        self._text.start(self.trainer)
+
     def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
-            self._groups.collect(self.trainer)
+            self._collect()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
-            self._groups.collect(self.trainer)
+            self._collect()
+
+    def _collect(self) -> None:
+        self._groups.collect(self.trainer)
+        self._text.collect(self.trainer, self._groups.newest_labels())
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **kwargs: Any
@@ -326,10 +368,17 @@ class RLMetricsCallback(TrainerCallback):
             return
         tracker = self._open(args)
         record = self._numeric(logs)
+        step = int(state.global_step)
+        table = None
         if _training(self.trainer):
+            self._collect()
             record.update(self._groups.take(self.trainer, self.solved_threshold))
-        tracker.log(record, step=int(state.global_step))
-        self._act(tracker, control, int(state.global_step))
+            text, table = self._text.take(step, int(getattr(args, "seed", 0) or 0))
+            record.update(text)
+        tracker.log(record, step=step)
+        if table is not None and len(table):
+            tracker.log_samples(table, step=step)
+        self._act(tracker, control, step)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.tracker is not None:
@@ -533,6 +582,10 @@ class _GroupWindow:
         self._window.append(_Generation(rewards, per_func, self._labels(trainer, rewards.shape[0])))
         self._seen = n
 
+    def newest_labels(self) -> np.ndarray | None:
+        """The categories of the newest generation batch's completions (None: none read)."""
+        return self._window[-1].labels if self._window and self.enabled else None
+
     def take(self, trainer: Any, solved_threshold: float) -> dict[str, float]:
         """The window's statistics at a training log; the window then starts again."""
         self.collect(trainer)
@@ -608,6 +661,171 @@ class _GroupWindow:
             TrackingWarning,
             stacklevel=4,
         )
+
+
+class _Texts(NamedTuple):
+    """The newest generation batch's texts, as the sample table takes them (each ``(n,)``)."""
+
+    prompts: list[str]
+    completions: list[str]
+    #: the weighted reward of every completion (NaN: unscorable)
+    rewards: np.ndarray
+    labels: np.ndarray | None
+
+
+class _TextWindow:
+    """The text statistics of the generation batches of one logging window (merged exactly) and
+    the newest batch's texts for the sample table, read from TRL's completion log after each
+    micro-step. A surprise in the log switches them off, with one warning."""
+
+    def __init__(self, metrics: Any, options: Any, rows: Any, max_bytes: Any) -> None:
+        if not isinstance(metrics, bool):
+            raise TypeError(f"text_metrics must be a bool; got {type(metrics).__name__} {metrics!r}")
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"text_options must be a dict of compute_text_metrics options; got {options!r}")
+        self.options = dict(options or {})
+        unknown = sorted(set(self.options) - _TEXT_OPTIONS)
+        if unknown:
+            raise TypeError(
+                f"text_options: unknown option(s) {', '.join(map(repr, unknown))}; they are "
+                f"{', '.join(sorted(_TEXT_OPTIONS))}"
+            )
+        text_statistics([], **self.options)  # bad values fail here, before training
+        self.rows = check_int(rows, "sample_rows", minimum=0)
+        self.max_bytes = check_int(max_bytes, "sample_bytes", minimum=2 * MIN_CELL_BYTES)
+        self.metrics = metrics
+        self.enabled = metrics or self.rows > 0
+        self._stats: Any = None
+        self._newest: _Texts | None = None
+        self._seen = 0
+
+    def start(self, trainer: Any) -> None:
+        self._stats, self._newest = None, None
+        self._seen = _batch_count(trainer) if self.enabled else 0
+
+    def collect(self, trainer: Any, labels: np.ndarray | None) -> None:
+        """Take the texts of a generation batch scored since the last look."""
+        if not self.enabled or trainer is None:
+            return
+        n = _batch_count(trainer)
+        if n <= self._seen:
+            return
+        missed, self._seen = n - self._seen - 1, n
+        try:
+            if missed:
+                raise _GroupLayoutError(
+                    f"{missed + 1} generation batches were scored between two micro-steps; only the last "
+                    "one's texts can be read"
+                )
+            texts = _generation_texts(trainer, labels)
+            if self.metrics:
+                stats = text_statistics(texts.completions, **self.options)
+                self._stats = stats if self._stats is None else self._stats + stats
+        except Exception as err:
+            self._switch_off(f"{type(err).__name__}: {err}")
+            return
+        self._newest = texts
+
+    def take(self, step: int, seed: int) -> tuple[dict[str, float], SampleTable | None]:
+        """The window's text statistics and the sample table of its newest batch; then a new window."""
+        stats, newest = self._stats, self._newest
+        self._stats, self._newest, self._seen = None, None, 0  # TRL empties its per-log lists next
+        if not self.enabled:
+            return {}, None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UndefinedMetricWarning)  # NaN: undefined on these texts
+                metrics = stats.finalize() if stats is not None else {}
+            table = None
+            if newest is not None and self.rows > 0:
+                keep = np.flatnonzero(~np.isnan(newest.rewards))  # unscorable: no reward to rank by
+                table = select_samples(
+                    [newest.prompts[i] for i in keep],
+                    [newest.completions[i] for i in keep],
+                    newest.rewards[keep],
+                    categories=None if newest.labels is None else [str(v) for v in newest.labels[keep]],
+                    n_random=max(self.rows - 3, 0),
+                    max_rows=self.rows,
+                    max_bytes=self.max_bytes,
+                    seed=seed,
+                    step=step,
+                )
+        except Exception as err:
+            self._switch_off(f"{type(err).__name__}: {err}")
+            return {}, None
+        return metrics, table
+
+    def _switch_off(self, why: str) -> None:
+        self.enabled = False
+        self._stats, self._newest = None, None
+        warnings.warn(
+            f"RLMetricsCallback: the text statistics and sample tables are switched off ({why}); the "
+            "trainer's own records are still mirrored",
+            TrackingWarning,
+            stacklevel=4,
+        )
+
+
+#: The keywords of ``text_options=`` (those of :func:`rlmetrics.compute_text_metrics` on text).
+_TEXT_OPTIONS = frozenset(
+    {"format_pattern", "think_span", "ngram", "loop_repeats", "loop_max_period", "compression"}
+)
+
+
+def _batch_count(trainer: Any) -> int:
+    """How many generation batches TRL has scored since its last log (0 when it cannot be read)."""
+    try:
+        return len(trainer._metrics[_TRAIN].get(K.TRL_REWARD, ()))
+    except (AttributeError, KeyError, TypeError):
+        return 0
+
+
+def _message_text(content: Any) -> str:
+    """A message's ``content`` as text: a string, or the ``text`` of its parts (multimodal)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return "" if content is None else str(content)
+
+
+def _as_text(value: Any, *, roles: bool) -> str:
+    """A TRL prompt or completion as text: a string as it is, a conversation (a list of messages)
+    as its messages' contents (``role: content`` lines with ``roles``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Sequence) and all(isinstance(m, Mapping) for m in value):
+        if roles:
+            return "\n".join(f"{m.get('role', '?')}: {_message_text(m.get('content'))}" for m in value)
+        return "".join(_message_text(m.get("content")) for m in value)
+    raise TypeError(f"a TRL prompt or completion must be a string or a list of messages; got {value!r:.80}")
+
+
+def _generation_texts(trainer: Any, labels: np.ndarray | None) -> _Texts:
+    """The prompts, completions and weighted rewards of the newest generation batch, from TRL's log."""
+    t = trainer
+    n = int(t.args.generation_batch_size)
+    prompts = list(t._logs["prompt"])[-n:]
+    completions = list(t._logs["completion"])[-n:]
+    if len(prompts) != n or len(completions) != n:
+        raise _GroupLayoutError(
+            f"the completion log holds {len(prompts)} prompts and {len(completions)} completions for a "
+            f"generation batch of {n}"
+        )
+    names = list(t.reward_func_names)
+    columns = [np.asarray(list(t._logs["rewards"][name])[-n:], dtype=np.float64) for name in names]
+    if any(c.shape != (n,) for c in columns):
+        raise _GroupLayoutError(f"reward logs of lengths {[c.shape[0] for c in columns]} for a batch of {n}")
+    weights = np.asarray(t.reward_weights.detach().cpu().double().numpy(), dtype=np.float64)
+    per_func = np.stack(columns, axis=1) if columns else np.full((n, 0), np.nan)
+    rewards = np.nansum(per_func * weights, axis=1)
+    rewards[np.isnan(per_func).all(axis=1)] = np.nan
+    return _Texts(
+        [_as_text(p, roles=True) for p in prompts],
+        [_as_text(c, roles=False) for c in completions],
+        rewards,
+        labels if labels is not None and labels.shape == (n,) else None,
+    )
 
 
 def _generation_rewards(trainer: Any) -> tuple[np.ndarray, np.ndarray, int, list[str], dict[str, float]]:

@@ -24,6 +24,19 @@ function gets a replacement with verl's exact signature that runs rlmetrics' equ
   :func:`rlmetrics.reduce_metrics` (reducer from the key's last path segment; verl's ``Metric``
   objects aggregate as themselves; the dict updated in place and returned, as verl does).
 
+Text and samples (``text_metrics=``, ``sample_rows=``): ``compute_data_metrics`` also logs the text
+statistics of the training batch's responses from their token ids (``text/...``, with stop reasons
+read from the ids: the tokenizer's end of sequence, the length limit, else ``other``; verl's batch
+keeps no finish reason), and with the tokenizer of the trainer calling it (found on the stack, as
+the staleness version) decodes the few rows of a sample table (max, min, median reward, random
+rows; :func:`rlmetrics.training.samples.choose_samples`, so the batch is never decoded whole) and
+appends it to ``samples.jsonl``; the trainers' ``_maybe_log_val_generations`` (every validation's
+decoded inputs, outputs and scores) is wrapped to add their text statistics (``val-text/...``,
+through the validation flattener that follows) and a table in ``val_samples.jsonl``. Both files
+are in ``samples_dir=``, by default the folder beside verl's file logger's
+``<project>/<experiment>.jsonl`` named as it without ``.jsonl``; read them with
+:func:`rlmetrics.readers.read_samples`.
+
 The exact ``pass@k`` (the unbiased estimator, :func:`rlmetrics.prompt_estimates`, averaged over
 the prompts with at least ``k`` samples; ``acc`` padded with verl's ``expected_acc_counts``) is
 added beside verl's ``mean@N`` / ``best@k/mean`` ...; verl's trainers file a metric under
@@ -88,14 +101,23 @@ from rlmetrics._core.batch import as_batch
 from rlmetrics._core.checks import check_int
 from rlmetrics.aggregation import Metric
 from rlmetrics.aggregation import reduce_metrics as _reduce_metrics
-from rlmetrics.errors import HealthWarning, RLMetricsWarning, RunStopped, TrackingWarning
+from rlmetrics.errors import (
+    HealthWarning,
+    RLMetricsWarning,
+    RunStopped,
+    TrackingWarning,
+    UndefinedMetricWarning,
+)
 from rlmetrics.health.monitor import ActionPolicy, HealthMonitor
 from rlmetrics.keys import ValName
 from rlmetrics.policy.staleness import compute_staleness_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
+from rlmetrics.readers.samples import SAMPLES_FILE
 from rlmetrics.training.categories import DEFAULT_MAX_CATEGORIES, check_max_categories
 from rlmetrics.training.data import compute_data_metrics as _compute_data_metrics
 from rlmetrics.training.rewards import compute_reward_component_metrics
+from rlmetrics.training.samples import MIN_CELL_BYTES, SampleTable, choose_samples, select_samples
+from rlmetrics.training.text import compute_text_metrics
 from rlmetrics.training.timing import _peak_flops, compute_throughput_metrics, compute_timing_metrics
 from rlmetrics.validation.exact.summary import prompt_estimates
 from rlmetrics.validation.verl.bootstrap import bootstrap_metric, calc_maj_val
@@ -140,6 +162,8 @@ _DEFINITIONS: dict[str, tuple[str, ...]] = {
 }
 #: The trainers' method that files the nested validation dict under val-core / val-aux.
 _VAL_FLATTENER = "_val_metrics_update"
+#: The trainers' method given every validation's decoded generations (inputs, outputs, scores).
+_VAL_GENERATIONS = "_maybe_log_val_generations"
 #: The training loop of a trainer (a class with the flattener), wrapped to end it on a stop.
 _FIT = "fit"
 #: verl's logger class and its method that every trainer calls once per step, wrapped to feed
@@ -215,6 +239,10 @@ class VerlPatchOptions:
     split_by_outcome: bool = True
     reward_components: bool = True
     max_categories: int = DEFAULT_MAX_CATEGORIES
+    text_metrics: bool = True
+    sample_rows: int = 8
+    sample_bytes: int = 65536
+    samples_dir: str | None = None
 
     def __post_init__(self) -> None:
         lengths = {
@@ -238,6 +266,10 @@ class VerlPatchOptions:
             "split_by_outcome": _flag(self.split_by_outcome, "split_by_outcome"),
             "reward_components": _flag(self.reward_components, "reward_components"),
             "max_categories": check_max_categories(self.max_categories),
+            "text_metrics": _flag(self.text_metrics, "text_metrics"),
+            "sample_rows": check_int(self.sample_rows, "sample_rows", minimum=0),
+            "sample_bytes": check_int(self.sample_bytes, "sample_bytes", minimum=2 * MIN_CELL_BYTES),
+            "samples_dir": _optional_dir(self.samples_dir),
         }
         for name, value in checked.items():  # frozen: the normalised values are set once, here
             object.__setattr__(self, name, value)
@@ -290,6 +322,14 @@ def _actions(actions: Any, monitor: Any) -> dict[str, str] | None:
     if monitor is not True:
         raise ValueError(f"actions= needs monitor=True (the live monitor takes the actions); got {actions!r}")
     return dict(ActionPolicy(actions).actions)
+
+
+def _optional_dir(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise TypeError(f"samples_dir must be a folder path (str) or None; got {value!r}")
+    return str(value)
 
 
 def _optional_length(value: Any, name: str) -> int | None:
@@ -349,8 +389,9 @@ def compute_data_metrics(batch: Any, use_critic: bool = True) -> dict[str, float
     """verl's ``compute_data_metrics(batch, use_critic)``: :func:`rlmetrics.compute_data_metrics`
     with the patch's ``max_response_length`` / ``max_prompt_length``, per category where the batch
     has the labels (:func:`_grouping`), the reward components (:func:`_reward_component_metrics`)
-    and the staleness metrics (:func:`_staleness_metrics`). verl's keys are the plain ones, as they
-    are without the categories."""
+    and the staleness metrics (:func:`_staleness_metrics`), the text statistics of the responses and
+    a sample table (:func:`_text_and_samples`). verl's keys are the plain ones, as they are without
+    the categories."""
     o = _STATE.options
     view = as_batch(batch, arg="batch")
     return (
@@ -363,6 +404,7 @@ def compute_data_metrics(batch: Any, use_critic: bool = True) -> dict[str, float
         )
         | _reward_component_metrics(view, o)
         | _staleness_metrics(batch)  # the off-policy trainers' version fields, when the batch has them
+        | _text_and_samples(view, o)
     )
 
 
@@ -613,6 +655,182 @@ def _trainer_version() -> int | None:
     return None
 
 
+# ----------------------------------------------------------------------------- text and samples
+#: The sample tables' file of the training steps and of the validations, in the samples folder.
+TRAIN_SAMPLES_FILE, VAL_SAMPLES_FILE = SAMPLES_FILE, "val_samples.jsonl"
+_STOP, _LENGTH, _OTHER = "stop", "length", "other"
+
+
+def _calling_trainer() -> Any:
+    """The verl trainer (an object with a ``tokenizer``) whose method called the replacement."""
+    frame = sys._getframe(1)
+    for _ in range(_TRAINER_FRAMES + 2):
+        frame = frame.f_back  # type: ignore[assignment]
+        if frame is None:
+            return None
+        trainer = frame.f_locals.get("self")
+        if callable(getattr(getattr(trainer, "tokenizer", None), "decode", None)):
+            return trainer
+    return None
+
+
+def _eos_ids(tokenizer: Any) -> set[int]:
+    eos = getattr(tokenizer, "eos_token_id", None)
+    items = eos if isinstance(eos, list | tuple) else [eos]
+    return {int(e) for e in items if isinstance(e, int | np.integer)}
+
+
+def _host(x: Any) -> np.ndarray:
+    return x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x)
+
+
+def _stop_reasons(ids: np.ndarray, mask: np.ndarray, eos: set[int], limit: int) -> list[str]:
+    """Per response: ``stop`` (its last token is an end of sequence), ``length`` (it reached the
+    limit), else ``other`` (a stop string, a tool call, an abort: verl's batch does not say)."""
+    lengths = mask.sum(axis=1)
+    out = []
+    for row, m, n in zip(ids, mask, lengths.tolist()):
+        last = int(row[m][-1]) if n else None
+        out.append(_STOP if last in eos else _LENGTH if n >= limit else _OTHER)
+    return out
+
+
+def _text_and_samples(view: Any, options: VerlPatchOptions) -> dict[str, float]:
+    """The text statistics of the batch's responses from their token ids (``text/...``, with their
+    stop reasons when the calling trainer's tokenizer names its end of sequence) and, with the
+    trainer's tokenizer, a sample table of ``sample_rows`` rows decoded (those rows alone), appended
+    to ``samples.jsonl`` (:func:`_samples_dir`). A failure warns and costs these alone."""
+    if not (options.text_metrics or options.sample_rows) or not view.has("responses"):
+        return {}
+    try:
+        ids = _host(view.get("responses"))
+        mask = view.get("response_mask")
+        if mask is None:
+            mask = view.get("attention_mask")[:, -ids.shape[1] :]
+        mask = _host(mask).astype(bool)
+        trainer = _calling_trainer()
+        tokenizer = getattr(trainer, "tokenizer", None)
+        limit = options.max_response_length or ids.shape[1]
+        eos = _eos_ids(tokenizer)
+        stops = _stop_reasons(ids, mask, eos, limit) if eos else None
+        out: dict[str, float] = {}
+        if options.text_metrics:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UndefinedMetricWarning)  # NaN: undefined on this batch
+                out = compute_text_metrics(token_ids=ids, response_mask=mask, stop_reasons=stops)
+        if options.sample_rows and tokenizer is not None and view.has("token_level_scores"):
+            _log_train_samples(view, options, trainer, ids, mask, stops)
+        return out
+    except Exception as err:  # the batch's other metrics go on
+        warnings.warn(
+            f"text statistics / samples of the batch not logged: {type(err).__name__}: {err}",
+            VerlPatchWarning,
+            stacklevel=3,
+        )
+        return {}
+
+
+def _log_train_samples(
+    view: Any, options: VerlPatchOptions, trainer: Any, ids: np.ndarray, mask: np.ndarray, stops: Any
+) -> None:
+    """Decode the chosen rows of the batch and append their table to the samples folder."""
+    step = getattr(trainer, "global_steps", None)
+    step = step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+    folder = _samples_dir(trainer, options)
+    if step is None or folder is None:
+        return
+    rewards = _host(view.get("token_level_scores")).astype(np.float64).sum(axis=-1)
+    n = rewards.shape[0]
+    rewards = np.where(np.isfinite(rewards), rewards, 0.0)
+    kw = {"n_random": max(options.sample_rows - 3, 0), "max_rows": options.sample_rows, "step": step}
+    picks = [i for i, _ in choose_samples(rewards, **kw)]
+    prompts, responses = [""] * n, [""] * n
+    prompt_ids = _host(view.get("prompts")) if view.has("prompts") else None
+    decode = trainer.tokenizer.decode
+    for i in picks:
+        responses[i] = decode(ids[i][mask[i]].tolist(), skip_special_tokens=True)
+        if prompt_ids is not None:
+            prompts[i] = decode(prompt_ids[i].tolist(), skip_special_tokens=True)
+    labels = view.non_tensor(DATA_SOURCE_FIELD)
+    table = select_samples(
+        prompts,
+        responses,
+        rewards,
+        lengths=mask.sum(axis=1),
+        stop_reasons=stops,
+        categories=[str(v) for v in labels] if labels is not None and np.shape(labels) == (n,) else None,
+        max_bytes=options.sample_bytes,
+        **kw,
+    )
+    _append_samples(folder / TRAIN_SAMPLES_FILE, table)
+
+
+def _samples_dir(trainer: Any, options: VerlPatchOptions) -> Path | None:
+    """``samples_dir``, else the folder beside verl's file logger's ``<project>/<experiment>.jsonl``
+    named as it without ``.jsonl`` (``VERL_FILE_LOGGER_PATH``, or ``VERL_FILE_LOGGER_ROOT`` (default
+    ``.``), the trainer's ``trainer.project_name`` and ``trainer.experiment_name``)."""
+    if options.samples_dir is not None:
+        return Path(options.samples_dir)
+    path = os.environ.get("VERL_FILE_LOGGER_PATH")
+    if path:
+        return Path(path).with_suffix("")
+    config = getattr(getattr(trainer, "config", None), "trainer", None)
+    project = getattr(config, "project_name", None)
+    experiment = getattr(config, "experiment_name", None)
+    if not (isinstance(project, str) and isinstance(experiment, str)):
+        return None
+    root = Path(os.path.expanduser(os.environ.get("VERL_FILE_LOGGER_ROOT", ".")))
+    return root / project / experiment
+
+
+def _append_samples(path: Path, table: SampleTable) -> None:
+    """The table's rows appended to ``path`` (JSON lines, :func:`rlmetrics.readers.read_samples`)."""
+    if not len(table):
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in table.rows()).encode("utf-8")
+    with open(path, "ab") as fh:
+        fh.write(data)
+
+
+def _val_generations(log: Callable[..., Any]) -> Callable[..., Any]:
+    """verl's ``_maybe_log_val_generations(inputs, outputs, scores)`` (every validation's decoded
+    generations), then their text statistics, kept for the validation flattener that follows
+    (``val-text/...``), and a sample table in ``val_samples.jsonl``."""
+
+    @functools.wraps(log)
+    def wrapper(self: Any, inputs: Any, outputs: Any, scores: Any, *args: Any, **kwargs: Any) -> Any:
+        result = log(self, inputs, outputs, scores, *args, **kwargs)
+        options = _STATE.options
+        try:
+            if options.text_metrics:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UndefinedMetricWarning)
+                    _STATE.val_text = compute_text_metrics(list(outputs), prefix=keys.VAL_TEXT_PREFIX)
+            folder = _samples_dir(self, options)
+            step = getattr(self, "global_steps", None)
+            if options.sample_rows and folder is not None and isinstance(step, int) and step >= 0:
+                table = select_samples(
+                    list(inputs),
+                    list(outputs),
+                    np.nan_to_num(np.asarray(scores, dtype=np.float64)),
+                    n_random=max(options.sample_rows - 3, 0),
+                    max_rows=options.sample_rows,
+                    max_bytes=options.sample_bytes,
+                    step=step,
+                )
+                _append_samples(folder / VAL_SAMPLES_FILE, table)
+        except Exception as err:
+            warnings.warn(
+                f"text statistics / samples of the validation not logged: {type(err).__name__}: {err}",
+                VerlPatchWarning,
+                stacklevel=2,
+            )
+        return result
+
+    return wrapper
+
+
 # ----------------------------------------------------------------------------- pass@k
 def _is_pass_at_k(name: str) -> bool:
     _, at, k = name.rpartition("@")
@@ -721,6 +939,8 @@ class _State:
         # the live monitor of the patched fit running now (None: none, or switched off)
         self.live: HealthMonitor | None = None
         self.in_fit = False
+        # the text statistics of the last validation's generations, for its flattener
+        self.val_text: dict[str, float] = {}
 
     def watched(self, name: str) -> bool:
         return any(name == p or name.startswith(p + ".") for p in self.options.packages)
@@ -765,6 +985,7 @@ class _State:
     def _patch_class(self, cls: type) -> None:
         """Wrap a trainer's validation flattener and ``fit``, and verl's logger's ``log``."""
         self._wrap(cls, _VAL_FLATTENER, _promoting)
+        self._wrap(cls, _VAL_GENERATIONS, _val_generations)
         if hasattr(cls, _VAL_FLATTENER) and not inspect.iscoroutinefunction(cls.__dict__.get(_FIT)):
             self._wrap(cls, _FIT, _stopping_fit)
         method = _LOGGERS.get((cls.__module__, cls.__qualname__))
@@ -820,7 +1041,11 @@ def _promoting(flattener: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(flattener)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return _promote_pass_at_k(flattener(*args, **kwargs))
+        out = _promote_pass_at_k(flattener(*args, **kwargs))
+        text, _STATE.val_text = _STATE.val_text, {}
+        if isinstance(out, dict):
+            out.update(text)  # the text statistics of this validation's generations
+        return out
 
     return wrapper
 
@@ -1079,6 +1304,10 @@ def patch(
     split_by_outcome: bool = True,
     reward_components: bool = True,
     max_categories: int = DEFAULT_MAX_CATEGORIES,
+    text_metrics: bool = True,
+    sample_rows: int = 8,
+    sample_bytes: int = 65536,
+    samples_dir: str | None = None,
 ) -> PatchReport:
     """Make verl's trainers, in this process, compute their metrics with rlmetrics.
 
@@ -1132,6 +1361,21 @@ def patch(
     max_categories : int, keyword-only
         At most this many data sources are reported; the least frequent together as ``<other>``
         (one warning).
+    text_metrics : bool, keyword-only
+        Add :func:`rlmetrics.compute_text_metrics` of the training batch's responses, from their
+        token ids (``text/...``: loops, distinct-n, compression ratio, empty responses; the stop
+        reasons when the calling trainer's tokenizer has an ``eos_token_id``: ``stop`` for a
+        response ending in it, ``length`` for one at the limit, ``other`` else), and of every
+        validation's decoded generations (``val-text/...``).
+    sample_rows : int, keyword-only
+        Rows of the sample table of each training step (max, min and median reward, random rows;
+        only those rows are decoded, with the trainer's tokenizer) and of each validation,
+        appended to ``samples.jsonl`` and ``val_samples.jsonl`` in the samples folder; 0: none.
+    sample_bytes : int, keyword-only
+        The most UTF-8 bytes of a table's prompts and responses (:func:`rlmetrics.select_samples`).
+    samples_dir : str, keyword-only, optional
+        The samples folder; default the one beside verl's file logger's
+        ``<project>/<experiment>.jsonl``, named as it without ``.jsonl``.
 
     Returns
     -------
@@ -1173,6 +1417,10 @@ def patch(
         split_by_outcome=split_by_outcome,
         reward_components=reward_components,
         max_categories=max_categories,
+        text_metrics=text_metrics,
+        sample_rows=sample_rows,
+        sample_bytes=sample_bytes,
+        samples_dir=samples_dir,
     )
     return _install(options)
 

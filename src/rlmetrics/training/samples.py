@@ -41,6 +41,7 @@ __all__ = [
     "MIN_CELL_BYTES",
     "TRUNCATION_MARKER",
     "SampleTable",
+    "choose_samples",
     "select_samples",
 ]
 
@@ -159,8 +160,8 @@ def _valid_utf8(text: str) -> str:
     return str(text)  # a numpy str_ as a plain str
 
 
-def _host_vector(values: Any, name: str, n: int) -> np.ndarray:
-    """``values`` as a 1-d float64 host array of ``n`` entries, or an error naming ``name``."""
+def _host_vector(values: Any, name: str, n: int | None) -> np.ndarray:
+    """``values`` as a 1-d float64 host array of ``n`` entries (None: any), or an error naming ``name``."""
     if is_torch_array(values):
         values = values.detach().to("cpu").double().numpy()
     if isinstance(values, str | bytes):
@@ -170,13 +171,13 @@ def _host_vector(values: Any, name: str, n: int) -> np.ndarray:
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a 1-d array of numbers; got {describe(values)}") from None
     if arr.ndim != 1:
-        raise ValueError(f"{name} must have shape ({n},); got shape {arr.shape}")
-    if arr.shape[0] != n:
+        raise ValueError(f"{name} must have shape ({'B' if n is None else n},); got shape {arr.shape}")
+    if n is not None and arr.shape[0] != n:
         raise ValueError(f"{name} must have one entry per prompt ({n}); got {arr.shape[0]}")
     return arr
 
 
-def _check_rewards(rewards: Any, n: int) -> np.ndarray:
+def _check_rewards(rewards: Any, n: int | None) -> np.ndarray:
     arr = _host_vector(rewards, "rewards", n)
     bad = np.flatnonzero(~np.isfinite(arr))
     if bad.size:
@@ -255,6 +256,39 @@ def _fit(prompts: list[str], responses: list[str], max_bytes: int) -> tuple[int,
             return rows, cap
         rows -= 1
     return 0, 0
+
+
+def choose_samples(
+    rewards: Any, *, n_random: int = 4, max_rows: int = 16, seed: int = 0, step: int | None = None
+) -> list[tuple[int, str]]:
+    """The rows :func:`select_samples` picks with these arguments, before the byte budget.
+
+    For a caller whose texts are costly to get (token ids to decode): decode the rows named here
+    and give :func:`select_samples` the others as ``""`` (they are not chosen, whatever they hold).
+    The byte budget can then leave out some of these rows, the last first.
+
+    Parameters
+    ----------
+    rewards : array-like of float, shape (B,)
+        As :func:`select_samples`; ``n_random``, ``max_rows``, ``seed``, ``step`` too.
+
+    Returns
+    -------
+    list of (int, str)
+        ``(row index, why)`` in the table's order.
+
+    Examples
+    --------
+    >>> choose_samples([0.1, 0.9, 0.5, 0.3], n_random=0)
+    [(1, 'max'), (0, 'min'), (3, 'median')]
+    """
+    reward_arr = _check_rewards(rewards, None)
+    n_random = check_int(n_random, "n_random", minimum=0)
+    max_rows = check_int(max_rows, "max_rows", minimum=1)
+    seed = check_seed(seed)
+    if step is not None:
+        step = check_int(step, "step", minimum=0)
+    return _choose(reward_arr, n_random, max_rows, seed, step)
 
 
 def select_samples(
