@@ -376,9 +376,10 @@ def test_a_console_log_piped_in_on_stdin(tmp_path):
     out = tmp_path / "h.json"
     res = runner.invoke(app, ["diagnose", "-", "--json", str(out)], input=log + "\n", env={"COLUMNS": "250"})
     assert res.exit_code == 1, res.output  # the NaN loss is an error finding
-    assert "stdin (<stdin>, verl-console): 1 error(s)" in flat(res.stdout)
+    assert "stdin (<stdin>, verl-console, 5 steps): 1 error(s)" in flat(res.stdout)
     (record,) = json.loads(out.read_text())["runs"]
     assert record["source"] == "<stdin>" and record["findings"][0]["kind"] == "nonfinite"
+    assert record["steps"] == 5
     assert record["findings"][0]["step"] == 3
 
 

@@ -179,7 +179,8 @@ def _panel(report, key: str) -> str:
 
 
 def _show(pg, panel_id: str) -> None:
-    """Scroll a panel into view (opening its group) and wait until it is drawn."""
+    """Scroll a panel into view (opening its group) and wait until it is drawn with the current
+    controls (a panel drawn before a control changed is drawn again when it comes into view)."""
     pg.evaluate(
         """id => { const el = document.getElementById(id);
         for (let d = el.closest('details'); d; d = d.parentElement.closest('details')) d.open = true;
@@ -187,8 +188,11 @@ def _show(pg, panel_id: str) -> None:
         panel_id,
     )
     pg.wait_for_function(
-        "id => document.getElementById(id).querySelector('.plot').data !== undefined", arg=panel_id
+        """id => { const el = document.getElementById(id);
+        return el.querySelector('.plot').data !== undefined && el.dataset.stale === undefined; }""",
+        arg=panel_id,
     )
+    _settle(pg)
 
 
 def _traces(pg, panel_id: str) -> list[dict]:
@@ -671,7 +675,13 @@ def test_a_click_on_a_curve_point_opens_the_nearest_step_with_samples(spage, sam
             [pid, float(steps[k]), float(values[k])],
         )
         spage.mouse.move(box[0], box[1])
-        spage.wait_for_selector(f"#{pid} .hoverlayer text", timeout=15_000)
+        # plotly's click reports the hovered points: wait until the point under the mouse is step k's
+        spage.wait_for_function(
+            """([id, x]) => (document.getElementById(id).querySelector('.plot')._hoverdata || [])
+            .some(p => p.x === x)""",
+            arg=[pid, float(steps[k])],
+            timeout=15_000,
+        )
         spage.mouse.click(box[0], box[1])
         spage.wait_for_function(f"window.rlmSamples.state().step === {want}")
         info = spage.locator("#rlm-s-info").inner_text()

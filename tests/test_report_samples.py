@@ -192,6 +192,35 @@ def test_load_run_reads_the_samples_beside_the_metrics(tmp_path, where):
     }
 
 
+def test_a_verl_file_logger_run_reads_the_samples_the_verl_patch_wrote(tmp_path, monkeypatch):
+    """verl writes ``<root>/<project>/<experiment>.jsonl``; the patch its samples in the folder
+    of that name without ``.jsonl`` (``_samples_dir``): the report finds them from the log."""
+    from types import SimpleNamespace
+
+    from rlmetrics.integrations.verl import VerlPatchOptions, _samples_dir
+
+    monkeypatch.setenv("VERL_FILE_LOGGER_ROOT", str(tmp_path))
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    trainer = SimpleNamespace(
+        config=SimpleNamespace(trainer=SimpleNamespace(project_name="p", experiment_name="e"))
+    )
+    folder = _samples_dir(trainer, VerlPatchOptions())
+    assert folder == tmp_path / "p" / "e"
+    folder.mkdir(parents=True)
+    log = tmp_path / "p" / "e.jsonl"
+    log.write_text(
+        "".join(json.dumps({"step": s, "data": {K.SCORE_MEAN: s / 4}}) + "\n" for s in range(1, 5))
+    )
+    _write_samples(folder, _sample_rows([2, 4]))
+    run = load_run(log)
+    assert run.source == "verl-jsonl"
+    assert {s: t.rows() for s, t in run.samples.items()} == {
+        s: t.rows() for s, t in read_samples(folder).items()
+    }
+    res = write_report([log], tmp_path / "out")
+    assert res.samples.steps == [(2, 4)]
+
+
 def test_a_file_not_named_metrics_jsonl_reads_no_samples(tmp_path):
     path = _metrics(tmp_path / "other.jsonl")
     _write_samples(tmp_path, _sample_rows([1]))  # another run's, perhaps

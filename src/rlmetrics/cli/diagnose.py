@@ -158,14 +158,15 @@ def parse_thresholds(
     return out
 
 
-def _print_run(console: Console, name: str, source: str, kind: str, diagnosis: Any) -> None:
+def _print_run(console: Console, name: str, source: str, kind: str, steps: int, diagnosis: Any) -> None:
     from rich.table import Table
 
     n_err = sum(f.severity == "error" for f in diagnosis.findings)
     n_warn = len(diagnosis.findings) - n_err
     n_cat = len(diagnosis.categories)
     cats = f", {n_cat} categor{'y' if n_cat == 1 else 'ies'} diagnosed" if n_cat else ""
-    head = f"[bold]{escape(name)}[/bold] [dim]({escape(source)}, {escape(kind)}{cats})[/dim]: "
+    read = f"{escape(kind)}, {steps} step{'' if steps == 1 else 's'}"
+    head = f"[bold]{escape(name)}[/bold] [dim]({escape(source)}, {read}{cats})[/dim]: "
     if not diagnosis.findings:
         console.print(head + "[green]no findings[/green]", soft_wrap=True)
     else:
@@ -337,8 +338,18 @@ def _diagnose_run(out: Console, err: Console, path: Path, options: _Options, std
             "findings": [],
             "skipped": [],
         }
-    _print_run(out, name, source, kind, diagnosis)
-    return {"run": name, "source": source, "kind_of_source": kind, **diagnosis.to_dict()}
+    steps = _count_steps(history)
+    _print_run(out, name, source, kind, steps, diagnosis)
+    return {"run": name, "source": source, "kind_of_source": kind, "steps": steps, **diagnosis.to_dict()}
+
+
+def _count_steps(history: Mapping[str, tuple[Any, Any]]) -> int:
+    """The number of distinct steps at which any metric of the run was read."""
+    import numpy as np
+
+    if not history:
+        return 0
+    return int(np.unique(np.concatenate([np.asarray(steps) for steps, _ in history.values()])).size)
 
 
 def _exit_code(record: dict[str, Any], fail_on: tuple[str, ...] | None = None) -> int:

@@ -63,7 +63,7 @@ from rlmetrics.readers._run import Run
 from rlmetrics.readers.csvlogs import CSV_EXPORT
 from rlmetrics.readers.jsonl import RLMETRICS_JSONL, VERL_JSONL, read_jsonl
 from rlmetrics.readers.keyvalue import KEY_VALUE
-from rlmetrics.readers.samples import SAMPLES_FILE, read_samples
+from rlmetrics.readers.samples import SAMPLES_FILE, read_samples, samples_beside
 from rlmetrics.readers.tensorboard import TENSORBOARD
 from rlmetrics.readers.textlogs import TRL_PRINTED, VERL_CONSOLE
 from rlmetrics.readers.trainer_state import TRL_TRAINER_STATE
@@ -92,4 +92,5 @@ __all__ = [
     "read_jsonl",
     "read_run",
     "read_samples",
+    "samples_beside",
 ]

@@ -28,13 +28,47 @@ from rlmetrics.errors import RunReadError, RunReadWarning
 if TYPE_CHECKING:
     from rlmetrics.training.samples import SampleTable
 
-__all__ = ["SAMPLES_FILE", "read_samples"]
+__all__ = ["SAMPLES_FILE", "read_samples", "samples_beside"]
 
 #: The file of a run's sample tables, beside ``metrics.jsonl``.
 SAMPLES_FILE = "samples.jsonl"
 
+#: The file of a run's metrics, as a Tracker writes it.
+_METRICS_FILE = "metrics.jsonl"
+
 _TEXTS = (K.SAMPLES_PROMPT, K.SAMPLES_RESPONSE)
 _LABELS = (K.SAMPLES_STOP_REASON, K.SAMPLES_CATEGORY)
+
+
+def samples_beside(run: str | os.PathLike[str]) -> Path | None:
+    """The ``samples.jsonl`` that goes with a run's metrics, or None when it has none.
+
+    A Tracker's run folder (or its ``metrics.jsonl``) keeps it in the same folder; verl's file
+    logger writes ``<project>/<experiment>.jsonl`` and the verl patch its samples to
+    ``<project>/<experiment>/samples.jsonl`` (the same name without ``.jsonl``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     (Path(d) / "exp").mkdir()
+    ...     _ = (Path(d) / "exp" / "samples.jsonl").write_text("")
+    ...     _ = (Path(d) / "exp.jsonl").write_text("")
+    ...     found = samples_beside(Path(d) / "exp.jsonl")
+    ...     found == Path(d) / "exp" / SAMPLES_FILE, samples_beside(Path(d) / "other.jsonl")
+    (True, None)
+    """
+    path = Path(run)
+    if path.is_dir():
+        folder = path
+    elif path.name == _METRICS_FILE:
+        folder = path.parent
+    elif path.suffix == ".jsonl":
+        folder = path.with_suffix("")
+    else:
+        return None
+    found = folder / SAMPLES_FILE
+    return found if found.is_file() else None
 
 
 def _row(record: Any, chosen_values: tuple[str, ...]) -> tuple[int, dict[str, Any]] | str:

@@ -244,7 +244,8 @@ function onClick(ev) {
 R.stepOf = stepOf;
 
 const panelEls = Array.from(document.querySelectorAll(".panel[data-p]"));
-const rendered = new Set(), stale = new Set(), inView = new Set();
+// a panel drawn before a control changed carries data-stale until it is drawn again
+const rendered = new Set(), inView = new Set();
 function render(el) {
   const p = D.panels[+el.dataset.p], plot = el.querySelector(".plot"), tr = traces(p);
   Plotly.react(plot, tr, layout(p, tr), CONFIG);
@@ -253,10 +254,10 @@ function render(el) {
     plot.on("plotly_relayout", ev => onRelayout(plot, ev));
     plot.on("plotly_click", ev => onClick(ev));
   }
-  stale.delete(el);
+  delete el.dataset.stale;
 }
 function refresh() {
-  for (const el of rendered) stale.add(el);
+  for (const el of rendered) el.dataset.stale = "1";
   for (const el of inView) render(el);
 }
 let first = true;
@@ -264,7 +265,7 @@ const io = new IntersectionObserver(entries => {
   for (const e of entries) {
     if (e.isIntersecting) {
       inView.add(e.target);
-      if (!rendered.has(e.target) || stale.has(e.target)) render(e.target);
+      if (!rendered.has(e.target) || e.target.dataset.stale) render(e.target);
     } else inView.delete(e.target);
   }
   if (first) {

@@ -6,8 +6,9 @@ it, verl's file logger and console, TensorBoard, TRL's ``trainer_state.json`` an
 W&B offline, CSV exports), its series as float64 for plotting, labelled. A validation rollout
 dump (one line per generated sample, with ``input``/``output`` text) is refused with a pointer
 to ``rlmetrics validate``: its one numeric column drawn against a repeated step would be a
-meaningless curve. A Tracker run's sample tables (``samples.jsonl`` beside its ``metrics.jsonl``,
-:func:`rlmetrics.readers.read_samples`) are read with it, for the page's sample browser.
+meaningless curve. A run's sample tables (``samples.jsonl`` beside a Tracker's ``metrics.jsonl``,
+or in ``<experiment>/`` beside verl's ``<experiment>.jsonl``: :func:`rlmetrics.readers.samples_beside`)
+are read with it, for the page's sample browser.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from rlmetrics.errors import RunReadError, RunReadWarning, ValidationDumpError
 from rlmetrics.readers import RLMETRICS_JSONL, read_run
 from rlmetrics.readers.jsonl import DUMP_FIELDS
-from rlmetrics.readers.samples import SAMPLES_FILE, read_samples
+from rlmetrics.readers.samples import read_samples, samples_beside
 
 if TYPE_CHECKING:
     from rlmetrics.training.samples import SampleTable
@@ -165,14 +166,14 @@ def load_run(path: str | os.PathLike[str], *, name: str | None = None) -> RunCur
 
 
 def _samples_of(path: Path) -> dict[int, SampleTable]:
-    """The sample tables beside a run's ``metrics.jsonl`` (a run folder, or that file), else none.
-
-    An unreadable ``samples.jsonl`` costs the samples alone, with a :class:`RunReadWarning`."""
-    folder = path if path.is_dir() else path.parent if path.name == _METRICS_FILE else None
-    if folder is None or not (folder / SAMPLES_FILE).is_file():
+    """The sample tables that go with a run (:func:`~rlmetrics.readers.samples.samples_beside`),
+    else none. An unreadable ``samples.jsonl`` costs the samples alone, with a
+    :class:`RunReadWarning`."""
+    found = samples_beside(path)
+    if found is None:
         return {}
     try:
-        return read_samples(folder)
+        return read_samples(found)
     except RunReadError as err:
         warnings.warn(f"{err}; the report shows no samples of this run", RunReadWarning, stacklevel=3)
         return {}
