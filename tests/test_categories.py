@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmetrics import keys as K
+from rlmetrics._core import categories as _categories
 from rlmetrics._core.categories import (
     category_codes,
     field_name,
@@ -162,8 +163,11 @@ def test_field_names_round_trip_and_are_marked():
     assert parse_field(name) == ("data_source", "a\x1fb/c", "n_samples")
 
 
+@pytest.mark.parametrize("onehot", [True, False], ids=["onehot", "scatter"])
 @pytest.mark.parametrize("namespace", ["numpy", "torch"])
-def test_segment_reductions_equal_a_loop_over_categories(namespace):
+def test_segment_reductions_equal_a_loop_over_categories(namespace, onehot, monkeypatch):
+    if not onehot:  # numpy sums many categories by one scatter per column, not by a one-hot product
+        monkeypatch.setattr(_categories, "_ONEHOT_SIZE", 0)
     rng = np.random.default_rng(0)
     values = rng.normal(size=(50, 4))
     values[3, 1] = np.inf  # a non-finite column is summed by scatter, not by product
@@ -180,6 +184,16 @@ def test_segment_reductions_equal_a_loop_over_categories(namespace):
         want = [rows.sum(0), rows.max(0), rows.min(0)] if len(rows) else [0.0, -np.inf, np.inf]
         for g, w in zip(got, want):
             np.testing.assert_allclose(g[k], np.broadcast_to(w, (4,)), rtol=1e-12)
+
+
+def test_large_layouts_are_built_afresh_not_cached():
+    small = _categories.field_names("g", ("a", "b"), ("n",))
+    assert small is _categories.field_names("g", ("a", "b"), ("n",))
+    many = tuple(f"c{i}" for i in range(_categories.CACHED_CATEGORIES + 1))
+    big = _categories.field_names("g", many, ("n", "s"))
+    assert big == _categories.field_names("g", many, ("n", "s"))
+    assert big is not _categories.field_names("g", many, ("n", "s"))
+    assert len(big) == 2 * len(many) and parse_field(big[-1]) == ("g", many[-1], "s")
 
 
 def test_folding_at_finalize_adds_sums_and_combines_extremes_with_one_warning():
@@ -201,7 +215,9 @@ def test_folding_at_finalize_adds_sums_and_combines_extremes_with_one_warning():
 
 # --- 3 gloo ranks with different categories ---------------------------------------------------------
 
-#: Each rank's labels: rank 0 and 2 overlap on "math", rank 1 has an empty shard.
+#: Each rank's labels: rank 0 and 2 overlap on "math", rank 1 has an empty shard. With
+#: ``max_categories=2`` ranks 0 and 2 are each over the limit, and the union keeps "math" (3
+#: samples), whereas rank 2 alone would keep "logic" (2 samples, ties by name before "é x").
 RANK_LABELS = {0: ["math", "code", "math", "a/b"], 1: [], 2: ["math", "é x", "é x", "logic", "logic"]}
 
 
@@ -254,6 +270,12 @@ def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
         res["rewards"] = compute_reward_component_metrics(
             rank_rewards(rank), weights={"acc": 2.0}, process_group=dist.group.WORLD
         )
+        with warnings.catch_warnings(record=True) as caught:  # every rank over the limit of 2
+            warnings.simplefilter("always", RLMetricsWarning)
+            res["limited"] = compute_data_metrics(
+                batch, group_by="data_source", max_categories=2, process_group=dist.group.WORLD
+            )
+        res["limited_warnings"] = [str(w.message) for w in caught if issubclass(w.category, RLMetricsWarning)]
         try:  # rank 2 with another limit: every rank raises the same error
             compute_data_metrics(
                 batch,
@@ -318,6 +340,19 @@ def test_gloo_ranks_with_different_categories_equal_the_whole(ranks):
     for res in ranks:
         _close(res["metrics"], want)
         _close(res["stats"], want_split)
+
+
+def test_gloo_ranks_over_the_category_limit_fold_the_union_like_the_whole(ranks):
+    from rlmetrics import compute_data_metrics
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.warns(RLMetricsWarning, match="more than max_categories=2"):
+            want = compute_data_metrics(whole_batch(), group_by="data_source", max_categories=2)
+    assert {K.split_category_key(k)[2] for k in want if K.split_category_key(k)} == {"math", K.OTHER_CATEGORY}
+    for res in ranks:
+        _close(res["limited"], want)
+        assert len(res["limited_warnings"]) == 1 and "max_categories=2" in res["limited_warnings"][0]
 
 
 def test_gloo_ranks_with_different_grouping_options_raise_alike(ranks):

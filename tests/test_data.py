@@ -876,6 +876,7 @@ def test_property_any_batch_gives_verls_numbers_or_a_named_error(
 # --- group_by= and the outcome split ------------------------------------------------------------
 
 from rlmetrics import keys as K  # noqa: E402
+from rlmetrics._core.categories import is_category_field, parse_field  # noqa: E402
 from rlmetrics.errors import RLMetricsWarning  # noqa: E402
 
 SOURCES = np.array(["openai/gsm8k", "math", "openai/gsm8k", "code contests", "math", "é"], dtype=object)
@@ -1039,6 +1040,91 @@ def test_category_limit_applies_again_to_the_union_of_merged_parts():
         got = Stats.merge(*parts).finalize()
     folded = np.where(np.isin(labels, ["a", "b"]), labels, K.OTHER_CATEGORY)
     assert_category_equals_subset(got, batch, folded, "data_source")
+
+
+def test_category_limit_folds_the_union_when_each_part_is_over_the_limit():
+    """The auditor's case: A = 5 a, 2 b, 1 c and B = 6 b with a limit of 2. The union keeps b (8
+    samples) and folds a and c; folding each part first would keep a in A and leave 2 of b's
+    samples under ``<other>``."""
+    labels = np.asarray(["a"] * 5 + ["b"] * 2 + ["c"] + ["b"] * 6, dtype=object)
+    batch = _grouped_batch(14, 12, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RLMetricsWarning)  # the statistics fold nothing, warn nothing
+        parts = [
+            data_statistics({k: v[s] for k, v in batch.items()}, group_by="data_source", max_categories=2)
+            for s in (slice(0, 8), slice(8, 14))
+        ]
+    assert _categories_of(parts[0]) == {"a", "b", "c"}  # every category, exactly
+    with pytest.warns(RLMetricsWarning, match="more than max_categories=2") as caught:
+        merged = Stats.merge(*parts).finalize()
+        flipped = Stats.merge(*parts[::-1]).finalize()
+        whole = data_statistics(batch, group_by="data_source", max_categories=2).finalize()
+    assert len([w for w in caught if issubclass(w.category, RLMetricsWarning)]) == 3  # one per finalize
+    folded = np.where(labels == "b", labels, K.OTHER_CATEGORY)
+    assert_category_equals_subset(merged, batch, folded, "data_source")
+    for got in (flipped, whole):
+        assert got.keys() == merged.keys()
+        for key, value in merged.items():
+            assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12, nan_ok=True), key
+
+
+def _categories_of(stats: Stats) -> set[str]:
+    """The categories whose entries ``stats`` holds."""
+    return {parse_field(n)[1] for n in stats.sum_names if is_category_field(n)}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n_rows=st.integers(1, 20),
+    n_labels=st.integers(1, 7),
+    n_parts=st.integers(1, 4),
+    limit=st.integers(1, 4),
+    engine_name=st.sampled_from(ENGINES),
+)
+def test_property_merged_parts_over_the_category_limit_finalize_to_the_whole(
+    seed, n_rows, n_labels, n_parts, limit, engine_name
+):
+    """Random labels, random parts (each may hold more categories than the limit), merged in a
+    random order, finalise to the whole batch's metrics: same keys, same values."""
+    rng = np.random.default_rng(seed)
+    labels = np.asarray([f"s{i}" for i in rng.integers(0, n_labels, size=n_rows)], dtype=object)
+    batch = _grouped_batch(n_rows, seed, labels, offset=3.0)
+    rows = rng.permutation(n_rows)
+    cuts = sorted(rng.integers(0, n_rows + 1, size=n_parts - 1).tolist())
+    with use_engine(engine_name), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", RLMetricsWarning)
+        kw: dict[str, Any] = {"group_by": "data_source", "max_categories": limit}
+        whole = data_statistics(batch, **kw).finalize()
+        parts = [data_statistics({k: v[ix] for k, v in batch.items()}, **kw) for ix in np.split(rows, cuts)]
+        merged = Stats.merge(*[parts[i] for i in rng.permutation(len(parts))]).finalize()
+    assert merged.keys() == whole.keys()
+    kept = {K.split_category_key(k)[2] for k in whole if K.split_category_key(k)}
+    assert len(kept) <= limit
+    for key, value in whole.items():
+        tol = 1e-8 if key.endswith(K.VF_EXPLAINED_VAR) else 1e-9
+        assert merged[key] == pytest.approx(value, rel=tol, abs=1e-12, nan_ok=True), key
+
+
+def test_category_cap_folds_in_the_statistics_with_a_warning_that_merging_is_approximate(monkeypatch):
+    from rlmetrics.training import categories as _categories
+
+    monkeypatch.setattr(_categories, "EXACT_CATEGORIES", 3)
+    labels = np.asarray(["a"] * 4 + ["b"] * 3 + ["c"] * 2 + ["d", "e"], dtype=object)
+    batch = _grouped_batch(11, 13, labels)
+    match = r"has 5 categories in one call, more than the 3 whose statistics are kept exactly"
+    with pytest.warns(RLMetricsWarning, match=r"group_by 'data_source' " + match):
+        stats = data_statistics(batch, group_by="data_source", max_categories=2)
+    assert _categories_of(stats) == {"a", "b", K.OTHER_CATEGORY}
+    with pytest.warns(RLMetricsWarning, match="more than max_categories=2"):
+        got = stats.finalize()
+    folded = np.where(labels == "a", labels, K.OTHER_CATEGORY)
+    assert_category_equals_subset(got, batch, folded, "data_source")
+    with warnings.catch_warnings():  # a larger max_categories raises the cap: nothing folded
+        warnings.simplefilter("error", RLMetricsWarning)
+        wide = data_statistics(batch, group_by="data_source", max_categories=5)
+    assert _categories_of(wide) == set(labels.tolist())
 
 
 def test_numeric_and_boolean_labels_are_categories_by_their_text():

@@ -46,10 +46,23 @@ def field_name(group: str, category: str, field: str) -> str:
     return f"{FIELD_MARK}{group}{_SEP}{category}{_SEP}{field}"
 
 
-@functools.lru_cache(maxsize=256)  # one layout per group, categories and family: the same every step
+#: Layouts of at most this many categories are cached (the same every step); larger ones (a
+#: high-cardinality label whose categories change every step) are built afresh, not kept.
+CACHED_CATEGORIES = 256
+
+
 def field_names(group: str, categories: tuple[str, ...], fields: tuple[str, ...]) -> tuple[str, ...]:
     """The entry names of every field of every category, category-major."""
+    if len(categories) <= CACHED_CATEGORIES:
+        return _cached_field_names(group, categories, fields)
+    return _field_names(group, categories, fields)
+
+
+def _field_names(group: str, categories: tuple[str, ...], fields: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(field_name(group, c, f) for c in categories for f in fields)
+
+
+_cached_field_names = functools.lru_cache(maxsize=256)(_field_names)  # one layout per group and family
 
 
 def is_category_field(name: str) -> bool:
@@ -147,15 +160,24 @@ def segment_sum(values: Any, codes: Any, n: int) -> Any:
 
         sums = torch.zeros((n, values.shape[1]), dtype=torch.float64, device=values.device)
         return sums.index_add_(0, codes, values.to(torch.float64))
+    values = np.asarray(values, dtype=np.float64)
+    out = np.empty((n, values.shape[1]), dtype=np.float64)
+    if n * values.shape[0] > _ONEHOT_SIZE:  # many categories: one scatter per column, O(B) memory
+        for col in range(values.shape[1]):
+            out[:, col] = np.bincount(codes, weights=values[:, col], minlength=n)
+        return out
     onehot = np.zeros((n, values.shape[0]), dtype=np.float64)
     onehot[codes, np.arange(values.shape[0])] = 1.0
     # a zero times a non-finite value is NaN: sum those columns by scatter instead of by product
     finite = np.isfinite(values).all(axis=0)
-    out = np.empty((n, values.shape[1]), dtype=np.float64)
     out[:, finite] = onehot @ values[:, finite]
     for f in np.flatnonzero(~finite):
         out[:, f] = np.bincount(codes, weights=values[:, f], minlength=n)
     return out
+
+
+#: Largest ``(categories, rows)`` one-hot matrix :func:`segment_sum` multiplies by (8 MiB).
+_ONEHOT_SIZE = 1 << 20
 
 
 def _segment_extreme(values: Any, codes: Any, n: int, largest: bool) -> Any:

@@ -10,6 +10,21 @@ entries (``Stats.merge``; the agreement step of ``Stats.all_reduce``). The final
 host values back by category (:func:`split_by_category`), folds the categories beyond
 ``max_categories`` into :data:`~rlmetrics.keys.OTHER_CATEGORY` (one warning), and names each
 category's metrics with :func:`~rlmetrics.keys.category_key`.
+
+Where the folding happens: only in the finaliser, on the union of every merged part and rank.
+The statistics keep every category's entries exactly, however many categories a part has, so
+which categories stay does not depend on how the batch was split: the ``max_categories - 1``
+with the most samples in the union (ties by name) stay, and the merged statistics of any split
+finalise to the metrics of the whole batch. (Folding each part before merging would not: a
+category kept in one part and folded in another would leave samples in both its own entries and
+``<other>``.)
+
+A hard cap bounds the entries one call makes: a group with more than
+:data:`EXACT_CATEGORIES` categories in one call (or ``max_categories``, when larger), typically
+a per-sample or per-prompt id passed as ``group_by=`` by mistake, is folded already in the
+statistics, to that many categories, with its own :class:`~rlmetrics.errors.RLMetricsWarning`
+saying that merged and all-reduced per-category metrics are then approximate. Below the cap
+nothing is approximate.
 """
 
 from __future__ import annotations
@@ -43,6 +58,7 @@ from rlmetrics.errors import RLMetricsWarning
 
 __all__ = [
     "DEFAULT_MAX_CATEGORIES",
+    "EXACT_CATEGORIES",
     "Group",
     "category_entries",
     "check_max_categories",
@@ -55,6 +71,14 @@ __all__ = [
 
 #: Default ``max_categories=``: the categories beyond it are reported as one ``<other>``.
 DEFAULT_MAX_CATEGORIES = 64
+
+#: Hard cap on the categories of one group that one call keeps exactly in its statistics (or
+#: ``max_categories``, when larger). Each category costs a few dozen entries (names, vector
+#: slots, the layout ranks agree on), so a label with one category per sample (an id) would
+#: otherwise make statistics as large as the batch times the fields. Beyond the cap the call
+#: folds its least frequent categories into ``<other>`` before merging, with a warning that the
+#: merged per-category metrics are approximate; at or below it they are exact.
+EXACT_CATEGORIES = 4096
 
 #: Host values of statistics: ``(sums, maxes, mins)`` by name.
 Values = tuple[dict[str, float], dict[str, float], dict[str, float]]
@@ -106,6 +130,8 @@ def resolve_groups(
     """The groupings a call asks for: ``group_by=`` (a column name or labels) and the outcome split.
 
     ``seq_score`` (each row's score, any namespace) is read only with ``score_threshold=``.
+    Every category is kept (``max_categories`` applies when the statistics are finalised), up to
+    the hard cap :data:`EXACT_CATEGORIES` (or ``max_categories``, when larger).
     """
     groups: list[Group] = []
     if group_by is not None:
@@ -119,7 +145,7 @@ def resolve_groups(
             name, labels, where = group_name or "group", group_by, "group_by"
         K.category_key("", name, "")  # checks the group name
         categories, codes = category_codes(labels, n_rows, where=where)
-        groups.append(_limited(Group(name, categories, codes), max_categories))
+        groups.append(_capped(Group(name, categories, codes), max(EXACT_CATEGORIES, max_categories)))
     outcome = _outcome_labels(view, n_rows, split_by_outcome, score_threshold, seq_score)
     if outcome is not None:
         names = (K.OUTCOME_CORRECT, K.OUTCOME_INCORRECT)
@@ -132,10 +158,20 @@ def resolve_groups(
     return groups
 
 
-def _limited(group: Group, max_categories: int) -> Group:
-    names, codes, folded = limit_categories(group.categories, group.codes, max_categories, K.OTHER_CATEGORY)
-    if folded:
-        warn_folded(group.name, max_categories)
+def _capped(group: Group, cap: int) -> Group:
+    """``group`` itself, or, beyond ``cap`` categories, its most frequent ``cap - 1`` and
+    ``<other>``, with a warning that merging then is approximate (see :data:`EXACT_CATEGORIES`)."""
+    if len(group.categories) <= cap:
+        return group
+    names, codes, _ = limit_categories(group.categories, group.codes, cap, K.OTHER_CATEGORY)
+    warnings.warn(
+        f"group_by {group.name!r} has {len(group.categories)} categories in one call, more than the "
+        f"{cap} whose statistics are kept exactly: the least frequent are folded into "
+        f"{K.OTHER_CATEGORY!r} before merging, so per-category metrics of merged parts or ranks are "
+        "approximate (group by a coarser label, or raise max_categories=)",
+        RLMetricsWarning,
+        stacklevel=4,
+    )
     return Group(group.name, names, codes)
 
 
@@ -266,7 +302,8 @@ def split_by_category(
     by: dict[tuple[str, str], Values] = {}
     for i, values in enumerate((sums, maxes, mins)):
         listed = list(values.values())
-        for where, fields, take in _plan(tuple(values)):
+        names = tuple(values)
+        for where, fields, take in (_cached_plan if len(names) <= _CACHED_PLAN else _plan)(names):
             got = take(listed)
             row = dict(zip(fields, got if len(fields) > 1 else (got,)))
             if where is None:
@@ -276,7 +313,6 @@ def split_by_category(
     return plain, by
 
 
-@functools.lru_cache(maxsize=64)
 def _plan(names: tuple[str, ...]) -> tuple[tuple[tuple[str, str] | None, tuple[str, ...], Any], ...]:
     """Where the entries go: ``((group, category) or None for the plain ones, fields, getter)``,
     the getter picking those entries' values out of the list of all values (in ``names`` order)."""
@@ -293,6 +329,12 @@ def _plan(names: tuple[str, ...]) -> tuple[tuple[tuple[str, str] | None, tuple[s
     return tuple((where, tuple(f), operator.itemgetter(*ix)) for where, (f, ix) in spots.items())
 
 
+#: Layouts of at most this many entries keep their plan (the same every step); larger ones (many
+#: categories, which may change every step) are planned afresh rather than kept in the cache.
+_CACHED_PLAN = 1 << 13
+_cached_plan = functools.lru_cache(maxsize=64)(_plan)
+
+
 #: How sums, maxima and minima of two categories combine (NaN spreads, as in the reductions).
 _COMBINE: tuple[Callable[[float, float], float], ...] = (
     lambda a, b: a + b,
@@ -305,7 +347,11 @@ def _fold(
     by: dict[tuple[str, str], Values], count: str, max_categories: int
 ) -> dict[tuple[str, str], Values]:
     """At most ``max_categories`` categories per group; the least frequent (by ``count``) folded
-    into :data:`~rlmetrics.keys.OTHER_CATEGORY` (sums added, extremes combined)."""
+    into :data:`~rlmetrics.keys.OTHER_CATEGORY` (sums added, extremes combined).
+
+    ``by`` holds the union of every merged part and rank, so the categories kept (the most
+    samples, ties by name) and the folded values are those of the whole batch, whatever the split.
+    """
     out: dict[tuple[str, str], Values] = {}
     for group in sorted({g for g, _ in by}):
         cats = sorted((c for g, c in by if g == group), key=lambda c: (-by[group, c][0].get(count, 0.0), c))

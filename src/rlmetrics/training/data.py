@@ -963,8 +963,13 @@ def compute_data_metrics(  # type: ignore[empty-body]  # the body is @metrics_fr
         ``token_level_scores``) is at least this.
     max_categories : int, keyword-only
         At most this many categories per group (default 64): the least frequent are reported
-        together as ``<other>`` (key token ``%other``), with one ``RLMetricsWarning``; applied
-        to each batch and again to the union of merged parts and ranks.
+        together as ``<other>`` (key token ``%other``), with one ``RLMetricsWarning``. Applied
+        when the metrics are finalised, to the union of merged parts and ranks (the most
+        samples there stay, ties by name): the statistics keep every category exactly, so any
+        split gives the metrics of the whole batch. A hard cap of
+        ``training.categories.EXACT_CATEGORIES`` (4096, or ``max_categories`` when larger)
+        categories per call bounds the statistics' size; beyond it the call folds the rest
+        already, with a warning that merged per-category metrics are then approximate.
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
         When given, every rank gets the metrics of the union of all ranks' batches: one tiny
         agreement collective, then two packed all-reduces (a rank with an empty shard still
