@@ -70,6 +70,17 @@ def token_rows(  # type: ignore[no-untyped-def]
     attention,
     split,
 ):
+    """The fused per-row token kernel (:func:`rlmetrics._core.kernels.token_rows_kernel` says what
+    it takes and returns).
+
+    One loop on purpose, and the one function exempt from the package's limit of 60 lines a
+    function (``tests/test_architecture.py``): every sum, centred moment and extreme of a row is
+    accumulated in the same pass over its column blocks, so that each input is read from memory
+    once. Split into helpers, each would either make its own pass over the data (the passes this
+    kernel exists to save) or take and return the row's nineteen running counts, sums and extremes at
+    every block; and the inner loops' vectorisation was measured in this form
+    (``bench/bench_data_metrics.py``), so a split would have to be measured again.
+    """
     n_rows, width = mask.shape
     sums = numpy.zeros((n_rows, 8), dtype=numpy.float64)
     keys = numpy.empty((n_rows, 6), dtype=numpy.int64)

@@ -108,14 +108,7 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
     method = cmp.family.method if cmp.family is not None else "none"
     # without a margin, the verdict of each p-value side by side (with one, the margin table's)
     verdicts = [] if cmp.margins else ["verdict", *([f"{method} verdict"] if method != "none" else [])]
-    if cmp.n_matched is None:
-        head = f"{cmp.source} / {cmp.variable}: unpaired (Welch), from summaries"
-    else:
-        head = (
-            f"{cmp.source} / {cmp.variable}: {cmp.n_matched} prompts in both "
-            f"({cmp.n_only_a} only in {a.name}, {cmp.n_only_b} only in {b.name})"
-        )
-    table = Table(title=escape(head), title_justify="left", highlight=False)
+    table = Table(title=escape(_table_head(a, b, cmp)), title_justify="left", highlight=False)
     for col, justify in (
         ("metric", "left"),
         (a.name, "right"),
@@ -162,6 +155,16 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
     first = next(iter(cmp.metrics.values()), None)
     if first is not None:
         console.print(f"[dim]{escape(first.method)}; MDE: smallest difference detected with 80% power[/dim]")
+
+
+def _table_head(a: Run, b: Run, cmp: Any) -> str:
+    """The title of a comparison's table: its source and variable, and the prompts it matched."""
+    if cmp.n_matched is None:
+        return f"{cmp.source} / {cmp.variable}: unpaired (Welch), from summaries"
+    return (
+        f"{cmp.source} / {cmp.variable}: {cmp.n_matched} prompts in both "
+        f"({cmp.n_only_a} only in {a.name}, {cmp.n_only_b} only in {b.name})"
+    )
 
 
 def significance_verdict(diff: float, p_value: float, confidence: float) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -37,6 +37,9 @@ from rlmetrics.cli._rollouts import (
     ValueKeys,
 )
 from rlmetrics.cli.compare import _fail, _fmt, _fmt_p, _load_runs, _prompt_tables, _shown_metric
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = ["seeds"]
 
@@ -179,10 +182,25 @@ def _combine(
 
 
 def _print_entry(out: Console, entry: dict[str, Any], confidence: float) -> None:
-    from rich.table import Table
-
+    """Print one (source, variable): the seeds' table of A, then B - A where there is a B."""
     level = f"{confidence:.0%}"
     shown = [n for n in entry["metrics"] if _shown_metric(n, entry["binary"])]
+    out.print()
+    out.print(_seed_table(entry, shown, level))
+    out.print(
+        "[dim]interval: Student t over the seed means; variance components: two-way crossed random "
+        "effects, method of moments; SE prompts: one seed's standard error over prompts[/dim]"
+    )
+    if entry["comparison"]:
+        out.print()
+        out.print(_comparison_table(entry, shown, level))
+        out.print("[dim]Welch t over seed means; MDE: smallest difference detected with 80% power[/dim]")
+
+
+def _seed_table(entry: dict[str, Any], shown: list[str], level: str) -> Table:
+    """A's metrics combined over its seeds: mean, interval, spreads and variance components."""
+    from rich.table import Table
+
     any_s = next(iter(entry["metrics"].values()))
     head = f"{entry['source']} / {entry['variable']}: {any_s.n_seeds} seeds, {any_s.n_prompts} prompts (A)"
     table = Table(title=escape(head), title_justify="left", highlight=False)
@@ -211,36 +229,34 @@ def _print_entry(out: Console, entry: dict[str, Any], confidence: float) -> None
             f"{s.var_residual:.2e}",
             _fmt(s.seed_share, 2),
         )
-    out.print()
-    out.print(table)
-    out.print(
-        "[dim]interval: Student t over the seed means; variance components: two-way crossed random "
-        "effects, method of moments; SE prompts: one seed's standard error over prompts[/dim]"
+    return table
+
+
+def _comparison_table(entry: dict[str, Any], shown: list[str], level: str) -> Table:
+    """B - A per metric with seeds as the unit; a row green or red where its interval excludes 0."""
+    from rich.table import Table
+
+    table = Table(
+        title=escape(f"{entry['source']} / {entry['variable']}: B - A, seeds as the unit"),
+        title_justify="left",
+        highlight=False,
     )
-    if entry["comparison"]:
-        cmp_table = Table(
-            title=escape(f"{entry['source']} / {entry['variable']}: B - A, seeds as the unit"),
-            title_justify="left",
-            highlight=False,
+    for col in ("metric", "A", "B", "B - A", f"{level} interval", "p", "MDE", "seeds A/B"):
+        table.add_column(escape(col), justify="left" if col == "metric" else "right")
+    for name in shown:
+        c = entry["comparison"][name]
+        style = None
+        if math.isfinite(c.ci_low) and (c.ci_low > 0 or c.ci_high < 0):
+            style = "green" if c.diff > 0 else "red"
+        table.add_row(
+            name,
+            _fmt(c.a.mean),
+            _fmt(c.b.mean),
+            f"{c.diff:+.4f}",
+            f"[{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]",
+            _fmt_p(c.p_value),
+            _fmt(c.mde),
+            f"{c.a.n_seeds}/{c.b.n_seeds}",
+            style=style,
         )
-        for col in ("metric", "A", "B", "B - A", f"{level} interval", "p", "MDE", "seeds A/B"):
-            cmp_table.add_column(escape(col), justify="left" if col == "metric" else "right")
-        for name in shown:
-            c = entry["comparison"][name]
-            style = None
-            if math.isfinite(c.ci_low) and (c.ci_low > 0 or c.ci_high < 0):
-                style = "green" if c.diff > 0 else "red"
-            cmp_table.add_row(
-                name,
-                _fmt(c.a.mean),
-                _fmt(c.b.mean),
-                f"{c.diff:+.4f}",
-                f"[{_fmt(c.ci_low)}, {_fmt(c.ci_high)}]",
-                _fmt_p(c.p_value),
-                _fmt(c.mde),
-                f"{c.a.n_seeds}/{c.b.n_seeds}",
-                style=style,
-            )
-        out.print()
-        out.print(cmp_table)
-        out.print("[dim]Welch t over seed means; MDE: smallest difference detected with 80% power[/dim]")
+    return table

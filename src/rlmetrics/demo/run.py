@@ -238,6 +238,14 @@ class DemoConfig:
         return resolve_rollout_dtype(self.rollout_dtype)
 
     def __post_init__(self) -> None:
+        """Check the settings, in this order, so that a bad one fails before a run starts."""
+        self._check_sizes()
+        self._check_off_policy()
+        self._check_task()
+        self._check_rates()
+
+    def _check_sizes(self) -> None:
+        """The counts and sizes of a step and of the policy, the algorithm and the rollout dtype."""
         positive = (
             "steps",
             "n_prompts",
@@ -268,6 +276,9 @@ class DemoConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
         check_int(self.warm_start_steps, "warm_start_steps", minimum=0)
+
+    def _check_off_policy(self) -> None:
+        """The lag of the rollouts, its growth and the staleness bound (which needs the lag)."""
         check_int(self.off_policy_lag, "off_policy_lag", minimum=0)
         growth = self.off_policy_growth
         if isinstance(growth, bool) or not (
@@ -281,6 +292,9 @@ class DemoConfig:
                     f"max_staleness must be >= off_policy_lag ({self.off_policy_lag}), or None; "
                     f"got {self.max_staleness}"
                 )
+
+    def _check_task(self) -> None:
+        """The seed, the response-length limit, the task and its reward."""
         check_seed(self.seed)
         if self.max_response_length is not None:
             check_int(self.max_response_length, "max_response_length", minimum=1)
@@ -288,6 +302,9 @@ class DemoConfig:
         ReversalTask(n_letters=self.n_letters, min_len=self.min_len, max_len=self.max_len)
         if self.reward not in ("score", "acc"):
             raise ValueError(f"reward must be 'score' or 'acc'; got {self.reward!r}")
+
+    def _check_rates(self) -> None:
+        """The learning rates, clip ranges, temperature and peak FLOP/s (> 0), the loss weights (>= 0)."""
         if self.critic_lr is not None and not (
             isinstance(self.critic_lr, int | float) and math.isfinite(self.critic_lr) and self.critic_lr > 0
         ):

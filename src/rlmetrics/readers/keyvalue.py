@@ -230,24 +230,17 @@ def _blocks(text: str) -> tuple[list[_Block], list[int], list[int]]:
             wandb = True
             continue
         wandb = wandb and was_wandb
-        line = _read_line(content, loose=wandb)
-        if not wandb:  # a line hard-wrapped: joined with the pieces after it while they read as one
-            content, line, i = _unwrap(lines, i, prefix, content, line)
-        if line is None and i - 1 == last and cur is not None:  # cut inside its last field
-            line = _read_line(_TRAILING.sub("", content))
-            if line is not None:
-                cut.append(lineno)
+        content, line, i, was_cut = _joined_line(
+            lines, i, prefix, content, loose=wandb, last=last, in_block=cur is not None
+        )
+        if was_cut:
+            cut.append(lineno)
         indent = len(content) - len(content.lstrip())
         if yaml is not None and (line is None or indent <= yaml):
             yaml = None
         if line is None:
             close()
-            header = _YAML_HEADER.fullmatch(content)
-            if header is not None:
-                yaml = len(header.group(1))
-            elif _MARKER_LINE.fullmatch(content) is not None:
-                steps = [int(s) for name, s in _MARKER.findall(content) if name.lower() != "epoch"]
-                marker = steps[0] if steps else marker
+            yaml, marker = _between_records(content, marker)  # a line that does not read ended any section
             continue
         if yaml is not None:
             continue  # an item of a config's section
@@ -263,6 +256,45 @@ def _blocks(text: str) -> tuple[list[_Block], list[int], list[int]]:
         cur.add(read)
     close()
     return blocks, damaged, cut
+
+
+def _joined_line(
+    lines: list[tuple[int, str, str]],
+    i: int,
+    prefix: str,
+    content: str,
+    *,
+    loose: bool,
+    last: int,
+    in_block: bool,
+) -> tuple[str, _Line | None, int, bool]:
+    """The piece ``content`` (the one before ``lines[i]``) read as a line: (its text, read, the
+    index after it, whether it was read up to a field cut at the text's end).
+
+    Outside W&B's run summary (``loose``, read as ``key value``) a hard-wrapped line is joined
+    with its pieces after it (:func:`_unwrap`). The text's last line (its last piece at index
+    ``last``) that does not read while a block is open (``in_block``) is read without its cut
+    last field.
+    """
+    line = _read_line(content, loose=loose)
+    if not loose:  # a line hard-wrapped: joined with the pieces after it while they read as one
+        content, line, i = _unwrap(lines, i, prefix, content, line)
+    if line is None and i - 1 == last and in_block:  # cut inside its last field
+        line = _read_line(_TRAILING.sub("", content))
+        return content, line, i, line is not None
+    return content, line, i, False
+
+
+def _between_records(content: str, marker: int | None) -> tuple[int | None, int | None]:
+    """A line that is no record's: (the indent of the YAML section's name it is, else None; the
+    step of the marker line it is, else ``marker``, for the block after it)."""
+    header = _YAML_HEADER.fullmatch(content)
+    if header is not None:
+        return len(header.group(1)), marker
+    if _MARKER_LINE.fullmatch(content) is not None:
+        steps = [int(s) for name, s in _MARKER.findall(content) if name.lower() != "epoch"]
+        return None, steps[0] if steps else marker
+    return None, marker
 
 
 def _unwrap(

@@ -739,18 +739,25 @@ def _dict_rows(lines: list[str]) -> tuple[list[_Found], list[int], list[int]]:
         while n_bars < len(bars) and bars[n_bars][:2] < (i, start):
             n_bars += 1
         i, col = end_line, end_col
-        keys = set(numbers)
-        if keys & _SUMMARY_KEYS or not any(_is_trainer_key(k) for k in keys):
-            continue
-        step = None
-        for name in _STEP_KEYS:
-            v = numbers.pop(name, None)
-            if step is None and v is not None and math.isfinite(v) and v == int(v) and v >= 0:
-                step = int(v)
-        evaluation = all(k.startswith("eval_") for k in numbers if k not in _META_KEYS)
-        bar = bars[n_bars - 1][2] if n_bars else None
-        found.append((step, evaluation and bool(numbers.keys() - _META_KEYS), numbers, bar))
+        record = _trainer_record(numbers, bars[n_bars - 1][2] if n_bars else None)
+        if record is not None:
+            found.append(record)
     return found, damaged, cut
+
+
+def _trainer_record(numbers: dict[str, float], bar: int | None) -> _Found | None:
+    """A dict's ``numbers`` as a trainer's record (its step keys taken out of ``numbers``), with
+    ``bar``, the step of the progress bar before it; None for a summary or a dict of no trainer."""
+    keys = set(numbers)
+    if keys & _SUMMARY_KEYS or not any(_is_trainer_key(k) for k in keys):
+        return None
+    step = None
+    for name in _STEP_KEYS:
+        v = numbers.pop(name, None)
+        if step is None and v is not None and math.isfinite(v) and v == int(v) and v >= 0:
+            step = int(v)
+    evaluation = all(k.startswith("eval_") for k in numbers if k not in _META_KEYS)
+    return (step, evaluation and bool(numbers.keys() - _META_KEYS), numbers, bar)
 
 
 _TABLE_HEAD = re.compile(r"\s*\|?\s*step\s*(?:\||\t| )", re.IGNORECASE)

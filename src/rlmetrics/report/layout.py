@@ -335,18 +335,32 @@ def plan(runs: Sequence[RunCurves]) -> Plan:
     banded = {k for k in every if all(k + suffix in present for suffix in _BAND)}
     band_keys = {k + suffix for k in banded for suffix in _BAND}
     out = Plan(banded=banded)
-    for key in every:
-        if key in band_keys:
-            continue
+    out.folded = _folded(runs, [k for k in every if k not in band_keys])
+    drawn = {k for k in every if k not in band_keys and k not in out.folded}
+    # One id allocator for the whole page: key panels take theirs first, in page order.
+    ids = _Ids()
+    _add_key_panels(out, runs, drawn, ids)
+    _add_group_panels(out, runs, drawn, ids)
+    return out
+
+
+def _folded(runs: Sequence[RunCurves], keys: Sequence[str]) -> dict[str, list[str | None]]:
+    """Key -> per run, why it is folded, for the ``keys`` folded in every run that logs them
+    (but a category's series drawn beside its drawn sibling categories)."""
+    folded: dict[str, list[str | None]] = {}
+    for key in keys:
         kinds = [fold_kind(*run.series[key]) if key in run.series else None for run in runs]
         if all(kind is not None or key not in run.series for kind, run in zip(kinds, runs)):
-            out.folded[key] = kinds
-    _unfold_categories(out.folded, [k for k in every if k not in band_keys])
-    drawn = {k for k in every if k not in band_keys and k not in out.folded}
-    ids = _Ids()
+            folded[key] = kinds
+    _unfold_categories(folded, keys)
+    return folded
+
+
+def _add_key_panels(out: Plan, runs: Sequence[RunCurves], drawn: set[str], ids: _Ids) -> None:
+    """Append the curated panels of :data:`KEY_PANELS` to ``out`` and record their keys' panel."""
     for signal, title in KEY_PANELS:
         if signal == "val_score":
-            for key, alias in _validation_keys(runs, banded, drawn):
+            for key, alias in _validation_keys(runs, out.banded, drawn):
                 traces = tuple((i, key) for i, run in enumerate(runs) if key in run.series)
                 panel = Panel(ids(key), f"{title}: {key}", y_label(key), traces)
                 out.key_panels.append(panel)
@@ -362,6 +376,11 @@ def plan(runs: Sequence[RunCurves]) -> Plan:
     for panel in out.key_panels:
         for key in panel.keys:
             out.panel_of.setdefault(key, panel.id)
+
+
+def _add_group_panels(out: Plan, runs: Sequence[RunCurves], drawn: set[str], ids: _Ids) -> None:
+    """Fill ``out``'s groups and their panels: one per drawn metric not on a key panel, one per
+    metric for all of its categories; and the page's list of categories."""
     by_metric = _category_keys(k for k in drawn if k not in out.panel_of)
     out.categories = sorted({(g, c) for (g, _), cats in by_metric.items() for c in cats})
     cat_index = {gc: i for i, gc in enumerate(out.categories)}
@@ -375,20 +394,7 @@ def plan(runs: Sequence[RunCurves]) -> Plan:
             if split is not None:  # every category of the metric, on one panel
                 plain, by, _ = split
                 cats = by_metric[(by, plain)]
-                pairs = [
-                    (i, k, cat_index[(by, c)])
-                    for c, k in cats.items()
-                    for i, run in enumerate(runs)
-                    if k in run.series
-                ]
-                title = f"{plain} by {by} ({len(cats)} categor{'y' if len(cats) == 1 else 'ies'})"
-                panel = Panel(
-                    ids(f"{K.CATEGORY_PREFIX}{by}/{plain}"),
-                    title,
-                    y_label(plain),
-                    tuple((i, k) for i, k, _ in pairs),
-                    tuple(c for _, _, c in pairs),
-                )
+                panel = _category_panel(runs, plain, by, cats, cat_index, ids)
                 for k in cats.values():
                     out.panel_of[k] = panel.id
             else:
@@ -397,7 +403,28 @@ def plan(runs: Sequence[RunCurves]) -> Plan:
                 out.panel_of[key] = panel.id
             panels.append(panel)
         out.group_panels[group] = panels
-    return out
+
+
+def _category_panel(
+    runs: Sequence[RunCurves],
+    plain: str,
+    by: str,
+    cats: dict[str, str],
+    cat_index: dict[tuple[str, str], int],
+    ids: _Ids,
+) -> Panel:
+    """The one panel of metric ``plain`` split by ``by``: a trace per category and run."""
+    pairs = [
+        (i, k, cat_index[(by, c)]) for c, k in cats.items() for i, run in enumerate(runs) if k in run.series
+    ]
+    title = f"{plain} by {by} ({len(cats)} categor{'y' if len(cats) == 1 else 'ies'})"
+    return Panel(
+        ids(f"{K.CATEGORY_PREFIX}{by}/{plain}"),
+        title,
+        y_label(plain),
+        tuple((i, k) for i, k, _ in pairs),
+        tuple(c for _, _, c in pairs),
+    )
 
 
 def _category_keys(keys: Iterable[str]) -> dict[tuple[str, str], dict[str, str]]:
