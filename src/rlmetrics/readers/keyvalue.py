@@ -56,6 +56,8 @@ _Rows = list[dict[str, Any]]
 
 _KEY = r"[A-Za-z_][\w.\-/@()\[\]]*"
 _FIELD = re.compile(rf"({_KEY})\s*[:=]\s*([^\s|,;]+)")
+# what a field's match reads before its value: where it stops, a failed match stops too
+_FIELD_HEAD = re.compile(rf"(?:{_KEY}\s*(?:[:=]\s*)?)?")
 _LOOSE_FIELD = re.compile(rf"({_KEY})\s+([^\s|,;]+)\s*")  # W&B's run summary: "key value"
 _SEP = re.compile(r"\s*[|,;]\s*|\s+-\s+|\s+")
 _MARKER = re.compile(
@@ -114,9 +116,15 @@ def _read_line(text: str, *, loose: bool = False) -> _Line | None:
 
     ``loose``: one field ``key value`` (W&B's run summary) is read too.
     """
+    return _parse_line(text, loose=loose)[0]
+
+
+def _parse_line(text: str, *, loose: bool = False) -> tuple[_Line | None, bool]:
+    """:func:`_read_line`, and whether a text that does not read fails for good: at a field that
+    no text appended after it can mend (a wrapped line is not looked for past it, :func:`_unwrap`)."""
     text = text.strip()
     if loose and (m := _LOOSE_FIELD.fullmatch(text)) is not None and _FIELD.fullmatch(text) is None:
-        return _Line(None, [(m.group(1), m.group(2))])
+        return _Line(None, [(m.group(1), m.group(2))]), False
     pos, step = 0, None
     while (m := _MARKER.match(text, pos)) is not None:
         if step is None and m.group(1).lower() != "epoch":
@@ -127,16 +135,25 @@ def _read_line(text: str, *, loose: bool = False) -> _Line | None:
     while pos < len(text):
         m = _FIELD.match(text, pos)
         if m is None:
-            return None
+            return None, not loose and _fails_for_good(text, pos)
         fields.append((m.group(1), m.group(2)))
         pos = m.end()
         sep = _SEP.match(text, pos)
         if sep is None or not sep.group():
             if pos < len(text):
-                return None
+                return None, False
             break
         pos = sep.end()
-    return _Line(step, fields) if fields else None
+    return (_Line(step, fields), False) if fields else (None, False)
+
+
+def _fails_for_good(text: str, pos: int) -> bool:
+    """Whether a field that does not read at ``pos`` of ``text`` (stripped) stays unread whatever
+    is appended: its match stopped inside the text, not at a key or ``key:`` cut at the end, and
+    no separator or step counter before it can take the text's last character (``a: 1 -`` reads
+    on as ``a: 1 - b: 2``; ``Step 10/`` as ``Step 10/200``)."""
+    head = _FIELD_HEAD.match(text, pos)
+    return head is not None and head.end() < len(text) and pos <= len(text) - 2 and text[-1] not in "-/"
 
 
 class _Block:
@@ -320,7 +337,9 @@ def _unwrap(
             break
         pieces.append(piece)
         text = "".join(pieces)
-        joined = _read_line(text)
+        joined, for_good = _parse_line(text)
+        if for_good:  # no more pieces can make it read
+            break
         if joined is not None and _whole_at_breaks(text, pieces):
             best = (text, joined, j + 1)
     return best
