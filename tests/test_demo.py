@@ -174,10 +174,14 @@ def test_every_step_logs_a_sample_table_of_its_batch(small_run):
     tables = read_samples(small_run.run_dir)
     rows = {r["step"]: r for r in _rows(small_run.jsonl_path)}
     assert sorted(tables) == list(range(1, 61))  # every training step, not the validation before
+    with_median = 0
     for step, table in tables.items():
         m = rows[step]
         assert table.step == (step,) * len(table)
-        assert table.chosen[:3] == ("max", "min", "median") and len(table) == 7  # 4 random rows
+        # the median row is left out where it is the max row (the trajectory decides: it differs
+        # between CPUs); then 4 random rows
+        assert table.chosen in (("max", "min", "median") + ("random",) * 4, ("max", "min") + ("random",) * 4)
+        with_median += table.chosen[2] == "median"
         assert table.reward[0] == pytest.approx(m["critic/score/max"], abs=1e-6)
         assert table.reward[1] == pytest.approx(m["critic/score/min"], abs=1e-6)
         assert max(table.reward) == table.reward[0] and min(table.reward) == table.reward[1]
@@ -191,6 +195,8 @@ def test_every_step_logs_a_sample_table_of_its_batch(small_run):
         assert m["text/stop_reason/stop"] + m["text/stop_reason/length"] == pytest.approx(1.0)
         # lengths in tokens: the text statistics see the same responses as the data metrics
         assert m["text/length/mean"] == pytest.approx(m["response_length/mean"], rel=1e-6)
+    # the median row coincides with the max row only where exactly (B - 1) // 2 rewards lie below it
+    assert with_median >= 50
 
 
 def test_the_command_is_recorded_and_runs_the_same_config(small_run):
