@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import sys
 import types
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -30,14 +30,17 @@ from rlmetrics.tracking import (
 )
 from rlmetrics.tracking._health import _finding_records
 from rlmetrics.tracking._values import _convert, _Converter
+from rlmetrics.training.samples import select_samples
 
 
 class Mine:
     """A backend with the whole protocol, keeping what the tracker asked of it."""
 
     name = "mine"
+    keeps_records = True
 
     def __init__(self, max_step: int | None = None, notes: tuple[str, ...] = ()) -> None:
+        self.samples: list[tuple[int, object]] = []
         self.max_step = max_step
         self.notes = notes
         self.run: RunInfo | None = None
@@ -51,6 +54,30 @@ class Mine:
     def log(self, metrics, step):
         self.rows.append((step, metrics))
         return ["a note"] if "noted" in metrics else None
+
+    def log_samples(self, table, step):
+        self.samples.append((step, table))
+
+    def finish(self, *, exit_code: int = 0) -> None:
+        self.exit_codes.append(exit_code)
+
+
+class OldMine:
+    """A backend written before ``keeps_records`` and ``log_samples`` joined the protocol."""
+
+    name = "old"
+    max_step = None
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, dict]] = []
+        self.exit_codes: list[int] = []
+
+    def start(self, run: RunInfo) -> list[str]:
+        return ["started"]
+
+    def log(self, metrics, step):
+        self.rows.append((step, metrics))
+        return ("a tuple note",)
 
     def finish(self, *, exit_code: int = 0) -> None:
         self.exit_codes.append(exit_code)
@@ -113,6 +140,21 @@ def test_a_custom_backend_gets_the_run_every_record_and_the_exit_code(tmp_path, 
     )
     assert mine.rows == [(3, {"x": 1.0})] and mine.exit_codes == [1]
     assert [r["x"] for r in read_jsonl(tr.jsonl_path)] == [1.0]
+
+
+def test_a_backend_of_the_older_protocol_is_completed_with_the_defaults(tmp_path):
+    old = OldMine()
+    assert not isinstance(old, Backend)  # no keeps_records, no log_samples
+    with pytest.warns(TrackingWarning, match=r"tracking backend 'old': started"):
+        tr = Tracker("p", "e", backends=[old, "jsonl"], log_dir=tmp_path)
+    metrics = {"x": 1.0}
+    with pytest.warns(TrackingWarning, match=r"'old', step 0: a tuple note"):
+        tr.log(metrics, step=0)
+    with pytest.warns(TrackingWarning, match=r"'old' has no log_samples\(table, step\)"):
+        tr.log_samples(select_samples(["1+1="], ["2"], [1.0]), step=0)
+    tr.finish(exit_code=3)
+    assert old.rows == [(0, {"x": 1.0})] and old.rows[0][1] is not metrics  # it may keep its record
+    assert old.exit_codes == [3] and tr.lost == {}
 
 
 def test_notes_of_start_and_log_are_warnings_and_max_step_is_read_once(tmp_path):
@@ -267,8 +309,7 @@ def test_the_console_backend_prints_the_run_and_its_keys(tmp_path):
 
 def test_the_old_keywords_configure_the_named_backends(tmp_path, fake_wandb):
     out = io.StringIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # still accepted without a warning
+    with pytest.warns(DeprecationWarning, match=r"Tracker\(fsync=\.\.\.\) is deprecated") as caught:
         tr = Tracker(
             "p",
             "e",
@@ -280,6 +321,7 @@ def test_the_old_keywords_configure_the_named_backends(tmp_path, fake_wandb):
             wandb_mode="disabled",
             wandb_kwargs={"entity": "me"},
         )
+    assert sum(w.category is DeprecationWarning for w in caught) == 5  # one a keyword
     tr.log({"x": 1.0, "y": 2.0}, step=0)
     tr.finish(exit_code=2)
     jsonl, console = tr.backends["jsonl"], tr.backends["console"]
@@ -291,6 +333,36 @@ def test_the_old_keywords_configure_the_named_backends(tmp_path, fake_wandb):
     )
     (init,) = fake_wandb
     assert init["mode"] == "disabled" and init["entity"] == "me" and init["exit_code"] == 2
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value", "spelling"),
+    [
+        ("fsync", True, "JsonlBackend(fsync=...)"),
+        ("console_keys", ("x",), "ConsoleBackend(keys=...)"),
+        ("console_file", io.StringIO(), "ConsoleBackend(file=...)"),
+        ("wandb_mode", "disabled", "WandbBackend(mode=...)"),
+        ("wandb_kwargs", {"entity": "me"}, "WandbBackend(init_kwargs=...)"),
+        ("mlflow_tracking_uri", None, "MlflowBackend(tracking_uri=...)"),
+        ("trackio_kwargs", None, "TrackioBackend(init_kwargs=...)"),
+    ],
+)
+def test_each_old_keyword_warns_with_the_new_spelling_and_still_works(tmp_path, keyword, value, spelling):
+    backend = {"fsync": "jsonl", "console_keys": "console", "console_file": "console"}.get(keyword)
+    names = ["jsonl"] if backend in (None, "jsonl") else ["jsonl", backend]
+    if keyword.startswith("wandb"):
+        names = ["jsonl"]  # configuring a backend that is not asked for is a no-op, as before
+    match = rf"Tracker\({keyword}=\.\.\.\) is deprecated .*backends=\[{re.escape(spelling)}\]"
+    with pytest.warns(DeprecationWarning, match=match) as caught:
+        tr = Tracker("p", "e", backends=names, log_dir=tmp_path, **{keyword: value})
+    assert caught[0].filename == __file__  # it points at the caller's line
+    tr.log({"x": 1.0}, step=0)
+    tr.finish()
+    assert [r["x"] for r in read_jsonl(tr.jsonl_path)] == [1.0]
+    if keyword == "fsync":
+        assert tr.backends["jsonl"].fsync is True
+    if keyword == "console_keys":
+        assert tr.backends["console"].patterns == ("x",)
 
 
 def test_an_unknown_keyword_is_a_type_error(tmp_path):

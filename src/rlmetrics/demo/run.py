@@ -93,7 +93,7 @@ from rlmetrics.policy.mismatch import compute_rollout_mismatch_metrics
 from rlmetrics.policy.ppo import compute_ppo_update_metrics
 from rlmetrics.policy.staleness import compute_staleness_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
-from rlmetrics.tracking import BACKENDS, Tracker, check_backends
+from rlmetrics.tracking import BACKENDS, Tracker, WandbBackend, check_backends
 from rlmetrics.training.data import compute_data_metrics
 from rlmetrics.training.samples import SampleTable, select_samples
 from rlmetrics.training.text import compute_text_metrics
@@ -930,7 +930,9 @@ def run_demo(
     on_step : callable, optional, keyword-only
         Called as ``on_step(step, metrics)`` after each logged step (progress display).
     tracker_kwargs : dict, optional, keyword-only
-        Extra :class:`Tracker` arguments (``wandb_mode``, ``mlflow_tracking_uri`` ...).
+        Extra :class:`Tracker` arguments (``nonfinite``, ``monitor``; the deprecated backend
+        keywords ``wandb_mode``, ``mlflow_tracking_uri`` ... still work, with a warning). The
+        wandb backend runs offline unless ``wandb_mode`` says otherwise.
     command : str, optional, keyword-only
         What started the run, recorded as the config's ``command`` (the report shows it); default
         the equivalent Python call (:func:`demo_call`). ``rlmetrics demo`` passes its command line.
@@ -1004,10 +1006,14 @@ def _run_demo(
         "command": command,
     }
     kwargs = dict(tracker_kwargs or {})
+    backends: list[Any] = list(names)
     if "wandb" in names:
-        kwargs.setdefault("wandb_mode", "offline")
+        if any(key.startswith("wandb_") for key in kwargs):  # the deprecated keywords, as asked
+            kwargs.setdefault("wandb_mode", "offline")
+        else:  # a demo never uploads unless asked to
+            backends[names.index("wandb")] = WandbBackend(mode="offline")
     with Tracker(
-        project, experiment, backends=names, config=config_dict, log_dir=out_dir, **kwargs
+        project, experiment, backends=backends, config=config_dict, log_dir=out_dir, **kwargs
     ) as tracker:
         result.jsonl_path, result.run_dir = tracker.jsonl_path, tracker.run_dir
         result.experiment, result.renamed_from = tracker.experiment, tracker.renamed_from

@@ -185,8 +185,9 @@ class RLMetricsCallback(TrainerCallback):
         The most UTF-8 bytes of the table's prompts and responses together (default 65536; the
         longest texts are cut first, :func:`rlmetrics.select_samples`).
     **tracker_options
-        Passed to :class:`rlmetrics.Tracker` (``fsync``, ``nonfinite``, ``console_keys``,
-        ``wandb_mode``, ``trackio_kwargs``, ...).
+        Passed to :class:`rlmetrics.Tracker` (``nonfinite``, ``resume``; the deprecated backend
+        keywords ``fsync``, ``console_keys``, ``wandb_mode``, ``trackio_kwargs`` ... still work, with
+        a ``DeprecationWarning``: pass configured backends, ``backends=[JsonlBackend(fsync=True)]``).
 
     Attributes
     ----------

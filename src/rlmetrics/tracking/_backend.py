@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from rlmetrics.training.samples import SampleTable
 
 __all__ = [
     "MAX_STEP_INT64",
@@ -56,8 +59,9 @@ class Backend(Protocol):
 
     A backend is configured by its own constructor (``WandbBackend(mode="offline")``), which
     only checks its options; :meth:`start` opens it on the run the tracker claimed. Objects with
-    only ``log(metrics, step)`` and ``finish()`` (:class:`TrackingBackend`) are accepted too: the
-    tracker completes them with the defaults below.
+    fewer members are accepted too, completed with defaults: only ``log(metrics, step)`` and
+    ``finish()`` (:class:`TrackingBackend`), or this protocol without ``keeps_records`` (then
+    True) or without ``log_samples`` (then it records no sample tables).
 
     Attributes
     ----------
@@ -67,23 +71,16 @@ class Backend(Protocol):
     max_step : int or None
         The largest step the backend stores (None: any). The records of later steps are not
         passed to it, each a record lost with a warning.
-
-    Two optional members are read where present (objects without them are backends all the same):
-
-    ``keeps_records`` (bool, default True)
+    keeps_records : bool
         False declares that :meth:`log` only reads its ``metrics`` during the call (it neither
         keeps the dict nor changes it): the tracker then passes it the caller's own dict
         uncopied when every backend declares so. The built-in jsonl, console and tensorboard
-        backends do.
-    ``log_samples(table, step)``
-        Record one step's sample table (a :class:`~rlmetrics.tracking.SampleTable`, see
-        :meth:`Tracker.log_samples <rlmetrics.tracking.Tracker.log_samples>`) in the backend's
-        own form; returns notes or None like :meth:`log`. A backend without it skips the
-        samples (one warning per run).
+        backends do; True is the safe answer.
     """
 
     name: str
     max_step: int | None
+    keeps_records: bool
 
     def start(self, run: RunInfo) -> Sequence[str]:
         """Open the backend on ``run``; return notes for the tracker to warn (e.g. cut params).
@@ -97,6 +94,14 @@ class Backend(Protocol):
 
         An exception loses this record for this backend only (one warning); the tracker goes on
         calling it. Each note (a key the backend dropped or renamed) is one warning.
+        """
+
+    def log_samples(self, table: SampleTable, step: int) -> Sequence[str] | None:
+        """Record one step's sample table in the backend's own form; return notes or None like :meth:`log`.
+
+        See :meth:`Tracker.log_samples <rlmetrics.tracking.Tracker.log_samples>`. A backend
+        that records no sample tables raises ``NotImplementedError``: the tracker skips it for
+        the rest of the run, with one warning. Another exception loses these samples alone.
         """
 
     def finish(self, *, exit_code: int = 0) -> None:
@@ -137,20 +142,42 @@ def _check_init_kwargs(value: Any, arg: str) -> dict[str, Any]:
     return dict(value)
 
 
+@runtime_checkable
+class _Core(Protocol):
+    """The members of :class:`Backend` without defaults (those that a :class:`_Completed` forwards)."""
+
+    name: str
+    max_step: int | None
+
+    def start(self, run: RunInfo) -> Sequence[str]: ...
+
+    def log(self, metrics: dict[str, float], step: int) -> Sequence[str] | None: ...
+
+    def finish(self, *, exit_code: int = 0) -> None: ...
+
+
 class _Completed:
-    """A :class:`TrackingBackend` (``log`` and ``finish`` only) completed into a :class:`Backend`."""
+    """A backend object that lacks members of :class:`Backend`, completed with the defaults.
+
+    A :class:`TrackingBackend` (``log`` and ``finish`` only: its ``notes`` attribute is warned,
+    ``finish`` gets no argument) or a backend written before ``keeps_records`` and
+    ``log_samples`` joined the protocol (its ``start`` notes and ``finish(exit_code=)`` as they
+    are). Absent: ``keeps_records`` is True, and ``log_samples`` raises ``NotImplementedError``.
+    """
 
     def __init__(self, obj: Any) -> None:
         self.obj = obj
+        self._core = isinstance(obj, _Core) and isinstance(obj.name, str)
         self.name = str(getattr(obj, "name", None) or type(obj).__name__)
         limit = getattr(obj, "max_step", None)
         self.max_step = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
         self.keeps_records = getattr(obj, "keeps_records", True) is not False
         samples = getattr(obj, "log_samples", None)
-        if callable(samples):  # the optional ability, passed on as it is
-            self.log_samples = samples
+        self._log_samples = samples if callable(samples) else None
 
     def start(self, run: RunInfo) -> Sequence[str]:
+        if self._core:
+            return self.obj.start(run)
         start = getattr(self.obj, "start", None)
         if callable(start):
             start(run)
@@ -158,17 +185,30 @@ class _Completed:
 
     def log(self, metrics: dict[str, float], step: int) -> Sequence[str] | None:
         notes = self.obj.log(metrics, step)
-        return notes if isinstance(notes, list) else None
+        return notes if self._core or isinstance(notes, list) else None
+
+    def log_samples(self, table: SampleTable, step: int) -> Sequence[str] | None:
+        if self._log_samples is None:
+            raise NotImplementedError(f"{type(self.obj).__name__} has no log_samples(table, step)")
+        return self._log_samples(table, step)
 
     def finish(self, *, exit_code: int = 0) -> None:
-        self.obj.finish()
+        if self._core:
+            self.obj.finish(exit_code=exit_code)
+        else:
+            self.obj.finish()
 
 
 def _complete(obj: Any, where: str) -> Backend:
     """``obj`` as a :class:`Backend`: itself when it is one, else completed with the defaults."""
     if not (callable(getattr(obj, "log", None)) and callable(getattr(obj, "finish", None))):
         raise TypeError(f"{where} needs log(metrics, step) and finish(); got {type(obj).__name__}")
-    if isinstance(obj, Backend) and isinstance(getattr(obj, "name", None), str):
+    if (
+        isinstance(obj, Backend)
+        and isinstance(obj.name, str)
+        and isinstance(obj.keeps_records, bool)
+        and (obj.max_step is None or (isinstance(obj.max_step, int) and not isinstance(obj.max_step, bool)))
+    ):
         return obj
     return _Completed(obj)
 

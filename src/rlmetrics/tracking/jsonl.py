@@ -104,27 +104,26 @@ class JsonlBackend:
         fh = self._fh
         if fh is None:
             raise RuntimeError(f"{self.path} is closed" if self.path else "JsonlBackend.log before start()")
-        head = {_STEP: step, _TIMESTAMP: _now()}
         self._last_step = step
-        line = None
+        head = {_STEP: step, _TIMESTAMP: _now()}
+        dumps = self._dumps
         # orjson writes NaN/inf as null: those lines go through json, which writes NaN/Infinity. A
         # finite sum proves every value finite (NaN and inf propagate; a sum that overflows goes
         # through json too, which writes the same line).
-        dumps = self._dumps
         if dumps is not None and math.isfinite(sum(metrics.values())):
-            try:  # the head and the metrics apart: no merged dict to build
+            try:  # the head and the metrics apart, joined as bytes: no merged dict to build
                 start = dumps(head)
                 body = dumps(metrics, option=self._newline)
             except TypeError:  # a step beyond 64 bits, a key of a str subclass: json writes them
-                pass
-            else:
-                line = b"".join((start[:-1], b",", memoryview(body)[1:])) if len(body) > 3 else start + b"\n"
-        if line is None:
-            line = (json.dumps({**head, **metrics}, separators=(",", ":")) + "\n").encode("utf-8")
+                line = _json_line(head, metrics)
+            else:  # '{"step":1,"timestamp":2}' and '{"k":3}\n' -> '{"step":1,"timestamp":2,"k":3}\n'
+                line = start[:-1] + b"," + body[1:] if len(body) > 3 else start + b"\n"
+        else:
+            line = _json_line(head, metrics)
         if self._torn:  # the last write failed part-way (or a crash cut the last line)
             line = b"\n" + line
         self._torn = True
-        written = fh.write(line)
+        written = fh.write(line)  # one unbuffered write a step, no flush needed (as verl's file logger)
         if written != len(line):  # a regular file writes less only when full
             self._write_rest(memoryview(line)[written or 0 :], written)
         self._torn = False
@@ -191,6 +190,11 @@ class JsonlBackend:
             _write_atomic(self.path.parent / RUN_END_FILE, json.dumps(end) + "\n")
         except OSError as err:
             raise _unwritable(self.path.parent / RUN_END_FILE, err, "mark the run finished") from None
+
+
+def _json_line(head: dict[str, Any], metrics: dict[str, float]) -> bytes:
+    """One record as a line through :mod:`json` (NaN and infinities as ``NaN``/``Infinity``)."""
+    return (json.dumps({**head, **metrics}, separators=(",", ":")) + "\n").encode("utf-8")
 
 
 def _ends_torn(path: Path) -> bool:

@@ -88,6 +88,7 @@ class MlflowBackend:
 
     name = "mlflow"
     max_step = MAX_STEP_INT64  # a metric's step is an int64
+    keeps_records = True  # the default: nothing declared about what MLflow keeps
     _BATCH = 1000  # MLflow's limit of metrics per log_batch call
     _PARAM_BATCH = 100
 

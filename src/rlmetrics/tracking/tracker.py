@@ -59,6 +59,15 @@ _BACKEND_KEYWORDS = {
     "trackio_kwargs": ("trackio", "init_kwargs"),
 }
 
+#: The class each backend name of :data:`_BACKEND_KEYWORDS` stands for (the new spelling's).
+_BACKEND_CLASSES = {
+    "jsonl": "JsonlBackend",
+    "console": "ConsoleBackend",
+    "wandb": "WandbBackend",
+    "mlflow": "MlflowBackend",
+    "trackio": "TrackioBackend",
+}
+
 #: One entry of the backends to start: the name asked for (None: an object), what the caller
 #: passed (kept in :attr:`Tracker.backends`) and the :class:`Backend` the tracker calls.
 _Spec = tuple[str | None, Any, Backend]
@@ -116,7 +125,8 @@ class Tracker:
         step and its records are written, and a ``"stop"`` sets ``monitor.should_stop``.
 
     **backend_options
-        Options of the backends given by name, kept from before the backend constructors
+        Deprecated (a ``DeprecationWarning`` naming the new spelling; they still work): options
+        of the backends given by name, kept from before the backend constructors
         (``Tracker(backends="wandb", wandb_mode="offline")`` is
         ``Tracker(backends=[WandbBackend(mode="offline")])``):
 
@@ -192,7 +202,7 @@ class Tracker:
         # the per-step work beyond the conversion: the nonfinite policy, the resume overlap check
         self._checks = nonfinite != "keep" or resume
         self._finished, self._warned_overlap = False, False
-        self._warned_no_samples: set[str] = set()  # backends without log_samples, warned once
+        self._no_samples: set[str] = set()  # backends that record no sample tables (warned once)
         self._last_step: int | None = None
         # the folders the claim created, deepest first: removed again if the construction fails
         self.experiment, self.run_dir, self._created = _claim_run(
@@ -256,9 +266,7 @@ class Tracker:
                     name += "_"
                 notes = backend.start(run)
                 self.backends[name] = given
-                limit = backend.max_step
-                keeps = getattr(backend, "keeps_records", True) is not False
-                self._targets.append((name, backend, limit if isinstance(limit, int) else None, keeps))
+                self._targets.append((name, backend, backend.max_step, backend.keeps_records))
                 for note in notes or ():
                     warnings.warn(f"tracking backend {name!r}: {note}", TrackingWarning, stacklevel=3)
         except BaseException:
@@ -315,9 +323,10 @@ class Tracker:
         Each backend writes it in its own form: ``samples.jsonl`` beside ``metrics.jsonl``
         (jsonl, one line per row), a ``wandb.Table`` (W&B), a markdown table as text
         (TensorBoard), a table artifact ``samples/step_<step>.json`` (MLflow), a
-        ``trackio.Table`` (trackio), a one-line note (console). A backend without
-        ``log_samples`` is skipped (one warning per run); one that raises loses these samples
-        alone (counted in :attr:`lost`, warned like a lost record) and the others are not affected.
+        ``trackio.Table`` (trackio), a one-line note (console). A backend that records no
+        sample tables (see :meth:`Backend.log_samples <rlmetrics.tracking.Backend.log_samples>`)
+        is skipped (one warning per run); one that raises loses these samples alone (counted in
+        :attr:`lost`, warned like a lost record) and the others are not affected.
 
         Parameters
         ----------
@@ -360,16 +369,7 @@ class Tracker:
         if any(s != step for s in table.step):
             table = dataclasses.replace(table, step=(step,) * len(table))
         for name, backend, limit, _ in self._targets:
-            write = getattr(backend, "log_samples", None)
-            if not callable(write):
-                if name not in self._warned_no_samples:
-                    self._warned_no_samples.add(name)
-                    warnings.warn(
-                        f"tracking backend {name!r} has no log_samples(table, step): it skips the "
-                        "sample tables of this run",
-                        TrackingWarning,
-                        stacklevel=2,
-                    )
+            if name in self._no_samples:
                 continue
             what = f"the samples of step {step}"
             if limit is not None and step > limit:
@@ -382,7 +382,16 @@ class Tracker:
                 )
                 continue
             try:
-                notes = write(table, step)
+                notes = backend.log_samples(table, step)
+            except NotImplementedError:  # the backend records no sample tables (Backend.log_samples)
+                self._no_samples.add(name)
+                warnings.warn(
+                    f"tracking backend {name!r} has no log_samples(table, step): it skips the "
+                    "sample tables of this run",
+                    TrackingWarning,
+                    stacklevel=2,
+                )
+                continue
             except Exception as err:
                 self._lose(name, step, f"{type(err).__name__}: {err}", err, what=what, stacklevel=3)
                 continue
@@ -612,9 +621,15 @@ def _options_by_backend(keywords: Mapping[str, Any]) -> dict[str, dict[str, Any]
     for keyword, value in keywords.items():
         if keyword not in _BACKEND_KEYWORDS:
             raise TypeError(f"Tracker() got an unexpected keyword argument {keyword!r}")
+        name, option = _BACKEND_KEYWORDS[keyword]
+        warnings.warn(
+            f"Tracker({keyword}=...) is deprecated and will be removed; configure the backend "
+            f"instead: Tracker(backends=[{_BACKEND_CLASSES[name]}({option}=...)])",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         if value is None:
             continue
-        name, option = _BACKEND_KEYWORDS[keyword]
         options.setdefault(name, {})[option] = bool(value) if keyword == "fsync" else value
     return options
 

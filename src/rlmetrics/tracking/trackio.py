@@ -37,6 +37,7 @@ class TrackioBackend:
 
     name = "trackio"
     max_step = MAX_STEP_INT64  # SQLite's INTEGER
+    keeps_records = True  # trackio.log may queue the dict
 
     def __init__(self, *, project: str | None = None, init_kwargs: Mapping[str, Any] | None = None) -> None:
         self.project = _check_name_option(project, "project")

@@ -43,6 +43,7 @@ class WandbBackend:
 
     name = "wandb"
     max_step = MAX_STEP_INT64
+    keeps_records = True  # wandb.log may hold the dict until it is sent
     #: The run id, kept in the run directory so that ``resume=True`` continues the same W&B run.
     ID_FILE = "wandb-run-id"
 
