@@ -169,6 +169,40 @@ def test_a_csv_without_a_step_is_not_a_run(tmp_path):
         load_history(path)
 
 
+def _tensorboard_downloads(folder, run="grpo", tags=("critic_score_mean", "actor_entropy")):
+    folder.mkdir(exist_ok=True)
+    for i, tag in enumerate(tags):
+        text = f"Wall time,Step,Value\n1.7e9,1,{i}.5\n1.7e9,2,nan\n"
+        (folder / f"run-{run}-tag-{tag}.csv").write_text(text)
+    return folder
+
+
+def test_a_folder_of_tensorboard_downloads_is_one_run(tmp_path):
+    folder = _tensorboard_downloads(tmp_path / "csv")
+    run = read_run(folder)
+    assert (run.format, run.path, run.n_steps) == (CSV_EXPORT, folder, 2)
+    assert run.series["critic_score_mean"][1][0] == 0.5 and run.series["actor_entropy"][1][0] == 1.5
+    (folder / "run-grpo-tag-loss.csv").write_text("Wall time,Step,Value\n1.7e9,1,0.1\nx,bad,0.2\n")
+    with pytest.warns(RunReadWarning, match=r"run-grpo-tag-loss\.csv.*1 damaged CSV record skipped"):
+        assert read_run(folder).series["loss"][0].tolist() == [1]
+
+
+@pytest.mark.parametrize(
+    ("other", "match"),
+    [
+        ("run-other-tag-actor_entropy.csv", r"the tag 'actor_entropy' of 'run-other-tag-actor_entropy\.csv'"),
+        ("notes.csv", r"no run in this directory"),
+    ],
+    ids=["two-runs-one-tag", "another-csv-beside"],
+)
+def test_a_folder_of_downloads_that_is_not_one_run_is_an_error(tmp_path, other, match):
+    folder = _tensorboard_downloads(tmp_path / "csv")
+    tensorboard = other.startswith("run-")
+    (folder / other).write_text("Wall time,Step,Value\n1.7e9,1,0.5\n" if tensorboard else "a,b\n1,2\n")
+    with pytest.raises(RunReadError, match=match):
+        read_run(folder)
+
+
 finite = st.floats(allow_nan=False, allow_infinity=False, width=32)
 
 

@@ -457,6 +457,11 @@ def test_every_rule_is_declared_once_with_its_thresholds_and_advice():
         # undefined by design on a degenerate step, or not a reward at all
         ("rewards/format_reward/mean", False),
         ("train/rewards/format_reward", False),
+        # as TensorBoard's CSV downloads name them, "/" written "_"
+        ("critic_vf_loss", True),
+        ("rewards_mean", True),
+        ("rewards_format_reward_mean", False),
+        ("train_rewards_format_reward", False),
         ("grpo/frac_reward_zero_std", False),
         ("grpo/reward_std/mean", False),
         ("validation/accuracy", False),

@@ -118,6 +118,7 @@ LEGACY = [
     ("kl_ref", K.VERL_LEGACY_KL, "verl's 2024 PPO baselines (KL in the reward)"),
     ("val_score", "test_score/openai/gsm8k", "verl's 2024 PPO baselines"),
     ("val_score", "val/test_score/openai/gsm8k", "verl 0.2 validation"),
+    ("val_score", "val-core/openai/gsm8k/acc/mean_at_4", "verl through MLflow (no @ in its names)"),
     ("response_length", K.TRL_LEGACY_COMPLETION_LENGTH, "TRL < 0.16"),
     ("response_length", "train/completion_length", "TRL < 0.16 through TensorBoard"),
     ("clip_fraction", K.TRL_LEGACY_CLIP_RATIO, "TRL 0.16-0.17"),
@@ -194,3 +195,37 @@ def test_a_user_named_signal_is_read_first():
 def test_with_signals_errors(names, error, match):
     with pytest.raises(error, match=match):
         with_signals({"a/x": series(1.0)}, names)
+
+
+#: (signal, a key as TensorBoard's CSV download names its tag: each "/" written "_")
+FLAT = [
+    ("reward", "critic_score_mean"),
+    ("entropy", "actor_entropy"),
+    ("response_length", "response_length_mean"),
+    ("length_clip_ratio", "response_length_clip_ratio"),
+    ("kl_ref", "train_kl"),
+    ("frac_reward_zero_std", "grpo_frac_reward_zero_std"),
+    ("val_score", "val-core_openai_gsm8k_acc_mean@4"),
+]
+
+
+@pytest.mark.parametrize(("signal", "key"), FLAT, ids=[k for _, k in FLAT])
+def test_a_key_with_its_slashes_written_as_underscores_feeds_its_signal(signal, key):
+    assert resolve({key: series(0.5, 0.4), "other_x": series(1.0, 2.0)}, signal).key == key
+    assert resolve_all({key: series(0.5, 0.4)}, signal) == [key]
+
+
+def test_a_key_as_logged_wins_over_a_slashless_one():
+    h = {"actor_entropy": series(0.9), K.TRL_ENTROPY: series(0.3)}
+    assert resolve(h, "entropy").key == K.TRL_ENTROPY
+    assert resolve_all(h, "entropy") == [K.TRL_ENTROPY, "actor_entropy"]
+    h[K.ACTOR_ENTROPY] = series(0.5)
+    assert resolve(h, "entropy").key == K.ACTOR_ENTROPY
+
+
+def test_no_two_signals_share_a_slashless_key():
+    """What makes the underscored form unambiguous: each names one signal."""
+    owner: dict[str, str] = {}
+    for signal, candidates in SIGNALS.items():
+        for candidate in candidates:
+            assert owner.setdefault(candidate.replace("/", "_"), signal) == signal, candidate

@@ -232,6 +232,7 @@ for a report to open those steps' sample tables.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -508,6 +509,9 @@ _NONFINITE_WORDS = frozenset({"reward", "rewards", "score", "scores", "return", 
 _NONFINITE_WORDS |= {"advantages", "kl"}
 #: ... unless the name is a statistic of their spread or a share (``reward_std``,
 #: ``frac_reward_zero_std``), which is undefined by design on a degenerate batch.
+#: TRL's per-function reward statistics with each ``/`` written ``_`` (a TensorBoard CSV download).
+#: (``rewards_<function>_mean``, older TRL's ``train_rewards_<function>``), not ``rewards_mean``.
+_FLAT_TRL_REWARDS = re.compile(rf"(?:train_)?{K.TRL_REWARDS_GROUP}_(?!(?:mean|std|min|max)$).+")
 _SPREAD_WORDS = frozenset({"std", "var", "frac", "num", "count"})
 #: The statistics verl and rlmetrics put after a metric's name (``critic/score/mean``).
 _STAT_SEGMENTS = frozenset({"mean", "max", "min", "avg"})
@@ -522,7 +526,8 @@ def watched_for_nonfinite(key: str) -> bool:
     ``critic/grad_norm``, ``critic/rewards/mean``, ``objective/scores`` (TRL's PPO), ``kl_penalty`` are
     watched. Validation keys are not (an undefined validation statistic may be NaN by design),
     nor TRL's per-function ``rewards/<function>/mean`` (the mean over a step where that function
-    returned None for every sample is NaN by design), nor the value predictions' own statistics
+    returned None for every sample is NaN by design; ``rewards_<function>_mean`` in a TensorBoard
+    CSV download's name), nor the value predictions' own statistics
     (``critic/values/mean``: a NaN there comes with a NaN value loss).
     """
     lowered = key.lower()
@@ -534,6 +539,8 @@ def watched_for_nonfinite(key: str) -> bool:
     if segments[0] == K.TRL_REWARDS_GROUP or lowered.startswith(
         (K.TIMING_S_PREFIX, K.TIMING_PER_TOKEN_MS_PREFIX)
     ):
+        return False
+    if _FLAT_TRL_REWARDS.fullmatch(lowered):  # rewards/<function>/mean in a TensorBoard CSV's name
         return False
     name = segments[-2] if len(segments) > 1 and segments[-1] in _STAT_SEGMENTS else segments[-1]
     if name.endswith("loss") or segments[0] == "loss" or "grad_norm" in name or "gradient_norm" in name:

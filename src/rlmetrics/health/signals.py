@@ -18,6 +18,11 @@ give them (``train/reward``, ``train/kl``; evaluation ``eval/reward`` where
 ``trainer_state.json`` holds ``eval_reward``); OpenRLHF and NeMo-RL log ``train/<key>`` too:
 every such candidate is listed in both forms.
 
+TensorBoard's CSV download of a tag is named after it with each ``/`` written ``_``
+(``run-<run>-tag-critic_score_mean.csv``), as some other exports do: a candidate is also
+matched in that form (``critic_score_mean`` for ``critic/score/mean``), after every candidate
+as logged. No two signals' candidates share that form, so the match is unambiguous.
+
 The off-policy signals (``staleness_lag``, ``dropped_count``) read, after rlmetrics' own
 ``staleness/`` keys, the peers' names :data:`rlmetrics.policy.staleness.PEER_KEYS` maps to them
 (verl's ``training/off_policy/trajectory_staleness_worst/mean``, prime-rl's ``off_policy/mean``,
@@ -46,6 +51,9 @@ __all__ = ["SIGNALS", "resolve", "resolve_all", "with_signals"]
 
 #: ``val-core/<source>/<var>/mean@<n>``: verl's validation score of every data source.
 _VAL_CORE_MEAN = K.val_metric(K.VAL_CORE_PREFIX, "*", "*", f"{K.ValName.MEAN}@*")
+
+#: The same as verl's MLflow logger logs it: MLflow takes no ``@``, verl writes ``mean_at_<n>``.
+_VAL_CORE_MEAN_MLFLOW = K.val_metric(K.VAL_CORE_PREFIX, "*", "*", f"{K.ValName.MEAN}_at_*")
 
 #: Older verl's validation: ``test_score/<source>`` (``val/test_score/<source>`` in its first releases).
 _LEGACY_TEST_SCORE = f"{K.VERL_LEGACY_TEST_SCORE_PREFIX}*"
@@ -115,10 +123,12 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
     # reward of the training rollouts (verl: the task score before the KL penalty), then
     # TRL/OpenRLHF/NeMo-RL's reward, TRL PPOTrainer's reward-model score
     "reward": (K.SCORE_MEAN, K.TRL_REWARD, K.TRL_PPO_SCORES),
-    # validation score: verl's val-core mean@n (older verl: test_score/<source>), TRL's evaluation
+    # validation score: verl's val-core mean@n (mean_at_n through MLflow; older verl:
+    # test_score/<source>), TRL's evaluation
     # reward, NeMo-RL's validation accuracy
     "val_score": (
         _VAL_CORE_MEAN,
+        _VAL_CORE_MEAN_MLFLOW,
         _LEGACY_VAL_TEST_SCORE,
         _LEGACY_TEST_SCORE,
         K.TRL_EVAL_REWARD,
@@ -236,6 +246,17 @@ SIGNALS: dict[str, tuple[str, ...]] = {
 _PATTERN_CHARS = frozenset("*?[")
 
 
+def _flat(key: str) -> str:
+    """``key`` as a TensorBoard CSV download names it: each ``/`` written ``_``."""
+    return key.replace("/", "_")
+
+
+def _candidates(signal: str) -> tuple[str, ...]:
+    """The keys :func:`resolve` tries for ``signal``: as logged, then in their ``/``-less form."""
+    logged = SIGNALS[signal]
+    return logged + tuple(dict.fromkeys(_flat(c) for c in logged if "/" in c and _flat(c) not in logged))
+
+
 def _matches(history: History, candidate: str) -> list[str]:
     if not _PATTERN_CHARS & set(candidate):
         return [candidate] if candidate in history else []
@@ -334,7 +355,7 @@ def resolve(history: History, signal: str) -> Series | None:
     if signal not in SIGNALS:
         raise ValueError(f"signal must be one of {sorted(SIGNALS)}; got {signal!r}")
     named = history.names.get(signal) if isinstance(history, _Named) else None
-    for candidate in (named,) if named is not None else SIGNALS[signal]:
+    for candidate in (named,) if named is not None else _candidates(signal):
         found = [k for k in _matches(history, candidate) if history[k][1].size]
         if found:
             key = min(found, key=lambda k: _preference(history, k))
@@ -357,6 +378,6 @@ def resolve_all(history: History, signal: str) -> list[str]:
         raise ValueError(f"signal must be one of {sorted(SIGNALS)}; got {signal!r}")
     out: list[str] = []
     named = history.names.get(signal) if isinstance(history, _Named) else None
-    for candidate in (named,) if named is not None else SIGNALS[signal]:
+    for candidate in (named,) if named is not None else _candidates(signal):
         out.extend(k for k in sorted(_matches(history, candidate)) if k not in out)
     return out

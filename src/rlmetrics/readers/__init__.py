@@ -27,7 +27,8 @@ format                    what is read (module)
                           colour codes, Ray prefixes, other lines and hard wraps allowed (``textlogs``)
 ``"trl-printed"``         a TRL / transformers console log: the ``{'loss': ..., ...}`` dicts the
                           trainer prints, or a notebook progress table (``textlogs``)
-``"csv-export"``          a metric history exported as CSV by W&B, TensorBoard or MLflow (``csvlogs``)
+``"csv-export"``          a metric history exported as CSV by W&B, TensorBoard or MLflow; a folder
+                          of TensorBoard's downloads, a file per tag, read as one run (``csvlogs``)
 ``"key-value"``           printed ``key: value`` summaries of metrics (``reward: 0.53 | kl: 0.01``,
                           ``Step 12`` blocks, transformers' ``***** train metrics *****``, W&B's
                           run summary), a record a step when steps are marked (``keyvalue``)

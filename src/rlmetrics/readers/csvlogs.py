@@ -9,7 +9,9 @@ Three layouts, told apart by the header:
   sampled panel): the run name is cut off and the range columns are left out;
 * **TensorBoard scalar** (its "download CSV" of one tag): ``Wall time,Step,Value``; the metric
   is named after the file, ``run-<run>-tag-<tag>.csv`` giving ``<tag>`` (TensorBoard writes a
-  ``/`` of the tag as ``_``; the name is kept as written);
+  ``/`` of the tag as ``_``; the name is kept as written, and the health rules' signals match a
+  key in that form too, :mod:`rlmetrics.health.signals`). A folder of such files, one per tag
+  (the downloads of one run's scalar cards), is read as one run, its files' series side by side;
 * **long**, one row per (metric, step) (MLflow's metric history, a tidy export): ``key`` (or
   ``metric``), ``value`` and ``step`` columns.
 
@@ -24,12 +26,21 @@ import csv
 import io
 import math
 import re
+from pathlib import Path
 from typing import Any
 
+from rlmetrics.errors import RunReadError
 from rlmetrics.readers._history import as_history
 from rlmetrics.readers._run import Notes, Parsed, Source
 
-__all__ = ["CSV_EXPORT", "csv_export_records", "is_csv_export", "parse_csv_export", "read_csv_export"]
+__all__ = [
+    "CSV_EXPORT",
+    "csv_export_records",
+    "is_csv_export",
+    "parse_csv_export",
+    "read_csv_export",
+    "tensorboard_csv_files",
+]
 
 CSV_EXPORT = "csv-export"
 
@@ -178,8 +189,36 @@ def csv_export_records(text: str, *, name: str = "value") -> tuple[list[dict[str
     return [by_step[s] for s in sorted(by_step) if len(by_step[s]) > 1], damaged
 
 
+def tensorboard_csv_files(p: Path) -> list[Path]:
+    """The TensorBoard scalar CSVs (``Wall time,Step,Value``) directly in the folder ``p``, by name.
+
+    Only when every ``*.csv`` file there is one: a folder that mixes other CSV files is no run.
+    """
+    files = sorted(f for f in p.glob("*.csv") if f.is_file())
+    for f in files:
+        with f.open("rb") as fh:
+            found = _header(fh.read(4096).decode("utf-8", errors="replace"))
+        if found is None or _layout(found[0]) != "tensorboard":
+            return []
+    return files
+
+
 def read_csv_export(src: Source, notes: Notes, *, strict: bool = False) -> Parsed:
-    """A CSV export: its rows' history; damaged rows skipped with one warning naming their lines."""
+    """A CSV export: its rows' history; damaged rows skipped with one warning naming their lines.
+
+    A folder (:func:`tensorboard_csv_files`) is read file by file, each file's metric a series.
+    """
+    if src.path is not None and src.path.is_dir():
+        series: dict[str, tuple[Any, Any]] = {}
+        for f in tensorboard_csv_files(src.path):
+            read = read_csv_export(Source.of_path(f), notes).series
+            if series.keys() & read.keys():  # the same tag downloaded from two runs
+                raise RunReadError(
+                    f"{src.name!r}: the tag {next(iter(read))!r} of {f.name!r} is in an earlier file too: "
+                    "the folder holds several runs' CSVs; pass a folder of one run's"
+                )
+            series |= read
+        return Parsed(series)
     stem = "value" if src.path is None else src.path.stem
     rows, damaged = csv_export_records(src.text(), name=stem)
     notes.damaged(src.name, damaged, len(rows), "CSV")

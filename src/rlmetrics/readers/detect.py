@@ -3,8 +3,9 @@
 A directory is searched in this order, the first match wins: ``metrics.jsonl``;
 ``trainer_state.json`` (else the one of the highest-numbered ``checkpoint-*``); TensorBoard
 event files anywhere below it (outside ``wandb`` folders); a W&B run (``run-*.wandb`` in it, in
-a run folder below it, or in its ``wandb/``); a single ``*.jsonl`` file. A file is told by its
-name (``events.out.tfevents.*``, ``*.wandb``, ``*.json``), else by its content, as a stream
+a run folder below it, or in its ``wandb/``); a single ``*.jsonl`` file; TensorBoard's scalar
+CSV downloads (every ``*.csv`` in it one tag's ``Wall time,Step,Value``), read together. A file
+is told by its name (``events.out.tfevents.*``, ``*.wandb``, ``*.json``), else by its content, as a stream
 (stdin) always is: a first line that is a JSON object is a JSON-lines run (verl's records
 ``{"step", "data"}``, a one-line ``trainer_state.json``, else rlmetrics rows); else the first
 512 KiB are read as a verl console log, then as a TRL printed log, then as a CSV export, then as
@@ -161,6 +162,8 @@ def _locate_dir(p: Path) -> tuple[str, Source]:
         return _detect_file(files[0])
     if files:
         raise RunReadError(_several(p, "jsonl files", files))
+    if csvlogs.tensorboard_csv_files(p):  # TensorBoard's CSV downloads of a run, a file a tag
+        return CSV_EXPORT, Source.of_path(p)
     raise RunReadError(f"{str(p)!r}: no run in this directory (no event files either); expected {EXPECTED}")
 
 
