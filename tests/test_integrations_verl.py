@@ -9,6 +9,7 @@ import importlib.util
 import inspect
 import json
 import math
+import re
 import sys
 import types
 import warnings
@@ -335,8 +336,18 @@ def test_patch_options_are_normalised_and_frozen():
         {"peak_flops": "H100", "num_params": 7e9, "pass_at_k": False},
         {"peak_flops": 9.9e14, "flops_per_token": 1.5e10, "max_prompt_length": 512},
         {"packages": ["verl", "recipe"], "preload": False},
+        {
+            "text_options": {
+                "format_pattern": r"\\boxed\{.+\}",
+                "think_span": ["<think>", "</think>"],
+                "ngram": 2,
+            },
+            "decode_responses": True,
+        },
+        {"text_options": {"think_span": [151667, [151668]], "compression": True, "loop_max_period": 8}},
+        {"text_options": {"think_span": None}},
     ],
-    ids=["defaults", "lengths-ks", "mfu-name", "mfu-flops", "packages"],
+    ids=["defaults", "lengths-ks", "mfu-name", "mfu-flops", "packages", "format", "id-tags", "no-think"],
 )
 def test_patch_options_round_trip_through_the_ray_environment(options, monkeypatch):
     built = rv.VerlPatchOptions(**options)
@@ -1207,15 +1218,169 @@ def test_validation_generations_give_val_text_statistics_and_a_table(verl, tmp_p
         ({"sample_rows": -1}, ValueError, "sample_rows must be an integer >= 0; got -1"),
         ({"sample_bytes": 8}, ValueError, "sample_bytes must be an integer >= 128; got 8"),
         ({"samples_dir": 3}, TypeError, "samples_dir must be a folder path"),
+        ({"decode_responses": "yes"}, TypeError, "decode_responses must be True or False; got str 'yes'"),
+        (
+            {"text_options": "ngram=2"},
+            TypeError,
+            "text_options must be a dict of compute_text_metrics options",
+        ),
+        (
+            {"text_options": {"prefix": "t/"}},
+            TypeError,
+            r"text_options: unknown option\(s\) 'prefix'; they are",
+        ),
+        ({"text_options": {"format_pattern": "("}}, ValueError, "format_pattern is not a valid regular"),
+        (
+            {"text_options": {"format_pattern": re.compile("boxed", re.IGNORECASE)}},
+            TypeError,
+            r"text_options\['format_pattern'\] travels to the Ray workers as JSON.*inline",
+        ),
+        ({"text_options": {"ngram": 0}}, ValueError, "ngram must be an integer >= 1; got 0"),
+        ({"text_options": {"compression": 1}}, TypeError, "compression must be True, False or None; got 1"),
+        (
+            {"text_options": {"think_span": ["<think>", 5]}},
+            TypeError,
+            r"think_span\[1\] must be a non-empty string",
+        ),
+        (
+            {"text_options": {"think_span": [5, -1]}},
+            ValueError,
+            r"think_span\[1\] must be an integer >= 0; got -1",
+        ),
+        ({"text_options": {"think_span": "<think>"}}, TypeError, "think_span must be a pair"),
     ],
-    ids=["flag", "rows", "bytes", "dir"],
+    ids=[
+        "flag",
+        "rows",
+        "bytes",
+        "dir",
+        "decode",
+        "options-str",
+        "unknown",
+        "bad-regex",
+        "flags",
+        "ngram",
+        "compression",
+        "mixed-tags",
+        "negative-id",
+        "span-str",
+    ],
 )
 def test_bad_text_options_are_named(options, error, match):
-    with pytest.raises(error, match=match):
-        rv.VerlPatchOptions(**options)
+    for build in (rv.VerlPatchOptions, rv.runtime_env, rv.patch):
+        with pytest.raises(error, match=match):
+            build(**options)
+    assert not rv.report().active
+
+
+def test_text_options_are_normalised_to_json_values():
+    options = rv.VerlPatchOptions(
+        text_options={
+            "format_pattern": re.compile(r"(?i)\\boxed"),
+            "think_span": [[5], np.int64(6)],
+            "ngram": np.int64(2),
+        }
+    )
+    assert options.text_options == {"format_pattern": r"(?i)\\boxed", "think_span": ((5,), (6,)), "ngram": 2}
+    assert type(options.text_options["ngram"]) is int
+    assert json.loads(options.to_json(only=["text_options"])) == {
+        "text_options": {"format_pattern": r"(?i)\\boxed", "think_span": [[5], [6]], "ngram": 2}
+    }
+    assert rv.VerlPatchOptions(text_options={}) == rv.VerlPatchOptions()  # one default, however spelled
 
 
 def test_text_options_travel_to_the_ray_workers():
     env = rv.runtime_env(sample_rows=2, samples_dir="/runs/s", text_metrics=False)
     options = rv.VerlPatchOptions.from_json(env["env_vars"][rv.OPTIONS_ENV])
     assert (options.sample_rows, options.samples_dir, options.text_metrics) == (2, "/runs/s", False)
+
+
+def decoded_responses(ids: np.ndarray, mask: np.ndarray) -> list[str]:
+    """The responses of worded_batch as verl decodes them (skip_special_tokens: no <eos>), by hand."""
+    return [" ".join(WORDS[t] for t in ids[i][mask[i] == 1] if t != 1) for i in range(ids.shape[0])]
+
+
+BOXED = r"\bc\b"  # a "format" of the word tokens: the answer holds the word c
+
+
+def test_the_format_check_on_decoded_training_responses(verl, data_proto, tmp_path):
+    from rlmetrics.readers.samples import read_samples
+
+    batch, ids, mask = worded_batch(data_proto)
+    text_options = {"format_pattern": BOXED, "think_span": None, "ngram": 2}
+    quiet_patch(preload=False, text_options=text_options, decode_responses=True, samples_dir=str(tmp_path))
+    out = FakeTextTrainer(global_steps=3).collect(verl["mods"][RAY_TRAINER], batch)
+    texts = decoded_responses(ids, mask)
+    matched = sum(re.search(BOXED, t) is not None for t in texts)  # brute force
+    assert 0 < matched < len(texts)
+    assert out[keys.TEXT_FORMAT_MATCH_RATIO] == matched / len(texts)
+    stops = ["stop"] * 4 + ["length"] * 2 + ["other"] * 2
+    want = rlmetrics.compute_text_metrics(texts, stop_reasons=stops, **text_options)
+    assert {k: out[k] for k in want} == pytest.approx(want, nan_ok=True)
+    assert keys.TEXT_NON_WORD_RATIO_MEAN in out and keys.TEXT_THINK_SHARE not in out
+    # the table takes the decoded texts
+    (table,) = read_samples(tmp_path).values()
+    assert len(table) == 8 and set(table.response) == set(texts)
+
+
+def test_a_format_pattern_without_decoding_checks_the_validation_alone(verl, data_proto):
+    batch, _, mask = worded_batch(data_proto)
+    with pytest.warns(
+        rv.VerlPatchWarning, match="format_failure_rise rule reads, needs decode_responses=True"
+    ):
+        rv.patch(preload=False, text_options={"format_pattern": BOXED}, sample_rows=0)
+    out = FakeTextTrainer().collect(verl["mods"][RAY_TRAINER], batch)
+    assert keys.TEXT_FORMAT_MATCH_RATIO not in out and keys.TEXT_LOOP_RATIO in out
+    assert out[keys.TEXT_LENGTH_MEAN] == mask.sum() / 8  # tokens: computed from the ids
+    # decoding asked for but no trainer's tokenizer: from the ids, with a warning
+    quiet_patch(preload=False, text_options={"format_pattern": BOXED}, decode_responses=True, sample_rows=0)
+    with pytest.warns(rv.VerlPatchWarning, match="no verl trainer with a tokenizer"):
+        out = verl["mods"][RAY_TRAINER].compute_data_metrics(batch=batch, use_critic=True)
+    assert keys.TEXT_FORMAT_MATCH_RATIO not in out and out[keys.TEXT_LENGTH_MEAN] == mask.sum() / 8
+
+
+def test_the_id_options_reach_the_token_id_statistics(verl, data_proto):
+    batch, ids, mask = worded_batch(data_proto)
+    stops = ["stop"] * 4 + ["length"] * 2 + ["other"] * 2
+    out = None
+    for given in ({}, {"compression": True, "ngram": 2, "loop_repeats": 2, "think_span": [5, [6]]}):
+        quiet_patch(
+            preload=False, sample_rows=0, text_options={**given, "format_pattern": BOXED} if given else None
+        )
+        out = FakeTextTrainer().collect(verl["mods"][RAY_TRAINER], batch)
+        on_ids = {k: v for k, v in given.items() if k != "format_pattern"}
+        want = rlmetrics.compute_text_metrics(token_ids=ids, response_mask=mask, stop_reasons=stops, **on_ids)
+        assert {k: out[k] for k in want} == pytest.approx(want, nan_ok=True)
+        assert (keys.TEXT_COMPRESSION_RATIO_MEAN in out) == bool(given)  # opt-in on ids
+    assert out is not None and 0 < out[keys.TEXT_COMPRESSION_RATIO_MEAN] < 10
+    assert keys.TEXT_THINK_CLOSED_RATIO in out and keys.TEXT_FORMAT_MATCH_RATIO not in out
+    # string tags cannot be looked for in ids: no thinking statistics from them
+    quiet_patch(preload=False, sample_rows=0, text_options={"think_span": ["<think>", "</think>"]})
+    assert keys.TEXT_THINK_SHARE not in FakeTextTrainer().collect(verl["mods"][RAY_TRAINER], batch)
+
+
+def test_validation_generations_take_every_text_option(verl, tmp_path):
+    trainer_cls = verl["mods"][RAY_TRAINER].RayPPOTrainer
+    fake = FakeTextTrainer(global_steps=5)
+    inputs = [f"q{i}" for i in range(4)]
+    outputs = ["f c d g \\boxed{4}", "f loop loop g \\boxed{}", "\\boxed{2}", "f never closed"]
+    scores = [1.0, 0.0, 1.0, 0.0]
+    sources, uids = np.array(["s"] * 4, dtype=object), ["0", "0", "1", "1"]
+    infos = {"reward": scores}
+    pattern = r"\\boxed\{.+\}"
+    # the tags as token ids (f is 8, g is 9): the validation's text looks for them decoded
+    for span in (["f", "g"], [8, [9]]):
+        quiet_patch(
+            preload=False,
+            samples_dir=str(tmp_path),
+            text_options={"format_pattern": pattern, "think_span": span},
+        )
+        trainer_cls._maybe_log_val_generations(fake, inputs, outputs, scores)
+        metrics = trainer_cls._val_metrics_update(fake, sources, uids, infos, [])
+        want = rlmetrics.compute_text_metrics(
+            outputs, prefix=keys.VAL_TEXT_PREFIX, format_pattern=pattern, think_span=("f", "g")
+        )
+        assert {k: metrics[k] for k in want} == pytest.approx(want, nan_ok=True)
+        # the answer after the tag: 0 and 2 match, 1's box is empty, 3 never closes its thinking
+        assert metrics["val-text/format/match_ratio"] == 0.5
+        assert metrics["val-text/think/closed_ratio"] == 0.5

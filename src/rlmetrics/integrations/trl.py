@@ -86,7 +86,7 @@ from rlmetrics.tracking.tracker import _BACKEND_KEYWORDS
 from rlmetrics.training.categories import DEFAULT_MAX_CATEGORIES, check_max_categories, warn_folded
 from rlmetrics.training.rewards import compute_reward_component_metrics
 from rlmetrics.training.samples import MIN_CELL_BYTES, SampleTable, select_samples
-from rlmetrics.training.text import text_statistics
+from rlmetrics.training.text import _check_text_options, text_statistics
 
 try:
     from transformers import TrainerCallback
@@ -682,16 +682,7 @@ class _TextWindow:
     def __init__(self, metrics: Any, options: Any, rows: Any, max_bytes: Any) -> None:
         if not isinstance(metrics, bool):
             raise TypeError(f"text_metrics must be a bool; got {type(metrics).__name__} {metrics!r}")
-        if options is not None and not isinstance(options, Mapping):
-            raise TypeError(f"text_options must be a dict of compute_text_metrics options; got {options!r}")
-        self.options = dict(options or {})
-        unknown = sorted(set(self.options) - _TEXT_OPTIONS)
-        if unknown:
-            raise TypeError(
-                f"text_options: unknown option(s) {', '.join(map(repr, unknown))}; they are "
-                f"{', '.join(sorted(_TEXT_OPTIONS))}"
-            )
-        text_statistics([], **self.options)  # bad values fail here, before training
+        self.options = _check_text_options(options)  # bad options fail here, before training
         self.rows = check_int(rows, "sample_rows", minimum=0)
         self.max_bytes = check_int(max_bytes, "sample_bytes", minimum=2 * MIN_CELL_BYTES)
         self.metrics = metrics
@@ -765,12 +756,6 @@ class _TextWindow:
             TrackingWarning,
             stacklevel=4,
         )
-
-
-#: The keywords of ``text_options=`` (those of :func:`rlmetrics.compute_text_metrics` on text).
-_TEXT_OPTIONS = frozenset(
-    {"format_pattern", "think_span", "ngram", "loop_repeats", "loop_max_period", "compression"}
-)
 
 
 def _batch_count(trainer: Any) -> int:

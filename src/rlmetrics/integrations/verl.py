@@ -24,15 +24,18 @@ function gets a replacement with verl's exact signature that runs rlmetrics' equ
   :func:`rlmetrics.reduce_metrics` (reducer from the key's last path segment; verl's ``Metric``
   objects aggregate as themselves; the dict updated in place and returned, as verl does).
 
-Text and samples (``text_metrics=``, ``sample_rows=``): ``compute_data_metrics`` also logs the text
-statistics of the training batch's responses from their token ids (``text/...``, with stop reasons
-read from the ids: the tokenizer's end of sequence, the length limit, else ``other``; verl's batch
-keeps no finish reason), and with the tokenizer of the trainer calling it (found on the stack, as
-the staleness version) decodes the few rows of a sample table (max, min, median reward, random
-rows; :func:`rlmetrics.training.samples.choose_samples`, so the batch is never decoded whole) and
-appends it to ``samples.jsonl``; the trainers' ``_maybe_log_val_generations`` (every validation's
-decoded inputs, outputs and scores) is wrapped to add their text statistics (``val-text/...``,
-through the validation flattener that follows) and a table in ``val_samples.jsonl``. Both files
+Text and samples (``text_metrics=``, ``text_options=``, ``decode_responses=``, ``sample_rows=``):
+``compute_data_metrics`` also logs the text statistics of the training batch's responses from their
+token ids (``text/...``, with stop reasons read from the ids: the tokenizer's end of sequence, the
+length limit, else ``other``; verl's batch keeps no finish reason), and with the tokenizer of the
+trainer calling it (found on the stack, as the staleness version) decodes the few rows of a sample
+table (max, min, median reward, random rows; :func:`rlmetrics.training.samples.choose_samples`, so
+by default the batch is never decoded whole) and appends it to ``samples.jsonl``; the trainers'
+``_maybe_log_val_generations`` (every validation's decoded inputs, outputs and scores) is wrapped
+to add their text statistics (``val-text/...``, through the validation flattener that follows)
+and a table in ``val_samples.jsonl``. ``text_options`` (keywords of
+:func:`rlmetrics.compute_text_metrics`) reach both; a ``format_pattern`` (text only) reaches the
+training batch with ``decode_responses=True``, which decodes its every response each step. Both files
 are in ``samples_dir=``, by default the folder beside verl's file logger's
 ``<project>/<experiment>.jsonl`` named as it without ``.jsonl``; read them with
 :func:`rlmetrics.readers.read_samples`.
@@ -117,7 +120,7 @@ from rlmetrics.training.categories import DEFAULT_MAX_CATEGORIES, check_max_cate
 from rlmetrics.training.data import compute_data_metrics as _compute_data_metrics
 from rlmetrics.training.rewards import compute_reward_component_metrics
 from rlmetrics.training.samples import MIN_CELL_BYTES, SampleTable, choose_samples, select_samples
-from rlmetrics.training.text import compute_text_metrics
+from rlmetrics.training.text import _check_text_options, compute_text_metrics
 from rlmetrics.training.timing import _peak_flops, compute_throughput_metrics, compute_timing_metrics
 from rlmetrics.validation.exact.summary import prompt_estimates
 from rlmetrics.validation.verl.bootstrap import bootstrap_metric, calc_maj_val
@@ -240,6 +243,10 @@ class VerlPatchOptions:
     reward_components: bool = True
     max_categories: int = DEFAULT_MAX_CATEGORIES
     text_metrics: bool = True
+    #: keywords of :func:`rlmetrics.compute_text_metrics` (``format_pattern`` as a string,
+    #: ``think_span`` as a tuple of two strings or of two tuples of token ids); ``{}`` as None
+    text_options: Mapping[str, Any] | None = None
+    decode_responses: bool = False
     sample_rows: int = 8
     sample_bytes: int = 65536
     samples_dir: str | None = None
@@ -267,6 +274,8 @@ class VerlPatchOptions:
             "reward_components": _flag(self.reward_components, "reward_components"),
             "max_categories": check_max_categories(self.max_categories),
             "text_metrics": _flag(self.text_metrics, "text_metrics"),
+            "text_options": _text_options(self.text_options),
+            "decode_responses": _flag(self.decode_responses, "decode_responses"),
             "sample_rows": check_int(self.sample_rows, "sample_rows", minimum=0),
             "sample_bytes": check_int(self.sample_bytes, "sample_bytes", minimum=2 * MIN_CELL_BYTES),
             "samples_dir": _optional_dir(self.samples_dir),
@@ -311,8 +320,24 @@ class VerlPatchOptions:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return dict(value)
-    return list(value) if isinstance(value, tuple) else value
+        return {k: _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value] if isinstance(value, tuple) else value
+
+
+def _text_options(value: Any) -> dict[str, Any] | None:
+    """``text_options`` checked (:func:`rlmetrics.training.text._check_text_options`, the tags as
+    strings or token ids) and made JSON: a compiled ``format_pattern`` as its string, which it
+    must equal (flags written inline); ``{}`` as None."""
+    options = _check_text_options(value, id_tags=True)
+    pattern = options.get("format_pattern")
+    if isinstance(pattern, re.Pattern):
+        if re.compile(pattern.pattern).flags != pattern.flags:
+            raise TypeError(
+                "text_options['format_pattern'] travels to the Ray workers as JSON, a string: write the "
+                f"flags of the compiled pattern inline (e.g. '(?i)' for re.IGNORECASE); got {pattern!r}"
+            )
+        options["format_pattern"] = pattern.pattern
+    return options or None
 
 
 def _actions(actions: Any, monitor: Any) -> dict[str, str] | None:
@@ -695,11 +720,51 @@ def _stop_reasons(ids: np.ndarray, mask: np.ndarray, eos: set[int], limit: int) 
     return out
 
 
+#: The ``text_options`` that apply to token ids (the training batch unless ``decode_responses``);
+#: ``think_span`` too when its tags are token ids; ``format_pattern`` needs text.
+_ID_TEXT_OPTIONS = frozenset({"compression", "ngram", "loop_repeats", "loop_max_period"})
+
+
+def _options_on_ids(text_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The keywords of the token-id call: the options of :data:`_ID_TEXT_OPTIONS`, ``think_span``
+    when it is ``None`` or token ids (string tags cannot be looked for in ids)."""
+    given = text_options or {}
+    out = {k: v for k, v in given.items() if k in _ID_TEXT_OPTIONS}
+    span = given.get("think_span", "")
+    if span is None or (span and not isinstance(span[0], str)):
+        out["think_span"] = span
+    return out
+
+
+def _options_on_text(text_options: Mapping[str, Any] | None, tokenizer: Any) -> dict[str, Any]:
+    """The keywords of a call on decoded text: every option, a ``think_span`` of token ids as the
+    tags the tokenizer decodes them to (no thinking statistics without a tokenizer)."""
+    out = dict(text_options or {})
+    span = out.get("think_span")
+    if span and not isinstance(span[0], str):
+        decode = getattr(tokenizer, "decode", None)
+        out["think_span"] = (
+            None if decode is None else tuple(decode(list(tag), skip_special_tokens=False) for tag in span)
+        )
+    return out
+
+
+def _decoded(tokenizer: Any, ids: np.ndarray, mask: np.ndarray) -> list[str]:
+    """Every response's tokens decoded as verl decodes its validation (``skip_special_tokens``)."""
+    rows = [row[m].tolist() for row, m in zip(ids, mask)]
+    batch_decode = getattr(tokenizer, "batch_decode", None)
+    if callable(batch_decode):
+        return list(batch_decode(rows, skip_special_tokens=True))
+    return [tokenizer.decode(row, skip_special_tokens=True) for row in rows]
+
+
 def _text_and_samples(view: Any, options: VerlPatchOptions) -> dict[str, float]:
-    """The text statistics of the batch's responses from their token ids (``text/...``, with their
-    stop reasons when the calling trainer's tokenizer names its end of sequence) and, with the
-    trainer's tokenizer, a sample table of ``sample_rows`` rows decoded (those rows alone), appended
-    to ``samples.jsonl`` (:func:`_samples_dir`). A failure warns and costs these alone."""
+    """The text statistics of the batch's responses (``text/...``, with their stop reasons when the
+    calling trainer's tokenizer names its end of sequence): from their token ids with the options
+    that apply to ids (:func:`_options_on_ids`), or, with ``decode_responses``, from every response
+    decoded with the trainer's tokenizer with all of ``text_options``. With the tokenizer, a sample
+    table of ``sample_rows`` rows (those rows alone decoded, unless all are), appended to
+    ``samples.jsonl`` (:func:`_samples_dir`). A failure warns and costs these alone."""
     if not (options.text_metrics or options.sample_rows) or not view.has("responses"):
         return {}
     try:
@@ -714,12 +779,11 @@ def _text_and_samples(view: Any, options: VerlPatchOptions) -> dict[str, float]:
         eos = _eos_ids(tokenizer)
         stops = _stop_reasons(ids, mask, eos, limit) if eos else None
         out: dict[str, float] = {}
+        texts: list[str] | None = None
         if options.text_metrics:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UndefinedMetricWarning)  # NaN: undefined on this batch
-                out = compute_text_metrics(token_ids=ids, response_mask=mask, stop_reasons=stops)
+            out, texts = _batch_text_metrics(options, tokenizer, ids, mask, stops)
         if options.sample_rows and tokenizer is not None and view.has("token_level_scores"):
-            _log_train_samples(view, options, trainer, ids, mask, stops)
+            _log_train_samples(view, options, trainer, (ids, mask, texts), stops)
         return out
     except Exception as err:  # the batch's other metrics go on
         warnings.warn(
@@ -730,10 +794,39 @@ def _text_and_samples(view: Any, options: VerlPatchOptions) -> dict[str, float]:
         return {}
 
 
+def _batch_text_metrics(
+    options: VerlPatchOptions, tokenizer: Any, ids: np.ndarray, mask: np.ndarray, stops: list[str] | None
+) -> tuple[dict[str, float], list[str] | None]:
+    """The batch's ``text/...`` from its token ids, or with ``decode_responses`` and a tokenizer from
+    every response decoded (then also the decoded texts, else None)."""
+    texts = None
+    if options.decode_responses and tokenizer is not None:
+        texts = _decoded(tokenizer, ids, mask)
+        kw = {"responses": texts, **_options_on_text(options.text_options, tokenizer)}
+    else:
+        if options.decode_responses:
+            warnings.warn(
+                "decode_responses=True, but no verl trainer with a tokenizer called "
+                "compute_data_metrics: the text statistics are computed from the token ids",
+                VerlPatchWarning,
+                stacklevel=4,
+            )
+        kw = {"token_ids": ids, "response_mask": mask, **_options_on_ids(options.text_options)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)  # NaN: undefined on this batch
+        return compute_text_metrics(stop_reasons=stops, **kw), texts
+
+
 def _log_train_samples(
-    view: Any, options: VerlPatchOptions, trainer: Any, ids: np.ndarray, mask: np.ndarray, stops: Any
+    view: Any,
+    options: VerlPatchOptions,
+    trainer: Any,
+    batch_rows: tuple[np.ndarray, np.ndarray, list[str] | None],
+    stops: Any,
 ) -> None:
-    """Decode the chosen rows of the batch and append their table to the samples folder."""
+    """Decode the chosen rows of the batch (``batch_rows``: the response ids, their mask and the
+    decoded texts when every row already is) and append their table to the samples folder."""
+    ids, mask, texts = batch_rows
     step = getattr(trainer, "global_steps", None)
     step = step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
     folder = _samples_dir(trainer, options)
@@ -748,7 +841,10 @@ def _log_train_samples(
     prompt_ids = _host(view.get("prompts")) if view.has("prompts") else None
     decode = trainer.tokenizer.decode
     for i in picks:
-        responses[i] = decode(ids[i][mask[i]].tolist(), skip_special_tokens=True)
+        if texts is not None:
+            responses[i] = texts[i]
+        else:
+            responses[i] = decode(ids[i][mask[i]].tolist(), skip_special_tokens=True)
         if prompt_ids is not None:
             prompts[i] = decode(prompt_ids[i].tolist(), skip_special_tokens=True)
     labels = view.non_tensor(DATA_SOURCE_FIELD)
@@ -806,7 +902,11 @@ def _val_generations(log: Callable[..., Any]) -> Callable[..., Any]:
             if options.text_metrics:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UndefinedMetricWarning)
-                    _STATE.val_text = compute_text_metrics(list(outputs), prefix=keys.VAL_TEXT_PREFIX)
+                    _STATE.val_text = compute_text_metrics(
+                        list(outputs),
+                        prefix=keys.VAL_TEXT_PREFIX,
+                        **_options_on_text(options.text_options, getattr(self, "tokenizer", None)),
+                    )
             folder = _samples_dir(self, options)
             step = getattr(self, "global_steps", None)
             if options.sample_rows and folder is not None and isinstance(step, int) and step >= 0:
@@ -1305,6 +1405,8 @@ def patch(
     reward_components: bool = True,
     max_categories: int = DEFAULT_MAX_CATEGORIES,
     text_metrics: bool = True,
+    text_options: Mapping[str, Any] | None = None,
+    decode_responses: bool = False,
     sample_rows: int = 8,
     sample_bytes: int = 65536,
     samples_dir: str | None = None,
@@ -1363,14 +1465,37 @@ def patch(
         (one warning).
     text_metrics : bool, keyword-only
         Add :func:`rlmetrics.compute_text_metrics` of the training batch's responses, from their
-        token ids (``text/...``: loops, distinct-n, compression ratio, empty responses; the stop
-        reasons when the calling trainer's tokenizer has an ``eos_token_id``: ``stop`` for a
-        response ending in it, ``length`` for one at the limit, ``other`` else), and of every
-        validation's decoded generations (``val-text/...``).
+        token ids (``text/...``: length in tokens, empty responses, loops, distinct-n; the
+        compression ratio with ``text_options={"compression": True}``; the stop reasons when the
+        calling trainer's tokenizer has an ``eos_token_id``: ``stop`` for a response ending in it,
+        ``length`` for one at the limit, ``other`` else), and of every validation's decoded
+        generations (``val-text/...``, with the compression and non-word ratios and the default
+        thinking tags, as on any text).
+    text_options : dict, keyword-only, optional
+        Keywords of :func:`rlmetrics.compute_text_metrics`, checked here: ``format_pattern`` (a
+        regular expression as a string, e.g. ``r"\\boxed\\{.+\\}"``, flags inline; a compiled
+        one is taken as its string), ``think_span`` (``(open, close)`` as strings, or as token
+        ids: an id or a list of ids each), ``ngram``, ``loop_repeats``, ``loop_max_period``,
+        ``compression``. The validation (decoded text) takes them all, a ``think_span`` of ids
+        decoded with the trainer's tokenizer. The training batch from its token ids takes
+        ``compression``, ``ngram``, ``loop_repeats``, ``loop_max_period`` and a ``think_span``
+        of ids; ``format_pattern`` and string tags need ``decode_responses=True`` there.
+    decode_responses : bool, keyword-only
+        Decode every response of each training batch with the calling trainer's tokenizer
+        (``batch_decode``, ``skip_special_tokens=True`` as verl's validation: thinking tags that
+        are special tokens are dropped) and compute ``text/...`` on the text, with all of
+        ``text_options``: the one way to have ``text/format/match_ratio`` (what the
+        ``format_failure_rise`` rule reads) and the non-word ratio of the training rollouts;
+        lengths are then in characters. Default ``False``: decoding the whole batch and the
+        statistics of text (Python over every word, zlib on by default) cost about 3 s per
+        million response tokens (measured on one CPU core, 256 responses of 4,096 tokens,
+        decoding and statistics about half each), against about 0.2 s from the ids, in the
+        trainer's process each step.
     sample_rows : int, keyword-only
         Rows of the sample table of each training step (max, min and median reward, random rows;
-        only those rows are decoded, with the trainer's tokenizer) and of each validation,
-        appended to ``samples.jsonl`` and ``val_samples.jsonl`` in the samples folder; 0: none.
+        only those rows are decoded, with the trainer's tokenizer, unless ``decode_responses``) and
+        of each validation, appended to ``samples.jsonl`` and ``val_samples.jsonl`` in the samples
+        folder; 0: none.
     sample_bytes : int, keyword-only
         The most UTF-8 bytes of a table's prompts and responses (:func:`rlmetrics.select_samples`).
     samples_dir : str, keyword-only, optional
@@ -1390,7 +1515,8 @@ def patch(
     -----
     VerlPatchWarning
         A module that failed to import; a verl version other than :data:`TESTED_VERSION`
-        (naming what was and was not patched).
+        (naming what was and was not patched); a ``format_pattern`` without
+        ``decode_responses=True`` (it checks the validation's generations alone).
 
     Examples
     --------
@@ -1418,6 +1544,8 @@ def patch(
         reward_components=reward_components,
         max_categories=max_categories,
         text_metrics=text_metrics,
+        text_options=text_options,
+        decode_responses=decode_responses,
         sample_rows=sample_rows,
         sample_bytes=sample_bytes,
         samples_dir=samples_dir,
@@ -1436,6 +1564,18 @@ def _install(options: VerlPatchOptions) -> PatchReport:
     _STATE.scan()
     if options.preload:
         _preload()
+    if (
+        options.text_metrics
+        and not options.decode_responses
+        and "format_pattern" in (options.text_options or {})
+    ):
+        warnings.warn(
+            "text_options format_pattern checks the validation's generations alone (val-text/format/...): "
+            "the training batch's text/format/match_ratio, which the format_failure_rise rule reads, "
+            "needs decode_responses=True",
+            VerlPatchWarning,
+            stacklevel=3,
+        )
     result = report()
     if result.version != TESTED_VERSION or result.missing:
         warnings.warn(
@@ -1507,7 +1647,9 @@ def runtime_env(**options: Any) -> dict[str, Any]:
     Parameters
     ----------
     **options
-        Keyword arguments of :func:`patch` (checked now, so a typo fails at launch).
+        Keyword arguments of :func:`patch` (checked now, so a typo fails at launch), all JSON:
+        ``text_options`` with its ``format_pattern`` as a string and its ``think_span`` as
+        strings or token ids.
 
     Returns
     -------
@@ -1520,6 +1662,9 @@ def runtime_env(**options: Any) -> dict[str, Any]:
     >>> env = runtime_env(max_response_length=2048)
     >>> env["worker_process_setup_hook"], env["env_vars"]["RLMETRICS_VERL_OPTIONS"]
     ('rlmetrics.integrations.verl.setup_worker', '{"max_response_length": 2048}')
+    >>> env = runtime_env(text_options={"format_pattern": "Answer: [A-D]"}, decode_responses=True)
+    >>> env["env_vars"]["RLMETRICS_VERL_OPTIONS"]
+    '{"decode_responses": true, "text_options": {"format_pattern": "Answer: [A-D]"}}'
     """
     checked = VerlPatchOptions(**options)
     # only the options given: the others take the workers' defaults (preload=False there)

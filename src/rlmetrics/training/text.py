@@ -166,6 +166,54 @@ def _check_think_span(span: Any, on_ids: bool) -> tuple[Any, Any] | None:
     return str(span[0]), str(span[1])
 
 
+#: The keywords an integration's ``text_options=`` takes: those of :func:`compute_text_metrics` that
+#: choose the statistics (not its input, stop reasons, prefix or process group).
+_TEXT_OPTIONS = frozenset(
+    {"format_pattern", "think_span", "ngram", "loop_repeats", "loop_max_period", "compression"}
+)
+
+
+def _check_text_options(options: Any, *, id_tags: bool = False) -> dict[str, Any]:
+    """An integration's ``text_options=``, checked once (the TRL callback, the verl patch).
+
+    A mapping of keywords of :data:`_TEXT_OPTIONS` whose values :func:`compute_text_metrics`
+    accepts; returned as a new dict, the numbers as ``int`` and ``think_span`` as a tuple (of two
+    strings, or with ``id_tags`` of two tuples of token ids when neither tag is a string);
+    ``format_pattern`` as given. ``None`` is ``{}``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Not a mapping, an unknown keyword (naming it and the known ones), a bad value (as
+        :func:`compute_text_metrics` names it).
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"text_options must be a dict of compute_text_metrics options; got {options!r}")
+    unknown = sorted(repr(k) for k in options if k not in _TEXT_OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"text_options: unknown option(s) {', '.join(unknown)}; "
+            f"they are {', '.join(sorted(_TEXT_OPTIONS))}"
+        )
+    out = dict(options)
+    numbers: dict[str, Any] = {"ngram": 4, "loop_repeats": 4, "loop_max_period": 64, "compression": None}
+    numbers |= {k: v for k, v in out.items() if k in numbers} | {"prefix": K.TEXT_PREFIX}
+    checked = _options(False, False, out.get("format_pattern"), None, **numbers)
+    out |= {k: checked[k] for k in ("ngram", "loop_repeats", "loop_max_period") if k in out}
+    if "think_span" in out:
+        span = out["think_span"]
+        on_ids = (
+            id_tags
+            and isinstance(span, Sequence)
+            and not isinstance(span, str | bytes)
+            and not any(isinstance(t, str) for t in span)
+        )
+        out["think_span"] = _check_think_span(span, on_ids)
+    return out
+
+
 def _host_ids(token_ids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarray | None]:
     """``token_ids`` (and the mask, as bool) as host numpy arrays, checked (the ids' range later)."""
     arrays: list[np.ndarray | None] = []
