@@ -51,6 +51,34 @@ def test_two_named_runs(tmp_path):
     assert "<b>A</b>" in page and "<b>B</b>" in page
 
 
+def test_a_console_log_on_standard_input_beside_a_run(tmp_path):
+    """``-`` reads a log piped in (verl's console output here), kept as stdin.log with the page."""
+    a = _run(tmp_path / "a" / "metrics.jsonl")
+    log = "".join(
+        f"(TaskRunner pid=1) step:{s} - critic/score/mean:{s / 5} - actor/pg_loss:{1 / s}\n"
+        for s in range(1, 6)
+    )
+    out = tmp_path / "rep"
+    result = runner.invoke(app, ["report", str(a), "-", "-o", str(out)], input=log)
+    assert result.exit_code == 0, result.output
+    lines = _lines(result)
+    assert "run a: 3 metrics, steps 1-4, 0 findings" in lines
+    assert "run stdin: 2 metrics, steps 1-5, 0 findings" in lines
+    assert (out / "stdin.log").read_text() == log
+    assert sorted(p.name for p in out.iterdir()) == ["report.html", "stdin.log"]
+
+
+def test_standard_input_into_an_unwritable_folder_is_named(tmp_path, monkeypatch):
+    from rlmetrics.cli import report as cli_report
+
+    monkeypatch.setattr(cli_report, "check_folder", lambda folder, option: None)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = runner.invoke(app, ["report", "-", "-o", str(blocker / "rep")], input="step:1 - a/x:1\n")
+    assert result.exit_code == 1
+    assert "cannot keep the log read from standard input as" in " ".join(_lines(result))
+
+
 def _samples(folder, steps, size):
     rows = [
         {"step": s, "prompt": f"q{s}", "response": "r" * size, "reward": 1.0, "chosen": "max"} for s in steps

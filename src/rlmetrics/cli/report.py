@@ -15,13 +15,17 @@ from rlmetrics.report import MAX_SAMPLE_BYTES, ReportResult, write_report
 
 __all__ = ["report"]
 
+STDIN = "-"  # a run read from standard input
+STDIN_LOG = "stdin.log"  # where it is kept, in the output folder
+
 
 def report(
     runs: Annotated[
         list[Path],
         typer.Argument(
             help="Runs: metrics.jsonl files or their folders (also verl .jsonl, TensorBoard log dirs, "
-            "trainer_state.json, W&B offline runs); several are overlaid.",
+            "trainer_state.json, W&B offline runs, console logs); several are overlaid. - reads a log "
+            "from standard input (kept as stdin.log in the output folder).",
             show_default=False,
         ),
     ],
@@ -55,6 +59,8 @@ def report(
     out_dir = out if out is not None else (first if first.is_dir() else first.parent) / "report"
     if problem := check_folder(out_dir, "--out"):
         _fail(console, problem)
+    if any(str(p) == STDIN for p in runs):
+        runs = _with_stdin_kept(console, runs, out_dir)
     try:
         result = write_report(
             runs, out_dir, names=name or None, title=title, png=png, max_sample_bytes=max_sample_bytes
@@ -72,9 +78,23 @@ def _fail(console: Console, message: str) -> NoReturn:
     raise typer.Exit(code=1)
 
 
+def _with_stdin_kept(console: Console, runs: list[Path], out_dir: Path) -> list[Path]:
+    """The runs with ``-`` replaced by the log read from standard input, kept as ``stdin.log`` in
+    the output folder (the page can be drawn again from it; every ``-`` is that one log)."""
+    import sys
+
+    kept = out_dir / STDIN_LOG
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(sys.stdin.buffer.read())
+    except OSError as err:
+        _fail(console, f"cannot keep the log read from standard input as {kept}: {err.strerror or err}")
+    return [kept if str(p) == STDIN else p for p in runs]
+
+
 def _check_runs(runs: list[Path]) -> None:
     """Every run given exists, or a usage error naming the missing ones."""
-    missing = [str(p) for p in runs if not p.exists()]
+    missing = [str(p) for p in runs if str(p) != STDIN and not p.exists()]
     if missing:
         raise typer.BadParameter(f"no such file or folder: {', '.join(missing)}", param_hint="RUNS")
 
