@@ -12,212 +12,16 @@ one would follow a slow drift), robust statistics (median, MAD), and persistence
 consecutive logged points); the onset is the first flagged point of the first qualifying window.
 A rule's ``n`` and ``baseline`` also set the shortest run it can judge.
 
-Thresholds (:data:`THRESHOLDS`, overridable by ``diagnose(..., thresholds={kind: {param: value}})``):
+A rule is declared in one place, where its check is written::
 
-======================  ======================  =======  =======================================
-kind                    parameter               default  source or reason
-======================  ======================  =======  =======================================
-nonfinite               min_points              1        one NaN/inf in a loss, gradient norm,
-                                                         reward, advantage or KL poisons Adam's
-                                                         moments and every later step
-nonfinite               repeat_k, repeat_n      3, 10    only gradient norms non-finite, under
-                                                         3 of 10 steps: a warning (an fp16 loss
-                                                         scaler skips an overflowing step);
-                                                         repeated, an error (prime-rl aborts on
-                                                         repeated non-finite gradients)
-advantage_collapse      level                   0.8      share of zero-spread groups that are
-                                                         not all solved (``frac_all_solved``,
-                                                         where logged: a solved group is a
-                                                         success): above it, under 1 group in
-                                                         5 carries a gradient (DAPO's dynamic
-                                                         sampling filters them)
-advantage_collapse      error_level             0.95     almost no group carries a gradient
-advantage_collapse      end_level               0.3      bimodal (a warning): 30% of the groups
-                                                         or more all solved and 30% none solved
-                                                         (a solved run keeps ~15% unsolved) ...
-advantage_collapse      middle_level            0.1      ... and under a tenth in between: the
-                                                         solve rates have two modes and no middle
-                                                         (a dip test on the per-group shares)
-entropy_collapse        fraction                0.1      entropy under 10% of its early level;
-                                                         a ~70% fall is normal (Cui et al. 2025)
-entropy_collapse        error_fraction          0.02     under 2%: the policy is deterministic
-entropy_collapse        baseline                3        early level from the first 3 points: a
-                                                         learning rate far too high collapses
-                                                         the entropy within 10 steps
-entropy_collapse        solved_level            0.5      not a failure when over half of the
-                                                         groups are all solved (median of the
-                                                         last n points): a solved task is
-                                                         rightly deterministic
-entropy_collapse        reward_sigmas           20.0     a warning only when the reward (median
-                                                         of the last n points) rose 20 noise
-                                                         sigmas above its first n points
-kl_drift                window                  20       points in each of the two windows
-                                                         compared (a trend, not the noise)
-kl_drift                growth                  2.0      KL median doubles from one window to
-                                                         the next (a reward that stalled)
-kl_drift                start_growth            10.0     ... or is 10x the KL at the start of
-                                                         the run (a reward that never rose)
-kl_drift                baseline                3        the KL at the start: the smallest of
-                                                         the first 3 points (the policy starts
-                                                         at the reference; a jump in the first
-                                                         steps must not set the level)
-kl_drift                min_kl                  0.01     KL to the reference below it is noise
-                                                         around the start (nats per token): both
-                                                         levels compared with are floored at it
-kl_drift                reward_sigmas           1.0      reward gain across the two windows
-                                                         under one noise sigma: stalled
-kl_drift                start_reward_sigmas     3.0      reward gain since the start under 3
-                                                         noise sigmas: a tenfold KL bought
-                                                         next to nothing
-length_truncation       level                   0.1      over 10% of responses cut at the limit
-                                                         up to the end of the run (k of the last
-                                                         n points): the limit shapes the reward
-                                                         (DAPO's overlong filtering); an early
-                                                         phase that ends is normal (a random
-                                                         policy rarely emits EOS)
-length_truncation       error_level             0.3      nearly a third truncated
-reward_hacking          min_val_points          5        validation points needed
-reward_hacking          val_sigmas              4.0      validation (a median of 3 points) below
-                                                         its best so far by 4 noise sigmas (a
-                                                         running max of noisy points sits high)
-reward_hacking          error_sigmas            8.0      a fall of 8 noise sigmas
-reward_hacking          train_sigmas            1.0      training reward above its level at the
-                                                         validation peak by one noise sigma
-reward_gaming           window                  10       points of each window median (reward,
-                                                         KL, length, perplexity, entropy)
-reward_gaming           rise_sigmas             3.0      reward risen 3 noise sigmas above its
-                                                         first window: it learned, then ...
-reward_gaming           plateau_sigmas          1.0      ... gained under one sigma over the
-                                                         last window: saturated
-reward_gaming           top_sigmas              2.0      within 2 sigmas of its best window so
-                                                         far: still at its top
-reward_gaming           ceiling_level           0.9      a [0, 1] reward at 0.9 or above is at
-                                                         its ceiling, risen or not
-reward_gaming           kl_growth, min_kl       4.0/0.1  KL 4x its level at saturation and over
-                                                         0.1 nats: healthy GRPO/PPO runs here
-                                                         (planted, demo, eight real logs) stay
-                                                         under 0.05
-reward_gaming           length_growth           2.0      responses twice as long as at
-                                                         saturation (healthy: +30% over a run)
-reward_gaming           ppl_growth              2.0      perplexity doubled since saturation
-reward_gaming           entropy_fraction        0.1      entropy under 10% of its level at the
-                                                         ceiling (as entropy_collapse)
-reward_gaming           solved_level            0.5      no entropy arm when most groups are all
-                                                         solved (a solved task is deterministic)
-reward_gaming           min_val_points          5        validation logged: reward_hacking
-                                                         judges the run instead
-rollout_mismatch        is_mean_low/high        0.5/2.0  verl rollout-correction health check
-rollout_mismatch        ess_min                 0.3      verl rollout-correction health check
-rollout_mismatch        is_std_max              1.0      verl rollout-correction health check
-rollout_mismatch        kl_max                  0.1      verl rollout-correction health check
-rollout_mismatch        chi2_token_max          1.0      verl rollout-correction health check
-rollout_mismatch        prob_error_ratio_max    1.05     NeMo-RL: a token probability error
-                                                         ratio above 1.05 is worth investigating
-grad_spike              window                  20       points of the running level (median)
-grad_spike              factor                  10.0     a spike: 10x the running median ...
-grad_spike              sigmas                  6.0      ... and 6 robust sigmas above it (log)
-grad_spike              error_count             3        repeated spikes: an unstable update
-throughput_drop         fraction                0.5      tokens/s under half its early level
-                                                         (after ``skip`` warm-up points)
-entropy_explosion       entropy_factor          2.0      entropy at twice its early level ...
-entropy_explosion       length_factor           1.5      ... with responses 1.5x longer
-length_collapse         fraction                0.25     mean length under a quarter of early
-length_collapse         error_fraction          0.05     a few tokens left
-length_explosion        factor                  3.0      mean length over 3x its early level
-length_*                reward_sigmas           1.0      reward gain over the window under one
-                                                         noise sigma: the reward does not follow
-critic_failure          level                   0.0      explained variance below 0: the critic
-                                                         predicts worse than a constant
-critic_failure          error_level             -0.5     window median far below 0
-critic_failure          skip                    10       points of critic warm-up left out
-no_learning_signal      fraction                0.05     gradient norm under 5% of early level
-                                                         (or exactly 0)
-no_learning_signal      error_fraction          0.001    under 0.1% (or 0): no update at all
-no_learning_signal      reward_sigmas           2.0      reward change between the halves of the
-                                                         window under 2 noise sigmas: flat (a
-                                                         median of n/2 points is noisier)
-no_learning_signal      zero_std_level          0.99     every group without reward spread ...
-no_learning_signal      adv_range_max           1e-6     ... or every advantage equal (max - min):
-                                                         GRPO's update is then exactly zero
-no_learning_signal      steps                   5        ... for 5 consecutive logged steps (an
-                                                         isolated all-zero batch is noise; the
-                                                         shipped demo has single ones)
-no_learning_signal      solved_level            0.5      a warning, not an error, when over half
-                                                         of those groups are all solved (done)
-advantage_drift         level                   0.25     batch mean of the advantages over a
-                                                         quarter of their half-range (max - min)
-                                                         / 2 (else of the unit spread of
-                                                         normalised advantages): GRPO's centred
-                                                         and PPO's whitened advantages sit at 0
-                                                         (healthy: under 0.02, demo and real
-                                                         logs)
-advantage_drift         error_level             0.5      half of it: one sign dominates
-staleness_growth        window                  10       points of each of the two lag windows
-staleness_growth        span                    30       points from one window's end to the
-                                                         other's: 1/30 version a step is seen
-staleness_growth        min_rise                1.0      the lag median a whole version above
-                                                         the window before (lags are whole
-                                                         versions; a bounded queue holds the
-                                                         lag flat once it is full), k of n
-                                                         points up to the end of the run
-staleness_growth        rise_sigmas             3.0      ... and 3 noise sigmas (a difference
-                                                         of two 10-point medians has ~0.56)
-staleness_growth        error_lag               8.0      an error once the lag is 8 or more:
-                                                         the staleness family's last bucket
-                                                         (9 and more) lies beyond it
-staleness_cost          lag_rise                1.0      the lag a version above its early
-                                                         level ...
-staleness_cost          cost_factor             2.0      ... while the mismatch KL, the share of
-                                                         truncated importance weights or the
-                                                         clip fraction doubled at the same k
-                                                         of n points
-staleness_cost          min_kl, min_share       1e-3/    ... and rose by 0.001 nats (a
-                                                0.02     hundredth of the 0.1 verl's health
-                                                         check flags) or 2% of the tokens: a
-                                                         doubling of next to nothing is noise
-staleness_drops         share_rise              0.1      a tenth more of the generated samples
-                                                         dropped than at the lowest level so
-                                                         far: that generation is wasted
-staleness_drops         count_factor            2.0      peers log counts without a batch size:
-                                                         the count doubled (from none: one
-                                                         more a step)
-staleness_length_bias   ratio                   1.1      trained and generated mean lengths 10%
-                                                         apart: with a tenth dropped, the
-                                                         dropped twice as long as the kept
-staleness_length_bias   error_ratio             1.25     a quarter apart
-repetition_rise         loop_rise               0.1      one response in ten more ending in an
-                                                         n-gram loop than at the lowest level
-                                                         so far (a sampled policy rarely loops
-                                                         to its end)
-repetition_rise         distinct_fall           0.1      mean distinct-n 0.1 below its highest
-gibberish_rise          compression_rise        0.05     mean compression ratio up by 0.05:
-                                                         2 KB of README prose compress to 0.58,
-                                                         random characters to 0.76 (zlib level
-                                                         1): over a quarter turned to noise
-gibberish_rise          non_word_rise           0.1      a tenth more of the pieces non-words
-                                                         (random characters: all of them)
-format_failure_rise     fail_rise               0.1      a tenth more answers failing the
-                                                         format check than at the best so far
-(rising rules)          rise_sigmas             4.0      repetition, gibberish, format, drops:
-                                                         the rise also 4 noise sigmas (binomial
-                                                         noise of a share of a batch)
-(rising rules)          error_factor            3.0      a rise 3x its threshold, or two arms
-                                                         rising together: an error
-(rising rules)          window                  10       points of the window medians whose
-                                                         lowest (best) so far is the reference
-stop_reason_shift       window                  10       the median of the 10 points before
-                                                         each point is its reference
-stop_reason_shift       length_jump             0.2      a fifth more stopped by the length
-                                                         limit than just before: a jump, not a
-                                                         drift (length_truncation's)
-stop_reason_shift       error_jump              0.1      a tenth more stopped by an error
-stop_reason_shift       takeover_level          0.5      most responses stop so: an error
-stop_reason_shift       k, n                    3, 5     a jump that lasts, not one bad batch
-(baseline rules)        baseline                10       points of the frozen early baseline
-(persistent rules)      k, n                    8, 10    8 of the last 10 logged points
-rollout_mismatch        k, n                    3, 5     a sourced absolute check: 3 of 5
-reward_hacking          k, n                    2, 3     validation is sparse: 2 of 3 points
-======================  ======================  =======  =======================================
+    @_rule(signals=("entropy", ...), thresholds={"fraction": Threshold(0.1, "its source"), ...},
+           advice="What to try.")
+    def entropy_collapse(history: History, p: Params) -> Result: ...
+
+The kind is the function's name, reached in its body as ``p.kind`` (:class:`Params`); each
+threshold carries its source or reason (:class:`Threshold`), and those several rules share
+(``k`` and ``n`` of the persistent rules ...) are declared once. :data:`RULE_SPECS` holds the
+declarations; :data:`KINDS`, :data:`THRESHOLDS`, :data:`ADVICE` and :data:`RULES` are views of it.
 
 TRL's ``sampling/sampling_logp_difference/mean`` is the mean ``|log p_train - log p_rollout|``;
 ``exp`` of it is at most NeMo-RL's mean ``exp|...|`` (Jensen), so the 1.05 check on it is
@@ -228,13 +32,20 @@ The off-policy rules read the lag under rlmetrics' ``staleness/`` keys or the pe
 :mod:`~rlmetrics.health.signals`). The text rules name the steps whose samples show a finding
 (``sample_steps`` in its evidence: the last step before its onset, the onset, the worst step),
 for a report to open those steps' sample tables.
+
+Thresholds (:data:`THRESHOLDS`, overridable by ``diagnose(..., thresholds={kind: {param: value}})``),
+with their sources, as :func:`threshold_table` renders them from the declarations (appended to
+this docstring on import; the rows a group of rules shares come last):
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import textwrap
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import groupby
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -256,18 +67,80 @@ from rlmetrics.health.smoothing import (
     window_median,
 )
 
-__all__ = ["ADVICE", "KINDS", "RULES", "RULE_SPECS", "THRESHOLDS", "Rule", "diagnose", "resolve_thresholds"]
+__all__ = [
+    "ADVICE",
+    "KINDS",
+    "RULES",
+    "RULE_SPECS",
+    "THRESHOLDS",
+    "Params",
+    "Rule",
+    "Threshold",
+    "diagnose",
+    "resolve_thresholds",
+    "threshold_table",
+]
 
-_PERSIST = {"k": 8.0, "n": 10.0}
-_BASE = {"baseline": 10.0, **_PERSIST}
 
-Params = Mapping[str, float]
+class Threshold(NamedTuple):
+    """One threshold of a rule as declared: its default, and why that value.
+
+    Attributes
+    ----------
+    value : float
+        The default (:data:`THRESHOLDS`).
+    source : str
+        Its source or reason, one sentence (a paper, a peer's health check, what healthy runs show).
+    group : str
+        The rules that share it (``"persistent rules"``), declared once for them; ``""`` for a
+        rule's own.
+    """
+
+    value: float
+    source: str
+    group: str = ""
+
+
+def _one_source(source: str, *, group: str = "", **values: float) -> dict[str, Threshold]:
+    """Thresholds with one source (``k`` and ``n``, a range's two ends): one row of the table."""
+    return {name: Threshold(value, source, group) for name, value in values.items()}
+
+
+class Params(Mapping[str, float]):
+    """The thresholds a rule runs with (parameter -> value, read-only), and its kind.
+
+    >>> p = Params("kl_drift", {"window": 20.0})
+    >>> p.kind, p["window"], dict(p)
+    ('kl_drift', 20.0, {'window': 20.0})
+    """
+
+    __slots__ = ("_values", "kind")
+
+    def __init__(self, kind: str, values: Mapping[str, float]) -> None:
+        self.kind = kind
+        self._values = dict(values)
+
+    def __getitem__(self, name: str) -> float:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Params({self.kind!r}, {self._values!r})"
+
+
 Result = Finding | Skipped | None
+#: A rule's body: the history, and its thresholds with its kind.
+Check = Callable[[History, Params], Result]
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One failure mode: its check, its thresholds (the module docstring gives their sources) and
+    """One failure mode: its check, the signals it reads, its thresholds with their sources, and
     what to try when it is found.
 
     Attributes
@@ -275,33 +148,80 @@ class Rule:
     kind : str
         The name of the failure mode (the check function's name).
     check : callable
-        ``check(history, params) -> Finding | Skipped | None``.
+        ``check(history, params) -> Finding | Skipped | None``; ``params`` any mapping
+        parameter -> value (:data:`THRESHOLDS` ``[kind]``, overridden or not).
     thresholds : Mapping[str, float]
         Parameter -> default value.
     advice : str
         What to try, shown with every finding of this kind.
+    signals : tuple of str
+        The signals of :data:`~rlmetrics.health.signals.SIGNALS` it reads (those it needs and
+        those it reads where logged).
+    declared : Mapping[str, Threshold]
+        Parameter -> its default, source and group, as declared.
     """
 
     kind: str
-    check: Callable[[History, Params], Result]
+    check: Callable[[History, Mapping[str, float]], Result]
     thresholds: Mapping[str, float]
     advice: str
+    signals: tuple[str, ...] = ()
+    declared: Mapping[str, Threshold] = field(default_factory=dict)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Parameter -> the source or reason of its default."""
+        return {name: t.source for name, t in self.declared.items()}
 
 
 _REGISTRY: dict[str, Rule] = {}
 
 
 def _rule(
-    *, thresholds: Mapping[str, float], advice: str
-) -> Callable[[Callable[[History, Params], Result]], Callable[[History, Params], Result]]:
+    *, signals: tuple[str, ...], thresholds: Mapping[str, Threshold], advice: str
+) -> Callable[[Check], Callable[[History, Mapping[str, float]], Result]]:
     """Declare a rule where its check is written: the kind is the function's name; rules run in
-    the order they are declared."""
+    the order they are declared. The check registered takes any mapping of thresholds and hands
+    the body a :class:`Params` carrying the kind."""
 
-    def register(check: Callable[[History, Params], Result]) -> Callable[[History, Params], Result]:
-        _REGISTRY[check.__name__] = Rule(check.__name__, check, dict(thresholds), advice)
+    def register(body: Check) -> Callable[[History, Mapping[str, float]], Result]:
+        kind = body.__name__
+
+        @functools.wraps(body)
+        def check(history: History, params: Mapping[str, float]) -> Result:
+            return body(history, Params(kind, params))
+
+        defaults = {name: float(t.value) for name, t in thresholds.items()}
+        _REGISTRY[kind] = Rule(kind, check, defaults, advice, signals, MappingProxyType(dict(thresholds)))
         return check
 
     return register
+
+
+# --- thresholds several rules share -----------------------------------------------------------------
+
+_PERSIST = _one_source("8 of the last 10 logged points", group="persistent rules", k=8.0, n=10.0)
+_BASE = {"baseline": Threshold(10.0, "points of the frozen early baseline", "baseline rules"), **_PERSIST}
+#: The rules of a share rising from its best level so far (text statistics, dropped samples).
+_RISE = {
+    "rise_sigmas": Threshold(
+        4.0,
+        "repetition, gibberish, format, drops: the rise also 4 noise sigmas (binomial noise of a "
+        "share of a batch)",
+        "rising rules",
+    ),
+    "error_factor": Threshold(
+        3.0, "a rise 3x its threshold, or two arms rising together: an error", "rising rules"
+    ),
+    "window": Threshold(
+        10.0, "points of the window medians whose lowest (best) so far is the reference", "rising rules"
+    ),
+    **_PERSIST,
+}
+_LENGTH_REWARD = Threshold(
+    1.0, "reward gain over the window under one noise sigma: the reward does not follow", "length rules"
+)
+_VERL_CHECK = "verl rollout-correction health check"
 
 
 # --- shared pieces ------------------------------------------------------------------------------
@@ -363,6 +283,25 @@ def _common_steps(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return np.intersect1d(a, b, return_indices=True)
 
 
+class _Held(NamedTuple):
+    """Where one arm of a rule holds: its series, its window ``[onset, end]`` (indices), and the
+    level the arm is judged against (its level at saturation, its early level) where it has one."""
+
+    s: Series
+    onset: int
+    end: int
+    level: float = float("nan")
+
+    @property
+    def step(self) -> int:
+        """The step of its onset."""
+        return int(self.s.steps[self.onset])
+
+    def window(self) -> np.ndarray:
+        """Its values over the window."""
+        return self.s.values[self.onset : self.end + 1]
+
+
 def _persist(flags: np.ndarray, p: Params, *, start: int = 0) -> tuple[int, int] | None:
     return first_persistent(flags, k=int(p["k"]), n=int(p["n"]), start=start)
 
@@ -375,7 +314,7 @@ def _reward_gain(
 
     NaN where the reward has fewer than ``2 * window`` points up to that step.
     """
-    _, rs, rv = reward
+    rs, rv = reward.steps, reward.values
     wm = window_median(rv, window=window)
     idx = _at_or_before(rs, at_steps)
     gain = np.full(at_steps.shape, np.nan)
@@ -407,23 +346,23 @@ def _start_level(values: np.ndarray, level: float, *, skip: int = 0) -> float:
 
 
 def _below_baseline(
-    kind: str, s: Series, p: Params, fraction: float, *, log: bool = False, from_start: bool = False
+    s: Series, p: Params, fraction: float, *, log: bool = False, from_start: bool = False
 ) -> Result:
     """Shared body: ``s`` below ``fraction`` of its frozen early level for k of n points
     (``from_start``: of the higher of that level and the first point)."""
-    _, steps, values = s
+    steps, values = s.steps, s.values
     window, skip = int(p["baseline"]), int(p.get("skip", 0))
-    if short := _too_short(kind, s, window + skip + int(p["k"])):
+    if short := _too_short(p.kind, s, window + skip + int(p["k"])):
         return short
     base = frozen_baseline(values, window=window, log=log, skip=skip)
     if base is None:  # in log space, points <= 0 cannot set the level
-        return Skipped(kind, f"{s.key} has fewer than {window} positive points to set its early level")
+        return Skipped(p.kind, f"{s.key} has fewer than {window} positive points to set its early level")
     level = _start_level(values, base.level, skip=skip) if from_start else base.level
     hit = _persist(values < fraction * level, p, start=base.last_index + 1)
     if hit is None:
         return None
     return _finding(
-        kind,
+        p.kind,
         WARNING,
         steps,
         *hit,
@@ -437,8 +376,26 @@ def _below_baseline(
 # --- the rules ----------------------------------------------------------------------------------
 
 
+#: The signals nonfinite watches (besides the keys :func:`watched_for_nonfinite` names).
+_NONFINITE_SIGNALS = ("loss", "grad_norm", "reward", "advantage", "kl_ref", "mismatch_kl")
+
+
 @_rule(
-    thresholds={"min_points": 1.0, "repeat_k": 3.0, "repeat_n": 10.0},
+    signals=_NONFINITE_SIGNALS,
+    thresholds={
+        "min_points": Threshold(
+            1.0,
+            "one NaN/inf in a loss, gradient norm, reward, advantage or KL poisons Adam's moments "
+            "and every later step",
+        ),
+        **_one_source(
+            "only gradient norms non-finite, under 3 of 10 steps: a warning (an fp16 loss scaler "
+            "skips an overflowing step); repeated, an error (prime-rl aborts on repeated "
+            "non-finite gradients)",
+            repeat_k=3.0,
+            repeat_n=10.0,
+        ),
+    },
     advice="A NaN or inf reached the update: lower the learning rate, check the reward function "
     "and the loss scaling, and restart from the last finite checkpoint.",
 )
@@ -455,14 +412,10 @@ def nonfinite(history: History, p: Params) -> Result:
     ``loss/value_avg``, ``critic/rewards/mean`` ...); validation keys are not (an undefined
     validation statistic may be NaN by design).
     """
-    watched = [
-        k
-        for sig in ("loss", "grad_norm", "reward", "advantage", "kl_ref", "mismatch_kl")
-        for k in resolve_all(history, sig)
-    ]
+    watched = [k for sig in _NONFINITE_SIGNALS for k in resolve_all(history, sig)]
     watched += sorted(k for k in history if k not in watched and watched_for_nonfinite(k))
     if not watched:
-        return Skipped("nonfinite", "needs a loss, gradient norm, reward, advantage or KL; none is logged")
+        return Skipped(p.kind, "needs a loss, gradient norm, reward, advantage or KL; none is logged")
     first: tuple[int, str] | None = None
     bad: dict[str, int] = {}
     for key in watched:
@@ -481,7 +434,7 @@ def nonfinite(history: History, p: Params) -> Result:
         repeated = _repeated_nonfinite(history, list(bad), int(p["repeat_k"]), int(p["repeat_n"]))
         severity = ERROR if repeated is not None else WARNING
         evidence |= {"gradient_only": True, "repeated_from": repeated}
-    return Finding("nonfinite", severity, first[0], tuple(bad), evidence, ADVICE["nonfinite"])
+    return Finding(p.kind, severity, first[0], tuple(bad), evidence, ADVICE[p.kind])
 
 
 def _is_gradient_norm(key: str) -> bool:
@@ -549,7 +502,7 @@ def watched_for_nonfinite(key: str) -> bool:
     return bool(words & _NONFINITE_WORDS) and not words & _SPREAD_WORDS
 
 
-def _every_point_above(kind: str, s: Series, p: Params, **evidence: Any) -> Finding | None:
+def _every_point_above(s: Series, p: Params, **evidence: Any) -> Finding | None:
     """A short run (under ``k`` points): a finding when every finite point is above ``level``."""
     finite = np.isfinite(s.values)
     if not finite.any() or not np.all(s.values[finite] >= p["level"]):
@@ -557,7 +510,7 @@ def _every_point_above(kind: str, s: Series, p: Params, **evidence: Any) -> Find
     where = np.flatnonzero(finite)
     severity = ERROR if np.all(s.values[finite] >= p["error_level"]) else WARNING
     return _finding(
-        kind,
+        p.kind,
         severity,
         s.steps,
         int(where[0]),
@@ -570,7 +523,7 @@ def _every_point_above(kind: str, s: Series, p: Params, **evidence: Any) -> Find
     )
 
 
-def _above_level(kind: str, s: Series, p: Params, *, to_the_end: bool = False, **evidence: Any) -> Result:
+def _above_level(s: Series, p: Params, *, to_the_end: bool = False, **evidence: Any) -> Result:
     """Shared body: a fraction above ``level`` (error above ``error_level``) for k of n points.
 
     ``to_the_end``: only a stretch that still holds over the last ``n`` points counts. A run
@@ -578,13 +531,13 @@ def _above_level(kind: str, s: Series, p: Params, *, to_the_end: bool = False, *
     damning by itself (every group without reward spread, every response cut at the limit), but
     with ``to_the_end`` only once the run is past its first ``n`` steps.
     """
-    if short := _too_short(kind, s, int(p["k"])):
+    if short := _too_short(p.kind, s, int(p["k"])):
         # a policy's first steps may all truncate (it learns to stop later): a short run that
         # ends within them is not judged when only a stretch lasting to the end counts
         if to_the_end and not (s.steps.size and s.steps[-1] >= p["n"]):
             return short
-        return _every_point_above(kind, s, p, **evidence) or short
-    _, steps, values = s
+        return _every_point_above(s, p, **evidence) or short
+    steps, values = s.steps, s.values
     k, n = int(p["k"]), int(p["n"])
 
     def persist(flags: np.ndarray) -> tuple[int, int] | None:
@@ -597,7 +550,7 @@ def _above_level(kind: str, s: Series, p: Params, *, to_the_end: bool = False, *
         return None
     severity = ERROR if severe else WARNING
     return _finding(
-        kind, severity, steps, *hit, s, level=p["level"], error_level=p["error_level"], **evidence
+        p.kind, severity, steps, *hit, s, level=p["level"], error_level=p["error_level"], **evidence
     )
 
 
@@ -614,7 +567,7 @@ def _bimodal(history: History, p: Params) -> Result:
     steps, a, b = _common_steps(solved.steps, unsolved.steps)
     top, bottom = solved.values[a], unsolved.values[b]
     middle = Series(solved.key, steps, 1.0 - top - bottom)
-    if _too_short("advantage_collapse", middle, int(p["k"])):
+    if _too_short(p.kind, middle, int(p["k"])):
         return None
     with np.errstate(invalid="ignore"):
         flags = (top >= p["end_level"]) & (bottom >= p["end_level"]) & (middle.values < p["middle_level"])
@@ -623,7 +576,7 @@ def _bimodal(history: History, p: Params) -> Result:
         return None
     onset, end = hit
     return _finding(
-        "advantage_collapse",
+        p.kind,
         WARNING,
         steps,
         onset,
@@ -657,7 +610,27 @@ def _zero_spread_share(history: History, kind: str) -> Series | Skipped:
 
 
 @_rule(
-    thresholds={"level": 0.8, "error_level": 0.95, "end_level": 0.3, "middle_level": 0.1, **_PERSIST},
+    signals=("frac_reward_zero_std", "reward_std", "frac_all_solved", "frac_none_solved"),
+    thresholds={
+        "level": Threshold(
+            0.8,
+            "share of zero-spread groups that are not all solved (``frac_all_solved``, where "
+            "logged: a solved group is a success): above it, under 1 group in 5 carries a gradient "
+            "(DAPO's dynamic sampling filters them)",
+        ),
+        "error_level": Threshold(0.95, "almost no group carries a gradient"),
+        "end_level": Threshold(
+            0.3,
+            "bimodal (a warning): 30% of the groups or more all solved and 30% none solved (a "
+            "solved run keeps ~15% unsolved) ...",
+        ),
+        "middle_level": Threshold(
+            0.1,
+            "... and under a tenth in between: the solve rates have two modes and no middle (a dip "
+            "test on the per-group shares)",
+        ),
+        **_PERSIST,
+    },
     advice="Most prompt groups are all right or all wrong: filter such prompts (dynamic "
     "sampling), raise the group size, or move to harder or easier data.",
 )
@@ -672,17 +645,17 @@ def advantage_collapse(history: History, p: Params) -> Result:
     each end, under a tenth between: half the prompts always solved, half never) is a warning
     of this kind (``bimodal`` in its evidence).
     """
-    zero = _zero_spread_share(history, "advantage_collapse")
+    zero = _zero_spread_share(history, p.kind)
     if isinstance(zero, Skipped):
         return zero
     bound: dict[str, Any] = {} if resolve(history, "frac_reward_zero_std") else {"lower_bound_from": zero.key}
     solved = resolve(history, "frac_all_solved")
     if solved is None:
-        return _above_level("advantage_collapse", zero, p, **bound)
+        return _above_level(zero, p, **bound)
     steps, zi, si = _common_steps(zero.steps, solved.steps)
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, a point left out
         unsolved = Series(zero.key, steps, zero.values[zi] - solved.values[si])
-    found = _above_level("advantage_collapse", unsolved, p, metric=(zero.key, solved.key))
+    found = _above_level(unsolved, p, metric=(zero.key, solved.key))
     return found if isinstance(found, Finding) else _bimodal(history, p) or found
 
 
@@ -710,13 +683,28 @@ def _reward_rise(history: History, n: int) -> float | None:
 
 
 @_rule(
+    signals=("entropy", "frac_all_solved", "reward"),
     thresholds={
-        "fraction": 0.1,
-        "error_fraction": 0.02,
-        "solved_level": 0.5,
-        "reward_sigmas": 20.0,
+        "fraction": Threshold(
+            0.1, "entropy under 10% of its early level; a ~70% fall is normal (Cui et al. 2025)"
+        ),
+        "error_fraction": Threshold(0.02, "under 2%: the policy is deterministic"),
+        "solved_level": Threshold(
+            0.5,
+            "not a failure when over half of the groups are all solved (median of the last n "
+            "points): a solved task is rightly deterministic",
+        ),
+        "reward_sigmas": Threshold(
+            20.0,
+            "a warning only when the reward (median of the last n points) rose 20 noise sigmas "
+            "above its first n points",
+        ),
         **_BASE,
-        "baseline": 3.0,
+        "baseline": Threshold(
+            3.0,
+            "early level from the first 3 points: a learning rate far too high collapses the "
+            "entropy within 10 steps",
+        ),
     },
     advice="The policy stopped exploring: raise the upper clip range (clip-higher), add an "
     "entropy bonus or lower the learning rate.",
@@ -728,19 +716,18 @@ def entropy_collapse(history: History, p: Params) -> Result:
     all solved (``grpo/frac_all_solved``), and a warning only when the reward rose far above
     its early level.
     """
-    s = _series(history, "entropy_collapse", "entropy")
+    s = _series(history, p.kind, "entropy")
     if isinstance(s, Skipped):
         return s
-    found = _below_baseline("entropy_collapse", s[0], p, p["fraction"], log=True, from_start=True)
+    (entropy,) = s
+    found = _below_baseline(entropy, p, p["fraction"], log=True, from_start=True)
     if not isinstance(found, Finding):
         return found
     n = int(p["n"])
     solved = _tail_median(resolve(history, "frac_all_solved"), n)
     if solved is not None and solved >= p["solved_level"]:
         return None
-    severe = isinstance(
-        _below_baseline("entropy_collapse", s[0], p, p["error_fraction"], log=True, from_start=True), Finding
-    )
+    severe = isinstance(_below_baseline(entropy, p, p["error_fraction"], log=True, from_start=True), Finding)
     rise = _reward_rise(history, n)
     learned = rise is not None and rise >= p["reward_sigmas"]
     evidence = dict(found.evidence)
@@ -753,14 +740,28 @@ def entropy_collapse(history: History, p: Params) -> Result:
 
 
 @_rule(
+    signals=("kl_ref", "reward"),
     thresholds={
-        "window": 20.0,
-        "growth": 2.0,
-        "start_growth": 10.0,
-        "baseline": 3.0,
-        "min_kl": 0.01,
-        "reward_sigmas": 1.0,
-        "start_reward_sigmas": 3.0,
+        "window": Threshold(20.0, "points in each of the two windows compared (a trend, not the noise)"),
+        "growth": Threshold(2.0, "KL median doubles from one window to the next (a reward that stalled)"),
+        "start_growth": Threshold(
+            10.0, "... or is 10x the KL at the start of the run (a reward that never rose)"
+        ),
+        "baseline": Threshold(
+            3.0,
+            "the KL at the start: the smallest of the first 3 points (the policy starts at the "
+            "reference; a jump in the first steps must not set the level)",
+        ),
+        "min_kl": Threshold(
+            0.01,
+            "KL to the reference below it is noise around the start (nats per token): both levels "
+            "compared with are floored at it",
+        ),
+        "reward_sigmas": Threshold(1.0, "reward gain across the two windows under one noise sigma: stalled"),
+        "start_reward_sigmas": Threshold(
+            3.0,
+            "reward gain since the start under 3 noise sigmas: a tenfold KL bought next to nothing",
+        ),
         **_PERSIST,
     },
     advice="The policy moves away from the reference without gaining reward: raise the KL coefficient "
@@ -777,14 +778,14 @@ def kl_drift(history: History, p: Params) -> Result:
     as much as one that drifts slowly. Both levels are floored at ``min_kl``: a KL that doubles
     within the noise around the reference is no drift.
     """
-    s = _series(history, "kl_drift", "kl_ref", "reward")
+    s = _series(history, p.kind, "kl_ref", "reward")
     if isinstance(s, Skipped):
         return s
     kl, reward = s
     w = int(p["window"])
-    if short := _too_short("kl_drift", kl, 2 * w + int(p["k"])) or _too_short("kl_drift", reward, 2 * w):
+    if short := _too_short(p.kind, kl, 2 * w + int(p["k"])) or _too_short(p.kind, reward, 2 * w):
         return short
-    _, steps, values = kl
+    steps, values = kl.steps, kl.values
     recent = window_median(values, window=w)
     # both references floored at min_kl: a KL that doubles from 0.003 to 0.012 nats is still noise
     # around the reference (an Unsloth GRPO run's 0.04 at its end is a healthy one)
@@ -803,7 +804,7 @@ def kl_drift(history: History, p: Params) -> Result:
     onset, end = hit
     reference = before[end] if doubled[end] else start
     return _finding(
-        "kl_drift",
+        p.kind,
         WARNING,
         steps,
         max(onset - w + 1, 0),
@@ -820,7 +821,17 @@ def kl_drift(history: History, p: Params) -> Result:
 
 
 @_rule(
-    thresholds={"level": 0.1, "error_level": 0.3, **_PERSIST},
+    signals=("length_clip_ratio",),
+    thresholds={
+        "level": Threshold(
+            0.1,
+            "over 10% of responses cut at the limit up to the end of the run (k of the last n "
+            "points): the limit shapes the reward (DAPO's overlong filtering); an early phase that "
+            "ends is normal (a random policy rarely emits EOS)",
+        ),
+        "error_level": Threshold(0.3, "nearly a third truncated"),
+        **_PERSIST,
+    },
     advice="Many responses hit the length limit: raise max_response_length, penalise or "
     "filter overlong samples, or check for repetition loops.",
 )
@@ -830,29 +841,38 @@ def length_truncation(history: History, p: Params) -> Result:
     A random policy rarely emits EOS, so a healthy run often starts truncated and learns to
     stop: only truncation that lasts to the last ``n`` points counts.
     """
-    s = _series(history, "length_truncation", "length_clip_ratio")
-    return s if isinstance(s, Skipped) else _above_level("length_truncation", s[0], p, to_the_end=True)
+    s = _series(history, p.kind, "length_clip_ratio")
+    if isinstance(s, Skipped):
+        return s
+    (clipped,) = s
+    return _above_level(clipped, p, to_the_end=True)
 
 
 @_rule(
+    signals=("val_score", "reward"),
     thresholds={
-        "min_val_points": 5.0,
-        "val_sigmas": 4.0,
-        "error_sigmas": 8.0,
-        "train_sigmas": 1.0,
-        "k": 2.0,
-        "n": 3.0,
+        "min_val_points": Threshold(5.0, "validation points needed"),
+        "val_sigmas": Threshold(
+            4.0,
+            "validation (a median of 3 points) below its best so far by 4 noise sigmas (a running "
+            "max of noisy points sits high)",
+        ),
+        "error_sigmas": Threshold(8.0, "a fall of 8 noise sigmas"),
+        "train_sigmas": Threshold(
+            1.0, "training reward above its level at the validation peak by one noise sigma"
+        ),
+        **_one_source("validation is sparse: 2 of 3 points", k=2.0, n=3.0),
     },
     advice="Training reward rises while validation falls: the policy exploits the reward; "
     "inspect samples, harden the reward function, and keep the checkpoint of the validation peak.",
 )
 def reward_hacking(history: History, p: Params) -> Result:
     """Training reward keeps rising while the validation score falls."""
-    s = _series(history, "reward_hacking", "val_score", "reward")
+    s = _series(history, p.kind, "val_score", "reward")
     if isinstance(s, Skipped):
         return s
     val, reward = s
-    if short := _too_short("reward_hacking", val, int(p["min_val_points"])):
+    if short := _too_short(p.kind, val, int(p["min_val_points"])):
         return short
     finite = np.isfinite(val.values)
     steps, raw = val.steps[finite], val.values[finite]
@@ -864,7 +884,7 @@ def reward_hacking(history: History, p: Params) -> Result:
     peak = np.array([int(np.flatnonzero(values[: i + 1] == best[i])[0]) for i in range(values.size)])
     sigma = max(noise_sigma(raw), 1e-9)
     drop = best - values
-    _, rs, rv = reward
+    rs, rv = reward.steps, reward.values
     r_sigma = noise_sigma(rv)
     flags = np.zeros(values.size, dtype=bool)
     for i in np.flatnonzero(drop > p["val_sigmas"] * sigma):
@@ -885,7 +905,7 @@ def reward_hacking(history: History, p: Params) -> Result:
     start = max(int(peak[onset]), int(within[-1]) - 1, 0)  # - 1: a median of 3 lags one point
     severity = ERROR if drop[end] > p["error_sigmas"] * sigma else WARNING
     return _finding(
-        "reward_hacking",
+        p.kind,
         severity,
         steps,
         start,
@@ -958,19 +978,32 @@ def _gaming_arms(
 
 
 @_rule(
+    signals=("reward", "val_score", "kl_ref", "response_length", "perplexity", "entropy", "frac_all_solved"),
     thresholds={
-        "window": 10.0,
-        "rise_sigmas": 3.0,
-        "plateau_sigmas": 1.0,
-        "top_sigmas": 2.0,
-        "ceiling_level": 0.9,
-        "kl_growth": 4.0,
-        "min_kl": 0.1,
-        "length_growth": 2.0,
-        "ppl_growth": 2.0,
-        "entropy_fraction": 0.1,
-        "solved_level": 0.5,
-        "min_val_points": 5.0,
+        "window": Threshold(10.0, "points of each window median (reward, KL, length, perplexity, entropy)"),
+        "rise_sigmas": Threshold(
+            3.0, "reward risen 3 noise sigmas above its first window: it learned, then ..."
+        ),
+        "plateau_sigmas": Threshold(1.0, "... gained under one sigma over the last window: saturated"),
+        "top_sigmas": Threshold(2.0, "within 2 sigmas of its best window so far: still at its top"),
+        "ceiling_level": Threshold(0.9, "a [0, 1] reward at 0.9 or above is at its ceiling, risen or not"),
+        **_one_source(
+            "KL 4x its level at saturation and over 0.1 nats: healthy GRPO/PPO runs here (planted, "
+            "demo, eight real logs) stay under 0.05",
+            kl_growth=4.0,
+            min_kl=0.1,
+        ),
+        "length_growth": Threshold(
+            2.0, "responses twice as long as at saturation (healthy: +30% over a run)"
+        ),
+        "ppl_growth": Threshold(2.0, "perplexity doubled since saturation"),
+        "entropy_fraction": Threshold(
+            0.1, "entropy under 10% of its level at the ceiling (as entropy_collapse)"
+        ),
+        "solved_level": Threshold(
+            0.5, "no entropy arm when most groups are all solved (a solved task is deterministic)"
+        ),
+        "min_val_points": Threshold(5.0, "validation logged: reward_hacking judges the run instead"),
         **_PERSIST,
     },
     advice="The reward sits at its top while the policy runs away (KL, length, perplexity) or "
@@ -985,16 +1018,17 @@ def reward_gaming(history: History, p: Params) -> Result:
     Judged only where no validation score is logged (:func:`reward_hacking` judges those runs);
     an error when two of the signals run away together.
     """
-    s = _series(history, "reward_gaming", "reward")
+    s = _series(history, p.kind, "reward")
     if isinstance(s, Skipped):
         return s
+    (logged,) = s
     val = resolve(history, "val_score")
     if val is not None and np.isfinite(val.values).sum() >= p["min_val_points"]:
-        return Skipped("reward_gaming", f"validation is logged ({val.key}): reward_hacking judges this run")
+        return Skipped(p.kind, f"validation is logged ({val.key}): reward_hacking judges this run")
     w, k = int(p["window"]), int(p["k"])
-    finite = np.isfinite(s[0].values)
-    reward = Series(s[0].key, s[0].steps[finite], s[0].values[finite])
-    if short := _too_short("reward_gaming", reward, 2 * w + k):
+    finite = np.isfinite(logged.values)
+    reward = Series(logged.key, logged.steps[finite], logged.values[finite])
+    if short := _too_short(p.kind, reward, 2 * w + k):
         return short
     top, saturated = _saturated(reward, p)
     sat = _persist(saturated, p)
@@ -1006,43 +1040,52 @@ def reward_gaming(history: History, p: Params) -> Result:
         at = _at_or_before(reward.steps, steps)
         return np.where(at >= 0, top[np.maximum(at, 0)], False)
 
-    hits: dict[str, tuple[Series, int, int, float]] = {}
+    hits: dict[str, _Held] = {}  # signal -> where it runs away, and its level at saturation
     for signal, flags_of in _gaming_arms(history, reward, p).items():
         x = resolve(history, signal)
         found = _runaway(x, t0, high_at, w, flags_of) if x is not None else None
         if x is not None and found is not None and (hit := _persist(found[0], p)) is not None:
-            hits[signal] = (x, hit[0], hit[1], found[1])
+            hits[signal] = _Held(x, *hit, level=found[1])
     if not hits:
         return None
-    first, onset, end, _ = min(hits.values(), key=lambda h: int(h[0].steps[h[1]]))
-    start = max(onset - w + 1, int(np.searchsorted(first.steps, t0, side="right")))
+    first = min(hits.values(), key=lambda h: h.step)
+    start = max(first.onset - w + 1, int(np.searchsorted(first.s.steps, t0, side="right")))
     return _finding(
-        "reward_gaming",
+        p.kind,
         ERROR if len(hits) >= 2 else WARNING,
-        first.steps,
+        first.s.steps,
         start,
-        end,
-        first,
-        metric=(reward.key, *(h[0].key for h in hits.values())),
+        first.end,
+        first.s,
+        metric=(reward.key, *(h.s.key for h in hits.values())),
         saturated_at=t0,
         reward_at_saturation=float(np.median(reward.values[max(sat[0] - w + 1, 0) : sat[0] + 1])),
         running_away=sorted(hits),
-        level_at_saturation={h[0].key: _num(h[3]) for h in hits.values()},
-        level_now={h[0].key: _num(np.median(h[0].values[h[1] : h[2] + 1])) for h in hits.values()},
+        level_at_saturation={h.s.key: _num(h.level) for h in hits.values()},
+        level_now={h.s.key: _num(np.median(h.window())) for h in hits.values()},
     )
 
 
 @_rule(
+    signals=(
+        "is_weight_mean",
+        "is_ess",
+        "is_weight_std",
+        "mismatch_kl",
+        "chi2_token",
+        "ppl_ratio",
+        "logp_abs_diff",
+    ),
     thresholds={
-        "is_mean_low": 0.5,
-        "is_mean_high": 2.0,
-        "ess_min": 0.3,
-        "is_std_max": 1.0,
-        "kl_max": 0.1,
-        "chi2_token_max": 1.0,
-        "prob_error_ratio_max": 1.05,
-        "k": 3.0,
-        "n": 5.0,
+        **_one_source(_VERL_CHECK, is_mean_low=0.5, is_mean_high=2.0),
+        "ess_min": Threshold(0.3, f"{_VERL_CHECK} (effective sample size)"),
+        "is_std_max": Threshold(1.0, f"{_VERL_CHECK} (importance-weight std)"),
+        "kl_max": Threshold(0.1, f"{_VERL_CHECK} (mismatch KL)"),
+        "chi2_token_max": Threshold(1.0, f"{_VERL_CHECK} (chi-square per token)"),
+        "prob_error_ratio_max": Threshold(
+            1.05, "NeMo-RL: a token probability error ratio above 1.05 is worth investigating"
+        ),
+        **_one_source("a sourced absolute check: 3 of 5", k=3.0, n=5.0),
     },
     advice="The rollout engine and the trainer disagree on token probabilities: check dtype "
     "and weight sync, and enable importance-sampling correction (rollout_is) or truncation.",
@@ -1061,47 +1104,54 @@ def rollout_mismatch(history: History, p: Params) -> Result:
     present = {sig: found for sig in checks if (found := resolve(history, sig)) is not None}
     if not present:
         return Skipped(
-            "rollout_mismatch",
+            p.kind,
             "needs rollout-correction metrics (rollout_corr/* or TRL's sampling/*); none is logged",
         )
-    failed: dict[str, tuple[Series, int, int]] = {}
+    failed: dict[str, _Held] = {}
     for sig, s in present.items():
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             hit = _persist(checks[sig](s.values), p)
         if hit is not None:
-            failed[sig] = (s, *hit)
+            failed[sig] = _Held(s, *hit)
     if not failed:
         return None
-    s, onset, end = min(failed.values(), key=lambda f: int(f[0].steps[f[1]]))
-    evidence = {f[0].key: _num(np.median(f[0].values[f[1] : f[2] + 1])) for f in failed.values()}
+    first = min(failed.values(), key=lambda f: f.step)
+    evidence = {f.s.key: _num(np.median(f.window())) for f in failed.values()}
     severity = ERROR if len(failed) >= 2 else WARNING
     return _finding(
-        "rollout_mismatch",
+        p.kind,
         severity,
-        s.steps,
-        onset,
-        end,
-        s,
-        metric=tuple(f[0].key for f in failed.values()),
+        first.s.steps,
+        first.onset,
+        first.end,
+        first.s,
+        metric=tuple(f.s.key for f in failed.values()),
         failed_checks=sorted(failed),
         window_medians=evidence,
     )
 
 
 @_rule(
-    thresholds={"window": 20.0, "factor": 10.0, "sigmas": 6.0, "error_count": 3.0},
+    signals=("grad_norm",),
+    thresholds={
+        "window": Threshold(20.0, "points of the running level (median)"),
+        "factor": Threshold(10.0, "a spike: 10x the running median ..."),
+        "sigmas": Threshold(6.0, "... and 6 robust sigmas above it (log)"),
+        "error_count": Threshold(3.0, "repeated spikes: an unstable update"),
+    },
     advice="Gradient-norm spikes: lower the learning rate, tighten gradient clipping, and look "
     "for outlier samples (very long responses, extreme advantages).",
 )
 def grad_spike(history: History, p: Params) -> Result:
     """Gradient-norm spikes far above its running level."""
-    s = _series(history, "grad_spike", "grad_norm")
+    s = _series(history, p.kind, "grad_norm")
     if isinstance(s, Skipped):
         return s
+    (grad,) = s
     w = int(p["window"])
-    if short := _too_short("grad_spike", s[0], w + 1):
+    if short := _too_short(p.kind, grad, w + 1):
         return short
-    _, steps, values = s[0]
+    steps, values = grad.steps, grad.values
     med, mad = rolling_baseline(values, window=w, log=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         logv = np.log(values)
@@ -1114,12 +1164,12 @@ def grad_spike(history: History, p: Params) -> Result:
     severity = ERROR if spikes.size >= p["error_count"] else WARNING
     ratios = np.exp(logv[spikes] - med[spikes])
     return _finding(
-        "grad_spike",
+        p.kind,
         severity,
         steps,
         int(spikes[0]),
         int(spikes[0]),
-        s[0],
+        grad,
         spike_steps=[int(x) for x in steps[spikes[:10]]],
         spikes=int(spikes.size),
         max_ratio_to_running_median=float(ratios.max()),
@@ -1127,47 +1177,56 @@ def grad_spike(history: History, p: Params) -> Result:
 
 
 @_rule(
-    thresholds={"fraction": 0.5, "skip": 2.0, **_BASE},
+    signals=("throughput",),
+    thresholds={
+        "fraction": Threshold(0.5, "tokens/s under half its early level (after ``skip`` warm-up points)"),
+        "skip": Threshold(2.0, "warm-up points left out before the early level is taken"),
+        **_BASE,
+    },
     advice="Tokens per second fell: look for longer generations, memory pressure "
     "(offloading, recomputation) or a slow node.",
 )
 def throughput_drop(history: History, p: Params) -> Result:
     """Tokens/s falls well below its early level and stays there."""
-    s = _series(history, "throughput_drop", "throughput")
-    return (
-        s if isinstance(s, Skipped) else _below_baseline("throughput_drop", s[0], p, p["fraction"], log=True)
-    )
+    s = _series(history, p.kind, "throughput")
+    if isinstance(s, Skipped):
+        return s
+    (throughput,) = s
+    return _below_baseline(throughput, p, p["fraction"], log=True)
 
 
 @_rule(
-    thresholds={"entropy_factor": 2.0, "length_factor": 1.5, **_BASE},
+    signals=("entropy", "response_length"),
+    thresholds={
+        "entropy_factor": Threshold(2.0, "entropy at twice its early level ..."),
+        "length_factor": Threshold(1.5, "... with responses 1.5x longer"),
+        **_BASE,
+    },
     advice="Entropy and length jumped together (gibberish): lower the learning rate, "
     "restart from an earlier checkpoint, check the rollout/trainer mismatch.",
 )
 def entropy_explosion(history: History, p: Params) -> Result:
     """Entropy and response length jump together (the "gibberish" failure)."""
-    s = _series(history, "entropy_explosion", "entropy", "response_length")
+    s = _series(history, p.kind, "entropy", "response_length")
     if isinstance(s, Skipped):
         return s
     ent, length = s
     needed = int(p["baseline"] + p["k"])
-    if short := _too_short("entropy_explosion", ent, needed) or _too_short(
-        "entropy_explosion", length, needed
-    ):
+    if short := _too_short(p.kind, ent, needed) or _too_short(p.kind, length, needed):
         return short
     steps, ei, li = _common_steps(ent.steps, length.steps)
     e, ln = ent.values[ei], length.values[li]
     e_base = frozen_baseline(e, window=int(p["baseline"]), log=True)
     l_base = frozen_baseline(ln, window=int(p["baseline"]), log=True)
     if e_base is None or l_base is None:
-        return Skipped("entropy_explosion", "entropy and response length share too few logged steps")
+        return Skipped(p.kind, "entropy and response length share too few logged steps")
     flags = (e > p["entropy_factor"] * e_base.level) & (ln > p["length_factor"] * l_base.level)
     hit = _persist(flags, p, start=max(e_base.last_index, l_base.last_index) + 1)
     if hit is None:
         return None
     onset, end = hit
     return _finding(
-        "entropy_explosion",
+        p.kind,
         ERROR,
         steps,
         onset,
@@ -1182,31 +1241,35 @@ def entropy_explosion(history: History, p: Params) -> Result:
 
 
 def _length_change(
-    kind: str, history: History, p: Params, flags_of: Callable[[np.ndarray, float], np.ndarray]
+    history: History, p: Params, flags_of: Callable[[np.ndarray, float], np.ndarray], *, collapse: bool
 ) -> Result:
-    """Shared body of the length rules: length away from its early level while the reward does not follow."""
-    s = _series(history, kind, "response_length", "reward")
+    """Shared body of the length rules: length away from its early level while the reward does not
+    follow (``collapse``: a fall, judged from the start of the run too, an error below
+    ``error_fraction``)."""
+    s = _series(history, p.kind, "response_length", "reward")
     if isinstance(s, Skipped):
         return s
     length, reward = s
     window = int(p["baseline"])
-    if short := _too_short(kind, length, window + int(p["k"])) or _too_short(kind, reward, 2 * int(p["n"])):
+    if short := _too_short(p.kind, length, window + int(p["k"])) or _too_short(
+        p.kind, reward, 2 * int(p["n"])
+    ):
         return short
-    _, steps, values = length
+    steps, values = length.steps, length.values
     base = frozen_baseline(values, window=window, log=True)
     if base is None:  # in log space, lengths <= 0 cannot set the level
-        return Skipped(kind, f"{length.key} has fewer than {window} positive points to set its early level")
+        return Skipped(p.kind, f"{length.key} has fewer than {window} positive points to set its early level")
     # a collapse is judged from the start of the run too (it may happen within the early window)
-    level = _start_level(values, base.level) if kind == "length_collapse" else base.level
+    level = _start_level(values, base.level) if collapse else base.level
     flags = flags_of(values, level) & _reward_not_rising(reward, steps, int(p["n"]), p["reward_sigmas"])
     hit = _persist(flags, p, start=base.last_index + 1)
     if hit is None:
         return None
     onset, end = hit
     ratio = float(np.median(values[onset : end + 1])) / level
-    severity = ERROR if kind == "length_collapse" and ratio < p["error_fraction"] else WARNING
+    severity = ERROR if collapse and ratio < p["error_fraction"] else WARNING
     return _finding(
-        kind,
+        p.kind,
         severity,
         steps,
         onset,
@@ -1220,59 +1283,96 @@ def _length_change(
 
 
 @_rule(
-    thresholds={"fraction": 0.25, "error_fraction": 0.05, "reward_sigmas": 1.0, **_BASE},
+    signals=("response_length", "reward"),
+    thresholds={
+        "fraction": Threshold(0.25, "mean length under a quarter of early"),
+        "error_fraction": Threshold(0.05, "a few tokens left"),
+        "reward_sigmas": _LENGTH_REWARD,
+        **_BASE,
+    },
     advice="Responses shrink to a few tokens without a reward gain: check the reward for "
     "a bias to short answers and the EOS handling.",
 )
 def length_collapse(history: History, p: Params) -> Result:
     """Mean response length shrinks toward a few tokens while the reward does not follow."""
-    return _length_change("length_collapse", history, p, lambda x, level: x < p["fraction"] * level)
+    return _length_change(history, p, lambda x, level: x < p["fraction"] * level, collapse=True)
 
 
 @_rule(
-    thresholds={"factor": 3.0, "reward_sigmas": 1.0, **_BASE},
+    signals=("response_length", "reward"),
+    thresholds={
+        "factor": Threshold(3.0, "mean length over 3x its early level"),
+        "reward_sigmas": _LENGTH_REWARD,
+        **_BASE,
+    },
     advice="Responses grow toward the limit without a reward gain: check for repetition, "
     "add a length penalty or overlong shaping.",
 )
 def length_explosion(history: History, p: Params) -> Result:
     """Mean response length grows far above its early level while the reward does not follow."""
-    return _length_change("length_explosion", history, p, lambda x, level: x > p["factor"] * level)
+    return _length_change(history, p, lambda x, level: x > p["factor"] * level, collapse=False)
 
 
 @_rule(
-    thresholds={"level": 0.0, "error_level": -0.5, "skip": 10.0, **_PERSIST},
+    signals=("explained_variance",),
+    thresholds={
+        "level": Threshold(0.0, "explained variance below 0: the critic predicts worse than a constant"),
+        "error_level": Threshold(-0.5, "window median far below 0"),
+        "skip": Threshold(10.0, "points of critic warm-up left out"),
+        **_PERSIST,
+    },
     advice="The value function explains none of the returns: warm up or retrain the critic, "
     "raise its learning rate, or check the value-loss clipping.",
 )
 def critic_failure(history: History, p: Params) -> Result:
     """PPO: the value function's explained variance below 0 for a sustained window."""
-    s = _series(history, "critic_failure", "explained_variance")
+    s = _series(history, p.kind, "explained_variance")
     if isinstance(s, Skipped):
         return s
+    (explained,) = s
     skip = int(p["skip"])
-    if short := _too_short("critic_failure", s[0], skip + int(p["k"])):
+    if short := _too_short(p.kind, explained, skip + int(p["k"])):
         return short
-    _, steps, values = s[0]
+    steps, values = explained.steps, explained.values
     hit = _persist(values < p["level"], p, start=skip)
     if hit is None:
         return None
     onset, end = hit
     median = float(np.median(values[onset : end + 1]))
     severity = ERROR if median < p["error_level"] else WARNING
-    return _finding(
-        "critic_failure", severity, steps, onset, end, s[0], window_median=median, level=p["level"]
-    )
+    return _finding(p.kind, severity, steps, onset, end, explained, window_median=median, level=p["level"])
 
 
 @_rule(
+    signals=(
+        "grad_norm",
+        "reward",
+        "frac_reward_zero_std",
+        "reward_std",
+        "frac_all_solved",
+        "advantage_max",
+        "advantage_min",
+    ),
     thresholds={
-        "fraction": 0.05,
-        "error_fraction": 1e-3,
-        "reward_sigmas": 2.0,
-        "zero_std_level": 0.99,
-        "adv_range_max": 1e-6,
-        "steps": 5.0,
-        "solved_level": 0.5,
+        "fraction": Threshold(0.05, "gradient norm under 5% of early level (or exactly 0)"),
+        "error_fraction": Threshold(1e-3, "under 0.1% (or 0): no update at all"),
+        "reward_sigmas": Threshold(
+            2.0,
+            "reward change between the halves of the window under 2 noise sigmas: flat (a median "
+            "of n/2 points is noisier)",
+        ),
+        "zero_std_level": Threshold(0.99, "every group without reward spread ..."),
+        "adv_range_max": Threshold(
+            1e-6, "... or every advantage equal (max - min): GRPO's update is then exactly zero"
+        ),
+        "steps": Threshold(
+            5.0,
+            "... for 5 consecutive logged steps (an isolated all-zero batch is noise; the shipped "
+            "demo has single ones)",
+        ),
+        "solved_level": Threshold(
+            0.5, "a warning, not an error, when over half of those groups are all solved (done)"
+        ),
         **_BASE,
     },
     advice="The update has nothing to learn from (gradients near zero, or no group with reward "
@@ -1315,9 +1415,9 @@ def _every_point(flags: np.ndarray, finite: np.ndarray, m: int) -> tuple[int, in
 
 
 def _zero_spread(history: History, p: Params) -> Result:
-    s = _zero_spread_share(history, "no_learning_signal")
+    s = _zero_spread_share(history, p.kind)
     if isinstance(s, Skipped):
-        return Skipped("no_learning_signal", "needs frac_reward_zero_std")
+        return Skipped(p.kind, "needs frac_reward_zero_std")
     # a run logged at fewer than `steps` points is judged on all of them (a paste of a few
     # steps): a step whose every group has no reward spread has a zero update by itself
     with np.errstate(invalid="ignore"):
@@ -1332,13 +1432,13 @@ def _zero_spread(history: History, p: Params) -> Result:
     if share is not None:
         evidence["frac_all_solved"] = share
     severity = WARNING if share is not None and share >= p["solved_level"] else ERROR
-    return _finding("no_learning_signal", severity, s.steps, *hit, s, **evidence)
+    return _finding(p.kind, severity, s.steps, *hit, s, **evidence)
 
 
 def _zero_advantages(history: History, p: Params) -> Result:
     hi, lo = resolve(history, "advantage_max"), resolve(history, "advantage_min")
     if hi is None or lo is None:
-        return Skipped("no_learning_signal", "needs advantage_max and advantage_min")
+        return Skipped(p.kind, "needs advantage_max and advantage_min")
     steps, a, b = _common_steps(hi.steps, lo.steps)
     spread = hi.values[a] - lo.values[b]
     with np.errstate(invalid="ignore"):
@@ -1346,7 +1446,7 @@ def _zero_advantages(history: History, p: Params) -> Result:
     if hit is None:
         return None
     return _finding(
-        "no_learning_signal",
+        p.kind,
         ERROR,
         steps,
         *hit,
@@ -1357,7 +1457,7 @@ def _zero_advantages(history: History, p: Params) -> Result:
     )
 
 
-def _exactly_zero_gradient(grad: Series, needed: int) -> Finding | None:
+def _exactly_zero_gradient(kind: str, grad: Series, needed: int) -> Finding | None:
     """A run of fewer than ``needed`` gradient norms, two at least, every one exactly 0: the
     optimizer never moved (a single zero step may be a batch of solved prompts; every logged step
     zero is no update at all, whatever the reward did)."""
@@ -1366,7 +1466,7 @@ def _exactly_zero_gradient(grad: Series, needed: int) -> Finding | None:
     if not 2 <= where.size < needed or not np.all(grad.values[where] == 0.0):
         return None
     return _finding(
-        "no_learning_signal",
+        kind,
         ERROR,
         grad.steps,
         int(where[0]),
@@ -1382,18 +1482,16 @@ def _vanished_gradient(history: History, p: Params) -> Result:
     """Gradient norm flat near zero for a sustained window while the reward is flat; a short run
     (under the window) whose every gradient norm, two at least, is exactly 0."""
     grad = resolve(history, "grad_norm")
-    if grad is not None and (zero := _exactly_zero_gradient(grad, int(p["baseline"]) + int(p["k"]))):
+    if grad is not None and (zero := _exactly_zero_gradient(p.kind, grad, int(p["baseline"]) + int(p["k"]))):
         return zero
-    s = _series(history, "no_learning_signal", "grad_norm", "reward")
+    s = _series(history, p.kind, "grad_norm", "reward")
     if isinstance(s, Skipped):
         return s
     grad, reward = s
     window, n = int(p["baseline"]), int(p["n"])
-    if short := _too_short("no_learning_signal", grad, window + int(p["k"])) or _too_short(
-        "no_learning_signal", reward, 2 * n
-    ):
+    if short := _too_short(p.kind, grad, window + int(p["k"])) or _too_short(p.kind, reward, 2 * n):
         return short
-    _, steps, values = grad
+    steps, values = grad.steps, grad.values
     # in log space a zero gradient cannot set the level: a run whose gradient is exactly 0 from
     # the start has level 0, and a zero gradient is no signal at any level
     base = frozen_baseline(values, window=window, log=True)
@@ -1411,7 +1509,7 @@ def _vanished_gradient(history: History, p: Params) -> Result:
     median = float(np.median(values[onset : end + 1]))
     ratio = median / level if level > 0 else 0.0
     return _finding(
-        "no_learning_signal",
+        p.kind,
         ERROR if median == 0.0 or ratio < p["error_fraction"] else WARNING,
         steps,
         onset,
@@ -1425,7 +1523,17 @@ def _vanished_gradient(history: History, p: Params) -> Result:
 
 
 @_rule(
-    thresholds={"level": 0.25, "error_level": 0.5, **_PERSIST},
+    signals=("advantage", "advantage_max", "advantage_min"),
+    thresholds={
+        "level": Threshold(
+            0.25,
+            "batch mean of the advantages over a quarter of their half-range (max - min) / 2 (else "
+            "of the unit spread of normalised advantages): GRPO's centred and PPO's whitened "
+            "advantages sit at 0 (healthy: under 0.02, demo and real logs)",
+        ),
+        "error_level": Threshold(0.5, "half of it: one sign dominates"),
+        **_PERSIST,
+    },
     advice="The advantages are no longer centred: check the advantage estimator and its "
     "normalisation (per group, per batch), and a length gap between right and wrong answers "
     "under a token-mean loss (long wrong answers pull the mean below zero).",
@@ -1437,11 +1545,11 @@ def advantage_drift(history: History, p: Params) -> Result:
     In units of the advantages' half-range (``(max - min) / 2``) where verl logs them, else of the
     unit spread the normalisation gives; a step whose advantages are all equal is no_learning_signal's.
     """
-    s = _series(history, "advantage_drift", "advantage")
+    s = _series(history, p.kind, "advantage")
     if isinstance(s, Skipped):
         return s
-    mean = s[0]
-    if short := _too_short("advantage_drift", mean, int(p["k"])):
+    (mean,) = s
+    if short := _too_short(p.kind, mean, int(p["k"])):
         return short
     steps, values, scale = mean.steps, mean.values, np.ones(mean.values.size)
     hi, lo = resolve(history, "advantage_max"), resolve(history, "advantage_min")
@@ -1452,7 +1560,7 @@ def advantage_drift(history: History, p: Params) -> Result:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(scale > 0, np.abs(values) / scale, np.nan)
     drifted = Series(mean.key, steps, ratio)
-    found = _above_level("advantage_drift", drifted, p, metric=(mean.key,))
+    found = _above_level(drifted, p, metric=(mean.key,))
     if not isinstance(found, Finding):
         return found
     window = found.evidence["window"]
@@ -1486,12 +1594,24 @@ def _hinge_onset(values: np.ndarray, lo: int, hi: int, end: int) -> int:
 
 
 @_rule(
+    signals=("staleness_lag",),
     thresholds={
-        "window": 10.0,
-        "span": 30.0,
-        "min_rise": 1.0,
-        "rise_sigmas": 3.0,
-        "error_lag": 8.0,
+        "window": Threshold(10.0, "points of each of the two lag windows"),
+        "span": Threshold(30.0, "points from one window's end to the other's: 1/30 version a step is seen"),
+        "min_rise": Threshold(
+            1.0,
+            "the lag median a whole version above the window before (lags are whole versions; a "
+            "bounded queue holds the lag flat once it is full), k of n points up to the end of the "
+            "run",
+        ),
+        "rise_sigmas": Threshold(
+            3.0, "... and 3 noise sigmas (a difference of two 10-point medians has ~0.56)"
+        ),
+        "error_lag": Threshold(
+            8.0,
+            "an error once the lag is 8 or more: the staleness family's last bucket (9 and more) "
+            "lies beyond it",
+        ),
         **_PERSIST,
     },
     advice="The off-policy lag keeps growing: the generator outruns the trainer. Bound the queue "
@@ -1509,13 +1629,14 @@ def staleness_growth(history: History, p: Params) -> Result:
     and stays there): only a rise that still holds over the last ``n`` points counts. The onset
     is the break of a flat-then-rising line fitted before the first flagged point.
     """
-    s = _series(history, "staleness_growth", "staleness_lag")
+    s = _series(history, p.kind, "staleness_lag")
     if isinstance(s, Skipped):
         return s
-    lag, w, span = s[0], int(p["window"]), max(int(p["span"]), 1)
-    if short := _too_short("staleness_growth", lag, w + span + int(p["k"])):
+    (lag,) = s
+    w, span = int(p["window"]), max(int(p["span"]), 1)
+    if short := _too_short(p.kind, lag, w + span + int(p["k"])):
         return short
-    _, steps, values = lag
+    steps, values = lag.steps, lag.values
     recent = window_median(values, window=w)
     before = np.concatenate([np.full(span, np.nan), recent[:-span]])[: recent.size]
     limit = max(p["min_rise"], p["rise_sigmas"] * noise_sigma(values))
@@ -1530,7 +1651,7 @@ def staleness_growth(history: History, p: Params) -> Result:
     at_onset = float(np.nanmedian(values[max(onset - w + 1, 0) : onset + 1]))
     span = max(int(steps[end] - steps[onset]), 1)
     return _finding(
-        "staleness_growth",
+        p.kind,
         ERROR if at_end >= p["error_lag"] else WARNING,
         steps,
         onset,
@@ -1552,11 +1673,20 @@ _LAG_COSTS = (
 
 
 @_rule(
+    signals=("staleness_lag", "mismatch_kl", "is_clip_share", "clip_fraction"),
     thresholds={
-        "lag_rise": 1.0,
-        "cost_factor": 2.0,
-        "min_kl": 1e-3,
-        "min_share": 0.02,
+        "lag_rise": Threshold(1.0, "the lag a version above its early level ..."),
+        "cost_factor": Threshold(
+            2.0,
+            "... while the mismatch KL, the share of truncated importance weights or the clip "
+            "fraction doubled at the same k of n points",
+        ),
+        **_one_source(
+            "... and rose by 0.001 nats (a hundredth of the 0.1 verl's health check flags) or 2% "
+            "of the tokens: a doubling of next to nothing is noise",
+            min_kl=1e-3,
+            min_share=0.02,
+        ),
         **_BASE,
     },
     advice="The rollout/training mismatch or the clipped importance weights rise with the lag: "
@@ -1573,18 +1703,18 @@ def staleness_cost(history: History, p: Params) -> Result:
     (``rollout_mismatch``); a lag that rises for free is ``staleness_growth``'s. An error when two
     costs rise with the lag.
     """
-    s = _series(history, "staleness_cost", "staleness_lag")
+    s = _series(history, p.kind, "staleness_lag")
     if isinstance(s, Skipped):
         return s
-    lag, window = s[0], int(p["baseline"])
+    (lag,) = s
+    window = int(p["baseline"])
     costs = [(sig, found, a, f) for sig, a, f in _LAG_COSTS if (found := resolve(history, sig)) is not None]
     if not costs:
-        return Skipped(
-            "staleness_cost", "needs a mismatch KL, a clipped importance-weight share or a clip fraction"
-        )
-    if short := _too_short("staleness_cost", lag, window + int(p["k"])):
+        return Skipped(p.kind, "needs a mismatch KL, a clipped importance-weight share or a clip fraction")
+    if short := _too_short(p.kind, lag, window + int(p["k"])):
         return short
-    hits: dict[str, tuple[Series, np.ndarray, int, int, float, float]] = {}
+    hits: dict[str, _Held] = {}  # signal -> where the cost rises with the lag, and its early level
+    lags: dict[str, _Held] = {}  # signal -> the lag at the cost's steps over that window, and its early level
     for signal, cost, absolute, floor in costs:
         steps, li, ci = _common_steps(lag.steps, cost.steps)
         x = lag.values[li]
@@ -1597,24 +1727,26 @@ def staleness_cost(history: History, p: Params) -> Result:
             flags &= c - cost_base.level >= p[floor]
         hit = _persist(flags, p, start=max(lag_base.last_index, cost_base.last_index) + 1)
         if hit is not None:
-            hits[signal] = (Series(cost.key, steps, c), x, *hit, lag_base.level, cost_base.level)
+            hits[signal] = _Held(Series(cost.key, steps, c), *hit, level=cost_base.level)
+            lags[signal] = _Held(Series(lag.key, steps, x), *hit, level=lag_base.level)
     if not hits:
         return None
-    cost, x, onset, end, lag_level, _ = min(hits.values(), key=lambda h: int(h[0].steps[h[2]]))
+    first = min(hits, key=lambda signal: hits[signal].step)
+    rising, lag_then = hits[first], lags[first]
     return _finding(
-        "staleness_cost",
+        p.kind,
         ERROR if len(hits) >= 2 else WARNING,
-        cost.steps,
-        onset,
-        end,
-        cost,
-        metric=(lag.key, *(h[0].key for h in hits.values())),
+        rising.s.steps,
+        rising.onset,
+        rising.end,
+        rising.s,
+        metric=(lag.key, *(h.s.key for h in hits.values())),
         rising_with_lag=sorted(hits),
-        lag_baseline=lag_level,
-        lag_in_window=float(np.nanmedian(x[onset : end + 1])),
-        cost_baseline={h[0].key: _num(h[5]) for h in hits.values()},
-        cost_in_window={h[0].key: _num(np.nanmedian(h[0].values[h[2] : h[3] + 1])) for h in hits.values()},
-        rank_correlation=_rank_correlation(x, cost.values),
+        lag_baseline=lag_then.level,
+        lag_in_window=float(np.nanmedian(lag_then.window())),
+        cost_baseline={h.s.key: _num(h.level) for h in hits.values()},
+        cost_in_window={h.s.key: _num(np.nanmedian(h.window())) for h in hits.values()},
+        rank_correlation=_rank_correlation(lag_then.s.values, rising.s.values),
     )
 
 
@@ -1662,7 +1794,7 @@ class _Hit(NamedTuple):
         return float(np.nanmedian(self.s.values[self.onset : self.end + 1]))
 
 
-def _rising(kind: str, history: History, p: Params, arms: Sequence[_Arm], *, samples: bool = False) -> Result:
+def _rising(history: History, p: Params, arms: Sequence[_Arm], *, samples: bool = False) -> Result:
     """Shared body of the rising rules: a signal away from its best level so far (its lowest
     window median; the highest for a falling arm) by its threshold and by ``rise_sigmas`` noise
     sigmas, for k of n points; an error when two arms hold, or one by ``error_factor`` times its
@@ -1670,12 +1802,12 @@ def _rising(kind: str, history: History, p: Params, arms: Sequence[_Arm], *, sam
     present = [(sig, sign, name, s) for sig, sign, name in arms if (s := resolve(history, sig)) is not None]
     if not present:
         needs = " or ".join(f"{sig} ({', '.join(SIGNALS[sig])})" for sig, _, _ in arms)
-        return Skipped(kind, f"needs {needs}; none is logged")
+        return Skipped(p.kind, f"needs {needs}; none is logged")
     w = int(p["window"])
     hits: list[_Hit] = []
     shorts: list[Skipped] = []
     for _, sign, name, s in present:
-        if too_short := _too_short(kind, s, w + int(p["k"])):
+        if too_short := _too_short(p.kind, s, w + int(p["k"])):
             shorts.append(too_short)
             continue
         away = _rise(s.values, w, sign)
@@ -1698,7 +1830,7 @@ def _rising(kind: str, history: History, p: Params, arms: Sequence[_Arm], *, sam
     if samples:
         evidence["sample_steps"] = _sample_steps(first.s, first.onset, first.end, first.away)
     return _finding(
-        kind,
+        p.kind,
         ERROR if severe else WARNING,
         first.s.steps,
         first.onset,
@@ -1735,13 +1867,18 @@ def _increments(total: Series | None) -> Series | None:
 
 
 @_rule(
+    signals=("dropped_share", "dropped_count", "dropped_total"),
     thresholds={
-        "share_rise": 0.1,
-        "count_factor": 2.0,
-        "rise_sigmas": 4.0,
-        "error_factor": 3.0,
-        "window": 10.0,
-        **_PERSIST,
+        "share_rise": Threshold(
+            0.1,
+            "a tenth more of the generated samples dropped than at the lowest level so far: that "
+            "generation is wasted",
+        ),
+        "count_factor": Threshold(
+            2.0,
+            "peers log counts without a batch size: the count doubled (from none: one more a step)",
+        ),
+        **_RISE,
     },
     advice="More and more generated samples are dropped or evicted (too stale, filtered): the "
     "generation they cost is wasted and what is trained on is biased toward fast rollouts. Bound "
@@ -1758,17 +1895,17 @@ def staleness_drops(history: History, p: Params) -> Result:
     step).
     """
     if resolve(history, "dropped_share") is not None:
-        return _rising("staleness_drops", history, p, [("dropped_share", 1.0, "share_rise")])
+        return _rising(history, p, [("dropped_share", 1.0, "share_rise")])
     count = resolve(history, "dropped_count") or _increments(resolve(history, "dropped_total"))
     if count is None:
         names = SIGNALS["dropped_share"] + SIGNALS["dropped_count"] + SIGNALS["dropped_total"]
         return Skipped(
-            "staleness_drops",
+            p.kind,
             f"needs dropped_share, dropped_count or dropped_total (one of {', '.join(names)}); "
             "none is logged",
         )
     w = int(p["window"])
-    if short := _too_short("staleness_drops", count, w + int(p["k"])):
+    if short := _too_short(p.kind, count, w + int(p["k"])):
         return short
     away = _rise(count.values, w, 1.0)
     with np.errstate(invalid="ignore"):
@@ -1781,7 +1918,7 @@ def staleness_drops(history: History, p: Params) -> Result:
     h = _Hit(count, *hit, away, float(limit[hit[0]]), 1.0)
     severe = np.nanmedian(away[h.onset : h.end + 1]) >= p["error_factor"] * h.threshold
     return _finding(
-        "staleness_drops",
+        p.kind,
         ERROR if severe else WARNING,
         count.steps,
         h.onset,
@@ -1794,7 +1931,16 @@ def staleness_drops(history: History, p: Params) -> Result:
 
 
 @_rule(
-    thresholds={"ratio": 1.1, "error_ratio": 1.25, **_PERSIST},
+    signals=("trained_length", "generated_length"),
+    thresholds={
+        "ratio": Threshold(
+            1.1,
+            "trained and generated mean lengths 10% apart: with a tenth dropped, the dropped twice "
+            "as long as the kept",
+        ),
+        "error_ratio": Threshold(1.25, "a quarter apart"),
+        **_PERSIST,
+    },
     advice="The samples trained on are shorter (or longer) than those generated: dropping stale "
     "samples keeps the fast rollouts. Bound the lag rather than drop, or drop whole groups at "
     "random, and compare the rewards of trained and generated samples.",
@@ -1807,7 +1953,7 @@ def staleness_length_bias(history: History, p: Params) -> Result:
     of the samples dropped, dropped samples twice as long as the kept ones. At a step where nothing
     is dropped the two means are equal.
     """
-    s = _series(history, "staleness_length_bias", "trained_length", "generated_length")
+    s = _series(history, p.kind, "trained_length", "generated_length")
     if isinstance(s, Skipped):
         return s
     trained, generated = s
@@ -1816,7 +1962,7 @@ def staleness_length_bias(history: History, p: Params) -> Result:
         r = trained.values[a] / generated.values[b]
         ratio = np.where((r > 0) & np.isfinite(r), np.maximum(r, 1.0 / np.where(r > 0, r, 1.0)), np.nan)
     bias = Series(trained.key, steps, ratio)
-    if short := _too_short("staleness_length_bias", bias, int(p["k"])):
+    if short := _too_short(p.kind, bias, int(p["k"])):
         return short
     with np.errstate(invalid="ignore"):
         hit = _persist(ratio >= p["ratio"], p)
@@ -1825,7 +1971,7 @@ def staleness_length_bias(history: History, p: Params) -> Result:
     onset, end = hit
     window_ratio = float(np.nanmedian(r[onset : end + 1]))
     return _finding(
-        "staleness_length_bias",
+        p.kind,
         ERROR if np.nanmedian(ratio[onset : end + 1]) >= p["error_ratio"] else WARNING,
         steps,
         onset,
@@ -1839,11 +1985,18 @@ def staleness_length_bias(history: History, p: Params) -> Result:
 
 # --- text statistics of the rollouts (training.text) -----------------------------------------------
 
-_TEXT_RISE = {"rise_sigmas": 4.0, "error_factor": 3.0, "window": 10.0, **_PERSIST}
-
 
 @_rule(
-    thresholds={"loop_rise": 0.1, "distinct_fall": 0.1, **_TEXT_RISE},
+    signals=("loop_ratio", "distinct_ngram"),
+    thresholds={
+        "loop_rise": Threshold(
+            0.1,
+            "one response in ten more ending in an n-gram loop than at the lowest level so far (a "
+            "sampled policy rarely loops to its end)",
+        ),
+        "distinct_fall": Threshold(0.1, "mean distinct-n 0.1 below its highest"),
+        **_RISE,
+    },
     advice="More responses repeat themselves (n-gram loops, fewer distinct n-grams): read the "
     "samples of the steps named, lower the learning rate, add a repetition or overlong penalty, "
     "check the sampling temperature.",
@@ -1855,11 +2008,22 @@ def repetition_rise(history: History, p: Params) -> Result:
     Names the steps whose samples show it (``sample_steps``: before, onset, worst).
     """
     arms = [("loop_ratio", 1.0, "loop_rise"), ("distinct_ngram", -1.0, "distinct_fall")]
-    return _rising("repetition_rise", history, p, arms, samples=True)
+    return _rising(history, p, arms, samples=True)
 
 
 @_rule(
-    thresholds={"compression_rise": 0.05, "non_word_rise": 0.1, **_TEXT_RISE},
+    signals=("compression_ratio", "non_word_ratio"),
+    thresholds={
+        "compression_rise": Threshold(
+            0.05,
+            "mean compression ratio up by 0.05: 2 KB of README prose compress to 0.58, random "
+            "characters to 0.76 (zlib level 1): over a quarter turned to noise",
+        ),
+        "non_word_rise": Threshold(
+            0.1, "a tenth more of the pieces non-words (random characters: all of them)"
+        ),
+        **_RISE,
+    },
     advice="The responses look more like noise (they compress worse, fewer of their pieces are "
     "words): read the samples of the steps named, check the rollout/trainer mismatch and the "
     "tokenizer, lower the learning rate or restart from an earlier checkpoint.",
@@ -1873,28 +2037,36 @@ def gibberish_rise(history: History, p: Params) -> Result:
     responses turned to noise. Names the steps whose samples show it.
     """
     arms = [("compression_ratio", 1.0, "compression_rise"), ("non_word_ratio", 1.0, "non_word_rise")]
-    return _rising("gibberish_rise", history, p, arms, samples=True)
+    return _rising(history, p, arms, samples=True)
 
 
 @_rule(
-    thresholds={"fail_rise": 0.1, **_TEXT_RISE},
+    signals=("format_match",),
+    thresholds={
+        "fail_rise": Threshold(0.1, "a tenth more answers failing the format check than at the best so far"),
+        **_RISE,
+    },
     advice="More answers fail the format check: read the samples of the steps named; check the "
     "format reward, the length limit (answers cut before their end) and the chat template.",
 )
 def format_failure_rise(history: History, p: Params) -> Result:
     """The share of answers failing the format check (``1 - format/match_ratio``) up by
     ``fail_rise`` from its lowest level so far. Names the steps whose samples show it."""
-    return _rising("format_failure_rise", history, p, [("format_match", -1.0, "fail_rise")], samples=True)
+    return _rising(history, p, [("format_match", -1.0, "fail_rise")], samples=True)
 
 
 @_rule(
+    signals=("stop_length", "stop_error"),
     thresholds={
-        "window": 10.0,
-        "length_jump": 0.2,
-        "error_jump": 0.1,
-        "takeover_level": 0.5,
-        "k": 3.0,
-        "n": 5.0,
+        "window": Threshold(10.0, "the median of the 10 points before each point is its reference"),
+        "length_jump": Threshold(
+            0.2,
+            "a fifth more stopped by the length limit than just before: a jump, not a drift "
+            "(length_truncation's)",
+        ),
+        "error_jump": Threshold(0.1, "a tenth more stopped by an error"),
+        "takeover_level": Threshold(0.5, "most responses stop so: an error"),
+        **_one_source("a jump that lasts, not one bad batch", k=3.0, n=5.0),
     },
     advice="The responses stop for another reason all of a sudden (the length limit or errors): "
     "read the samples of the steps named; check the generation settings, the engine's logs and "
@@ -1911,38 +2083,36 @@ def stop_reason_shift(history: History, p: Params) -> Result:
     arms = [("stop_length", "length_jump"), ("stop_error", "error_jump")]
     present = [(sig, name, s) for sig, name in arms if (s := resolve(history, sig)) is not None]
     if not present:
-        return Skipped(
-            "stop_reason_shift", "needs stop_length or stop_error (text/stop_reason/*); none is logged"
-        )
+        return Skipped(p.kind, "needs stop_length or stop_error (text/stop_reason/*); none is logged")
     w = int(p["window"])
-    hits: dict[str, tuple[Series, int, int, np.ndarray]] = {}
+    hits: dict[str, _Hit] = {}
     for signal, name, s in present:
-        if _too_short("stop_reason_shift", s, w + int(p["k"])):
+        if _too_short(p.kind, s, w + int(p["k"])):
             continue
         median, _ = rolling_baseline(s.values, window=w)
         jump = s.values - median
         with np.errstate(invalid="ignore"):
             hit = _persist(jump >= p[name], p, start=w)
         if hit is not None:
-            hits[signal] = (s, *hit, jump)
+            hits[signal] = _Hit(s, *hit, jump, p[name], 1.0)
     if not hits:
-        if all(_too_short("stop_reason_shift", s, w + int(p["k"])) for _, _, s in present):
-            return _too_short("stop_reason_shift", present[0][2], w + int(p["k"]))
+        if all(_too_short(p.kind, s, w + int(p["k"])) for _, _, s in present):
+            return _too_short(p.kind, present[0][2], w + int(p["k"]))
         return None
-    s, onset, end, jump = min(hits.values(), key=lambda h: int(h[0].steps[h[1]]))
-    levels = {h[0].key: float(np.nanmax(h[0].values[h[1] : h[2] + 1])) for h in hits.values()}
+    first = min(hits.values(), key=lambda h: int(h.s.steps[h.onset]))
+    levels = {h.s.key: float(np.nanmax(h.s.values[h.onset : h.end + 1])) for h in hits.values()}
     return _finding(
-        "stop_reason_shift",
+        p.kind,
         ERROR if max(levels.values()) >= p["takeover_level"] else WARNING,
-        s.steps,
-        onset,
-        end,
-        s,
-        metric=tuple(h[0].key for h in hits.values()),
+        first.s.steps,
+        first.onset,
+        first.end,
+        first.s,
+        metric=tuple(h.s.key for h in hits.values()),
         shifted=sorted(hits),
-        level_before={h[0].key: _num(h[0].values[h[1]] - h[3][h[1]]) for h in hits.values()},
+        level_before={h.s.key: _num(h.reference()) for h in hits.values()},
         level_in_window={k: _num(v) for k, v in levels.items()},
-        sample_steps=_sample_steps(s, onset, end, jump),
+        sample_steps=_sample_steps(first.s, first.onset, first.end, first.away),
     )
 
 
@@ -1950,12 +2120,70 @@ def stop_reason_shift(history: History, p: Params) -> Result:
 RULE_SPECS: Mapping[str, Rule] = MappingProxyType(_REGISTRY)
 #: Every kind, in the order the rules run.
 KINDS: tuple[str, ...] = tuple(_REGISTRY)
-#: kind -> parameter -> default (see the table of the module docstring).
+#: kind -> parameter -> default (their sources: :func:`threshold_table`).
 THRESHOLDS: dict[str, dict[str, float]] = {kind: dict(rule.thresholds) for kind, rule in _REGISTRY.items()}
 #: kind -> what to try when it is found.
 ADVICE: dict[str, str] = {kind: rule.advice for kind, rule in _REGISTRY.items()}
 #: kind -> its check, ``check(history, params)``.
-RULES: dict[str, Callable[[History, Params], Result]] = {kind: rule.check for kind, rule in _REGISTRY.items()}
+RULES: dict[str, Callable[[History, Mapping[str, float]], Result]] = {
+    kind: rule.check for kind, rule in _REGISTRY.items()
+}
+
+
+def threshold_table() -> str:
+    """Every rule's thresholds, their defaults and sources, as a reStructuredText table.
+
+    A rule's own thresholds come under its kind, in the order declared; those a group of rules
+    shares (:attr:`Threshold.group`) once each, under the group's name, after the rules.
+    Consecutive parameters with one source share a row. The module docstring ends with it.
+
+    Examples
+    --------
+    >>> header, rule, first = threshold_table().splitlines()[1:4]
+    >>> print(header)
+    kind                   parameter                  default      source or reason
+    >>> print(first)
+    nonfinite              min_points                 1            one NaN/inf in a loss, gradient norm,
+    """
+    sections: dict[str, list[tuple[str, Threshold]]] = {}
+    groups: dict[str, dict[str, Threshold]] = {}
+    for kind, rule in _REGISTRY.items():
+        sections[kind] = [(name, t) for name, t in rule.declared.items() if not t.group]
+        for name, t in rule.declared.items():
+            if t.group:
+                groups.setdefault(t.group, {}).setdefault(name, t)
+    sections |= {f"({group})": list(shared.items()) for group, shared in groups.items()}
+    rows = [("kind", "parameter", "default", "source or reason")]
+    for label, declared in sections.items():
+        for source, same in groupby(declared, key=lambda item: item[1].source):
+            names, values = zip(*((name, _value_text(t.value)) for name, t in same), strict=True)
+            rows.append((label, ", ".join(names), ", ".join(values), source))
+    return _rst_table(rows, wrap=40)
+
+
+def _value_text(value: float) -> str:
+    """A default as the table shows it: ``10``, ``0.25``, ``1e-6``."""
+    return f"{value:g}".replace("e-0", "e-")
+
+
+def _rst_table(rows: list[tuple[str, str, str, str]], *, wrap: int) -> str:
+    """A reStructuredText simple table, its first row the header; the last column wrapped at
+    ``wrap`` characters, its continuation lines empty in the other columns."""
+    wrapped = [(*row[:3], textwrap.wrap(row[3], wrap)) for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    widths.append(max(len(piece) for *_, text in wrapped for piece in text))
+    lines = []
+    for *cells, text in wrapped:
+        for i, piece in enumerate(text):
+            line = [*cells, piece] if i == 0 else ["", "", "", piece]
+            lines.append("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    rule = "  ".join("=" * w for w in widths)
+    header, *body = lines
+    return "\n".join([rule, header, rule, *body, rule]) + "\n"
+
+
+if __doc__ is not None:  # python -OO drops docstrings
+    __doc__ += "\n" + threshold_table()
 
 
 def resolve_thresholds(
@@ -2065,7 +2293,7 @@ def diagnose(
 
 
 def _run_rules(
-    history: History, kinds: tuple[str, ...], params: Mapping[str, Params]
+    history: History, kinds: tuple[str, ...], params: Mapping[str, Mapping[str, float]]
 ) -> tuple[list[Finding], list[Skipped]]:
     """The findings and the skipped checks of the rules ``kinds`` over one history."""
     findings: list[Finding] = []
