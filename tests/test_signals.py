@@ -142,6 +142,10 @@ LEGACY = [
     ("mismatch_kl", "train/gen_kl_error", "NeMo-RL"),
     ("val_score", K.NEMO_RL_VAL_ACCURACY, "NeMo-RL validation"),
     ("grad_norm", "train/grad_norm", "NeMo-RL"),
+    ("staleness_lag", K.NEMO_RL_AVG_TRAJECTORY_AGE, "NeMo-RL async GRPO"),
+    ("staleness_lag", "train/avg_trajectory_age", "NeMo-RL async GRPO through W&B"),
+    # AReaL's PPO actor (stats_tracker scope ppo_actor/update/version_stats)
+    ("staleness_lag", K.AREAL_SAMPLE_STALENESS_THETA_AVG, "AReaL"),
     # TRL's PPOTrainer
     ("loss", K.TRL_PPO_POLICY_LOSS, "TRL PPOTrainer"),
     ("ppo_kl", "train/policy/approxkl_avg", "TRL PPOTrainer through W&B"),
@@ -159,6 +163,19 @@ def test_verl_keys_win_over_openrlhf_and_nemo_rl_names():
     assert resolve(h, "response_length").key == K.RESPONSE_LENGTH_MEAN
     h = {K.TRL_ENTROPY: series(0.3), K.NEMO_RL_APPROX_ENTROPY: series(0.9)}
     assert resolve(h, "entropy").key == K.TRL_ENTROPY
+
+
+def test_an_oldest_token_lag_wins_over_a_token_mean_and_a_newest_token_lag():
+    """NeMo-RL's age is the lag of a group's oldest token, as rlmetrics' lag/mean; AReaL's is a
+    mean over tokens, verl's trajectory_staleness that of the newest token: read after it."""
+    h = {
+        K.VERL_TRAJECTORY_STALENESS_MEAN: series(0.5),
+        K.AREAL_SAMPLE_STALENESS_THETA_AVG: series(1.0),
+        K.NEMO_RL_AVG_TRAJECTORY_AGE: series(2.0),
+    }
+    assert resolve(h, "staleness_lag").key == K.NEMO_RL_AVG_TRAJECTORY_AGE
+    del h[K.NEMO_RL_AVG_TRAJECTORY_AGE]
+    assert resolve(h, "staleness_lag").key == K.AREAL_SAMPLE_STALENESS_THETA_AVG
 
 
 def test_the_current_name_wins_over_an_older_one():

@@ -39,8 +39,9 @@ def _bucket(lag: int) -> str:
     return "9_plus"
 
 
-def brute(case: dict) -> dict:
-    """The metrics, one sample and one token at a time in Python floats."""
+def brute(case: dict, threshold: float = 2.0) -> dict:
+    """The metrics, one sample and one token at a time in Python floats (``threshold``: the
+    importance-weight truncation threshold)."""
     cur, v, m = case["current_version"], case["versions"], case.get("response_mask")
     per_token = v.ndim == 2
     samples = []
@@ -63,6 +64,8 @@ def brute(case: dict) -> dict:
                 ]
                 row["k3"] = sum(math.exp(x) - 1 - x for x in lrs)
                 row["w"], row["wu"] = sum(math.exp(x) for x in lrs), len(sel)
+                row["whigh"] = sum(math.exp(x) > threshold for x in lrs)
+                row["wmax"] = max(math.exp(x) for x in lrs)
             row["len"] = float(len(sel))
         if "response_lengths" in case:
             row["len"] = float(case["response_lengths"][i])
@@ -99,6 +102,10 @@ def brute(case: dict) -> dict:
                 sum(s["w"] for s in group) / wu
             )
             out[K.staleness_bucket(label, K.STALENESS_BUCKET_K3_KL)] = sum(s["k3"] for s in group) / wu
+            out[K.staleness_bucket(label, K.STALENESS_BUCKET_IS_WEIGHT_FRACTION_HIGH)] = (
+                sum(s["whigh"] for s in group) / wu
+            )
+            out[K.staleness_bucket(label, K.STALENESS_BUCKET_IS_WEIGHT_MAX)] = max(s["wmax"] for s in group)
         for field, stat in (("r", K.STALENESS_BUCKET_REWARD_MEAN), ("len", K.STALENESS_BUCKET_LENGTH_MEAN)):
             if field in samples[0]:
                 out[K.staleness_bucket(label, stat)] = sum(s[field] for s in group) / len(group)
@@ -166,7 +173,8 @@ def make_case(seed: int, n: int, width: int, *, per_token: bool, extras: bool, l
         case["newest_versions"] = np.minimum(oldest + rng.integers(0, 3, size=n), cur)
     if extras:
         case["old_log_probs"] = -rng.exponential(1.0, size=(n, width))
-        case["rollout_log_probs"] = case["old_log_probs"] + rng.normal(0, 0.2, size=(n, width))
+        # a spread of 0.4 puts about 4% of the token ratios above the default threshold 2.0
+        case["rollout_log_probs"] = case["old_log_probs"] + rng.normal(0, 0.4, size=(n, width))
         case["rewards"] = rng.normal(size=n)
         case["start_times"] = rng.uniform(0, 100, size=n)
         case["enqueue_times"] = case["start_times"] + rng.exponential(5.0, size=n)
@@ -234,7 +242,52 @@ def test_weights_and_lengths_forms_equal_brute_force(form):
                 num = w[rows].sum() if w.ndim == 1 else (w * m)[rows].sum()
                 den = rows.sum() if w.ndim == 1 else m[rows].sum()
                 want[K.staleness_bucket(label, K.STALENESS_BUCKET_IS_WEIGHT_MEAN)] = num / den
+                selected = w[rows] if w.ndim == 1 else w[rows][m[rows]]  # the bucket's weights
+                high = K.staleness_bucket(label, K.STALENESS_BUCKET_IS_WEIGHT_FRACTION_HIGH)
+                want[high] = sum(float(x) > 2.0 for x in selected) / den
+                want[K.staleness_bucket(label, K.STALENESS_BUCKET_IS_WEIGHT_MAX)] = max(map(float, selected))
     assert_close(call(case), want)
+
+
+#: The forms of rollout_is_threshold (as the mismatch family and verl's config take them) and
+#: the upper bound each gives.
+THRESHOLD_FORMS = [
+    lambda t: t,
+    lambda t: str(t),
+    lambda t: f"{t / 4}_{t}",  # IcePop's lower_upper: only the upper bound counts here
+    lambda t: (t / 4, t),
+]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n=st.integers(1, 9),
+    per_token=st.booleans(),
+    threshold=st.floats(1.05, 3.0),
+    form=st.sampled_from(range(len(THRESHOLD_FORMS))),
+)
+def test_clipped_share_and_max_weight_per_bucket_equal_brute_force(seed, n, per_token, threshold, form):
+    case = make_case(seed, n, 5, per_token=per_token, extras=True)
+    got = call(case, rollout_is_threshold=THRESHOLD_FORMS[form](threshold))
+    assert_close(got, brute(case, threshold=threshold))
+
+
+def test_clipped_share_and_max_weight_of_a_known_batch():
+    versions = np.array([9, 9, 8, 5])  # lags 0, 0, 1, 4
+    weights = np.array([[1.0, 2.5, 0.5], [3.0, 1.0, 7.0], [2.0, 2.1, 0.1], [0.2, 0.3, 9.0]])
+    mask = np.array([[1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 1, 0]])  # the 7.0 and the 9.0 are padding
+    m = compute_staleness_metrics(versions, current_version=9, response_mask=mask, importance_weights=weights)
+    share, top = K.STALENESS_BUCKET_IS_WEIGHT_FRACTION_HIGH, K.STALENESS_BUCKET_IS_WEIGHT_MAX
+    assert m[K.staleness_bucket("0", share)] == 2 / 5 and m[K.staleness_bucket("0", top)] == 3.0
+    # 2.0 itself is not above the threshold (strict, as verl's fraction_high)
+    assert m[K.staleness_bucket("1", share)] == 1 / 3 and m[K.staleness_bucket("1", top)] == 2.1
+    assert m[K.staleness_bucket("3_4", share)] == 0.0 and m[K.staleness_bucket("3_4", top)] == 0.3
+    assert K.staleness_bucket("2", share) not in m  # an empty bucket reports no cost
+    low = compute_staleness_metrics(
+        versions, current_version=9, response_mask=mask, importance_weights=weights, rollout_is_threshold=0.25
+    )
+    assert low[K.staleness_bucket("3_4", share)] == 0.5
 
 
 def test_a_known_batch_reads_as_documented():
@@ -331,6 +384,40 @@ def test_peer_names_carry_the_same_values(peer):
         assert got[peer_key] == ours[our_key], peer_key
         assert got["off/" + our_key.removeprefix(P)] == ours[our_key]
     assert len(got) == len(ours) + len(PEER_KEYS[peer])
+
+
+@pytest.mark.parametrize("peer", sorted(PEER_KEYS), ids=sorted(PEER_KEYS))
+def test_a_history_under_a_peers_names_feeds_the_lag_signal(peer):
+    """Steps logged under the peer's names alone: the health rules read the lag from them."""
+    from rlmetrics.health.signals import resolve
+
+    steps = [make_case(20 + i, 6, 4, per_token=True, extras=False) for i in range(4)]
+    logged = [call(case, peer_names=(peer,)) for case in steps]
+    theirs = {peer_key for peer_key, _ in PEER_KEYS[peer] if peer_key in logged[0]}  # no drops logged
+    history = {key: (np.arange(len(logged)), np.array([m[key] for m in logged])) for key in theirs}
+    found = resolve(history, "staleness_lag")
+    assert found is not None and found.key in theirs
+    assert found.values.tolist() == [m[K.STALENESS_LAG_MEAN] for m in logged]
+
+
+#: The lag under names rlmetrics does not write but the health rules read: NeMo-RL's
+#: avg_trajectory_age (bare and as its loggers write it) and AReaL's token-mean lag.
+LAG_ONLY_NAMES = [K.NEMO_RL_AVG_TRAJECTORY_AGE, "train/" + K.NEMO_RL_AVG_TRAJECTORY_AGE]
+LAG_ONLY_NAMES.append(K.AREAL_SAMPLE_STALENESS_THETA_AVG)
+
+
+@pytest.mark.parametrize("key", LAG_ONLY_NAMES, ids=LAG_ONLY_NAMES)
+def test_a_lag_growing_under_nemo_rl_or_areal_names_is_found(key):
+    """300 steps of a lag 2 with batch noise, growing 1/20 of a version a step from step 150:
+    staleness_growth reads it under the peer's name; a flat lag raises nothing."""
+    from rlmetrics.health.rules import diagnose
+
+    t = np.arange(300, dtype=np.float64)
+    flat = np.maximum(2.0 + np.random.default_rng(0).normal(0.0, 0.15, t.size), 0.0)
+    found = diagnose({key: (t, flat + 0.05 * np.maximum(t - 150.0, 0.0))}, kinds=["staleness_growth"])
+    (finding,) = [f for f in found.findings if f.kind == "staleness_growth"]
+    assert finding.metric == (key,) and abs(finding.step - 150) <= 5
+    assert diagnose({key: (t, flat)}, kinds=["staleness_growth"]).findings == ()
 
 
 def test_empty_batch_gives_nan_with_a_warning():
@@ -477,6 +564,24 @@ M = np.ones((2, 3), dtype=np.int64)
             ValueError,
             r"dropped_\* arrays must be 1-D of one length",
         ),
+        (
+            V,
+            {"current_version": 5, "importance_weights": np.ones(2), "rollout_is_threshold": 0.0},
+            ValueError,
+            r"rollout_is_threshold upper bound must be finite and > 0",
+        ),
+        (
+            V,
+            {"current_version": 5, "rollout_is_threshold": "high"},
+            ValueError,
+            r"rollout_is_threshold must look like '2.0' or '0.5_2.0'",
+        ),
+        (
+            V,
+            {"current_version": 5, "rollout_is_threshold": True},
+            TypeError,
+            r"rollout_is_threshold must be a number",
+        ),
         (V, {"current_version": 5, "peer_names": ("wandb",)}, ValueError, r"peer_names holds unknown peers"),
         (V, {"current_version": 5, "peer_names": 3}, TypeError, r"peer_names must be a sequence"),
         (V, {"current_version": 5, "prefix": 1}, TypeError, r"prefix must be a string"),
@@ -513,6 +618,9 @@ M = np.ones((2, 3), dtype=np.int64)
         "float32-epoch-times",
         "dropped-newer",
         "dropped-lengths-differ",
+        "threshold-zero",
+        "threshold-string",
+        "threshold-bool",
         "unknown-peer",
         "peer-names-int",
         "prefix-int",
@@ -529,6 +637,35 @@ def test_merging_statistics_of_different_inputs_refuses():
     b = staleness_statistics(np.array([1, 2]), current_version=3, rewards=np.zeros(2))
     with pytest.raises(ValueError, match="cannot merge 'staleness' statistics"):
         Stats.merge(a, b)
+    w = np.array([1.0, 3.0])
+    c = staleness_statistics(np.array([1, 2]), current_version=3, importance_weights=w)
+    d = staleness_statistics(
+        np.array([1, 2]), current_version=3, importance_weights=w, rollout_is_threshold=5
+    )
+    with pytest.raises(ValueError, match="cannot merge 'staleness' statistics"):
+        Stats.merge(c, d)  # shares above two different thresholds do not add
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 12), per_token=st.booleans(), data=st.data())
+def test_merged_clipped_shares_and_max_weights_equal_the_whole(seed, n, per_token, data):
+    """Per-sample weights and a low threshold (many weights above it), cut into three parts."""
+    case = make_case(seed, n, 4, per_token=per_token, extras=False)
+    case["importance_weights"] = np.random.default_rng(seed).lognormal(0.0, 0.6, size=n)
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), min_size=2, max_size=2), label="cuts"))
+    parts = [slice(0, cuts[0]), slice(cuts[0], cuts[1]), slice(cuts[1], n)]  # some may be empty
+    opts = {"rollout_is_threshold": 1.2}
+    stats = [
+        staleness_statistics(
+            case["versions"][rows],
+            **{k: v[rows] if isinstance(v, np.ndarray) else v for k, v in case.items() if k != "versions"},
+            **opts,
+        )
+        for rows in parts
+    ]
+    want = call(case, **opts)
+    assert any(k.endswith(K.STALENESS_BUCKET_IS_WEIGHT_FRACTION_HIGH) for k in want)
+    assert_close(Stats.merge(*stats).finalize(), want)
 
 
 # --- across gloo ranks ------------------------------------------------------------------------

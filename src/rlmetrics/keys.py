@@ -459,6 +459,11 @@ STALENESS_BUCKET_IS_WEIGHT_MEAN = "is_weight_mean"
 STALENESS_BUCKET_K3_KL = "k3_kl"
 STALENESS_BUCKET_REWARD_MEAN = "reward_mean"
 STALENESS_BUCKET_LENGTH_MEAN = "length_mean"
+#: Share of the bucket's weights (tokens, or samples for per-sample weights) above the truncation
+#: threshold ``rollout_is_threshold`` (verl's ``rollout_is_ratio_fraction_high``, per bucket), and
+#: the bucket's largest weight.
+STALENESS_BUCKET_IS_WEIGHT_FRACTION_HIGH = "is_weight_fraction_high"
+STALENESS_BUCKET_IS_WEIGHT_MAX = "is_weight_max"
 
 
 def staleness_bucket(bucket: str, stat: str) -> str:
@@ -493,6 +498,14 @@ PRIME_RL_OFF_POLICY_DROPPED = "off_policy/dropped"
 SLIME_STALENESS_MEAN = "rollout/staleness/mean"
 SLIME_STALENESS_MAX = "rollout/staleness/max"
 SLIME_STALENESS_MULTI_VERSION_FRAC = "rollout/staleness/multi_version_frac"
+#: NeMo-RL's async GRPO (``nemo_rl/algorithms/grpo.py``, from its replay buffer's ``sample``): the
+#: trainer's weight version minus the mean generation version of the prompt groups trained on
+#: (bare, as in its metrics dict; its loggers add ``train/``).
+NEMO_RL_AVG_TRAJECTORY_AGE = "avg_trajectory_age"
+#: AReaL's PPO actor (``areal/trainer/ppo/actor.py``, ``_log_version_staleness_stats``): the mean
+#: over a micro-batch's response tokens of ``current_version - version``, averaged over the
+#: micro-batches of a step (read by the health rules, never written: see policy.staleness).
+AREAL_SAMPLE_STALENESS_THETA_AVG = "ppo_actor/update/version_stats/sample_staleness_theta_avg"
 
 # --- text statistics of a step's rollouts (training.text) ---------------------------------------
 #: Prefix of the text statistics (``compute_text_metrics(prefix=)`` replaces it). Lengths are in

@@ -26,10 +26,13 @@ as logged. No two signals' candidates share that form, so the match is unambiguo
 The off-policy signals (``staleness_lag``, ``dropped_count``) read, after rlmetrics' own
 ``staleness/`` keys, the peers' names :data:`rlmetrics.policy.staleness.PEER_KEYS` maps to them
 (verl's ``training/off_policy/trajectory_staleness_worst/mean``, prime-rl's ``off_policy/mean``,
-slime's ``rollout/staleness/mean``), and the peers' drop counters as each counts: verl's replay
-buffer ``evicted_samples`` (prompt groups a step), prime-rl's ``off_policy/dropped`` (traces a
-step), verl's fully-async ``fully_async/count/dropped_stale_samples`` (a running total), so a
-run of those trainers is judged on what it logs.
+slime's ``rollout/staleness/mean``, NeMo-RL's ``avg_trajectory_age``), then AReaL's per-token
+lag ``ppo_actor/update/version_stats/sample_staleness_theta_avg`` (a mean of its micro-batches'
+means, so not written by rlmetrics, but a lag in versions all the same), and the peers' drop
+counters as each counts: verl's replay buffer ``evicted_samples`` (prompt groups a step),
+prime-rl's ``off_policy/dropped`` (traces a step), verl's fully-async
+``fully_async/count/dropped_stale_samples`` (a running total), so a run of those trainers is
+judged on what it logs.
 
 Keys not listed are ignored; a signal none of whose keys is present makes the rules that need it
 report that they could not run. A run of your own loop names its signals itself:
@@ -107,6 +110,7 @@ _TRAINER_KEYS = {
     K.NEMO_RL_GEN_KL_ERROR,
     K.NEMO_RL_MEAN_GEN_TOKENS,
     K.NEMO_RL_TRUNCATION_RATE,
+    K.NEMO_RL_AVG_TRAJECTORY_AGE,
 }
 
 
@@ -209,12 +213,15 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
     "is_clip_share": (K.ROLLOUT_CORR_IS_RATIO_FRACTION_HIGH, K.ROLLOUT_CORR_IS_OOB_RATIO),
     # off-policy lag, in policy versions (policy.staleness and its documented peer names): a
     # sample's oldest token (verl's trajectory_staleness_worst, prime-rl's off_policy, slime's
-    # rollout/staleness); verl's newest-token lag last
+    # rollout/staleness, NeMo-RL's avg_trajectory_age); then AReaL's mean over tokens and
+    # verl's newest-token lag
     "staleness_lag": (
         K.STALENESS_LAG_MEAN,
         K.VERL_TRAJECTORY_STALENESS_WORST_MEAN,
         K.PRIME_RL_OFF_POLICY_MEAN,
         K.SLIME_STALENESS_MEAN,
+        K.NEMO_RL_AVG_TRAJECTORY_AGE,
+        K.AREAL_SAMPLE_STALENESS_THETA_AVG,
         K.VERL_TRAJECTORY_STALENESS_MEAN,
     ),
     # samples generated and not trained on: their share (rlmetrics), else their count per step

@@ -13,10 +13,12 @@ Lags fall in fixed buckets, the same at every step so that their shares chart as
 distribution (:data:`LAG_BUCKETS`): ``0``, ``1``, ``2``, ``3_4`` (lags 3-4), ``5_8`` (5-8) and
 ``9_plus`` (9 and more).
 
-Beside the lag, the module reports what the lag costs: the mean importance weight, the k3 KL
-between the training and rollout engines, the reward and the response length of the samples of
-each bucket, and the length and reward of the samples trained on against those generated
-(dropping stale groups biases training toward fast, short rollouts).
+Beside the lag, the module reports what the lag costs: the mean importance weight, the share of
+weights above the truncation threshold ``rollout_is_threshold`` (verl's
+``rollout_is_ratio_fraction_high``: the weights truncated-importance-sampling caps) and the
+largest weight, the k3 KL between the training and rollout engines, the reward and the response
+length of the samples of each bucket, and the length and reward of the samples trained on
+against those generated (dropping stale groups biases training toward fast, short rollouts).
 
 Every metric is a function of sums, counts, maxima and minima (:func:`staleness_statistics`),
 so micro-batches (:meth:`~rlmetrics._core.stats.Stats.merge`) and ranks
@@ -32,6 +34,13 @@ values (rlmetrics' keys under the default prefix ``staleness/``):
   ``dropped/count``.
 * slime: ``rollout/staleness/{mean,max}`` = ``lag/{mean,max}`` (the lag of a sample's oldest
   token); ``rollout/staleness/multi_version_frac`` = ``multi_version_share``.
+* NeMo-RL (async GRPO, ``nemo_rl/algorithms/async_utils/replay_buffer.py`` and
+  ``nemo_rl/algorithms/grpo.py``): ``avg_trajectory_age`` (``train/avg_trajectory_age`` as its
+  loggers write it) = ``lag/mean``: the trainer's weight version minus the mean generation
+  version of the prompt groups trained on, a group's version being the one its generation
+  started with (its oldest token's). Its groups hold ``num_generations_per_prompt`` samples
+  each, so the mean over groups is the mean over samples. Pass NeMo-RL's ``weight_version`` as
+  ``current_version``.
 
 verl computes its lags against ``global_steps - 1``: pass ``current_version=global_steps - 1``
 with its ``min_global_steps`` as ``versions`` and ``max_global_steps`` as ``newest_versions``.
@@ -42,6 +51,19 @@ token; the health rules read verl's count as it is (:mod:`rlmetrics.health.signa
 Not mapped: prime-rl's ``off_policy/in_flight/*`` and ``off_policy/in_queue/*`` count policy
 steps, not seconds (rlmetrics' ages are seconds), and PipelineRL's ``stats/lag`` family, whose
 definition could not be checked.
+Not mapped either, AReaL's PPO actor (``areal/trainer/ppo/actor.py``): its
+``ppo_actor/update/version_stats/sample_staleness_theta_{avg,max,min}`` are, on one micro-batch,
+``token_lag/mean``, ``lag/max`` and ``lag_newest/min`` over the tokens its rejection sampling
+keeps, but its stats tracker logs a step as the plain mean of its micro-batches' values (a
+``SCALAR`` reduce): a mean of means and a mean of maxima, where rlmetrics' values are those of the
+whole step, so the two would chart different numbers on one run. The health rules read its
+``_avg`` as a lag all the same (:mod:`rlmetrics.health.signals`). Its
+``sample_staleness_proximal_*`` measure against ``current_version - 1`` (the decoupled-PPO
+proximal policy; ``-1`` for tokens of the current version), which no rlmetrics lag does; and
+``ppo_actor/update/behave_imp_weight/{avg,max,min}`` is the whole batch's weight
+``pi_proximal / pi_behave`` (clamped, or over the tokens kept, under its rejection sampling), not
+a per-bucket statistic: the rollout-mismatch family
+(:func:`~rlmetrics.policy.mismatch.compute_rollout_mismatch_metrics`) is its counterpart.
 """
 
 from __future__ import annotations
@@ -73,6 +95,7 @@ from rlmetrics._core.stats import (
     metrics_from,
     with_prefix,
 )
+from rlmetrics.policy.mismatch import parse_is_threshold
 
 __all__ = ["LAG_BUCKETS", "PEER_KEYS", "compute_staleness_metrics", "staleness_statistics"]
 
@@ -104,6 +127,10 @@ PEER_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
         (K.SLIME_STALENESS_MAX, K.STALENESS_LAG_MAX),
         (K.SLIME_STALENESS_MULTI_VERSION_FRAC, K.STALENESS_MULTI_VERSION_SHARE),
     ),
+    # NVIDIA-NeMo/RL, nemo_rl/algorithms/async_utils/replay_buffer.py (ReplayBuffer.sample:
+    # current_weight_version - mean of the sampled groups' generation weight versions), logged by
+    # nemo_rl/algorithms/grpo.py (async_grpo_train: metrics["avg_trajectory_age"], prefix "train").
+    "nemo-rl": ((K.NEMO_RL_AVG_TRAJECTORY_AGE, K.STALENESS_LAG_MEAN),),
 }
 
 _MASK = "response_mask"
@@ -123,6 +150,7 @@ _PER_SAMPLE = (
     "dequeue_times",
 )
 _DROPPED = ("dropped_versions", "dropped_lengths", "dropped_rewards")
+_ROW_MAXES = frozenset({"w_max"})  # per-row quantities reduced per bucket by a maximum, not a sum
 
 
 def _versions_of(xp: Any, x: Any, name: str, valid: Any = None) -> Any:
@@ -152,8 +180,23 @@ def _check_not_newer(xp: Any, newest: Any, current: int, name: str) -> None:
         )
 
 
-def _block_rows(xp: Any, a: dict[str, Any], rows: slice, m: Any, current: int) -> dict[str, Any]:
-    """Per-row quantities of one row block of the ``(B, R)`` inputs (``m``: the block's mask)."""
+def _row_high_and_max(xp: Any, w: Any, upper: float) -> tuple[Any, Any]:
+    """Per row of ``(B, R)`` weights, zero outside the mask: how many exceed ``upper``, and the
+    largest (float64). The zeros need no mask: weights are >= 0 and ``upper`` > 0, so a padding
+    zero is never above ``upper`` nor above a selected weight (a row selecting none reads 0, and
+    counts for nothing: its bucket's weights are reported only when it has tokens)."""
+    f64 = xp.float64
+    high = xp.astype(xp.count_nonzero(w > upper, axis=-1), f64)
+    if w.shape[-1] == 0:  # zero-width responses: max over an empty axis has no identity
+        return high, xp.zeros_like(high)
+    return high, xp.astype(xp.max(w, axis=-1), f64)
+
+
+def _block_rows(
+    xp: Any, a: dict[str, Any], rows: slice, m: Any, current: int, upper: float
+) -> dict[str, Any]:
+    """Per-row quantities of one row block of the ``(B, R)`` inputs (``m``: the block's mask;
+    ``upper``: the importance-weight truncation threshold)."""
     f64 = xp.float64
     tok_i = xp.count_nonzero(m, axis=-1)
     out: dict[str, Any] = {"tok": xp.astype(tok_i, f64)}
@@ -179,10 +222,8 @@ def _block_rows(xp: Any, a: dict[str, Any], rows: slice, m: Any, current: int) -
         wb = xp.where(m, wb, xp.zeros_like(wb))  # padding may hold anything
         if wb.shape[0] and not bool(xp.all(xp.isfinite(wb) & (wb >= 0))):
             raise ValueError("importance_weights must be finite and >= 0")
-        out["w"], out["w_units"] = (
-            xp.astype(xp.sum(wb, axis=-1), f64),
-            out["tok"],
-        )
+        out["w"], out["w_units"] = xp.astype(xp.sum(wb, axis=-1), f64), out["tok"]
+        out["w_high"], out["w_max"] = _row_high_and_max(xp, wb, upper)
     if a["old_log_probs"] is not None:
         o, r = as_float(a["old_log_probs"][rows, ...], xp), as_float(a["rollout_log_probs"][rows, ...], xp)
         work = xp.float64 if xp.float64 in (o.dtype, r.dtype) else xp.float32
@@ -197,23 +238,28 @@ def _block_rows(xp: Any, a: dict[str, Any], rows: slice, m: Any, current: int) -
         if w is None:
             rho = xp.where(m, xp.exp(lr), xp.zeros_like(lr))
             out["w"], out["w_units"] = xp.astype(xp.sum(rho, axis=-1), f64), out["tok"]
+            out["w_high"], out["w_max"] = _row_high_and_max(xp, rho, upper)
     return out
 
 
-def _token_rows(xp: Any, a: dict[str, Any], mask: Any, current: int, on_cpu: bool) -> dict[str, Any]:
+def _token_rows(
+    xp: Any, a: dict[str, Any], mask: Any, current: int, upper: float, on_cpu: bool
+) -> dict[str, Any]:
     """Per-row quantities of the ``(B, R)`` inputs, in cache-sized row blocks on the CPU."""
     if mask is None:
         return {}
     n_rows, width = mask.shape
     step = cpu_block_rows(n_rows, width, on_cpu)
     parts = [
-        _block_rows(xp, a, slice(s, s + step), mask[s : s + step, ...], current)
+        _block_rows(xp, a, slice(s, s + step), mask[s : s + step, ...], current, upper)
         for s in range(0, max(n_rows, 1), step)
     ]
     return {k: parts[0][k] if len(parts) == 1 else xp.concat([p[k] for p in parts]) for k in parts[0]}
 
 
-def _sample_rows(xp: Any, a: dict[str, Any], rows: dict[str, Any], current: int) -> tuple[Any, Any]:
+def _sample_rows(
+    xp: Any, a: dict[str, Any], rows: dict[str, Any], current: int, upper: float
+) -> tuple[Any, Any]:
     """(oldest, newest) version per sample; per-sample weights, rewards and lengths into ``rows``."""
     if a["versions"].ndim == 2:
         oldest, newest = rows.pop("oldest"), rows.pop("newest")
@@ -234,6 +280,7 @@ def _sample_rows(xp: Any, a: dict[str, Any], rows: dict[str, Any], current: int)
         if w.shape[0] and not bool(xp.all(xp.isfinite(w) & (w >= 0))):
             raise ValueError("importance_weights must be finite and >= 0")
         rows["w"], rows["w_units"] = w, xp.ones_like(w)
+        rows["w_high"], rows["w_max"] = xp.astype(w > upper, xp.float64), w
     if a["rewards"] is not None:
         rows["r"] = _finite_per_sample(xp, a["rewards"], "rewards")
     if a["response_lengths"] is not None:
@@ -250,14 +297,18 @@ def _extremes(xp: Any, x: Any) -> tuple[Any, Any]:
     return xp.max(x), xp.min(x)
 
 
-def _bucket_sums(xp: Any, lag: Any, rows: Mapping[str, Any], sums: dict[str, Any]) -> None:
-    """Per-bucket counts and sums of the per-row quantities ``rows`` (name -> (B,) float64)."""
+def _bucket_sums(xp: Any, lag: Any, rows: Mapping[str, Any], sums: dict[str, Any], maxes: dict) -> None:
+    """Per-bucket counts and sums of the per-row quantities ``rows`` (name -> (B,) float64), and
+    the per-bucket maxima of those in :data:`_ROW_MAXES` (``-inf`` for an empty bucket)."""
     zero = xp.zeros_like(xp.astype(lag, xp.float64))
     for label, lo, hi in LAG_BUCKETS:
         inside = lag >= lo if hi is None else (lag >= lo) & (lag <= hi)
         sums[f"n/{label}"] = xp.sum(xp.astype(inside, xp.float64))
         for name, x in rows.items():
-            sums[f"{name}/{label}"] = xp.sum(xp.where(inside, x, zero))
+            if name not in _ROW_MAXES:
+                sums[f"{name}/{label}"] = xp.sum(xp.where(inside, x, zero))
+            else:
+                maxes[f"{name}/{label}"] = xp.max(xp.where(inside, x, -math.inf)) if x.shape[0] else -math.inf
 
 
 def _finite_per_sample(xp: Any, x: Any, name: str) -> Any:
@@ -404,6 +455,7 @@ def staleness_statistics(
     dropped_versions: Any = None,
     dropped_lengths: Any = None,
     dropped_rewards: Any = None,
+    rollout_is_threshold: Any = 2.0,
     versions_key: str = "policy_versions",
     prefix: str = K.STALENESS_PREFIX,
 ) -> Stats:
@@ -414,6 +466,7 @@ def staleness_statistics(
     rows and still joins the collectives of :meth:`~rlmetrics._core.stats.Stats.all_reduce`.
     """
     current = check_int(current_version, "current_version", minimum=0)
+    upper, _ = parse_is_threshold(rollout_is_threshold)  # an IcePop lower bound is accepted, unused
     versions, mask_in = _read_versions(batch_or_arrays, response_mask, versions_key)
     given = {
         "versions": versions,
@@ -440,14 +493,15 @@ def staleness_statistics(
     _check_shapes(a)
     t_train = None if train_time is None else check_finite_scalar(train_time, "train_time")
     mask, n_invalid = (None, None) if a[_MASK] is None else mask_and_invalid_count(a[_MASK], _MASK)
-    rows = _token_rows(xp, a, mask, current, on_cpu)
-    oldest, newest = _sample_rows(xp, a, rows, current)
-    return _pack(xp, device, a, current, t_train, oldest, newest, rows, mask, n_invalid, prefix)
+    rows = _token_rows(xp, a, mask, current, upper, on_cpu)
+    oldest, newest = _sample_rows(xp, a, rows, current, upper)
+    options = {"is_threshold": upper, "prefix": check_prefix(prefix)}
+    return _pack(xp, device, a, current, t_train, oldest, newest, rows, mask, n_invalid, options)
 
 
 def _pack(
     xp: Any, device: Any, a: dict, current: int, t_train: float | None, oldest: Any, newest: Any,
-    rows: dict[str, Any], mask: Any, n_invalid: Any, prefix: str,
+    rows: dict[str, Any], mask: Any, n_invalid: Any, options: dict[str, Any],
 ) -> Stats:  # fmt: skip
     """The sums, maxima and minima of one batch, packed into :class:`Stats`."""
     lag_i = current - oldest
@@ -463,17 +517,16 @@ def _pack(
     if "tok" in rows:
         tok, tok_lag = rows.pop("tok"), rows.pop("tok_lag")
         sums["n_tok"], sums["tok_lag"] = xp.sum(tok), xp.sum(tok_lag)
-    _bucket_sums(xp, lag_i, rows, sums)
+    _bucket_sums(xp, lag_i, rows, sums, maxes)
     ages = _time_sums(xp, a, t_train, sums, maxes)
     dropped = _dropped_sums(xp, a, current, sums, maxes, mins)
     if mask is not None:
         sums[invalid_mask_field(_MASK)] = 0.0 if n_invalid is None else n_invalid
-    options = {
+    options |= {
         "per_token": a["versions"].ndim == 2,
         "rows": tuple(sorted(rows)),
         "ages": ages,
         "dropped": dropped,
-        "prefix": check_prefix(prefix),
     }
     return Stats.pack(
         "staleness", sums, maxes, mins, finaliser=_finalize, options=options, xp=xp, device=device
@@ -491,7 +544,9 @@ def _check_peers(peer_names: Any) -> tuple[str, ...]:
     return tuple(peer_names)
 
 
-def _bucket_metrics(s: dict[str, float], options: Mapping[str, Any], out: dict[str, float]) -> None:
+def _bucket_metrics(
+    s: dict[str, float], hi: dict[str, float], options: Mapping[str, Any], out: dict[str, float]
+) -> None:
     """Share of each lag bucket, and the cost of the lag in the buckets that hold samples."""
     n, rows = s["n"], options["rows"]
     for label, _, _ in LAG_BUCKETS:
@@ -499,9 +554,11 @@ def _bucket_metrics(s: dict[str, float], options: Mapping[str, Any], out: dict[s
         out[K.staleness_bucket(label, K.STALENESS_BUCKET_SHARE)] = cnt / n if n > 0 else math.nan
         if cnt == 0:
             continue  # an empty bucket is normal: its cost is left out, without a warning
-        if "w" in rows and s[f"w_units/{label}"] > 0:
-            w_mean = s[f"w/{label}"] / s[f"w_units/{label}"]
-            out[K.staleness_bucket(label, K.STALENESS_BUCKET_IS_WEIGHT_MEAN)] = w_mean
+        if "w" in rows and (units := s[f"w_units/{label}"]) > 0:
+            out[K.staleness_bucket(label, K.STALENESS_BUCKET_IS_WEIGHT_MEAN)] = s[f"w/{label}"] / units
+            high = s[f"w_high/{label}"] / units
+            out[K.staleness_bucket(label, K.STALENESS_BUCKET_IS_WEIGHT_FRACTION_HIGH)] = high
+            out[K.staleness_bucket(label, K.STALENESS_BUCKET_IS_WEIGHT_MAX)] = hi[f"w_max/{label}"]
         if "k3" in rows and s[f"k3_tok/{label}"] > 0:
             out[K.staleness_bucket(label, K.STALENESS_BUCKET_K3_KL)] = s[f"k3/{label}"] / s[f"k3_tok/{label}"]
         if "r" in rows:
@@ -586,7 +643,7 @@ def _finalize(
         if metric in options["ages"]:
             out[mean_key] = s[f"age/{metric}"] / n if n > 0 else nan
             out[max_key] = hi[f"age/{metric}"] if n > 0 else nan
-    _bucket_metrics(s, options, out)
+    _bucket_metrics(s, hi, options, out)
     _trained_vs_dropped(
         s | {"d_lag_max": hi.get("d_lag", nan), "d_lag_min": lo.get("d_lag", nan)}, options, out
     )
@@ -615,6 +672,7 @@ def compute_staleness_metrics(  # type: ignore[empty-body]  # the body is @metri
     dropped_versions: Any = None,
     dropped_lengths: Any = None,
     dropped_rewards: Any = None,
+    rollout_is_threshold: Any = 2.0,
     versions_key: str = "policy_versions",
     prefix: str = K.STALENESS_PREFIX,
     peer_names: Any = (),
@@ -639,7 +697,8 @@ def compute_staleness_metrics(  # type: ignore[empty-body]  # the body is @metri
         With per-sample versions: the version that wrote each sample's last token (verl's
         ``max_global_steps``); the spans are then ``newest - oldest + 1``.
     importance_weights : array of shape ``(B,)`` or ``(B, R)``, optional, keyword-only
-        Per-sample or per-token importance weights (>= 0): their mean per lag bucket.
+        Per-sample or per-token importance weights (>= 0), before truncation: their mean, the
+        share above ``rollout_is_threshold`` and the largest, per lag bucket.
     old_log_probs, rollout_log_probs : arrays of shape ``(B, R)``, optional, keyword-only
         Training- and inference-engine log-probabilities: the k3 KL per lag bucket, and the
         token ratio ``exp(old - rollout)`` as the weights when ``importance_weights`` is absent.
@@ -654,11 +713,18 @@ def compute_staleness_metrics(  # type: ignore[empty-body]  # the body is @metri
     dropped_versions, dropped_lengths, dropped_rewards : arrays of shape ``(D,)``, optional, keyword-only
         The samples generated but dropped or evicted (too stale): their count and share, their
         lag, and their length and reward against those trained on.
+    rollout_is_threshold : float, str or (float, float), keyword-only
+        The importance-weight truncation threshold, as in
+        :func:`~rlmetrics.policy.mismatch.compute_rollout_mismatch_metrics` and verl's
+        rollout-correction config (default ``2.0``): ``is_weight_fraction_high`` is the share of
+        a bucket's weights (tokens; samples for per-sample weights) above its upper bound
+        (verl's ``rollout_is_ratio_fraction_high``). An IcePop ``"lower_upper"`` spec is accepted
+        and only its upper bound used.
     versions_key : str, keyword-only
         The batch key of the versions (default ``"policy_versions"``).
     prefix : str, keyword-only
         Prepended to rlmetrics' keys (default ``"staleness/"``); peers' keys keep their names.
-    peer_names : sequence of {"verl", "prime-rl", "slime"}, keyword-only
+    peer_names : sequence of {"verl", "prime-rl", "slime", "nemo-rl"}, keyword-only
         Also report the names these systems chart for the same values (module docstring).
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
         When given, every rank gets the metrics of the union of the ranks' batches (one
@@ -671,10 +737,11 @@ def compute_staleness_metrics(  # type: ignore[empty-body]  # the body is @metri
         ``num_samples``; ``lag/{mean,max,min}``, ``lag_newest/{mean,max,min}``,
         ``spans/{mean,max,min}``, ``multi_version_share``, ``token_lag/mean`` (with a mask);
         ``lag_bucket/<b>/share`` for ``b`` in ``0, 1, 2, 3_4, 5_8, 9_plus`` and, in the buckets
-        that hold samples, ``is_weight_mean``, ``k3_kl``, ``reward_mean``, ``length_mean`` as
-        their inputs are given; ``trained/{length,reward}_mean``; ``age_in_flight_s``,
-        ``age_in_queue_s``, ``age_s`` ``/{mean,max}``; ``dropped/{count,share}``,
-        ``dropped/lag/{mean,max,min}``, ``dropped/{length,reward}_mean``,
+        that hold samples, ``is_weight_mean``, ``is_weight_fraction_high``, ``is_weight_max``,
+        ``k3_kl``, ``reward_mean``, ``length_mean`` as their inputs are given;
+        ``trained/{length,reward}_mean``; ``age_in_flight_s``, ``age_in_queue_s``, ``age_s``
+        ``/{mean,max}``; ``dropped/{count,share}``, ``dropped/lag/{mean,max,min}``,
+        ``dropped/{length,reward}_mean``,
         ``generated/{length,reward}_mean`` (trained and dropped together). Without trained
         samples the lag, span, share and age metrics are NaN, with an ``UndefinedMetricWarning``.
 
