@@ -1939,6 +1939,11 @@ def staleness_drops(history: History, p: Params) -> Result:
             "as long as the kept",
         ),
         "error_ratio": Threshold(1.25, "a quarter apart"),
+        "noise_sigmas": Threshold(
+            4.0,
+            "the median gap of n points beyond 4 standard errors of the ratio's point-to-point "
+            "noise: batch noise alone does not hold a gap for k of n windows",
+        ),
         **_PERSIST,
     },
     advice="The samples trained on are shorter (or longer) than those generated: dropping stale "
@@ -1947,7 +1952,8 @@ def staleness_drops(history: History, p: Params) -> Result:
 )
 def staleness_length_bias(history: History, p: Params) -> Result:
     """The mean length of the samples trained on and of those generated (trained + dropped) apart
-    by a factor ``ratio`` either way (``max(r, 1/r)``), for k of n points.
+    by a factor ``ratio``, the same way (trained longer, or shorter): the median ratio of n points,
+    beyond ``ratio`` and beyond the noise of such a median, for k of n points.
 
     Dropping stale samples drops the slow rollouts, the long ones: a 10% gap needs, with a tenth
     of the samples dropped, dropped samples twice as long as the kept ones. At a step where nothing
@@ -1964,11 +1970,21 @@ def staleness_length_bias(history: History, p: Params) -> Result:
     bias = Series(trained.key, steps, ratio)
     if short := _too_short(p.kind, bias, int(p["k"])):
         return short
-    with np.errstate(invalid="ignore"):
-        hit = _persist(ratio >= p["ratio"], p)
-    if hit is None:
-        return None
-    onset, end = hit
+    n = int(p["n"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_r = np.log(np.where((r > 0) & np.isfinite(r), r, np.nan))
+        # the median of the last n points, one way, past both the ratio and the noise of n points
+        level = window_median(log_r, window=n)
+        floor = max(float(np.log(p["ratio"])), p["noise_sigmas"] * noise_sigma(log_r) / np.sqrt(n))
+        sign = 1.0
+        hit = _persist(level >= floor, p)
+        if hit is None:
+            sign, hit = -1.0, _persist(level <= -floor, p)
+        if hit is None:
+            return None
+        # the onset: the first point past the floor among those of the first window past it
+        first = max(hit[0] - n + 1, 0)
+        onset, end = first + int(np.argmax(sign * log_r[first : hit[0] + 1] >= floor)), hit[1]
     window_ratio = float(np.nanmedian(r[onset : end + 1]))
     return _finding(
         p.kind,
