@@ -602,7 +602,8 @@ def test_a_length_that_falls_while_the_reward_rises_is_learning_not_collapse(see
     ("kind", "key", "values", "expected"),
     [
         ("length_truncation", K.RESPONSE_LENGTH_CLIP_RATIO, [0.97, 1.0, 0.99], ERROR),
-        ("length_truncation", K.TRL_COMPLETIONS_CLIPPED_RATIO, [0.2, 0.97, 1.0], WARNING),
+        ("length_truncation", K.TRL_COMPLETIONS_CLIPPED_RATIO, [0.2, 0.5, 0.6], WARNING),
+        ("length_truncation", K.TRL_COMPLETIONS_CLIPPED_RATIO, [0.2, 0.97, 1.0], ERROR),
         ("length_truncation", K.RESPONSE_LENGTH_CLIP_RATIO, [0.97, 0.02, 0.99], None),
         ("length_truncation", K.RESPONSE_LENGTH_CLIP_RATIO, [1.0], ERROR),
         ("advantage_collapse", K.TRL_FRAC_REWARD_ZERO_STD, [1.0, 1.0, 0.98, 1.0], ERROR),
@@ -612,6 +613,7 @@ def test_a_length_that_falls_while_the_reward_rises_is_learning_not_collapse(see
     ids=[
         "all-cut-error",
         "all-above-level-warning",
+        "rose-to-near-total-error",
         "one-point-fine",
         "one-step",
         "no-spread",
@@ -1261,3 +1263,136 @@ def test_a_short_run_whose_every_gradient_is_exactly_zero_made_no_update(grads, 
     assert bool(findings) == found
     if found:
         assert findings[0].severity == ERROR and findings[0].evidence["every_point_of"] == len(grads)
+
+
+# --- a short run judged on its last points; an early collapse dated at its start (issue 23) ---
+
+#: A TRL run logged at 4 steps that failed (a DAPO run of a VLM): the gradient exactly 0 from the
+#: second logged step, almost every completion cut at the limit, the entropy from 1.03 to 0.01.
+_DAPO_SHORT = [
+    (-0.0447, 0.302, 142.7, 0.296875, 1.875, 0.4, 1.0277),
+    (-0.0078, 0.0, 253.8, 0.965625, 0.49375, 0.58125, 0.11271),
+    (0.0, 0.0, 255.76, 0.9953125, 0.925, 0.58125, 0.008489),
+    (0.0, 0.0, 255.61, 0.9953125, 0.9375, 0.55, 0.012476),
+]
+
+
+def _trl_printed_log(rows: list[tuple[float, ...]], total: int = 43) -> str:
+    """TRL's printed dicts (no step number), each after tqdm's redraw of its progress bar."""
+    lines = []
+    for i, (loss, grad, length, clipped, reward, zero_std, entropy) in enumerate(rows, start=1):
+        done = 10 * i
+        record = {
+            "loss": loss,
+            "grad_norm": grad,
+            "learning_rate": 1e-5 * (1 - done / total),
+            "completions/mean_length": length,
+            "completions/clipped_ratio": clipped,
+            "reward": reward,
+            "reward_std": 1.2,
+            "frac_reward_zero_std": zero_std,
+            "entropy": entropy,
+            "epoch": round(done / total, 2),
+        }
+        lines.append(f" {100 * done // total}%|##        | {done}/{total} [14:12<44:45, 81.39s/it]")
+        lines.append(f"                                               {record!r}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_short_failed_trl_run_is_judged_on_what_its_points_show(tmp_path):
+    path = tmp_path / "dapo_short.log"
+    path.write_text(_trl_printed_log(_DAPO_SHORT))
+    history, fmt = load_history(path)
+    assert fmt == "trl-printed" and history[K.TRL_GRAD_NORM][0].size == 4
+    findings = {f.kind: f for f in diagnose(history).findings}
+    assert {kind: (f.severity, f.step) for kind, f in findings.items()} == {
+        "length_truncation": (ERROR, 2),  # near total from the second point, after 0.30
+        "no_learning_signal": (ERROR, 2),  # exactly 0 at the last 3 of 4 points
+        "entropy_collapse": (ERROR, 3),  # under 5% (then 2%) of the first point at the last 2
+    }
+    assert findings["no_learning_signal"].evidence["zero_points"] == 3
+    assert findings["length_truncation"].evidence["last_points"] == 3
+    assert findings["entropy_collapse"].evidence["baseline"] == pytest.approx(1.0277)
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "values", "expected"),
+    [
+        ("no_learning_signal", K.TRL_GRAD_NORM, [0.3, 0.0, 0.0, 0.0], ERROR),
+        ("no_learning_signal", K.TRL_GRAD_NORM, [0.3, 0.0, 0.0], ERROR),
+        ("no_learning_signal", K.TRL_GRAD_NORM, [47.8, 0.0, 404.0, 0.0, 0.0], None),
+        ("no_learning_signal", K.TRL_GRAD_NORM, [0.3, 0.2, 0.0], None),
+        ("entropy_collapse", K.TRL_ENTROPY, [1.0, 0.11, 0.0085, 0.012], ERROR),
+        ("entropy_collapse", K.TRL_ENTROPY, [1.0, 0.04, 0.03], WARNING),
+        ("entropy_collapse", K.TRL_ENTROPY, [1.0, 0.6, 0.4, 0.3, 0.25], None),
+        ("entropy_collapse", K.TRL_ENTROPY, [1.0, 0.3, 0.2, 0.01], None),
+        ("entropy_collapse", K.TRL_ENTROPY, [1.0, 0.01], None),
+        ("length_truncation", K.TRL_COMPLETIONS_CLIPPED_RATIO, [0.3, 0.97, 0.995, 0.995], ERROR),
+        ("length_truncation", K.TRL_COMPLETIONS_CLIPPED_RATIO, [0.02, 0.95, 0.99], ERROR),
+        ("length_truncation", K.TRL_COMPLETIONS_CLIPPED_RATIO, [0.95, 0.97, 0.99], None),
+        ("length_truncation", K.TRL_COMPLETIONS_CLIPPED_RATIO, [0.3, 0.1, 0.95], None),
+        ("length_truncation", K.TRL_COMPLETIONS_CLIPPED_RATIO, [0.3, 0.6, 0.85, 0.88], None),
+    ],
+    ids=[
+        "grad-zero-last-3-of-4",
+        "grad-zero-last-2-of-3",
+        "grad-zeros-interleaved",
+        "grad-one-zero-at-the-end",
+        "entropy-fell-over-99pct",
+        "entropy-fell-96pct-warning",
+        "entropy-fell-75pct",
+        "entropy-one-low-point-at-the-end",
+        "entropy-two-points",
+        "truncation-rose-to-near-total",
+        "truncation-from-2pct-to-near-total",
+        "truncation-near-total-from-the-first-point",
+        "truncation-near-total-at-the-last-point-only",
+        "truncation-high-not-near-total",
+    ],
+)
+def test_a_short_run_is_judged_on_its_last_points(kind, key, values, expected):
+    """A run too short for a rule's window (steps only counted, as TRL's printed dicts are): the
+    stretch that ends it, 2 points at least and half of them, against an absolute level or its
+    first point; the first points of a fresh policy (all truncated) are not judged."""
+    steps = np.arange(1, len(values) + 1)
+    found = diagnose({key: (steps, np.asarray(values))}, kinds=[kind]).findings
+    assert (found[0].severity if found else None) == expected
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("n_steps", [3, 4, 5, 7], ids=lambda n: f"{n}steps")
+@pytest.mark.parametrize("vocabulary", ["verl", "trl"])
+def test_the_first_steps_of_a_healthy_run_are_left_alone(vocabulary, n_steps, seed):
+    """A healthy run's first few steps (entropy falling, truncation high while the policy has not
+    learnt to stop, gradients nonzero): nothing to find on their last points."""
+    d = diagnose(to_rows(healthy_run(n_steps, seed=seed, vocabulary=vocabulary)))
+    assert d.findings == ()
+
+
+@pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize(
+    ("key", "start", "after"),
+    [(K.RESPONSE_LENGTH_MEAN, 300.0, 8.0), (K.TRL_COMPLETIONS_MEAN_LENGTH, 53.0, 4.5)],
+    ids=["verl", "trl"],
+)
+def test_an_early_length_collapse_is_dated_at_its_start(key, start, after, seed):
+    """A length collapse from step 3, the reward flat: confirmed once the reward has its two
+    windows (step 20 or so), dated at step 3."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(1, 41)
+    length = np.where(steps < 3, start, after) * np.exp(rng.normal(0, 0.1, steps.size))
+    h = {key: (steps, length), K.SCORE_MEAN: (steps, 0.3 + rng.normal(0, 0.02, steps.size))}
+    (finding,) = diagnose(h, kinds=["length_collapse"]).findings
+    assert finding.step == 3 and finding.evidence["window"][0] == 3
+    assert finding.evidence["confirmed_at"] >= 2 * THRESHOLDS["length_collapse"]["n"]
+
+
+def test_an_early_length_collapse_in_a_printed_trl_log_is_dated_at_its_start(tmp_path):
+    rng = np.random.default_rng(0)
+    lengths = [53.4, 53.0, *(4.5 * np.exp(rng.normal(0, 0.1, 38)))]
+    rows = [(0.01, 0.3, length, 0.0, 2.4 + rng.normal(0, 0.3), 0.6, 0.5) for length in lengths]
+    path = tmp_path / "collapse.log"
+    path.write_text(_trl_printed_log(rows, total=400))
+    history, _ = load_history(path)
+    (finding,) = diagnose(history, kinds=["length_collapse"]).findings
+    assert finding.step == 3 and finding.evidence["confirmed_at"] > 3

@@ -222,6 +222,15 @@ _LENGTH_REWARD = Threshold(
     1.0, "reward gain over the window under one noise sigma: the reward does not follow", "length rules"
 )
 _VERL_CHECK = "verl rollout-correction health check"
+#: A run too short for a rule's window, judged on what its last points show.
+_SHORT = _one_source(
+    "a run too short for a rule's window is judged on its last points: a stretch lasting to its "
+    "end, 2 points at least and half of its points (one point is noise; most of a run, to its "
+    "end, is what the run shows)",
+    group="short runs",
+    tail_points=2.0,
+    tail_share=0.5,
+)
 
 
 # --- shared pieces ------------------------------------------------------------------------------
@@ -304,6 +313,27 @@ class _Held(NamedTuple):
 
 def _persist(flags: np.ndarray, p: Params, *, start: int = 0) -> tuple[int, int] | None:
     return first_persistent(flags, k=int(p["k"]), n=int(p["n"]), start=start)
+
+
+def _short_tail(flags: np.ndarray, finite: np.ndarray, p: Params) -> tuple[int, int] | None:
+    """A run too short for its rule's window, judged on its last points: the stretch of flagged
+    points that lasts to its last finite point, when it holds ``tail_points`` points at least and
+    ``tail_share`` of the run's finite points (the indices of its first and last point).
+
+    >>> p = Params("k", {"tail_points": 2.0, "tail_share": 0.5})
+    >>> finite = np.ones(4, dtype=bool)
+    >>> _short_tail(np.array([False, True, True, True]), finite, p)
+    (1, 3)
+    >>> _short_tail(np.array([True, False, False, True]), finite, p) is None
+    True
+    """
+    where = np.flatnonzero(finite)
+    flagged = np.asarray(flags, dtype=bool)[where]
+    unflagged = np.flatnonzero(~flagged)
+    m = int(where.size - (unflagged[-1] + 1 if unflagged.size else 0))
+    if m == 0 or m < p["tail_points"] or m < p["tail_share"] * where.size:
+        return None
+    return int(where[-m]), int(where[-1])
 
 
 def _reward_gain(
@@ -705,6 +735,13 @@ def _reward_rise(history: History, n: int) -> float | None:
             "early level from the first 3 points: a learning rate far too high collapses the "
             "entropy within 10 steps",
         ),
+        "short_fraction": Threshold(
+            0.05,
+            "a run too short for the baseline and k points: its last points under 5% of its "
+            "first (a fall of over 95% within a few logged steps; the first point alone sets the "
+            "level, and ~70% over a couple of hundred steps is normal)",
+        ),
+        **_SHORT,
     },
     advice="The policy stopped exploring: raise the upper clip range (clip-higher), add an "
     "entropy bonus or lower the learning rate.",
@@ -714,13 +751,17 @@ def entropy_collapse(history: History, p: Params) -> Result:
 
     A policy that solved its task is rightly deterministic: no finding when most groups end
     all solved (``grpo/frac_all_solved``), and a warning only when the reward rose far above
-    its early level.
+    its early level. A run too short for the baseline and ``k`` points is judged on its last
+    points (``tail_points`` at least, ``tail_share`` of the run): under ``short_fraction`` of
+    its first point, a warning; under ``error_fraction``, an error.
     """
     s = _series(history, p.kind, "entropy")
     if isinstance(s, Skipped):
         return s
     (entropy,) = s
     found = _below_baseline(entropy, p, p["fraction"], log=True, from_start=True)
+    if isinstance(found, Skipped) and found.why.startswith("run too short"):
+        return _short_entropy_collapse(history, entropy, p) or found
     if not isinstance(found, Finding):
         return found
     n = int(p["n"])
@@ -737,6 +778,42 @@ def entropy_collapse(history: History, p: Params) -> Result:
         evidence["frac_all_solved"] = _num(solved)
     severity = ERROR if severe and not learned else WARNING
     return Finding(found.kind, severity, found.step, found.metric, evidence, found.advice)
+
+
+def _short_entropy_collapse(history: History, entropy: Series, p: Params) -> Finding | None:
+    """A short run's entropy under ``short_fraction`` of its first point over its last points."""
+    values = entropy.values
+    finite = np.isfinite(values)
+    where = np.flatnonzero(finite)
+    if not where.size or values[where[0]] <= 0:
+        return None
+    level = float(values[where[0]])
+    with np.errstate(invalid="ignore"):
+        tail = _short_tail(values < p["short_fraction"] * level, finite, p)
+    if tail is None:
+        return None
+    onset, end = tail
+    solved = resolve(history, "frac_all_solved")
+    if solved is not None:
+        at = solved.values[np.isin(solved.steps, entropy.steps[onset : end + 1])]
+        if np.isfinite(at).any() and float(np.nanmedian(at)) >= p["solved_level"]:
+            return None  # a solved task is rightly deterministic
+    window = values[onset : end + 1]
+    severe = bool(np.all(window[np.isfinite(window)] < p["error_fraction"] * level))
+    return _finding(
+        p.kind,
+        ERROR if severe else WARNING,
+        entropy.steps,
+        onset,
+        end,
+        entropy,
+        baseline=level,
+        threshold=p["short_fraction"] * level,
+        ratio=float(np.nanmedian(window)) / level,
+        baseline_window=[int(entropy.steps[where[0]]), int(entropy.steps[where[0]])],
+        last_points=int(finite[onset : end + 1].sum()),
+        of_points=int(where.size),
+    )
 
 
 @_rule(
@@ -830,7 +907,15 @@ def kl_drift(history: History, p: Params) -> Result:
             "ends is normal (a random policy rarely emits EOS)",
         ),
         "error_level": Threshold(0.3, "nearly a third truncated"),
+        "near_total": Threshold(
+            0.9,
+            "a run of under k points: near-total truncation (under 1 response in 10 ends by "
+            "itself) over its last points after a first point below it is an error, whatever its "
+            "steps: the policy stopped ending its responses, the opposite of a fresh policy "
+            "learning to stop",
+        ),
         **_PERSIST,
+        **_SHORT,
     },
     advice="Many responses hit the length limit: raise max_response_length, penalise or "
     "filter overlong samples, or check for repetition loops.",
@@ -839,13 +924,39 @@ def length_truncation(history: History, p: Params) -> Result:
     """A large share of responses hits the length limit, up to the end of the run.
 
     A random policy rarely emits EOS, so a healthy run often starts truncated and learns to
-    stop: only truncation that lasts to the last ``n`` points counts.
+    stop: only truncation that lasts to the last ``n`` points counts. A run of fewer than ``k``
+    points is judged on every point once past its first ``n`` steps, and, whatever its steps
+    (TRL's printed logs only count them), on its last points: ``near_total`` truncation over
+    the stretch that ends the run (``tail_points`` at least, ``tail_share`` of its points),
+    after a first point below it, is an error (the share rose to near total: not a fresh
+    policy's first steps; ``near_total_from`` in the evidence).
     """
     s = _series(history, p.kind, "length_clip_ratio")
     if isinstance(s, Skipped):
         return s
     (clipped,) = s
-    return _above_level(clipped, p, to_the_end=True)
+    found = _above_level(clipped, p, to_the_end=True)
+    finite = np.isfinite(clipped.values)
+    if int(finite.sum()) >= p["k"] or (isinstance(found, Finding) and found.severity == ERROR):
+        return found
+    with np.errstate(invalid="ignore"):
+        tail = _short_tail(clipped.values >= p["near_total"], finite, p)
+    first = int(np.flatnonzero(finite)[0]) if finite.any() else 0
+    if tail is None or tail[0] == first:  # near total from the first point: a fresh policy, maybe
+        return found
+    onset, end = tail
+    near = {
+        "near_total": p["near_total"],
+        "near_total_from": int(clipped.steps[onset]),
+        "last_points": int(finite[onset : end + 1].sum()),
+        "of_points": int(finite.sum()),
+    }
+    if isinstance(found, Finding):  # every point above the level: the same finding, now an error
+        evidence = found.evidence | near
+        return Finding(found.kind, ERROR, found.step, found.metric, evidence, found.advice)
+    return _finding(
+        p.kind, ERROR, clipped.steps, onset, end, clipped, first_point=float(clipped.values[first]), **near
+    )
 
 
 @_rule(
@@ -1245,7 +1356,8 @@ def _length_change(
 ) -> Result:
     """Shared body of the length rules: length away from its early level while the reward does not
     follow (``collapse``: a fall, judged from the start of the run too, an error below
-    ``error_fraction``)."""
+    ``error_fraction``, dated at the first point of the fall that lasts into the window found,
+    ``confirmed_at`` the step where the window begins)."""
     s = _series(history, p.kind, "response_length", "reward")
     if isinstance(s, Skipped):
         return s
@@ -1261,13 +1373,21 @@ def _length_change(
         return Skipped(p.kind, f"{length.key} has fewer than {window} positive points to set its early level")
     # a collapse is judged from the start of the run too (it may happen within the early window)
     level = _start_level(values, base.level) if collapse else base.level
-    flags = flags_of(values, level) & _reward_not_rising(reward, steps, int(p["n"]), p["reward_sigmas"])
+    fallen = flags_of(values, level)
+    flags = fallen & _reward_not_rising(reward, steps, int(p["n"]), p["reward_sigmas"])
     hit = _persist(flags, p, start=base.last_index + 1)
     if hit is None:
         return None
-    onset, end = hit
+    confirmed, end = hit
+    onset = confirmed
+    if collapse:
+        # confirmed once the reward has 2 n points, dated where the length first fell and stayed
+        # (a collapse at step 3 is confirmed at step 20 or so, and dated 3)
+        while onset > 0 and fallen[onset - 1]:
+            onset -= 1
     ratio = float(np.median(values[onset : end + 1])) / level
     severity = ERROR if collapse and ratio < p["error_fraction"] else WARNING
+    dated = {"confirmed_at": int(steps[confirmed])} if onset < confirmed else {}
     return _finding(
         p.kind,
         severity,
@@ -1279,6 +1399,7 @@ def _length_change(
         baseline=level,
         ratio=ratio,
         reward_gain=_reward_gain(reward, steps[end : end + 1], int(p["n"]))[0],
+        **dated,
     )
 
 
@@ -1294,7 +1415,12 @@ def _length_change(
     "a bias to short answers and the EOS handling.",
 )
 def length_collapse(history: History, p: Params) -> Result:
-    """Mean response length shrinks toward a few tokens while the reward does not follow."""
+    """Mean response length shrinks toward a few tokens while the reward does not follow.
+
+    Confirmed once the reward has ``2 n`` points (a collapse at step 3 is confirmed at step 20 or
+    so), the finding is dated at the first point of the fall that lasts into its window
+    (``confirmed_at`` in the evidence: where that window begins).
+    """
     return _length_change(history, p, lambda x, level: x < p["fraction"] * level, collapse=True)
 
 
@@ -1374,6 +1500,7 @@ def critic_failure(history: History, p: Params) -> Result:
             0.5, "a warning, not an error, when over half of those groups are all solved (done)"
         ),
         **_BASE,
+        **_SHORT,
     },
     advice="The update has nothing to learn from (gradients near zero, or no group with reward "
     "spread, or every advantage zero): check the reward spread, filter solved and unsolvable prompts "
@@ -1385,8 +1512,9 @@ def no_learning_signal(history: History, p: Params) -> Result:
     above; where it is not logged, the mean group std exactly 0), or every advantage of the batch
     equal (their max - min at most ``adv_range_max``), for ``steps`` consecutive logged steps,
     solved groups or not: the update is zero. A run logged at fewer than ``steps`` points (a
-    paste of a few steps) is judged on all of them; one under the gradient's window whose every
-    gradient norm, two at least, is exactly 0 made no update.
+    paste of a few steps) is judged on all of them; one under the gradient's window whose last
+    gradient norms are exactly 0 (``tail_points`` at least, ``tail_share`` of its points: 3 of 4
+    logged steps, say) made no update since.
     """
     arms = (_vanished_gradient(history, p), _zero_spread(history, p), _zero_advantages(history, p))
     found = [a for a in arms if isinstance(a, Finding)]
@@ -1457,32 +1585,30 @@ def _zero_advantages(history: History, p: Params) -> Result:
     )
 
 
-def _exactly_zero_gradient(kind: str, grad: Series, needed: int) -> Finding | None:
-    """A run of fewer than ``needed`` gradient norms, two at least, every one exactly 0: the
-    optimizer never moved (a single zero step may be a batch of solved prompts; every logged step
-    zero is no update at all, whatever the reward did)."""
+def _exactly_zero_gradient(grad: Series, p: Params, needed: int) -> Finding | None:
+    """A run of fewer than ``needed`` gradient norms that ends exactly 0: its last points
+    (``tail_points`` at least, ``tail_share`` of the run) made no update (a single zero step may
+    be a batch of solved prompts; most of a run, to its end, at exactly 0 is no update at all,
+    whatever the reward did)."""
     finite = np.isfinite(grad.values)
-    where = np.flatnonzero(finite)
-    if not 2 <= where.size < needed or not np.all(grad.values[where] == 0.0):
+    if int(finite.sum()) >= needed:
         return None
-    return _finding(
-        kind,
-        ERROR,
-        grad.steps,
-        int(where[0]),
-        int(where[-1]),
-        grad,
-        every_point_of=int(where.size),
-        baseline=0.0,
-        ratio=0.0,
-    )
+    tail = _short_tail(grad.values == 0.0, finite, p)
+    if tail is None:
+        return None
+    onset, end = tail
+    zero, points = int(finite[onset : end + 1].sum()), int(finite.sum())
+    # every_point_of: the whole run is zero; zero_points of points: the stretch that ends it
+    whole = {"every_point_of": points} if zero == points else {"zero_points": zero, "of_points": points}
+    return _finding(p.kind, ERROR, grad.steps, onset, end, grad, **whole, baseline=0.0, ratio=0.0)
 
 
 def _vanished_gradient(history: History, p: Params) -> Result:
     """Gradient norm flat near zero for a sustained window while the reward is flat; a short run
-    (under the window) whose every gradient norm, two at least, is exactly 0."""
+    (under the window) whose last gradient norms, half of its points and two at least, are
+    exactly 0."""
     grad = resolve(history, "grad_norm")
-    if grad is not None and (zero := _exactly_zero_gradient(p.kind, grad, int(p["baseline"]) + int(p["k"]))):
+    if grad is not None and (zero := _exactly_zero_gradient(grad, p, int(p["baseline"]) + int(p["k"]))):
         return zero
     s = _series(history, p.kind, "grad_norm", "reward")
     if isinstance(s, Skipped):
