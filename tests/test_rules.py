@@ -1369,6 +1369,26 @@ def test_the_first_steps_of_a_healthy_run_are_left_alone(vocabulary, n_steps, se
     assert d.findings == ()
 
 
+@pytest.mark.parametrize("n_steps", range(8, 21), ids=lambda n: f"{n}steps")
+@pytest.mark.parametrize(("vocabulary", "algo"), VOCABULARIES, ids=[f"{v}-{a}" for v, a in VOCABULARIES])
+def test_a_healthy_run_cut_within_its_early_truncation_gets_no_error(vocabulary, algo, n_steps):
+    """Cut before step 20, while its fresh policy still truncates (0.4-0.8): a warning at most
+    (an error downgraded names the early run); the same truncation at step 20 is an error."""
+    for seed in range(4):
+        d = diagnose(to_rows(healthy_run(n_steps, seed=seed, vocabulary=vocabulary, algo=algo)))
+        assert_healthy(d)
+    late = np.arange(11, 21)  # ten points, the last at step 20
+    (found,) = diagnose(
+        {K.RESPONSE_LENGTH_CLIP_RATIO: (late, np.full(10, 0.5))}, kinds=["length_truncation"]
+    ).findings
+    assert found.severity == ERROR and "early_run" not in found.evidence
+    early = late - 2  # the same, the last at step 18
+    (found,) = diagnose(
+        {K.RESPONSE_LENGTH_CLIP_RATIO: (early, np.full(10, 0.5))}, kinds=["length_truncation"]
+    ).findings
+    assert found.severity == WARNING and found.evidence["early_run"] is True
+
+
 @pytest.mark.parametrize("seed", range(4), ids=lambda s: f"seed{s}")
 @pytest.mark.parametrize(
     ("key", "start", "after"),

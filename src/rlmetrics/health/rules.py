@@ -914,6 +914,12 @@ def kl_drift(history: History, p: Params) -> Result:
             "steps: the policy stopped ending its responses, the opposite of a fresh policy "
             "learning to stop",
         ),
+        "early_steps": Threshold(
+            20.0,
+            "a run whose last step is under 20 is a warning at most (but near-total truncation "
+            "that rose): a fresh policy's truncation often lasts its first tens of steps (DAPO's "
+            "and verl's GRPO baselines), and such a run has not shown it lasting",
+        ),
         **_PERSIST,
         **_SHORT,
     },
@@ -929,13 +935,17 @@ def length_truncation(history: History, p: Params) -> Result:
     (TRL's printed logs only count them), on its last points: ``near_total`` truncation over
     the stretch that ends the run (``tail_points`` at least, ``tail_share`` of its points),
     after a first point below it, is an error (the share rose to near total: not a fresh
-    policy's first steps; ``near_total_from`` in the evidence).
+    policy's first steps; ``near_total_from`` in the evidence). Otherwise a run that ends before
+    step ``early_steps`` gets a warning at most (``early_run`` in the evidence).
     """
     s = _series(history, p.kind, "length_clip_ratio")
     if isinstance(s, Skipped):
         return s
     (clipped,) = s
     found = _above_level(clipped, p, to_the_end=True)
+    if isinstance(found, Finding) and found.severity == ERROR and clipped.steps[-1] < p["early_steps"]:
+        evidence = found.evidence | {"early_run": True}
+        found = Finding(found.kind, WARNING, found.step, found.metric, evidence, found.advice)
     finite = np.isfinite(clipped.values)
     if int(finite.sum()) >= p["k"] or (isinstance(found, Finding) and found.severity == ERROR):
         return found
