@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import types
@@ -120,12 +121,23 @@ def brute_window(calls: dict, gens: range, weights: tuple[float, float], g: int)
     for r, key in zip(rewards, groups):
         if not math.isnan(r):
             by_group[key].append(r)
+
+    def pass_at(k: int) -> float:  # every k-subset of each group's completions: one solved?
+        subsets = [
+            np.mean([any(v[i] >= 1.0 for i in c) for c in itertools.combinations(range(len(v)), k)])
+            for v in by_group.values()
+            if len(v) >= k
+        ]
+        return float(np.mean(subsets))
+
     return {
         "grpo-trl/reward": float(np.mean(scored)),
         "grpo-trl/reward_std": float(np.std(scored, ddof=1)),
         "grpo/num_groups": float(len(by_group)),
         "grpo/num_samples": float(len(scored)),
         "grpo/frac_all_solved": float(np.mean([min(v) >= 1.0 for v in by_group.values()])),
+        "grpo/pass@1": pass_at(1),
+        f"grpo/pass@{g}": pass_at(g),
     }
 
 
@@ -583,10 +595,43 @@ def assert_per_category(row: dict, group: str, category: str, rows: np.ndarray, 
     if group != K.OUTCOME_GROUP:
         want |= compute_group_metrics(uids[rows], rewards[rows], definition="trl", prefix=K.GRPO_TRL_PREFIX)
         ok = rows & ~np.isnan(rewards)
-        want |= compute_group_metrics(uids[ok], rewards[ok])
+        want |= compute_group_metrics(uids[ok], rewards[ok], pass_k=(1, 2))  # 1 and num_generations
     head = K.category_key("", group, category)
     got = {k[len(head) :]: v for k, v in row.items() if k.startswith(head)}
     assert got == pytest.approx(want, nan_ok=True, rel=1e-12)
+
+
+def brute_pass_rates(rows: np.ndarray, threshold: float) -> dict[str, float]:
+    """pass@1 and pass@2 of the window's scorable completions in ``rows``: every k-subset of each
+    group's scorable completions enumerated, solved when its weighted reward is >= threshold."""
+    _, rewards, uids = window_columns()
+    ok = rows & ~np.isnan(rewards)
+    groups = [rewards[ok & (uids == u)] >= threshold for u in sorted(set(uids[ok]))]
+    out = {}
+    for k in (1, 2):
+        rates = [
+            np.mean([any(g[list(c)]) for c in itertools.combinations(range(len(g)), k)])
+            for g in groups
+            if len(g) >= k
+        ]
+        out[K.at_k(K.GRPO_PASS, k)] = float(np.mean(rates))
+    return out
+
+
+@pytest.mark.parametrize("threshold", [1.0, 1.1])
+def test_the_window_gives_the_training_pass_rates(tmp_path, threshold):
+    trainer = stand_in()
+    trainer.train_dataset = dataset({"p0": "gsm8k", "p1": "math/algebra"})
+    row = window_row(tmp_path, trainer, group_by="data_source", solved_threshold=threshold)
+    everything = np.ones(8, dtype=bool)
+    first = np.tile([True, True, False, False], 2)  # p0's groups
+    for head, rows in [("", everything), (K.category_key("", "data_source", "gsm8k"), first)]:
+        want = brute_pass_rates(rows, threshold)
+        assert {k: row[head + k] for k in want} == pytest.approx(want, rel=1e-12)
+    # p1's first group has one scorable completion: its pass@2 is of the second group alone
+    math_rows = K.category_key("", "data_source", "math/algebra")
+    assert row[math_rows + "grpo/pass@2"] == pytest.approx(brute_pass_rates(~first, threshold)["grpo/pass@2"])
+    assert not any("pass@3" in k for k in row)  # k: 1 and num_generations (2)
 
 
 def test_group_by_reads_the_training_datasets_column_by_prompt(tmp_path):

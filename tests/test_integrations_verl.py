@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import importlib.util
 import inspect
+import itertools
 import json
 import math
 import re
@@ -1095,6 +1096,148 @@ def test_category_options_travel_to_the_ray_workers():
     options = rv.VerlPatchOptions.from_json(raw, preload=False)
     assert (options.by_data_source, options.max_categories, options.reward_components) == (False, 8, False)
     assert options.split_by_outcome is True
+
+
+# ----------------------------------------------------------------------------- GRPO groups
+#: 11 prompts of 3 sources, 4 rollouts each but one prompt with 2, their rows interleaved
+#: (verl's groups are its ``uid``, not consecutive rows); each prompt's score sums to one of these
+GROUP_SOURCES = ["openai/gsm8k"] * 4 + ["math"] * 5 + ["aime 2024"] * 2
+GROUP_SIZES = [4] * 8 + [2] + [4] * 2
+GROUP_SCORES = [0.0, 1.0, 0.5, 2.0, -1.0]
+
+
+def grouped_batch(
+    data_proto: Any, *, acc: bool = False, uids: Any = None
+) -> tuple[Any, dict[str, np.ndarray]]:
+    """verl's batch of :data:`GROUP_SIZES` rollouts with ``uid`` and ``data_source``, each score spread
+    over two tokens of its response; with ``acc``, a reward function's ``acc`` that disagrees with the
+    score for some rollouts. Also the columns, as numpy, for the brute force."""
+    prompts = np.concatenate([np.full(n, j) for j, n in enumerate(GROUP_SIZES)])
+    order = np.random.default_rng(3).permutation(prompts.shape[0])
+    prompts = prompts[order]
+    n = prompts.shape[0]
+    tensors, _ = make_batch(n, 6, 10, seed=5, aborted=0.0)
+    score = np.asarray(GROUP_SCORES)[(7 * np.arange(n) + prompts) % len(GROUP_SCORES)]
+    score[prompts == 0] = 1.0  # an all-solved prompt
+    score[prompts == 5] = 0.0  # a none-solved one
+    scores = torch.zeros(n, 10)
+    scores[:, 0], scores[:, 1] = torch.tensor(score / 4), torch.tensor(3 * score / 4)
+    tensors["token_level_scores"] = scores
+    columns = {
+        "uid": np.array([f"prompt-{j}" for j in prompts], dtype=object) if uids is None else uids,
+        "data_source": np.array([GROUP_SOURCES[j] for j in prompts], dtype=object),
+    }
+    if acc:
+        columns["acc"] = (score >= 1.0) ^ (np.arange(n) % 5 == 0)
+    batch = data_proto.from_dict(tensors=tensors, non_tensors=dict(columns))
+    return batch, columns | {"score": scores.double().sum(-1).numpy()}
+
+
+def brute_pass_rates(uids: np.ndarray, solved: np.ndarray, ks: tuple[int, ...]) -> dict[str, float]:
+    """pass@k by enumerating every k-subset of each group's samples; all / none solved by counting."""
+    groups = [solved[uids == u] for u in sorted(set(uids))]
+    out = {
+        keys.GRPO_FRAC_ALL_SOLVED: sum(bool(g.all()) for g in groups) / len(groups),
+        keys.GRPO_FRAC_NONE_SOLVED: sum(not g.any() for g in groups) / len(groups),
+    }
+    for k in ks:
+        rates = [
+            np.mean([any(g[list(c)]) for c in itertools.combinations(range(len(g)), k)])
+            for g in groups
+            if len(g) >= k
+        ]
+        out[keys.at_k(keys.GRPO_PASS, k)] = float(np.mean(rates))
+    return out
+
+
+def grpo_keys(out: dict[str, float]) -> dict[str, float]:
+    return {k: v for k, v in out.items() if k.startswith(keys.GRPO_PREFIX) or "/grpo/" in k}
+
+
+@pytest.mark.parametrize("acc", [False, True], ids=["score", "acc"])
+def test_the_trainers_group_pass_rates_come_per_data_source(verl, data_proto, acc):
+    batch, cols = grouped_batch(data_proto, acc=acc)
+    quiet_patch(preload=False)
+    out = verl["mods"][RAY_TRAINER].compute_data_metrics(batch=batch, use_critic=True)
+    solved = cols["acc"] if acc else cols["score"] >= 1.0
+    uids, score = cols["uid"], cols["score"]
+    cases = [("", np.ones(len(uids), dtype=bool))]
+    cases += [(s, cols["data_source"] == s) for s in sorted(set(GROUP_SOURCES))]
+    for source, rows in cases:
+        got = per_category(out, "data_source", source) if source else out
+        got = {k: v for k, v in got.items() if k.startswith(keys.GRPO_PREFIX)}
+        ks = (1, 4)  # default: 1 and the largest group
+        assert {k: got[k] for k in brute_pass_rates(uids[rows], solved[rows], ks)} == pytest.approx(
+            brute_pass_rates(uids[rows], solved[rows], ks), rel=1e-12
+        )
+        # the spread statistics are the score's: compute_group_metrics on the category's rows alone
+        direct = rlmetrics.compute_group_metrics(uids[rows], score[rows], pass_k=ks)
+        assert got == pytest.approx(direct | brute_pass_rates(uids[rows], solved[rows], ks), rel=1e-12), (
+            source
+        )
+    assert "by_data_source/openai%2Fgsm8k/grpo/pass@4" in out
+    if not acc:  # the plain call on the batch, as the patch makes it
+        direct = rlmetrics.compute_group_metrics(
+            uids, score, pass_k=(1, 4), group_by=cols["data_source"], group_name="data_source"
+        )
+        assert grpo_keys(out) == pytest.approx(direct, rel=1e-12)
+
+
+def test_the_group_options_choose_the_ks_the_threshold_and_turn_them_off(verl, data_proto):
+    batch, cols = grouped_batch(data_proto)
+    quiet_patch(preload=False, ks=[1, 2, 8], solved_threshold=0.5, by_data_source=False)
+    out = grpo_keys(rv.compute_data_metrics(batch, True))
+    assert not any(keys.split_category_key(k) for k in out)  # by_data_source off: the plain keys only
+    want = brute_pass_rates(cols["uid"], cols["score"] >= 0.5, (1, 2))  # no group has 8 rollouts
+    assert {k: out[k] for k in want} == pytest.approx(want, rel=1e-12)
+    assert keys.at_k(keys.GRPO_PASS, 8) not in out and keys.at_k(keys.GRPO_PASS, 4) not in out
+    quiet_patch(preload=False, group_metrics=False)
+    assert not grpo_keys(rv.compute_data_metrics(batch, True))
+
+
+@pytest.mark.parametrize("uids", ["none", "unique"])
+def test_a_batch_without_repeated_rollouts_has_no_group_metrics(verl, data_proto, uids):
+    batch, _ = grouped_batch(data_proto, uids=np.array([f"u{i}" for i in range(42)], dtype=object))
+    if uids == "none":
+        del batch.non_tensor_batch["uid"]
+    quiet_patch(preload=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # silently
+        out = rv.compute_data_metrics(batch, True)
+    assert not grpo_keys(out) and "critic/score/mean" in out
+
+
+def test_a_group_across_two_sources_warns_and_costs_the_group_metrics_alone(verl, data_proto):
+    batch, cols = grouped_batch(data_proto)
+    batch.non_tensor_batch["uid"] = np.array(["same"] * 2 + list(cols["uid"][2:]), dtype=object)
+    quiet_patch(preload=False)
+    with pytest.warns(rv.VerlPatchWarning, match=r"GRPO group metrics .* not logged: ValueError: group_by"):
+        out = rv.compute_data_metrics(batch, True)
+    assert not grpo_keys(out) and "by_data_source/math/critic/score/mean" in out
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"group_metrics": "yes"}, TypeError, r"group_metrics must be True or False; got str 'yes'"),
+        ({"solved_threshold": "1"}, TypeError, r"solved_threshold must be a real number; got str '1'"),
+        ({"solved_threshold": True}, TypeError, r"solved_threshold must be a real number; got bool"),
+        ({"solved_threshold": math.nan}, ValueError, r"solved_threshold must be finite; got nan"),
+    ],
+    ids=["flag-str", "threshold-str", "threshold-bool", "threshold-nan"],
+)
+def test_bad_group_options_are_named(options, error, match):
+    for call in (rv.patch, rv.runtime_env, rv.VerlPatchOptions):
+        with pytest.raises(error, match=match):
+            call(**options)
+
+
+def test_group_options_travel_to_the_ray_workers():
+    raw = rv.runtime_env(group_metrics=False, solved_threshold=0.5)["env_vars"][rv.OPTIONS_ENV]
+    assert json.loads(raw) == {"group_metrics": False, "solved_threshold": 0.5}
+    options = rv.VerlPatchOptions.from_json(raw, preload=False)
+    assert (options.group_metrics, options.solved_threshold) == (False, 0.5)
+    assert rv.VerlPatchOptions.from_json(rv.VerlPatchOptions().to_json()).group_metrics is True
 
 
 # ----------------------------------------------------------------------------- text and samples

@@ -28,8 +28,10 @@ completions of one prompt), weighs them as TRL does (``reward_weights``; NaN whe
 function returned ``None``), and at the next log adds, over every completion of the window,
 
 * verl's definitions under ``grpo/`` (:func:`rlmetrics.compute_group_metrics`: groups with
-  zero spread, all solved / none solved at ``solved_threshold``, the mean within-group std,
-  the group sizes), unscorable completions left out;
+  zero spread, all solved / none solved at ``solved_threshold``, the training pass rates
+  ``grpo/pass@1`` and ``grpo/pass@<num_generations>`` (the unbiased estimator over each group's
+  completions solved at ``solved_threshold``, over the groups with that many scorable ones), the
+  mean within-group std, the group sizes), unscorable completions left out;
 * TRL's definitions under ``grpo-trl/`` (``reward``, ``reward_std`` over the whole window,
   ``frac_reward_zero_std``; ``definition="trl"``), in float64.
 
@@ -148,7 +150,7 @@ class RLMetricsCallback(TrainerCallback):
         :meth:`attach`).
     solved_threshold : float, keyword-only
         A completion is solved when its (weighted) reward is ``>=`` this (``grpo/frac_all_solved``,
-        ``grpo/frac_none_solved``; default 1.0).
+        ``grpo/frac_none_solved``, ``grpo/pass@1``, ``grpo/pass@<num_generations>``; default 1.0).
     log_config : bool, keyword-only
         Log the trainer's arguments (``args.to_dict()``, tokens masked) as the run's config
         (default ``True``).
@@ -955,6 +957,7 @@ def _window_metrics(
                         uids[scorable],
                         rewards[scorable],
                         solved_threshold=solved_threshold,
+                        pass_k=sorted({1, group_size}),
                         group_by=None if labels is None else labels[scorable],
                         group_name=name,
                     )

@@ -13,7 +13,9 @@ function gets a replacement with verl's exact signature that runs rlmetrics' equ
   ``max_response_length=`` / ``max_prompt_length=``), also per ``data_source`` and per outcome
   (``acc``) where the batch carries them, plus the reward components of verl's
   ``reward_extra_info`` (``by_data_source=``, ``split_by_outcome=``, ``reward_components=``, on by
-  default) and the off-policy staleness metrics;
+  default), the training pass rates of the GRPO groups (``group_metrics=``: ``grpo/pass@k``,
+  ``grpo/frac_all_solved``, ``grpo/frac_none_solved``, the within-group reward spread, per
+  ``data_source`` too) and the off-policy staleness metrics;
 * ``compute_timing_metrics``, ``compute_variance_proxy_metrics``, ``bootstrap_metric``,
   ``calc_maj_val``: the rlmetrics functions of the same names;
 * ``compute_throughout_metrics``: :func:`rlmetrics.compute_throughput_metrics` (``perf/mfu``
@@ -113,6 +115,7 @@ from rlmetrics.errors import (
 )
 from rlmetrics.health.monitor import ActionPolicy, HealthMonitor
 from rlmetrics.keys import ValName
+from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.policy.staleness import compute_staleness_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
 from rlmetrics.readers.samples import SAMPLES_FILE
@@ -241,6 +244,8 @@ class VerlPatchOptions:
     by_data_source: bool = True
     split_by_outcome: bool = True
     reward_components: bool = True
+    group_metrics: bool = True
+    solved_threshold: float = 1.0
     max_categories: int = DEFAULT_MAX_CATEGORIES
     text_metrics: bool = True
     #: keywords of :func:`rlmetrics.compute_text_metrics` (``format_pattern`` as a string,
@@ -272,6 +277,8 @@ class VerlPatchOptions:
             "by_data_source": _flag(self.by_data_source, "by_data_source"),
             "split_by_outcome": _flag(self.split_by_outcome, "split_by_outcome"),
             "reward_components": _flag(self.reward_components, "reward_components"),
+            "group_metrics": _flag(self.group_metrics, "group_metrics"),
+            "solved_threshold": _real(self.solved_threshold, "solved_threshold"),
             "max_categories": check_max_categories(self.max_categories),
             "text_metrics": _flag(self.text_metrics, "text_metrics"),
             "text_options": _text_options(self.text_options),
@@ -379,6 +386,14 @@ def _optional_ks(ks: Any) -> tuple[int, ...] | None:
     return tuple(check_int(k, f"ks[{i}]", minimum=1) for i, k in enumerate(ks))
 
 
+def _real(value: Any, name: str) -> float:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be a real number; got {type(value).__name__} {value!r}")
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite; got {value!r}")
+    return float(value)
+
+
 def _strings(value: Any, name: str) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Sequence) or not value:
         raise TypeError(f"{name} must be a non-empty list of package names; got {value!r}")
@@ -415,8 +430,8 @@ def compute_data_metrics(batch: Any, use_critic: bool = True) -> dict[str, float
     with the patch's ``max_response_length`` / ``max_prompt_length``, per category where the batch
     has the labels (:func:`_grouping`), the reward components (:func:`_reward_component_metrics`)
     and the staleness metrics (:func:`_staleness_metrics`), the text statistics of the responses and
-    a sample table (:func:`_text_and_samples`). verl's keys are the plain ones, as they are without
-    the categories."""
+    a sample table (:func:`_text_and_samples`), the GRPO groups' pass rates (:func:`_group_metrics`).
+    verl's keys are the plain ones, as they are without the categories."""
     o = _STATE.options
     view = as_batch(batch, arg="batch")
     return (
@@ -428,6 +443,7 @@ def compute_data_metrics(batch: Any, use_critic: bool = True) -> dict[str, float
             **_grouping(view, o),
         )
         | _reward_component_metrics(view, o)
+        | _group_metrics(view, o)
         | _staleness_metrics(batch)  # the off-policy trainers' version fields, when the batch has them
         | _text_and_samples(view, o)
     )
@@ -533,13 +549,73 @@ def _grouping(view: Any, options: VerlPatchOptions) -> dict[str, Any]:
     labels = view.non_tensor(DATA_SOURCE_FIELD)
     if options.by_data_source and labels is not None and np.shape(labels) == (n,):
         out["group_by"] = DATA_SOURCE_FIELD
-    acc = view.non_tensor(ACC_FIELD)
-    if options.split_by_outcome and acc is not None and np.shape(acc) == (n,):
-        if np.asarray(acc).dtype.kind in "biuf":
-            out["split_by_outcome"] = True
+    if options.split_by_outcome and _acc(view, n) is not None:
+        out["split_by_outcome"] = True
     if out:
         out["max_categories"] = options.max_categories
     return out
+
+
+def _acc(view: Any, n: int | None) -> np.ndarray | None:
+    """The batch's ``acc`` when it is one number or bool per sample (else None: not an outcome)."""
+    acc = view.non_tensor(ACC_FIELD)
+    if acc is None or np.shape(acc) != (n,) or np.asarray(acc).dtype.kind not in "biuf":
+        return None
+    return np.asarray(acc)
+
+
+#: verl's group id of every rollout (the prompt it answers; GRPO's groups), in ``non_tensor_batch``.
+UID_FIELD = "uid"
+#: The keys of :func:`rlmetrics.compute_group_metrics` that count solved samples (the rest are of
+#: the score's spread): with ``acc`` in the batch they come from ``acc``.
+_SOLVED_KEYS = (keys.GRPO_FRAC_ALL_SOLVED, keys.GRPO_FRAC_NONE_SOLVED)
+
+
+def _is_solved_key(key: str) -> bool:
+    split = keys.split_category_key(key)
+    plain = key if split is None else split[0]
+    return plain in _SOLVED_KEYS or plain.startswith(keys.GRPO_PASS + "@")
+
+
+def _group_metrics(view: Any, options: VerlPatchOptions) -> dict[str, float]:
+    """:func:`rlmetrics.compute_group_metrics` of the batch's GRPO groups (``uid``), per data source
+    where the data metrics are (:func:`_grouping`): the spread statistics of the score
+    (``token_level_scores`` summed), the solved ones (``pass@k``, all / none solved) of ``acc > 0.5``
+    where the batch has ``acc`` (:func:`_acc`), else of ``score >= solved_threshold``. Nothing
+    without ``group_metrics``, ``uid`` or the scores, or when no prompt has two rollouts; a failure
+    warns and costs these alone."""
+    n = _rows(view)
+    uids = view.non_tensor(UID_FIELD) if options.group_metrics else None
+    if uids is None or np.shape(uids) != (n,) or not view.has("token_level_scores"):
+        return {}
+    try:
+        uids = np.asarray(uids)
+        largest = int(np.unique(uids, return_counts=True)[1].max()) if n else 0
+        if largest < 2:  # no repeated rollouts: no groups to speak of
+            return {}
+        scores = view.get("token_level_scores")
+        scores = _host(scores.double() if hasattr(scores, "double") else scores).astype(np.float64).sum(-1)
+        ks = tuple(k for k in (options.ks or (1, largest)) if k <= largest) or None
+        common: dict[str, Any] = {"max_categories": options.max_categories}
+        if "group_by" in _grouping(view, options):  # per data source, as the data metrics
+            labels = np.asarray(view.non_tensor(DATA_SOURCE_FIELD))
+            common |= {"group_by": labels, "group_name": DATA_SOURCE_FIELD}
+        acc = _acc(view, n)
+        if acc is None:
+            return compute_group_metrics(
+                uids, scores, solved_threshold=options.solved_threshold, pass_k=ks, **common
+            )
+        solved = compute_group_metrics(uids, (acc > 0.5).astype(np.float64), pass_k=ks, **common)
+        spread = compute_group_metrics(uids, scores, **common)
+        return spread | {k: v for k, v in solved.items() if _is_solved_key(k)}
+    except Exception as err:  # the batch's other metrics go on
+        warnings.warn(
+            f"the GRPO group metrics (pass@k, solved shares) of the batch not logged: "
+            f"{type(err).__name__}: {err}",
+            VerlPatchWarning,
+            stacklevel=3,
+        )
+        return {}
 
 
 def _reward_component_metrics(view: Any, options: VerlPatchOptions) -> dict[str, float]:
@@ -1403,6 +1479,8 @@ def patch(
     by_data_source: bool = True,
     split_by_outcome: bool = True,
     reward_components: bool = True,
+    group_metrics: bool = True,
+    solved_threshold: float = 1.0,
     max_categories: int = DEFAULT_MAX_CATEGORIES,
     text_metrics: bool = True,
     text_options: Mapping[str, Any] | None = None,
@@ -1460,6 +1538,21 @@ def patch(
         Log :func:`rlmetrics.compute_reward_component_metrics` of the numeric ``reward_extra_info``
         fields (those ``meta_info["reward_extra_keys"]`` names, but the total ``score``):
         ``reward_components/<name>/{mean,std,max,min,decides_frac}``.
+    group_metrics : bool, keyword-only
+        Log the training pass rates of the GRPO groups when the batch has verl's ``uid`` (the
+        prompt of each rollout) and some prompt has several rollouts
+        (:func:`rlmetrics.compute_group_metrics`): ``grpo/pass@k`` (the unbiased estimator over
+        each group's samples, for the ``ks`` not above the largest group; without ``ks``, 1 and
+        the largest group size), ``grpo/frac_all_solved``, ``grpo/frac_none_solved``, and of the
+        score (``token_level_scores`` summed, verl's ``critic/score``) the within-group spread
+        ``grpo/reward_std/mean``, ``grpo/frac_reward_zero_std`` and the group sizes; with
+        ``by_data_source`` also per data source (``by_data_source/<source>/grpo/pass@1`` ...). A
+        sample is solved when its ``acc`` is above 0.5, where the batch carries a numeric or
+        boolean ``acc`` per sample (as the outcome split), else when its score is
+        ``>= solved_threshold``.
+    solved_threshold : float, keyword-only
+        The score at or above which a sample without ``acc`` is solved (default 1.0, the full
+        marks of verl's rule-based scorers; ``compute_group_metrics``' ``solved_threshold``).
     max_categories : int, keyword-only
         At most this many data sources are reported; the least frequent together as ``<other>``
         (one warning).
@@ -1542,6 +1635,8 @@ def patch(
         by_data_source=by_data_source,
         split_by_outcome=split_by_outcome,
         reward_components=reward_components,
+        group_metrics=group_metrics,
+        solved_threshold=solved_threshold,
         max_categories=max_categories,
         text_metrics=text_metrics,
         text_options=text_options,
