@@ -243,6 +243,20 @@ def rank_rewards(rank: int) -> dict:
     return {"acc": rng.integers(0, 2, size=n).astype(float), "format/strict": fmt}
 
 
+def rank_policy(rank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rollout and training log-probabilities ``(old, rollout, mask)`` of rank ``rank``'s samples."""
+    rng = np.random.default_rng(80 + rank)
+    n = len(RANK_LABELS[rank])
+    old = -rng.random((n, 6)) * 3
+    mask = (np.arange(6)[None, :] < rng.integers(1, 7, size=(n, 1))).astype(np.int64)
+    return old, old + rng.normal(size=(n, 6)) * 0.4, mask
+
+
+def whole_policy() -> tuple[np.ndarray, ...]:
+    parts = [rank_policy(r) for r in range(3)]
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
 def whole_batch() -> dict:
     parts = [rank_batch(r) for r in range(3)]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -251,7 +265,12 @@ def whole_batch() -> dict:
 def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
     import torch.distributed as dist
 
-    from rlmetrics import compute_data_metrics, compute_reward_component_metrics, data_statistics
+    from rlmetrics import (
+        compute_data_metrics,
+        compute_reward_component_metrics,
+        compute_rollout_mismatch_metrics,
+        data_statistics,
+    )
 
     dist.init_process_group(
         "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=timedelta(seconds=20)
@@ -270,6 +289,15 @@ def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
         res["rewards"] = compute_reward_component_metrics(
             rank_rewards(rank), weights={"acc": 2.0}, process_group=dist.group.WORLD
         )
+        labels = np.asarray(RANK_LABELS[rank], dtype=object)
+        for name, limit in (("mismatch", 64), ("mismatch_limited", 2)):
+            res[name] = compute_rollout_mismatch_metrics(
+                *rank_policy(rank),
+                group_by=labels,
+                group_name="data_source",
+                max_categories=limit,
+                process_group=dist.group.WORLD,
+            )
         with warnings.catch_warnings(record=True) as caught:  # every rank over the limit of 2
             warnings.simplefilter("always", RLMetricsWarning)
             res["limited"] = compute_data_metrics(
@@ -369,3 +397,23 @@ def test_gloo_reward_components_equal_the_whole(ranks):
     want = compute_reward_component_metrics(whole, weights={"acc": 2.0})
     for res in ranks:
         _close(res["rewards"], want)
+
+
+def test_gloo_mismatch_by_category_equals_the_whole(ranks):
+    from rlmetrics import compute_rollout_mismatch_metrics
+
+    labels = np.concatenate([np.asarray(RANK_LABELS[r], dtype=object) for r in range(3)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = compute_rollout_mismatch_metrics(*whole_policy(), group_by=labels, group_name="data_source")
+        limited = compute_rollout_mismatch_metrics(
+            *whole_policy(), group_by=labels, group_name="data_source", max_categories=2
+        )
+    assert {K.split_category_key(k)[2] for k in want if K.split_category_key(k)} == set(labels)
+    assert {K.split_category_key(k)[2] for k in limited if K.split_category_key(k)} == {
+        "math",
+        K.OTHER_CATEGORY,
+    }
+    for res in ranks:
+        _close(res["mismatch"], want)
+        _close(res["mismatch_limited"], limited)

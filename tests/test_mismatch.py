@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -11,7 +12,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlmetrics import keys as K
 from rlmetrics._core.stats import Stats
+from rlmetrics.errors import RLMetricsWarning
 from rlmetrics.policy.mismatch import (
     compute_rollout_mismatch_metrics,
     parse_is_threshold,
@@ -266,3 +269,142 @@ def test_is_std_precise_for_float32_weights_near_one(spread: float) -> None:
     weights = np.exp((old - roll).astype(np.float32)).astype(np.float64)[mask]  # the kernel's float32 weights
     assert m["rollout_corr/rollout_is_std"] == pytest.approx(np.std(weights), rel=1e-3)
     assert m["rollout_corr/rollout_is_mean"] == pytest.approx(np.mean(weights), rel=1e-7)
+
+
+# --- group_by= ----------------------------------------------------------------------------------------
+
+LABELS = np.array(["gsm8k", "a/b code", "gsm8k", "logic", "a/b code", "gsm8k", "logic", "gsm8k", "x", "x"])
+GROUPED_MODES = [*MODES, pytest.param(None, 2.0, id="no-is")]
+
+
+def _by_category(metrics: dict, group: str = "data_source") -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for key, value in metrics.items():
+        split = K.split_category_key(key)
+        if split is not None:
+            plain, g, category = split
+            assert g == group
+            out.setdefault(category, {})[plain] = value
+    return out
+
+
+def _same(got: dict, want: dict, rel: float = 1e-9) -> None:
+    assert sorted(got) == sorted(want)
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v, rel=rel, abs=1e-12, nan_ok=True), k
+
+
+@pytest.mark.parametrize(("mode", "threshold"), GROUPED_MODES)
+@pytest.mark.parametrize("as_numpy", [False, True], ids=["torch", "numpy"])
+def test_group_by_equals_each_category_alone(mode: str | None, threshold: object, as_numpy: bool) -> None:
+    old, roll, mask = make(len(LABELS), 40, seed=3, empty_row=True)  # "x" holds an empty row
+    if as_numpy:
+        old, roll, mask = old.numpy(), roll.numpy(), mask.numpy()
+    kw = {"rollout_is": mode, "rollout_is_threshold": threshold}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        plain = compute_rollout_mismatch_metrics(old, roll, mask, **kw)
+        grouped = compute_rollout_mismatch_metrics(
+            old, roll, mask, group_by=LABELS.tolist(), group_name="data_source", **kw
+        )
+        by = _by_category(grouped)
+        assert set(by) == set(LABELS)
+        for category, metrics in by.items():
+            rows = np.flatnonzero(LABELS == category)
+            _same(metrics, compute_rollout_mismatch_metrics(old[rows], roll[rows], mask[rows], **kw))
+    # the plain keys, bit for bit
+    assert {k: v for k, v in grouped.items() if K.split_category_key(k) is None}.keys() == plain.keys()
+    for k, v in plain.items():
+        assert grouped[k] == v or (math.isnan(v) and math.isnan(grouped[k])), k
+    assert "by_data_source/a%2Fb%20code/rollout_corr/k3_kl" in grouped
+
+
+def test_group_by_with_prefix_and_tensor_labels() -> None:
+    old, roll, mask = make(6, 9, seed=4)
+    labels = torch.tensor([1, 2, 1, 1, 2, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        m = compute_rollout_mismatch_metrics(old, roll, mask, prefix="train/mm/", group_by=labels)
+        alone = compute_rollout_mismatch_metrics(old[labels == 2], roll[labels == 2], mask[labels == 2])
+    assert m[K.category_key("train/mm/k3_kl", "group", "2")] == pytest.approx(alone["rollout_corr/k3_kl"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    cuts=st.lists(st.integers(0, len(LABELS)), min_size=1, max_size=3),
+    mode=st.sampled_from(["token", "sequence"]),
+)
+def test_group_by_merge_of_parts_equals_the_whole(seed: int, cuts: list[int], mode: str) -> None:
+    old, roll, mask = make(len(LABELS), 7, seed=seed, noise=0.3)
+    bounds = [0, *sorted(cuts), len(LABELS)]
+    kw = {"rollout_is": mode, "group_by": LABELS, "group_name": "data_source"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        whole = compute_rollout_mismatch_metrics(old, roll, mask, **kw)
+        parts = [
+            rollout_mismatch_statistics(old[a:b], roll[a:b], mask[a:b], **{**kw, "group_by": LABELS[a:b]})
+            for a, b in itertools.pairwise(bounds)
+        ]
+        merged = Stats.merge(*parts).finalize()
+    assert sorted(merged) == sorted(whole)
+    for k, v in whole.items():
+        atol = 1e-12 + (
+            5e-8 * abs(whole[k.removesuffix("_std") + "_mean"] - 1.0) if k.endswith("_std") else 0
+        )
+        assert merged[k] == pytest.approx(v, rel=1e-9, abs=atol, nan_ok=True), k
+
+
+def test_group_by_folds_the_least_frequent_at_finalize() -> None:
+    old, roll, mask = make(len(LABELS), 12, seed=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.warns(RLMetricsWarning, match="more than max_categories=2"):
+            m = compute_rollout_mismatch_metrics(
+                old, roll, mask, group_by=LABELS, group_name="data_source", max_categories=2
+            )
+        by = _by_category(m)
+        assert set(by) == {"gsm8k", K.OTHER_CATEGORY}
+        rest = np.flatnonzero(LABELS != "gsm8k")
+        _same(by[K.OTHER_CATEGORY], compute_rollout_mismatch_metrics(old[rest], roll[rest], mask[rest]))
+
+
+def test_group_by_category_without_tokens_reports_nothing_and_empty_shards_merge() -> None:
+    old, roll, mask = make(4, 5, seed=2)
+    mask[1] = 0
+    labels = ["a", "b", "a", "a"]
+    kw = {"group_by": labels, "group_name": "env"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        m = compute_rollout_mismatch_metrics(old, roll, mask, **kw)
+        assert set(_by_category(m, "env")) == {"a"}
+        empty = rollout_mismatch_statistics(old[:0], roll[:0], mask[:0], group_by=[], group_name="env")
+        merged = Stats.merge(empty, rollout_mismatch_statistics(old, roll, mask, **kw)).finalize()
+    assert merged == m
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        pytest.param({"group_by": "data_source"}, TypeError, "group_by must be the labels", id="column-name"),
+        pytest.param({"group_by": ["a", "b"]}, ValueError, r"one label per sample \(3\); got 2", id="length"),
+        pytest.param({"group_by": [["a"], ["b"], ["c"]]}, ValueError, "must be 1-d", id="2d"),
+        pytest.param({"group_by": 3}, TypeError, "sequence of labels", id="scalar"),
+        pytest.param({"group_by": np.array([1.0, math.nan, 2.0])}, ValueError, "NaN labels", id="nan-label"),
+        pytest.param({"group_by": list("abc"), "group_name": "a/b"}, ValueError, "group", id="group-name"),
+        pytest.param({"group_name": "env"}, ValueError, "pass group_by= too", id="name-alone"),
+        pytest.param(
+            {"group_by": list("abc"), "max_categories": 0}, ValueError, "max_categories", id="limit"
+        ),
+    ],
+)
+def test_group_by_errors(kwargs: dict, exc: type[Exception], match: str) -> None:
+    with pytest.raises(exc, match=match):
+        compute_rollout_mismatch_metrics(OLD, ROLL, MASK, **kwargs)
+
+
+def test_group_by_options_must_agree_to_merge() -> None:
+    a = rollout_mismatch_statistics(OLD, ROLL, MASK, group_by=list("abc"), group_name="env")
+    b = rollout_mismatch_statistics(OLD, ROLL, MASK, group_by=list("abc"), group_name="src")
+    with pytest.raises(ValueError, match="group_by"):
+        Stats.merge(a, b)

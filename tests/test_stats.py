@@ -418,6 +418,7 @@ def test_metrics_from_with_a_process_group(world1) -> None:
             "compute_rollout_mismatch_metrics",
             "(old_log_probs: 'Any', rollout_log_probs: 'Any', response_mask: 'Any', *, rollout_is: "
             "'str | None' = 'token', rollout_is_threshold: 'Any' = 2.0, prefix: 'str' = 'rollout_corr/', "
+            "group_by: 'Any' = None, group_name: 'str | None' = None, max_categories: 'int' = 64, "
             "process_group: 'Any' = None) -> 'dict[str, float]'",
             id="mismatch",
         ),

@@ -8,11 +8,17 @@ sampling, and ``compute_offpolicy_metrics``), with the same values, plus the Pea
 of the two engines' token probabilities and the absolute effective sample size.
 
 Every metric is a function of sums, maxima and minima over tokens and sequences
-(:func:`rollout_mismatch_statistics`), so shards merge exactly.
+(:func:`rollout_mismatch_statistics`), so shards merge exactly. Each is reduced from per-row
+values (a row's token sums, its sequence quantities), so that with ``group_by=`` (each row's
+label: verl's ``data_source``, an environment) the same statistics are kept per category by
+segment reductions of those rows (:mod:`rlmetrics.training.categories`): every metric per
+category, equal to the plain metrics of the category's rows alone, under
+:func:`rlmetrics.keys.category_key` (``by_data_source/gsm8k/rollout_corr/k3_kl``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -29,6 +35,7 @@ from rlmetrics._core.array import (
     mask_and_invalid_count,
     prepare_arrays,
 )
+from rlmetrics._core.batch import BatchView
 from rlmetrics._core.checks import check_real_dtype, row_mean, warn_undefined
 from rlmetrics._core.stats import (
     Stats,
@@ -37,6 +44,17 @@ from rlmetrics._core.stats import (
     metrics_from,
     stand_in_statistics,
     with_prefix,
+)
+from rlmetrics.training.categories import (
+    DEFAULT_MAX_CATEGORIES,
+    Columns,
+    Group,
+    category_entries,
+    check_max_categories,
+    finalize_by_category,
+    resolve_groups,
+    split_by_category,
+    with_entries,
 )
 
 __all__ = ["compute_rollout_mismatch_metrics", "parse_is_threshold", "rollout_mismatch_statistics"]
@@ -118,27 +136,35 @@ def _checked_inputs(*given: Any) -> tuple[Any, list[Any], Any, bool]:
     return xp, [old, roll, mask_raw], device, on_cpu
 
 
-def _accumulate(xp: Any, totals: tuple[dict[str, Any], ...], s: Any, hi: Any, lo: Any) -> None:
-    """Add a block's sums to ``totals[0]``, its maxima and minima to ``totals[1]`` and ``[2]``."""
+#: Per-row statistics of a row block: ``(sums, maxima, minima)`` by name, each ``(rows,)``
+#: (float64 for the sums). A plain statistic is the sum, maximum or minimum of its row values.
+Rows = tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+
+
+def _accumulate(xp: Any, totals: tuple[dict[str, Any], ...], rows: Rows) -> None:
+    """Add a block's row sums to ``totals[0]``, its row maxima and minima to ``totals[1]`` and ``[2]``."""
     total_s, total_x, total_n = totals
-    for k, v in s.items():
-        total_s[k] = total_s[k] + v if k in total_s else v
-    for k, v in hi.items():
-        total_x[k] = xp.maximum(total_x[k], v) if k in total_x else v
-    for k, v in lo.items():
-        total_n[k] = xp.minimum(total_n[k], v) if k in total_n else v
+    for k, v in rows[0].items():
+        s = xp.sum(v)
+        total_s[k] = total_s[k] + s if k in total_s else s
+    for k, v in rows[1].items():
+        hi = xp.max(v)
+        total_x[k] = xp.maximum(total_x[k], hi) if k in total_x else hi
+    for k, v in rows[2].items():
+        lo = xp.min(v)
+        total_n[k] = xp.minimum(total_n[k], lo) if k in total_n else lo
 
 
-def _block_stats(
+def _block_rows(
     xp: Any, o: Any, r: Any, m: Any, mode: str | None, upper: float, lower: float, icepop: bool
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """Sums / maxima / minima of one row block (0-d arrays, float64 for sums)."""
+) -> Rows:
+    """Per-row sums / maxima / minima of one row block (``(rows,)`` arrays, float64)."""
     zero = xp.zeros_like(o)
     cnt = xp.sum(xp.astype(m, o.dtype), axis=-1)
     lr = xp.where(m, o - r, zero)
     lr_c = xp.clip(lr, min=-SAFETY_BOUND, max=SAFETY_BOUND)
     b = _Block(o, r, m, zero, cnt, lr, xp.exp(lr_c))
-    out: tuple[dict[str, Any], dict[str, Any], dict[str, Any]] = ({}, {}, {})
+    out: Rows = ({}, {}, {})
     _token_sums(xp, out[0], b)
     seq_lr = xp.sum(lr, axis=-1)
     seq_lr_c = xp.clip(seq_lr, min=-SAFETY_BOUND, max=SAFETY_BOUND)
@@ -153,34 +179,34 @@ def _block_stats(
         sums, maxes, mins = out
         f64 = xp.float64
         log_up, log_lo = math.log(upper), math.log(lower)
-        sums["high_rows"] = xp.sum(xp.astype(seq_lr > log_up, f64))
-        sums["low_rows"] = xp.sum(xp.astype(seq_lr < log_lo, f64))
-        maxes["seq_lr"], mins["seq_lr"] = xp.astype(xp.max(seq_lr), f64), xp.astype(xp.min(seq_lr), f64)
+        sums["high_rows"] = xp.astype(seq_lr > log_up, f64)
+        sums["low_rows"] = xp.astype(seq_lr < log_lo, f64)
+        maxes["seq_lr"] = mins["seq_lr"] = xp.astype(seq_lr, f64)
     _weight_sums(xp, out, b, raw, mode, (upper, lower, icepop))
     return out
 
 
 def _masked_sum(xp: Any, x: Any, b: _Block) -> Any:
-    """Masked token sum of ``x`` (row sums in ``x``'s dtype, then float64)."""
-    return xp.sum(xp.astype(xp.sum(xp.where(b.m, x, b.zero), axis=-1), xp.float64))
+    """Masked row sums of ``x`` (in ``x``'s dtype, then float64), ``(rows,)``."""
+    return xp.astype(xp.sum(xp.where(b.m, x, b.zero), axis=-1), xp.float64)
 
 
 def _token_sums(xp: Any, sums: dict[str, Any], b: _Block) -> None:
     """Token count, k1 / k3 KL, token chi-squared and the Pearson sums of the probabilities."""
     f64 = xp.float64
-    sums["n_tok"] = xp.sum(xp.astype(b.cnt, f64))
-    sums["kl"] = -xp.sum(xp.astype(xp.sum(b.lr, axis=-1), f64))
+    sums["n_tok"] = xp.astype(b.cnt, f64)
+    sums["kl"] = -xp.astype(xp.sum(b.lr, axis=-1), f64)
     sums["k3"] = _masked_sum(xp, xp.expm1(b.lr) - b.lr, b)
     sums["chi2_tok"] = _masked_sum(xp, b.rho * b.rho, b)
     # Pearson correlation of the probabilities, float64 products.
     p_old = xp.where(b.m, xp.exp(xp.astype(b.o, f64)), 0.0)
     p_roll = xp.where(b.m, xp.exp(xp.astype(b.r, f64)), 0.0)
-    sums["px"], sums["py"] = xp.sum(p_old), xp.sum(p_roll)
-    sums["pxx"], sums["pyy"] = xp.sum(p_old * p_old), xp.sum(p_roll * p_roll)
-    sums["pxy"] = xp.sum(p_old * p_roll)
+    sums["px"], sums["py"] = xp.sum(p_old, axis=-1), xp.sum(p_roll, axis=-1)
+    sums["pxx"], sums["pyy"] = xp.sum(p_old * p_old, axis=-1), xp.sum(p_roll * p_roll, axis=-1)
+    sums["pxy"] = xp.sum(p_old * p_roll, axis=-1)
 
 
-def _sequence_sums(xp: Any, out: tuple[dict[str, Any], ...], b: _Block, seq_lr_c: Any) -> None:
+def _sequence_sums(xp: Any, out: Rows, b: _Block, seq_lr_c: Any) -> None:
     """Perplexities, their log difference and ratio, and the sequence chi-squared (verl averages
     over every row, a row without tokens counting as 0)."""
     sums, maxes, mins = out
@@ -189,19 +215,19 @@ def _sequence_sums(xp: Any, out: tuple[dict[str, Any], ...], b: _Block, seq_lr_c
     mean_roll = row_mean(xp, xp.sum(xp.where(b.m, b.r, b.zero), axis=-1), b.cnt)
     diff = mean_roll - mean_old
     diff64 = xp.astype(diff, f64)
-    sums["train_ppl"] = xp.sum(xp.astype(xp.exp(-mean_old), f64))
-    sums["train_log_ppl"] = -xp.sum(xp.astype(mean_old, f64))
-    sums["roll_ppl"] = xp.sum(xp.astype(xp.exp(-mean_roll), f64))
-    sums["roll_log_ppl"] = -xp.sum(xp.astype(mean_roll, f64))
-    sums["diff"], sums["abs_diff"] = xp.sum(diff64), xp.sum(xp.abs(diff64))
-    sums["ppl_ratio"] = xp.sum(xp.astype(xp.exp(diff), f64))
-    sums["chi2_seq"] = xp.sum(xp.astype(xp.exp(2.0 * seq_lr_c), f64))
-    maxes["diff"], mins["diff"] = xp.astype(xp.max(diff), f64), xp.astype(xp.min(diff), f64)
+    sums["train_ppl"] = xp.astype(xp.exp(-mean_old), f64)
+    sums["train_log_ppl"] = -xp.astype(mean_old, f64)
+    sums["roll_ppl"] = xp.astype(xp.exp(-mean_roll), f64)
+    sums["roll_log_ppl"] = -xp.astype(mean_roll, f64)
+    sums["diff"], sums["abs_diff"] = diff64, xp.abs(diff64)
+    sums["ppl_ratio"] = xp.astype(xp.exp(diff), f64)
+    sums["chi2_seq"] = xp.astype(xp.exp(2.0 * seq_lr_c), f64)
+    maxes["diff"] = mins["diff"] = diff64
 
 
 def _weight_sums(
     xp: Any,
-    out: tuple[dict[str, Any], ...],
+    out: Rows,
     b: _Block,
     raw: Any,
     mode: str,
@@ -233,22 +259,26 @@ def _weight_sums(
         maxes["w"], mins["w"] = _masked_extremes(xp, w, b.m)
     seq_w = xp.astype(row_mean(xp, xp.sum(w, axis=-1), b.cnt), f64)
     seq_raw = row_mean(xp, xp.sum(raw, axis=-1), b.cnt)
-    sums["seq_w"] = xp.sum(seq_w)
+    sums["seq_w"] = seq_w
     seq_dev = seq_w - 1.0
-    sums["seq_d"], sums["seq_d2"] = xp.sum(seq_dev), xp.sum(seq_dev * seq_dev)
-    sums["seq_high"] = xp.sum(xp.astype(seq_raw > upper, f64))
-    sums["seq_low"] = xp.sum(xp.astype(seq_raw < lower, f64))
-    maxes["seq_w"], mins["seq_w"] = xp.max(seq_w), xp.min(seq_w)
+    sums["seq_d"], sums["seq_d2"] = seq_dev, seq_dev * seq_dev
+    sums["seq_high"] = xp.astype(seq_raw > upper, f64)
+    sums["seq_low"] = xp.astype(seq_raw < lower, f64)
+    maxes["seq_w"] = mins["seq_w"] = seq_w
 
 
 def _masked_extremes(xp: Any, x: Any, m: Any) -> tuple[Any, Any]:
-    """(max, min) of ``x`` where ``m`` as float64 0-d arrays; -inf / inf when nothing is selected."""
+    """Row (max, min) of ``x`` where ``m``, float64 ``(rows,)``; -inf / inf where nothing is selected."""
     f64 = xp.float64
     if x.shape[-1] == 0:  # zero-width responses: max over an empty array has no identity
         device = getattr(x, "device", None)
-        return xp.asarray(-math.inf, dtype=f64, device=device), xp.asarray(math.inf, dtype=f64, device=device)
-    hi = xp.astype(xp.max(xp.where(m, x, -math.inf)), f64)
-    return hi, xp.astype(xp.min(xp.where(m, x, math.inf)), f64)
+        shape = (x.shape[0],)
+        return (
+            xp.full(shape, -math.inf, dtype=f64, device=device),
+            xp.full(shape, math.inf, dtype=f64, device=device),
+        )
+    hi = xp.astype(xp.max(xp.where(m, x, -math.inf), axis=-1), f64)
+    return hi, xp.astype(xp.min(xp.where(m, x, math.inf), axis=-1), f64)
 
 
 def rollout_mismatch_statistics(
@@ -259,20 +289,26 @@ def rollout_mismatch_statistics(
     rollout_is: str | None = "token",
     rollout_is_threshold: Any = 2.0,
     prefix: str = K.ROLLOUT_CORR_PREFIX,
+    group_by: Any = None,
+    group_name: str | None = None,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
 ) -> Stats:
     """Mergeable sums / maxima / minima behind :func:`compute_rollout_mismatch_metrics`.
 
     Arguments as :func:`compute_rollout_mismatch_metrics`; the result stays on the inputs'
     device (CPU tensors are read through numpy) until
     :meth:`~rlmetrics._core.stats.Stats.finalize`. A batch without rows gives the statistics
-    of nothing (finalising them alone raises, as for a mask that selects no token).
+    of nothing (finalising them alone raises, as for a mask that selects no token). With
+    ``group_by=`` every statistic is also kept per category (segment sums, maxima and minima of
+    the per-row statistics, :mod:`rlmetrics.training.categories`), so parts and ranks that saw
+    different categories merge exactly.
     """
     if rollout_is not in ("token", "sequence", None):
         raise ValueError(f"rollout_is must be 'token', 'sequence' or None; got {rollout_is!r}")
     upper, lower_spec = parse_is_threshold(rollout_is_threshold)
     icepop = lower_spec is not None
     lower = lower_spec if lower_spec is not None else 1.0 / upper
-    options = {
+    options: dict[str, Any] = {
         "rollout_is": rollout_is,
         "upper": upper,
         "lower": lower,
@@ -282,10 +318,11 @@ def rollout_mismatch_statistics(
     xp, (old, roll, mask_raw), device, on_cpu = _checked_inputs(
         old_log_probs, rollout_log_probs, response_mask
     )
-    n_rows, width = old.shape
+    n_rows = old.shape[0]
+    groups = _groups(group_by, group_name, max_categories, n_rows, options)
     if n_rows == 0:
         arrays = dict(zip(_NAMES, (old, roll, mask_raw)))
-        return stand_in_statistics(
+        empty = stand_in_statistics(
             rollout_mismatch_statistics,
             arrays,
             {"response_mask"},
@@ -293,30 +330,96 @@ def rollout_mismatch_statistics(
             rollout_is_threshold=rollout_is_threshold,
             prefix=prefix,
         )
+        return dataclasses.replace(empty, options=options)
     mask, n_invalid = mask_and_invalid_count(mask_raw, _MASK)
     # An all-zero mask is found from the token count after the one host copy (no sync here).
+    totals, rows = _reduce_blocks(xp, (old, roll, mask), options, on_cpu, keep_rows=groups is not None)
+    total_s, total_x, total_n = totals
+    total_s["n_rows"] = float(n_rows)
+    total_s[invalid_mask_field(_MASK)] = 0.0 if n_invalid is None else n_invalid
+    stats = Stats.pack(
+        "mismatch", total_s, total_x, total_n, finaliser=_finalize, options=options, xp=xp, device=device
+    )
+    if groups is None or rows is None:
+        return stats
+    rows[0]["n_rows"] = 1.0
+    columns = Columns(*rows)
+    return with_entries(stats, *category_entries(groups, columns, rows[0]["n_tok"]))
+
+
+def _groups(
+    group_by: Any, group_name: Any, max_categories: Any, n_rows: int, options: dict[str, Any]
+) -> list[Group] | None:
+    """The grouping of ``group_by=`` (``None`` without it), its options added to ``options``."""
+    if group_by is None:
+        if group_name is not None:
+            raise ValueError("group_name= names the group of group_by=; pass group_by= too")
+        check_max_categories(max_categories)
+        return None
+    if isinstance(group_by, str | bytes):
+        raise TypeError(
+            f"group_by must be the labels, one per row (the mismatch metrics take arrays, not a batch); "
+            f"got the string {group_by!r}: pass the column itself, e.g. batch.non_tensor_batch[{group_by!r}]"
+        )
+    name = "group" if group_name is None else group_name
+    limit = check_max_categories(max_categories)
+    groups = resolve_groups(
+        BatchView({}),
+        n_rows,
+        group_by=group_by,
+        group_name=name,
+        split_by_outcome=False,
+        score_threshold=None,
+        seq_score=None,
+        max_categories=limit,
+    )
+    options.update(group_by=name, max_categories=limit)
+    return groups
+
+
+def _reduce_blocks(
+    xp: Any, arrays: tuple[Any, Any, Any], options: Mapping[str, Any], on_cpu: bool, *, keep_rows: bool
+) -> tuple[Rows, Rows | None]:
+    """The plain statistics, block by block, and (``keep_rows``) every row's, ``(B,)`` each."""
+    old, roll, mask = arrays
+    n_rows, width = old.shape
     work = xp.float64 if (old.dtype == xp.float64 or roll.dtype == xp.float64) else xp.float32
     step = cpu_block_rows(n_rows, width, on_cpu)
-    total_s: dict[str, Any] = {}
-    total_x: dict[str, Any] = {}
-    total_n: dict[str, Any] = {}
+    totals: Rows = ({}, {}, {})
+    kept: list[Rows] = []
+    upper, lower, icepop = options["upper"], options["lower"], options["icepop"]
     for start in range(0, n_rows, step):
         rows = slice(start, start + step)
         o = xp.astype(as_float(old[rows, ...], xp), work)
         r = xp.astype(as_float(roll[rows, ...], xp), work)
-        s, hi, lo = _block_stats(xp, o, r, mask[rows, ...], rollout_is, upper, lower, icepop)
-        _accumulate(xp, (total_s, total_x, total_n), s, hi, lo)
-    total_s["n_rows"] = float(n_rows)
-    total_s[invalid_mask_field(_MASK)] = 0.0 if n_invalid is None else n_invalid
-    return Stats.pack(
-        "mismatch", total_s, total_x, total_n, finaliser=_finalize, options=options, xp=xp, device=device
+        block = _block_rows(xp, o, r, mask[rows, ...], options["rollout_is"], upper, lower, icepop)
+        _accumulate(xp, totals, block)
+        if keep_rows:
+            kept.append(block)
+    if not keep_rows:
+        return totals, None
+    if len(kept) == 1:
+        return totals, kept[0]
+    joined: Rows = tuple(  # type: ignore[assignment]
+        {k: xp.concat([b[i][k] for b in kept]) for k in kept[0][i]} for i in range(3)
     )
+    return totals, joined
 
 
 def _finalize(
     s: dict[str, float], hi: dict[str, float], lo: dict[str, float], options: Mapping[str, Any]
 ) -> dict[str, float]:
-    """The metric dictionary from the host statistics."""
+    """The metric dictionary from the host statistics (and each category's, with ``group_by=``)."""
+    if "max_categories" in options:
+        (s, hi, lo), by = split_by_category(s, hi, lo)
+        plain = {k: options[k] for k in _PLAIN_OPTIONS}
+        metrics = _finalize(s, hi, lo, plain)
+        metrics.update(
+            finalize_by_category(
+                by, _finalize_category, plain, count="n_rows", max_categories=options["max_categories"]
+            )
+        )
+        return metrics
     mode = options["rollout_is"]
     n, rows = s["n_tok"], s["n_rows"]
     if n == 0:
@@ -341,6 +444,18 @@ def _finalize(
     out[K.ROLLOUT_CORR_CHI2_SEQ] = s["chi2_seq"] / rows - 1.0
     out[K.ROLLOUT_CORR_PROBS_PEARSON_CORR] = _pearson(s)
     return with_prefix(out, K.ROLLOUT_CORR_PREFIX, options["prefix"])
+
+
+#: The options of the plain statistics (``group_by=`` adds ``group_by`` and ``max_categories``).
+_PLAIN_OPTIONS = ("rollout_is", "upper", "lower", "icepop", "prefix")
+
+
+def _finalize_category(
+    s: dict[str, float], hi: dict[str, float], lo: dict[str, float], options: Mapping[str, Any]
+) -> dict[str, float]:
+    """One category's metrics; none for a category whose rows select no token (every response
+    empty), whose token means are undefined."""
+    return {} if s["n_tok"] == 0 else _finalize(s, hi, lo, options)
 
 
 def _weight_metrics(
@@ -408,6 +523,9 @@ def compute_rollout_mismatch_metrics(  # type: ignore[empty-body]  # the body is
     rollout_is: str | None = "token",
     rollout_is_threshold: Any = 2.0,
     prefix: str = K.ROLLOUT_CORR_PREFIX,
+    group_by: Any = None,
+    group_name: str | None = None,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
     process_group: Any = None,
 ) -> dict[str, float]:
     """Importance-ratio, KL, perplexity and chi-squared diagnostics of the rollout/training mismatch.
@@ -432,11 +550,34 @@ def compute_rollout_mismatch_metrics(  # type: ignore[empty-body]  # the body is
         ``"lower_upper"`` / ``(lower, upper)`` for IcePop (weights outside zeroed).
     prefix : str, keyword-only
         Prepended to every key (default ``"rollout_corr/"``).
+    group_by : array of shape (B,), optional, keyword-only
+        Also report every metric per category: each row's label (verl's
+        ``non_tensor_batch["data_source"]``, an environment's name; strings, numbers or
+        booleans, numpy, torch or a list). Category ``c``'s metrics are those of its rows alone,
+        under ``keys.category_key(key, group, c)``
+        (``by_data_source/gsm8k/rollout_corr/k3_kl``; ``/``, spaces and other separators
+        ``%XX``-escaped). The plain keys stay as they are, bit for bit. Every metric is kept
+        per category: each is a sum, maximum or minimum over the category's tokens or rows, so
+        the gap, KL, perplexities, chi-squared, IS weights, the truncated shares and the ESS of
+        one environment are its own. A category whose rows select no token reports no key.
+        A column name is refused (these metrics take arrays, not a batch).
+    group_name : str, optional, keyword-only
+        The group's name in the keys (default ``"group"``; pass ``"data_source"``).
+    max_categories : int, keyword-only
+        At most this many categories (default 64): the least frequent are reported together
+        as ``<other>`` (key token ``%other``), with one ``RLMetricsWarning``. As for
+        :func:`~rlmetrics.compute_data_metrics`: applied when the metrics are finalised, to
+        the union of merged parts and ranks (the most rows there stay, ties by name), so any
+        split gives the metrics of the whole batch; beyond
+        ``training.categories.EXACT_CATEGORIES`` categories in one call the rest are folded
+        already, with a warning that merged per-category metrics are then approximate.
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
         When given, every rank gets the metrics of the union of all ranks' batches: one tiny
         agreement collective, then two packed all-reduces (a rank with an empty shard still
         takes part). A rank whose input is bad makes every rank raise the same error, naming
         that rank; ranks with different options raise the same ``ValueError``, naming them.
+        Ranks (and merged parts) that saw different categories reduce the union of their
+        categories, agreed in the same step.
 
     Returns
     -------
