@@ -24,10 +24,15 @@ from rlmetrics import keys as K
 from rlmetrics._core.stats import Stats
 from rlmetrics.errors import UndefinedMetricWarning
 from rlmetrics.training.text import (
+    _SCRIPT_CHAR,
+    CHARACTER_SCRIPTS,
+    RUN_MAX_BLOCK,
+    RUN_MIN_CHARS,
     STOP_REASONS,
     compute_text_metrics,
     ends_in_loop,
     text_statistics,
+    text_units,
 )
 
 R4, P64 = 4, 64  # the default loop_repeats and loop_max_period
@@ -219,6 +224,198 @@ def test_compression_ratio_orders_repetition_below_prose() -> None:
 )
 def test_empty_ratio(texts: list[str], expected: float) -> None:
     assert quiet(compute_text_metrics, texts)[K.TEXT_EMPTY_RATIO] == pytest.approx(expected)
+
+
+# --- units of decoded text: scripts without spaces, degenerate runs -----------------------------------
+
+
+def ref_in_script(c: str) -> bool:
+    return any(lo <= ord(c) <= hi for lo, hi in CHARACTER_SCRIPTS)
+
+
+def ref_is_punct(c: str) -> bool:
+    """Neither a word character (``re``'s ``\\w``: alphanumeric or ``_``) nor whitespace."""
+    return not (c.isalnum() or c == "_" or c.isspace())
+
+
+def ref_piece_units(piece: str) -> list[str]:
+    """One whitespace piece cut as the module docstring says, one character at a time."""
+    units, i = [], 0
+    while i < len(piece):
+        p = i
+        while p < len(piece) and ref_is_punct(piece[p]):
+            p += 1
+        # the last script character reachable through punctuation from i (punctuation may be one)
+        js = [j for j in range(i, min(p, len(piece) - 1) + 1) if ref_in_script(piece[j])]
+        if js:
+            k = js[-1] + 1
+            while k < len(piece) and ref_is_punct(piece[k]):
+                k += 1
+        else:
+            k = i
+            while k < len(piece) and not ref_in_script(piece[k]):
+                k += 1
+        units.append(piece[i:k])
+        i = k
+    return units
+
+
+def ref_has_run(unit: str) -> bool:
+    """Some block of p <= 16 characters repeated back to back at least 4 times over >= 32 characters."""
+    for p in range(1, RUN_MAX_BLOCK + 1):
+        copies = max(4, -(-RUN_MIN_CHARS // p))
+        for start in range(len(unit) - copies * p + 1):
+            if unit[start : start + copies * p] == unit[start : start + p] * copies:
+                return True
+    return False
+
+
+def ref_units(text: str) -> list[str]:
+    pieces = [u for piece in text.split() for u in ref_piece_units(piece)]
+    return [c for u in pieces for c in (list(u) if ref_has_run(u) else [u])]
+
+
+def test_script_class_is_the_listed_ranges() -> None:
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    want = "".join(c for c in every if ref_in_script(c))
+    assert "".join(_SCRIPT_CHAR.findall(every)) == want
+    assert all(not c.isspace() for c in want)
+
+
+UNITS = [
+    pytest.param("猫猫猫猫猫猫", ["猫"] * 6, True, id="chinese-one-char-loop"),
+    pytest.param("我不知道" * 6, list("我不知道") * 6, True, id="chinese-phrase-loop"),
+    pytest.param("我不知道。" * 5, ["我", "不", "知", "道。"] * 5, True, id="chinese-with-punctuation"),
+    pytest.param("わからない" * 4, list("わからない") * 4, True, id="japanese-kana-loop"),
+    pytest.param(
+        "ちょっと待ってください。" * 4, [*"ちょっと待ってくださ", "い。"] * 4, True, id="japanese-mixed"
+    ),
+    pytest.param("ㅋ" * 8, ["ㅋ"] * 8, True, id="korean-jamo-run"),
+    pytest.param("감사합니다 " * 4, list("감사합니다") * 4, True, id="korean-spaced"),
+    pytest.param("Let me 重新计算。" * 4, ["Let", "me", *"重新计", "算。"] * 4, True, id="mixed-en-zh"),
+    pytest.param("用Python写代码", ["用", "Python", "写", "代", "码"], False, id="latin-inside-chinese"),
+    pytest.param("「你好」，世界！", ["「你", "好」，", "世", "界！"], False, id="cjk-punctuation-attached"),
+    pytest.param(
+        "今天天气很好，我们去公园散步吧。然后回家做饭，晚上看一部电影。",
+        None,
+        False,
+        id="chinese-prose-no-loop",
+    ),
+    pytest.param("x" * 40, ["x"] * 40, True, id="char-run"),
+    pytest.param("The answer is " + "!" * 200, ["The", "answer", "is"] + ["!"] * 200, True, id="bang-run"),
+    pytest.param("ha" * 20, ["h", "a"] * 20, True, id="two-char-run"),
+    pytest.param("Answer:" + "z" * 33, list("Answer:" + "z" * 33), True, id="run-after-a-word"),
+    pytest.param("x" * 31, ["x" * 31], False, id="run-under-32-chars-is-a-word"),
+    pytest.param("Wow!!!!!!!!", ["Wow!!!!!!!!"], False, id="short-emphasis"),
+    pytest.param(
+        "see https://example.com/a/b/c/d/e/f/g/h/i/j/k?id=1000000000 now",
+        None,
+        False,
+        id="url",
+    ),
+    pytest.param("The total is 1000000000000000000000000000000.", None, False, id="30-zeros-number"),
+    pytest.param("so 1/3 = 0.3333333333333333 and 2/3 = 0.6666666666666666", None, False, id="floats"),
+    pytest.param("f(g(h(i(j(k(l(m(n(o(p(q(r(x)))))))))))))", None, False, id="nested-parens"),
+    pytest.param("Donaudampfschifffahrtsgesellschaftskapitän sprach", None, False, id="long-german-word"),
+    pytest.param("aGVsbG8gd29ybGQgdGhpcyBpcyBiYXNlNjQgZW5jb2RlZCB0ZXh0IQ==", None, False, id="base64"),
+    pytest.param("สวัสดีครับ", ["ส", "วั", "ส", "ดี", "ค", "รั", "บ"], False, id="thai-marks-attach"),
+]
+
+
+@pytest.mark.parametrize(("text", "units", "loop"), UNITS)
+def test_units_and_loops_against_hand_and_brute_force(text: str, units: list | None, loop: bool) -> None:
+    got = text_units(text)
+    assert got == ref_units(text)
+    if units is not None:
+        assert got == units
+    elif not any(map(ref_in_script, text)):  # no script character, no run: the pieces as before
+        assert got == text.split()
+    assert ref_loop(got) is loop
+    m = quiet(compute_text_metrics, [text])
+    assert m[K.TEXT_LOOP_RATIO] == float(loop)
+    want = ref_distinct(got, 4)
+    assert m[K.TEXT_DISTINCT_NGRAM_MEAN] == pytest.approx(math.nan if want is None else want, nan_ok=True)
+
+
+def test_cjk_prose_and_runs_get_units_words_and_distinct_n() -> None:
+    prose = "今天天气很好，我们去公园散步吧。然后回家做饭，晚上看一部电影。"
+    m = compute_text_metrics([prose, "猫" * 50, "x" * 50])
+    assert m[K.TEXT_LOOP_RATIO] == pytest.approx(2 / 3)
+    assert m[K.TEXT_NON_WORD_RATIO_MEAN] == 0.0  # a character with its punctuation is a word
+    # distinct-4: prose all distinct (27 four-grams), each run one four-gram of 47
+    assert m[K.TEXT_DISTINCT_NGRAM_MEAN] == pytest.approx((1 + 2 / 47) / 3)
+    assert compute_text_metrics(["!" * 40])[K.TEXT_NON_WORD_RATIO_MEAN] == 1.0
+
+
+#: Characters of every kind for the tokeniser's property: Latin, accented, digits, punctuation,
+#: spaces, CJK, kana, Hangul, Thai (marks among them), CJK and fullwidth punctuation, Cyrillic, an
+#: emoji and an ideograph of extension B (astral).
+_MIXED = "ab xyz é9_0 .,!?-'()\t\n猫我不知道わかカナ한국ㅋสวัดี、。「」！，ЖЯ😀𠀀"
+_mixed_texts = st.lists(
+    st.one_of(
+        st.text(alphabet=_MIXED, max_size=12),
+        st.builds(lambda c, k: c * k, st.sampled_from(_MIXED), st.integers(28, 40)),
+        st.builds(lambda b, k: b * k, st.text(alphabet=_MIXED, min_size=2, max_size=5), st.integers(5, 20)),
+    ),
+    max_size=6,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_mixed_texts)
+def test_units_equal_the_brute_force_tokeniser(text: str) -> None:
+    assert text_units(text) == ref_units(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x2FF, blacklist_categories=("Cs",)), max_size=200))
+def test_units_of_text_without_script_characters_or_runs_are_str_split(text: str) -> None:
+    pieces = text.split()
+    if not any(ref_has_run(p) for p in pieces):
+        assert text_units(text) == pieces
+
+
+#: One unit of any script, as that script writes it: a space-delimited word, or one character of
+#: a script without spaces (with or without a space after it).
+_latin = st.text(alphabet="abcdefghijklmnopqrstuvwxyzäöü", min_size=1, max_size=8)
+_word = st.one_of(
+    _latin,
+    st.text(alphabet="абвгдежзийклмн", min_size=1, max_size=8),
+    st.text(alphabet="αβγδεζηθικλμν", min_size=1, max_size=8),
+    st.text(alphabet="ابتثجحخدذرزسشص", min_size=1, max_size=8),
+    st.builds("{}{}".format, _latin, st.sampled_from(".,!?:;")),
+).map(lambda w: w + " ")
+_script_char = st.sampled_from([*"猫我不知道是的", *"あいうえおカキク", *"가나다라한국", *"ㅋㅎ", *"กขคง"])
+_unit_text = st.one_of(_word, st.builds("{}{}".format, _script_char, st.sampled_from(["", " ", "。", "，"])))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_unit_text, max_size=5).map("".join),
+    st.lists(_unit_text, min_size=1, max_size=10),
+    st.data(),
+)
+def test_a_block_of_any_script_repeated_enough_times_is_a_loop(prefix: str, block: list[str], data) -> None:
+    copies = data.draw(st.integers(R4, R4 + 3))
+    text = prefix + " " + "".join(block) * copies
+    units = text_units(text)
+    assert units == ref_units(text)
+    assert ends_in_loop(units, R4, P64)  # the block's units (<= 10 <= 64) repeated R4 times or more
+    assert compute_text_metrics([text])[K.TEXT_LOOP_RATIO] == 1.0
+    m = quiet(compute_text_metrics, [text], ngram=1)
+    assert m[K.TEXT_DISTINCT_NGRAM_MEAN] == pytest.approx(ref_distinct(units, 1))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.text(max_size=30),
+    st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")).filter(lambda c: not c.isspace()),
+    st.integers(RUN_MIN_CHARS, 3 * RUN_MIN_CHARS),
+)
+def test_one_character_of_any_script_typed_over_and_over_is_a_loop(prefix: str, char: str, k: int) -> None:
+    text = prefix + " " + char * k
+    assert text_units(text)[-k:] == [char] * k
+    assert compute_text_metrics([text])[K.TEXT_LOOP_RATIO] == 1.0
 
 
 def test_stop_reasons_as_rates() -> None:

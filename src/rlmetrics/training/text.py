@@ -8,9 +8,25 @@ exactly, as for every batch family.
 
 Definitions
 -----------
-A response is a sequence of **units**: for text, its whitespace-separated pieces
-(``str.split()``); for token ids, the tokens its mask selects, in order. Its **length** is in
-characters for text (``len(text)``) and in tokens for ids.
+A response is a sequence of **units**: for token ids, the tokens its mask selects, in order; for
+text (:func:`text_units`), its words, in three steps:
+
+1. the text is cut at whitespace (``str.split()``);
+2. in a piece, each character of a script written without spaces between words (the ranges of
+   :data:`CHARACTER_SCRIPTS`: CJK ideographs, kana, Hangul, Bopomofo, Thai, Lao, Khmer, Myanmar)
+   is a unit of its own, with the punctuation and marks (characters neither word characters nor
+   whitespace) right after it, and before it at the start of the piece, attached as punctuation is
+   to an English word (``'我不知道。'``: ``我 不 知 道。``); each stretch of the piece's other
+   characters is one unit (``'用Python写'``: ``用 Python 写``);
+3. a unit that holds a **degenerate run**, one block of at most :data:`RUN_MAX_BLOCK` (16)
+   characters repeated back to back at least 4 times and over at least :data:`RUN_MIN_CHARS` (32)
+   characters (``xxxx…``, ``!!!!…``, ``hahaha…``), is read as its characters, one unit each.
+   No word, URL, identifier or number a model means to write repeats itself so (a float has at
+   most 17 significant digits); a long divider (``----…``, 32 or more) or a repeating decimal
+   written to 32 digits does.
+
+Text with neither script characters nor runs, ordinary English, gets exactly ``str.split()``.
+A response's **length** is in characters for text (``len(text)``) and in tokens for ids.
 
 * **empty**: no unit (text that is empty or only whitespace; a row the mask selects nothing of).
 * **loop** (``repetition/loop_ratio``): a response of ``L`` units ends in a loop when, for some
@@ -38,7 +54,8 @@ characters for text (``len(text)``) and in tokens for ids.
   response, several times the cost of every other statistic together: opt-in there.
 * **non-word ratio** (text only): per non-empty response, the share of its units that are not a
   word, a word being letters (with inner ``'`` or ``-``) or a number (``3``, ``3.14``), with
-  leading and trailing punctuation allowed; the mean over non-empty responses.
+  leading and trailing punctuation allowed (a CJK character with its punctuation is a word); the
+  mean over non-empty responses.
 * **stop reasons** (with ``stop_reasons=``): the share of responses whose reason is, case
   insensitive, ``stop`` (``"stop"``, ``"eos"``, ``"end_of_sequence"``), ``length``, ``abort``
   (``"abort"``, ``"aborted"``), ``error``, ``tool_call`` (``"tool_call"``, ``"tool_calls"``),
@@ -75,7 +92,17 @@ from rlmetrics._core.array import check_dense, check_mask, describe, is_array, i
 from rlmetrics._core.checks import check_int, warn_undefined
 from rlmetrics._core.stats import Stats, check_prefix, metrics_from, with_prefix
 
-__all__ = ["COMPRESSION_LEVEL", "STOP_REASONS", "compute_text_metrics", "ends_in_loop", "text_statistics"]
+__all__ = [
+    "CHARACTER_SCRIPTS",
+    "COMPRESSION_LEVEL",
+    "RUN_MAX_BLOCK",
+    "RUN_MIN_CHARS",
+    "STOP_REASONS",
+    "compute_text_metrics",
+    "ends_in_loop",
+    "text_statistics",
+    "text_units",
+]
 
 #: zlib level of the compression ratio (1: the fastest; the ratio is a proxy, not a size).
 COMPRESSION_LEVEL = 1
@@ -96,6 +123,55 @@ _STOP_KEYS = dict(zip(STOP_REASONS, K.TEXT_STOP_REASON_KEYS))
 _DEFAULT_THINK_SPAN = ("<think>", "</think>")
 #: A whitespace-separated word: optional punctuation, letters (inner ' or -) or a number, punctuation.
 _WORD = re.compile(r"[^\w\s]*(?:[^\W\d_]+(?:['\u2019-][^\W\d_]+)*|\d+(?:[.,]\d+)*)[^\w\s]*")
+#: Scripts written without spaces between words (or, for Hangul, in short syllable blocks): each of
+#: their characters is a unit of its own. Inclusive code-point ranges: Thai, Lao, Myanmar, Hangul
+#: jamo, Khmer, CJK radicals, 々〆〇, kana, Bopomofo, Hangul compatibility jamo, Bopomofo extended,
+#: katakana extensions, CJK ideographs (extension A, unified), Hangul jamo extended A, Hangul
+#: syllables, jamo extended B, compatibility ideographs, halfwidth katakana and Hangul, kana
+#: supplements, CJK ideographs of extensions B to H and their compatibility supplement.
+CHARACTER_SCRIPTS = (
+    (0x0E00, 0x0EFF),
+    (0x1000, 0x109F),
+    (0x1100, 0x11FF),
+    (0x1780, 0x17FF),
+    (0x2E80, 0x2FDF),
+    (0x3005, 0x3007),
+    (0x3040, 0x30FF),
+    (0x3100, 0x318F),
+    (0x31A0, 0x31BF),
+    (0x31F0, 0x31FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xA960, 0xA97F),
+    (0xAC00, 0xD7FF),
+    (0xF900, 0xFAFF),
+    (0xFF66, 0xFFDC),
+    (0x1B000, 0x1B16F),
+    (0x20000, 0x2FA1F),
+    (0x30000, 0x323AF),
+)
+_SCRIPT_CLASS = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in CHARACTER_SCRIPTS)
+_SCRIPT_CHAR = re.compile(f"[{_SCRIPT_CLASS}]")
+#: A superset of :data:`_SCRIPT_CHAR` that scans faster (its BMP ranges and any astral character: an
+#: emoji takes the exact path, which gives ``str.split()``'s pieces where no script character is).
+_MAYBE_SCRIPT = re.compile(
+    "["
+    + "".join(f"\\u{lo:04x}-\\u{hi:04x}" for lo, hi in CHARACTER_SCRIPTS if hi <= 0xFFFF)
+    + "\\U00010000-\\U0010ffff]"
+)
+#: A unit of a whitespace piece holding script characters: one of them, with the punctuation (neither
+#: word character nor space) right before and after it; or a run of the piece's other characters.
+_PIECE_UNIT = re.compile(f"[^\\w\\s]*[{_SCRIPT_CLASS}][^\\w\\s]*|[^\\s{_SCRIPT_CLASS}]+")
+#: A degenerate run: a unit this long or longer may hold one (a cheap filter before :data:`_RUN`).
+RUN_MIN_CHARS = 32
+#: The longest block of a degenerate run, in characters.
+RUN_MAX_BLOCK = 16
+#: One block of ``p <= RUN_MAX_BLOCK`` characters repeated back to back, at least 4 times and over at
+#: least ``RUN_MIN_CHARS`` characters.
+_RUN = re.compile(
+    "|".join(f"(.{{{p}}})\\{p}{{{max(4, -(-RUN_MIN_CHARS // p)) - 1}}}" for p in range(1, RUN_MAX_BLOCK + 1)),
+    re.DOTALL,
+)
 _ROW_BLOCK = 128  # rows of token ids per block: bounds the n-gram codes' memory (rows x T x 8 bytes)
 _RANK_LIMIT = 2**24  # ids ranked through a lookup table (at most 16 MB) when too wide to pack
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (golden ratio), a bijection mod 2**64
@@ -243,6 +319,38 @@ def _host_ids(token_ids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarra
 # --- decoded text -----------------------------------------------------------------------------------
 
 
+def text_units(text: str) -> list[str]:
+    """The units of a decoded response, as the module docstring defines them.
+
+    Whitespace-separated pieces (``str.split()``), where each character of the scripts of
+    :data:`CHARACTER_SCRIPTS` (CJK ideographs, kana, Hangul, Thai ...) is a unit of its own with
+    the punctuation around it, and a unit holding a degenerate run (a block of at most
+    :data:`RUN_MAX_BLOCK` characters repeated at least 4 times over at least
+    :data:`RUN_MIN_CHARS` characters) is its characters. Text with neither (ordinary English) gets
+    exactly ``str.split()``.
+
+    Examples
+    --------
+    >>> text_units("I think 答案是4。Done!")
+    ['I', 'think', '答', '案', '是', '4。Done!']
+    >>> text_units("ok " + "!" * 40) == ["ok"] + ["!"] * 40
+    True
+    """
+    if text.isascii() or _MAYBE_SCRIPT.search(text) is None:
+        units = text.split()  # no script character: the same as the exact path, 5x faster
+    else:
+        units = _PIECE_UNIT.findall(text)
+    if len(max(units, key=len, default="")) < RUN_MIN_CHARS:
+        return units  # no unit long enough to hold a run: the common case, a C-level check
+    out: list[str] = []
+    for u in units:
+        if len(u) >= RUN_MIN_CHARS and _RUN.search(u):
+            out.extend(u)
+        else:
+            out.append(u)
+    return out
+
+
 def ends_in_loop(units: Sequence[Any], repeats: int, max_period: int) -> bool:
     """Whether the last ``repeats * p`` units are ``repeats`` copies of one ``p``-unit block, some ``p``.
 
@@ -300,7 +408,7 @@ def _text_sums(texts: list[str], o: Mapping[str, Any]) -> tuple[dict[str, float]
     ext: dict[str, float] = {"len_max": -math.inf, "len_min": math.inf, "comp_max": -math.inf}
     ext |= {"comp_min": math.inf, "think_max": -math.inf, "answer_max": -math.inf}
     for text in texts:
-        units = text.split()
+        units = text_units(text)
         size = len(text)
         s["n"] += 1
         s["len_sum"] += size
@@ -703,8 +811,9 @@ def compute_text_metrics(  # type: ignore[empty-body]  # the body is @metrics_fr
     Parameters
     ----------
     responses : sequence of str of length ``B``, optional
-        The decoded responses (without the prompt). Exactly one of ``responses`` and
-        ``token_ids``.
+        The decoded responses (without the prompt), cut into units by :func:`text_units`
+        (words; each character of CJK, kana, Hangul, Thai ...; a degenerate run's characters).
+        Exactly one of ``responses`` and ``token_ids``.
     token_ids : integer array of shape ``(B, T)``, optional, keyword-only
         The responses as token ids (numpy or torch, any device: read on the host), ids in
         ``[0, 2**32)`` where ``response_mask`` selects them.
