@@ -34,6 +34,7 @@ __all__ = [
     "RUN_END_FILE",
     "VERL_JSONL",
     "is_verl_record",
+    "last_step",
     "read_jsonl",
     "run_end",
 ]
@@ -313,3 +314,40 @@ def _read_config(folder: Path, notes: Notes) -> dict[str, Any]:
         notes.warn(f"{path}: config not read ({err})")
         return {}
     return config if isinstance(config, dict) else {"config": config}
+
+
+def last_step(path: str | os.PathLike[str], *, tail: int = 1 << 20) -> int | None:
+    """The largest step among the last complete records of a rlmetrics ``metrics.jsonl`` (its
+    last ``tail`` bytes): where a resumed run goes on. None when the file is missing, not a
+    regular file, or holds no complete record with a step.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = pathlib.Path(d) / "metrics.jsonl"
+    ...     _ = p.write_text('{"step": 3, "a": 1.0}\\n{"step": 4, "a": 2.0}\\n{"step": 5, "a"')
+    ...     last_step(p), last_step(pathlib.Path(d) / "none.jsonl")
+    (4, None)
+    """
+    path = Path(path)
+    if not path.is_file():  # missing, or not a regular file (a device reads forever)
+        return None
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, size - tail))
+        data = fh.read(tail)
+    lines = data.split(b"\n")
+    if size > tail:
+        lines = lines[1:]  # the first one is cut by the window
+    best: int | None = None
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            step = json.loads(raw).get(K.TRACKING_STEP)
+        except (ValueError, AttributeError):  # a cut or foreign line
+            continue
+        if isinstance(step, int) and not isinstance(step, bool) and (best is None or step > best):
+            best = step
+    return best

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 from pathlib import Path
 from typing import Any
-
-from rlmetrics import keys as K
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -105,27 +102,3 @@ def _remove_created(created: list[Path], run_dir: Path | None) -> None:
                 path.rmdir()
         except OSError:  # not empty, or already gone
             pass
-
-
-def _last_logged_step(path: Path, tail: int = 1 << 20) -> int | None:
-    """The largest step among the last complete records of a metrics.jsonl (its last ``tail`` bytes)."""
-    if not path.is_file():  # missing, or not a regular file (a device reads forever)
-        return None
-    with open(path, "rb") as fh:
-        size = fh.seek(0, os.SEEK_END)
-        fh.seek(max(0, size - tail))
-        data = fh.read(tail)
-    lines = data.split(b"\n")
-    if size > tail:
-        lines = lines[1:]  # the first one is cut by the window
-    best: int | None = None
-    for raw in lines:
-        if not raw.strip():
-            continue
-        try:
-            step = json.loads(raw).get(K.TRACKING_STEP)
-        except (ValueError, AttributeError):  # a cut or foreign line
-            continue
-        if isinstance(step, int) and not isinstance(step, bool) and (best is None or step > best):
-            best = step
-    return best

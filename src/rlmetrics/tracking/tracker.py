@@ -12,6 +12,7 @@ from typing import Any
 
 from rlmetrics._core.checks import check_int
 from rlmetrics.errors import HealthWarning, RunStopped, TrackingWarning
+from rlmetrics.readers.jsonl import last_step
 from rlmetrics.tracking._backend import (
     Backend,
     RunInfo,
@@ -21,7 +22,7 @@ from rlmetrics.tracking._backend import (
     backend_names,
     register_backend,
 )
-from rlmetrics.tracking._files import _check_name, _claim_run, _last_logged_step, _remove_created
+from rlmetrics.tracking._files import _check_name, _claim_run, _remove_created
 from rlmetrics.tracking._health import _finding_records
 from rlmetrics.tracking._values import (
     _NONFINITE,
@@ -209,7 +210,7 @@ class Tracker:
             self.log_dir, project, experiment, resume=resume
         )
         self.renamed_from: str | None = experiment if self.experiment != experiment else None
-        self._resumed_last = _last_logged_step(self.run_dir / "metrics.jsonl") if resume else None
+        self._resumed_last = last_step(self.run_dir / "metrics.jsonl") if resume else None
         self.start_step = 0 if self._resumed_last is None else self._resumed_last + 1
         if self.renamed_from is not None:
             warnings.warn(
