@@ -224,3 +224,30 @@ def test_ms_swift_step_counter_gives_the_step(tmp_path, rows, steps):
     assert run.format == RLMETRICS_JSONL and caught == []
     assert run.series["loss"][0].tolist() == steps
     assert "global_step/max_steps" not in run.series
+
+
+@pytest.mark.parametrize(
+    ("text", "tail", "want"),
+    [
+        pytest.param('{"step": 3}\n{"step": 7}\n', 1 << 20, 7, id="last-complete"),
+        pytest.param('{"step": 3}\n{"step": 9}\n{"step": 4}\n', 1 << 20, 9, id="largest-not-last"),
+        pytest.param('{"step": 3}\n{"step": 4, "a": 1', 1 << 20, 3, id="cut-last-line"),
+        pytest.param('{"step": 3}\nnot json\n{"step": true}\n[1]\n', 1 << 20, 3, id="foreign-lines"),
+        pytest.param('{"step": 1, "pad": "' + "x" * 64 + '"}\n{"step": 2}\n', 16, 2, id="window-cuts-first"),
+        pytest.param('{"a": 1.0}\n', 1 << 20, None, id="no-step"),
+        pytest.param("", 1 << 20, None, id="empty"),
+    ],
+)
+def test_last_step_of_a_run_for_resume(tmp_path, text, tail, want):
+    from rlmetrics.readers.jsonl import last_step
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(text)
+    assert last_step(path, tail=tail) == want
+
+
+def test_last_step_of_no_file_or_a_folder_is_none(tmp_path):
+    from rlmetrics.readers.jsonl import last_step
+
+    assert last_step(tmp_path / "missing.jsonl") is None
+    assert last_step(tmp_path) is None
