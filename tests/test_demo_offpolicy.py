@@ -20,7 +20,7 @@ from rlmetrics.demo.run import DemoConfig, run_demo
 pytestmark = pytest.mark.trains
 
 SEEDS = (0, 1, 2)
-LAGS = (0, 2, 4)
+LAGS = (0, 2, 4, 8)
 #: Short runs (~1 s each on one core): a small policy from random weights with a high learning
 #: rate, so that four updates move it well past the bfloat16 rollout's precision gap.
 SHORT = {
@@ -35,9 +35,16 @@ SHORT = {
     "d_model": 32,
     "n_layers": 1,
 }
-#: Seeds (of 3) in which the mismatch at lag 4 must exceed that at lag 2 (4 > 0 must hold in all:
-#: the policy's drift over 4 updates is orders of magnitude above the precision gap of lag 0).
+#: Seeds (of 3) in which the mismatch at lag 4 must exceed that at lag 2, and that at lag 8 the one
+#: at lag 2 (4 > 0 and 8 > 0 must hold in all: the policy's drift over 4 updates is orders of
+#: magnitude above the precision gap of lag 0).
 LAG4_OVER_LAG2_SEEDS = 2
+
+
+def config(seed: int, lag: int) -> DemoConfig:
+    """A short run; at lag 8, four more steps, so that the queue is full for four of them."""
+    steps = SHORT["steps"] + max(lag - 4, 0)
+    return DemoConfig(seed=seed, off_policy_lag=lag, **{**SHORT, "steps": steps})
 
 
 def rows_of(result: Any) -> list[dict[str, float]]:
@@ -53,7 +60,7 @@ def runs(tmp_path_factory) -> dict[tuple[int, int], list[dict[str, float]]]:
     out = {}
     for seed in SEEDS:
         for lag in LAGS:
-            cfg = DemoConfig(seed=seed, off_policy_lag=lag, **SHORT)
+            cfg = config(seed, lag)
             out[seed, lag] = rows_of(run_demo(cfg, out_dir=tmp_path_factory.mktemp(f"s{seed}_lag{lag}")))
     return out
 
@@ -110,15 +117,17 @@ def mismatch(rows: list[dict[str, float]], lag: int) -> tuple[float, float]:
     )
 
 
+@pytest.mark.parametrize("lag", (4, 8), ids=["lag4", "lag8"])
 @pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
-def test_the_mismatch_at_lag_4_exceeds_the_on_policy_one(runs, seed):
+def test_the_mismatch_at_a_lag_exceeds_the_on_policy_one(runs, seed, lag):
     kl0, spread0 = mismatch(runs[seed, 0], 0)
-    kl4, spread4 = mismatch(runs[seed, 4], 4)
-    assert kl4 > kl0 and spread4 > spread0
+    kl, spread = mismatch(runs[seed, lag], lag)
+    assert kl > kl0 and spread > spread0
 
 
-def test_the_mismatch_grows_from_lag_2_to_lag_4_in_most_seeds(runs):
-    grows = [mismatch(runs[s, 4], 4)[0] > mismatch(runs[s, 2], 2)[0] for s in SEEDS]
+@pytest.mark.parametrize("lag", (4, 8), ids=["lag4", "lag8"])
+def test_the_mismatch_grows_from_lag_2_in_most_seeds(runs, lag):
+    grows = [mismatch(runs[s, lag], lag)[0] > mismatch(runs[s, 2], 2)[0] for s in SEEDS]
     assert sum(grows) >= LAG4_OVER_LAG2_SEEDS, grows
 
 
