@@ -781,3 +781,64 @@ def test_verl_dataproto_with_versions_in_non_tensor_batch(request):
         newest_versions=torch.from_numpy(case["newest_versions"]),
     )
     assert_close(got, call(case))
+
+
+@pytest.mark.parametrize(
+    ("lags", "want"),
+    [
+        pytest.param(
+            [0, 1, 2, 3, 4, 5, 8, 9, 40],
+            ["0", "1", "2", "3_4", "3_4", "5_8", "5_8", "9_plus", "9_plus"],
+            id="edges",
+        ),
+        pytest.param(np.array([], dtype=np.int64), [], id="empty"),
+    ],
+)
+def test_lag_bucket_labels_are_the_buckets_of_the_family(lags, want):
+    from rlmetrics.policy.staleness import lag_bucket_labels
+
+    torch = pytest.importorskip("torch")
+    assert lag_bucket_labels(lags).tolist() == want
+    assert lag_bucket_labels(torch.tensor(np.asarray(lags, dtype=np.int64))).tolist() == want
+    assert [_bucket(int(x)) for x in lags] == want
+
+
+@pytest.mark.parametrize(
+    ("lags", "exc", "match"),
+    [
+        pytest.param([0, -1], ValueError, "lags must be >= 0", id="negative"),
+        pytest.param([0.5], TypeError, "lags must be a 1-d array of integers", id="float"),
+        pytest.param([[1, 2]], TypeError, "lags must be a 1-d array of integers", id="2d"),
+    ],
+)
+def test_lag_bucket_labels_refuse_bad_lags(lags, exc, match):
+    from rlmetrics.policy.staleness import lag_bucket_labels
+
+    with pytest.raises(exc, match=match):
+        lag_bucket_labels(lags)
+
+
+@pytest.mark.parametrize("seed", range(3), ids=lambda s: f"seed{s}")
+def test_the_mismatch_family_by_lag_bucket_agrees_with_the_buckets_cost(seed):
+    """Every mismatch metric per lag bucket (group_by=lag_bucket_labels): its k3 KL is the
+    staleness family's per-bucket k3 KL on the same tokens."""
+    from rlmetrics.policy.mismatch import compute_rollout_mismatch_metrics
+    from rlmetrics.policy.staleness import lag_bucket_labels
+
+    case = make_case(seed, 40, 7, per_token=False, extras=True)
+    ours = call(case)
+    lags = case["current_version"] - case["versions"]
+    by_lag = compute_rollout_mismatch_metrics(
+        case["old_log_probs"],
+        case["rollout_log_probs"],
+        case["response_mask"],
+        group_by=lag_bucket_labels(lags),
+        group_name="lag",
+    )
+    present = {_bucket(int(x)) for x in lags}
+    for label in present:
+        key = K.category_key(K.ROLLOUT_CORR_K3_KL, "lag", label)
+        assert by_lag[key] == pytest.approx(
+            ours[K.staleness_bucket(label, K.STALENESS_BUCKET_K3_KL)], rel=1e-9
+        )
+    assert {k.split("/")[1] for k in by_lag if k.startswith("by_lag/")} == present

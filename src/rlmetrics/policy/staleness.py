@@ -97,12 +97,53 @@ from rlmetrics._core.stats import (
 )
 from rlmetrics.policy.mismatch import parse_is_threshold
 
-__all__ = ["LAG_BUCKETS", "PEER_KEYS", "compute_staleness_metrics", "staleness_statistics"]
+__all__ = [
+    "LAG_BUCKETS",
+    "PEER_KEYS",
+    "compute_staleness_metrics",
+    "lag_bucket_labels",
+    "staleness_statistics",
+]
 
 #: ``(label, lowest lag, highest lag or None)`` of the fixed lag buckets.
 LAG_BUCKETS: tuple[tuple[str, int, int | None], ...] = tuple(
     zip(K.STALENESS_LAG_BUCKETS, (0, 1, 2, 3, 5, 9), (0, 1, 2, 4, 8, None))
 )
+
+
+def lag_bucket_labels(lags: Any) -> np.ndarray:
+    """The :data:`LAG_BUCKETS` label of each sample's lag, for ``group_by=`` of another family.
+
+    Every rollout/training mismatch metric per lag bucket, exact across ranks as any category:
+    ``compute_rollout_mismatch_metrics(old, rollout, mask, group_by=lag_bucket_labels(lag),
+    group_name="lag")`` (``by_lag/3_4/rollout_corr/k3_kl`` ...).
+
+    Parameters
+    ----------
+    lags : array-like of int, shape (B,)
+        Each sample's lag in policy versions (>= 0): the trainer's version less the sample's
+        (its oldest token's, where a rollout spans versions).
+
+    Returns
+    -------
+    numpy.ndarray of str, shape (B,)
+
+    Examples
+    --------
+    >>> lag_bucket_labels([0, 1, 3, 4, 7, 12]).tolist()
+    ['0', '1', '3_4', '3_4', '5_8', '9_plus']
+    """
+    arr = np.asarray(lags.cpu() if is_torch_array(lags) else lags)
+    if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
+        raise TypeError(f"lags must be a 1-d array of integers; got {arr.dtype} of shape {arr.shape}")
+    if arr.size and int(arr.min()) < 0:
+        raise ValueError(
+            f"lags must be >= 0 (a sample newer than the trainer's version?); got {int(arr.min())}"
+        )
+    labels = np.array([label for label, _, _ in LAG_BUCKETS])
+    lows = np.array([lo for _, lo, _ in LAG_BUCKETS])
+    return labels[np.searchsorted(lows, arr.astype(np.int64), side="right") - 1]
+
 
 #: ``peer -> ((peer key, rlmetrics key under the default prefix), ...)``: see the module docstring.
 PEER_KEYS: dict[str, tuple[tuple[str, str], ...]] = {
