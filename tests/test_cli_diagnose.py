@@ -579,3 +579,12 @@ def test_markup_in_a_response_is_printed_literally(tmp_path):
     run = _repetition_run(tmp_path / "exp", markup=True)
     res = runner.invoke(app, ["diagnose", str(run)], env={"COLUMNS": "250"})
     assert "[bold]not bold[/bold] Let me think." in res.stdout
+
+
+def test_a_verl_experiment_file_finds_its_samples_folder(tmp_path):
+    run = _repetition_run(tmp_path / "proj" / "exp")
+    (run / "metrics.jsonl").rename(tmp_path / "proj" / "exp.jsonl")  # verl: <project>/<experiment>.jsonl
+    out = tmp_path / "h.json"
+    res = runner.invoke(app, ["diagnose", str(tmp_path / "proj" / "exp.jsonl"), "--json", str(out)])
+    assert "examples:" in res.stdout
+    assert all(e["stop_reason"] == "length" for e in _repetition(out)["examples"])
