@@ -483,3 +483,108 @@ def test_a_collapse_in_one_source_is_named_in_the_table_advice_and_json(tmp_path
     assert "where" in text and f"entropy_collapse ({label}):" in text, text
     (run,) = json.loads(out.read_text())["runs"]
     assert [(f["kind"], f["category"]) for f in run["findings"]] == [("entropy_collapse", label)]
+
+
+# --- example samples of the text findings ---------------------------------------------------------
+
+REP_ONSET = 60
+
+
+def _repetition_run(folder, *, samples=True, every=1, markup=False):
+    """A Tracker-style run with a repetition rise planted at REP_ONSET and, with ``samples``, a
+    ``samples.jsonl`` every ``every`` steps whose rows loop from the onset on."""
+    from planted_runs import plant_columns, text_columns
+    from rlmetrics import keys as K
+
+    cols = plant_columns(text_columns(120, seed=1), "repetition_rise", REP_ONSET, seed=1)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{k: v[i] for k, v in cols.items()} for i in range(len(cols[K.TRACKING_STEP]))]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if samples:
+        lines = []
+        for step in range(0, 120, every):
+            looping = step >= REP_ONSET
+            prefix = "[bold]not bold[/bold] " if markup else ""
+            texts = [
+                ("The answer is 4.", 1.0, "stop"),
+                (
+                    prefix + "Let me think. " + "and then " * 60 if looping else "First add, then 4.",
+                    0.0,
+                    "length" if looping else "stop",
+                ),
+            ]
+            lines += [
+                json.dumps(
+                    {
+                        "step": step,
+                        "prompt": "2+2=",
+                        "response": r,
+                        "reward": w,
+                        "stop_reason": q,
+                        "chosen": "max" if w else "min",
+                    }
+                )
+                for r, w, q in texts
+            ]
+        (folder / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def _repetition(out):
+    (record,) = json.loads(out.read_text())["runs"]
+    (finding,) = [f for f in record["findings"] if f["kind"] == "repetition_rise"]
+    return finding
+
+
+def test_a_text_finding_prints_and_records_its_example_samples(tmp_path):
+    run = _repetition_run(tmp_path / "exp")
+    out = tmp_path / "h.json"
+    res = runner.invoke(app, ["diagnose", str(run), "--json", str(out)], env={"COLUMNS": "250"})
+    assert res.exit_code in (0, 1), res.output
+    finding = _repetition(out)
+    steps = finding["evidence"]["sample_steps"]
+    shown = ", ".join(str(steps[k]) for k in ("before", "onset", "worst"))
+    assert f"samples at steps {shown} (before/onset/worst); examples:" in res.stdout
+    # the looping row, not the correct one, at the onset and worst steps
+    assert [e["step"] for e in finding["examples"]] == sorted({steps["onset"], steps["worst"]})
+    for e in finding["examples"]:
+        assert e["response"].endswith("and then " * 4) and e["stop_reason"] == "length" and e["reward"] == 0.0
+    head = f"step {steps['onset']}, reward 0, stop length:"
+    line = next(ln for ln in res.stdout.splitlines() if head in ln)
+    assert "Let me think." in line and line.rstrip().endswith("and then") and " … " in line
+    assert len(line.split(": ", 1)[1]) <= 100
+
+
+def test_samples_logged_every_few_steps_show_the_nearest_step(tmp_path):
+    run = _repetition_run(tmp_path / "exp", every=25)
+    out = tmp_path / "h.json"
+    runner.invoke(app, ["diagnose", str(run / "metrics.jsonl"), "--json", str(out)], env={"COLUMNS": "250"})
+    finding = _repetition(out)
+    assert finding["examples"] and all(e["step"] % 25 == 0 for e in finding["examples"])
+    assert all(e["stop_reason"] == "length" for e in finding["examples"] if e["step"] >= REP_ONSET)
+
+
+def test_without_samples_the_steps_are_printed(tmp_path):
+    run = _repetition_run(tmp_path / "exp", samples=False)
+    out = tmp_path / "h.json"
+    res = runner.invoke(app, ["diagnose", str(run), "--json", str(out)], env={"COLUMNS": "250"})
+    finding = _repetition(out)
+    steps = finding["evidence"]["sample_steps"]
+    shown = ", ".join(str(steps[k]) for k in ("before", "onset", "worst"))
+    assert f"samples at steps {shown} (no samples.jsonl logged)" in res.stdout
+    assert "examples" not in finding
+
+
+def test_markup_in_a_response_is_printed_literally(tmp_path):
+    run = _repetition_run(tmp_path / "exp", markup=True)
+    res = runner.invoke(app, ["diagnose", str(run)], env={"COLUMNS": "250"})
+    assert "[bold]not bold[/bold] Let me think." in res.stdout
+
+
+def test_a_verl_experiment_file_finds_its_samples_folder(tmp_path):
+    run = _repetition_run(tmp_path / "proj" / "exp")
+    (run / "metrics.jsonl").rename(tmp_path / "proj" / "exp.jsonl")  # verl: <project>/<experiment>.jsonl
+    out = tmp_path / "h.json"
+    res = runner.invoke(app, ["diagnose", str(tmp_path / "proj" / "exp.jsonl"), "--json", str(out)])
+    assert "examples:" in res.stdout
+    assert all(e["stop_reason"] == "length" for e in _repetition(out)["examples"])

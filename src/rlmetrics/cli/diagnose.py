@@ -7,6 +7,13 @@ status: 0 when no run has an ``error`` finding, 1 when one has (a CI gate on a r
 could not be read or an option is wrong. ``--fail-on KIND,...`` sets the gate to those kinds:
 exit 1 when a finding of one of them appears, whatever its severity (and an error finding of
 another kind no longer fails).
+
+Under a finding that names the steps whose samples show it (the text rules' ``sample_steps``)
+those steps are printed, and when the run logged sample tables (its ``samples.jsonl``,
+:func:`rlmetrics.readers.samples_beside`) the rows that show it best
+(:func:`rlmetrics.health.examples.finding_examples`), each on one line; ``--json`` gives them as
+the finding's ``examples`` (``[{step, reward, stop_reason, response}]``, the response whole; the
+key is absent when the run has no sample tables).
 """
 
 from __future__ import annotations
@@ -158,7 +165,15 @@ def parse_thresholds(
     return out
 
 
-def _print_run(console: Console, name: str, source: str, kind: str, steps: int, diagnosis: Any) -> None:
+def _print_run(
+    console: Console,
+    name: str,
+    source: str,
+    kind: str,
+    steps: int,
+    diagnosis: Any,
+    examples: list[list[dict[str, Any]]] | None = None,
+) -> None:
     from rich.table import Table
 
     n_err = sum(f.severity == "error" for f in diagnosis.findings)
@@ -189,11 +204,56 @@ def _print_run(console: Console, name: str, source: str, kind: str, steps: int, 
             )
         console.print(table)
         # the advice under the table, one line a finding: a sixth column would be too narrow to read
-        for f in diagnosis.findings:
+        for i, f in enumerate(diagnosis.findings):
             at = f" [dim]({escape(f.category)})[/dim]" if f.category is not None else ""
             console.print(f"  [bold]{escape(f.kind)}[/bold]{at}: {escape(f.advice)}", soft_wrap=True)
+            _print_examples(console, f, None if examples is None else examples[i])
     for s in diagnosis.skipped:
         console.print(f"[dim]  skipped {escape(s.kind)}: {escape(s.why)}[/dim]", soft_wrap=True)
+
+
+def _print_examples(console: Console, finding: Any, examples: list[dict[str, Any]] | None) -> None:
+    """Under a finding that names ``sample_steps``: those steps, and the example rows (None: the
+    run has no sample tables)."""
+    from rlmetrics.health.examples import one_line, sample_steps
+
+    named = sample_steps(finding)
+    if not named:
+        return
+    at = ", ".join(str(s) for s in dict.fromkeys(named.values()))
+    if examples is None:
+        console.print(f"    [dim]samples at steps {at} (no samples.jsonl logged)[/dim]", soft_wrap=True)
+        return
+    labels = "/".join(named)
+    if not examples:
+        console.print(
+            f"    [dim]samples at steps {at} ({labels}): no row logged there shows it[/dim]", soft_wrap=True
+        )
+        return
+    console.print(f"    [dim]samples at steps {at} ({labels}); examples:[/dim]", soft_wrap=True)
+    for e in examples:
+        stop = "-" if e["stop_reason"] is None else escape(e["stop_reason"])
+        head = f"step {e['step']}, reward {e['reward']:.4g}, stop {stop}"
+        console.print(f"      [dim]{head}:[/dim] {escape(one_line(e['response']))}", soft_wrap=True)
+
+
+def _run_examples(err: Console, path: Path | None, diagnosis: Any) -> list[list[dict[str, Any]]] | None:
+    """Per finding, the sample rows that show it (:func:`rlmetrics.health.examples.finding_examples`);
+    None when the run has no ``samples.jsonl`` (or it cannot be read: one line on stderr)."""
+    from rlmetrics.health.examples import finding_examples, sample_steps
+    from rlmetrics.readers import read_samples, samples_beside
+
+    if path is None or not any(sample_steps(f) for f in diagnosis.findings):
+        return None
+    found = samples_beside(path)
+    if found is None:
+        return None
+    try:
+        tables = read_samples(found)
+    except (ValueError, OSError) as exc:  # RunReadError is a ValueError
+        err.print(f"[yellow]warning:[/yellow] {escape(str(found))}: {escape(str(exc))}", soft_wrap=True)
+        return None
+    return [finding_examples(f, tables) for f in diagnosis.findings]
 
 
 def diagnose(
@@ -339,8 +399,13 @@ def _diagnose_run(out: Console, err: Console, path: Path, options: _Options, std
             "skipped": [],
         }
     steps = _count_steps(history)
-    _print_run(out, name, source, kind, steps, diagnosis)
-    return {"run": name, "source": source, "kind_of_source": kind, "steps": steps, **diagnosis.to_dict()}
+    examples = _run_examples(err, None if piped else path, diagnosis)
+    _print_run(out, name, source, kind, steps, diagnosis, examples)
+    record = {"run": name, "source": source, "kind_of_source": kind, "steps": steps, **diagnosis.to_dict()}
+    for finding, rows in zip(record["findings"], examples or (), strict=False):
+        if "sample_steps" in finding["evidence"]:
+            finding["examples"] = rows
+    return record
 
 
 def _count_steps(history: Mapping[str, tuple[Any, Any]]) -> int:

@@ -14,6 +14,8 @@
 * :mod:`~rlmetrics.health.rules`: one rule per failure mode, their thresholds, :func:`diagnose`.
 * :mod:`~rlmetrics.health.sources`: :func:`load_history`, a run in any format that
   :func:`rlmetrics.readers.read_run` reads, as the rules' history.
+* :mod:`~rlmetrics.health.examples`: :func:`~rlmetrics.health.examples.finding_examples`, the
+  sample rows that show a text finding.
 * :mod:`~rlmetrics.health.monitor`: :class:`HealthMonitor`, the live form for ``Tracker``.
 """
 

@@ -31,7 +31,8 @@ The off-policy rules read the lag under rlmetrics' ``staleness/`` keys or the pe
 :mod:`rlmetrics.policy.staleness` maps to them (verl, prime-rl, slime; see
 :mod:`~rlmetrics.health.signals`). The text rules name the steps whose samples show a finding
 (``sample_steps`` in its evidence: the last step before its onset, the onset, the worst step),
-for a report to open those steps' sample tables.
+for a report to open those steps' sample tables (:func:`rlmetrics.health.examples.finding_examples`
+picks their rows that show it).
 
 Thresholds (:data:`THRESHOLDS`, overridable by ``diagnose(..., thresholds={kind: {param: value}})``),
 with their sources, as :func:`threshold_table` renders them from the declarations (appended to
