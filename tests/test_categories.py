@@ -252,6 +252,20 @@ def rank_policy(rank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return old, old + rng.normal(size=(n, 6)) * 0.4, mask
 
 
+def rank_variance(rank: int) -> dict:
+    """The variance proxies' tensors of rank ``rank``'s samples, with their ``data_source``."""
+    rng = np.random.default_rng(90 + rank)
+    n = len(RANK_LABELS[rank])
+    return {
+        "sum_pi_squared": rng.random((n, 6)) * 0.9 + 0.05,
+        "old_log_probs": -rng.random((n, 6)) * 4,
+        "advantages": rng.normal(size=(n, 6)),
+        "response_mask": (np.arange(6)[None, :] < rng.integers(1, 7, size=(n, 1))).astype(np.int64),
+        "rollout_is_weights": rng.random((n, 6)) * 2.5,
+        "data_source": np.asarray(RANK_LABELS[rank], dtype=object),
+    }
+
+
 def whole_policy() -> tuple[np.ndarray, ...]:
     parts = [rank_policy(r) for r in range(3)]
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
@@ -269,6 +283,7 @@ def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
         compute_data_metrics,
         compute_reward_component_metrics,
         compute_rollout_mismatch_metrics,
+        compute_variance_proxy_metrics,
         data_statistics,
     )
 
@@ -295,6 +310,14 @@ def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
                 *rank_policy(rank),
                 group_by=labels,
                 group_name="data_source",
+                max_categories=limit,
+                process_group=dist.group.WORLD,
+            )
+        for name, limit in (("variance", 64), ("variance_limited", 2)):
+            res[name] = compute_variance_proxy_metrics(
+                rank_variance(rank),
+                0.5,
+                group_by="data_source",
                 max_categories=limit,
                 process_group=dist.group.WORLD,
             )
@@ -417,3 +440,21 @@ def test_gloo_mismatch_by_category_equals_the_whole(ranks):
     for res in ranks:
         _close(res["mismatch"], want)
         _close(res["mismatch_limited"], limited)
+
+
+def test_gloo_variance_proxies_by_category_equal_the_whole(ranks):
+    from rlmetrics import compute_variance_proxy_metrics
+
+    parts = [rank_variance(r) for r in range(3)]
+    whole = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    want = compute_variance_proxy_metrics(whole, 0.5, group_by="data_source")
+    with pytest.warns(RLMetricsWarning, match="more than max_categories=2"):
+        limited = compute_variance_proxy_metrics(whole, 0.5, group_by="data_source", max_categories=2)
+    assert {K.split_category_key(k)[2] for k in want if K.split_category_key(k)} == set(whole["data_source"])
+    assert {K.split_category_key(k)[2] for k in limited if K.split_category_key(k)} == {
+        "math",
+        K.OTHER_CATEGORY,
+    }
+    for res in ranks:
+        _close(res["variance"], want)
+        _close(res["variance_limited"], limited)

@@ -425,7 +425,8 @@ def test_metrics_from_with_a_process_group(world1) -> None:
         pytest.param(
             "compute_variance_proxy_metrics",
             "(batch: 'Any', gradient_norm: 'Any' = None, *, strict: 'bool' = False, prefix: 'str' = "
-            "'variance_proxy/', process_group: 'Any' = None) -> 'dict[str, float]'",
+            "'variance_proxy/', group_by: 'Any' = None, group_name: 'str | None' = None, "
+            "max_categories: 'int' = 64, process_group: 'Any' = None) -> 'dict[str, float]'",
             id="variance",
         ),
     ],

@@ -7,6 +7,7 @@ the numpy view off).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -21,6 +22,7 @@ from rlmetrics import keys as K
 from rlmetrics._core import array as _array
 from rlmetrics._core.kernels import variance_rows_kernel
 from rlmetrics._core.stats import Stats
+from rlmetrics.errors import RLMetricsWarning
 from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 
 verl_mu = pytest.importorskip("verl.trainer.ppo.metric_utils")
@@ -382,3 +384,155 @@ def test_bad_mask_value_in_a_later_block_raises(value: float, path: str) -> None
         found = re.escape(f"response_mask'] must hold only 0 and 1; found {value:g}")
         with pytest.raises(ValueError, match=found):
             compute_variance_proxy_metrics(dict(batch, response_mask=mask), 0.3)
+
+
+# --- group_by= ----------------------------------------------------------------------------------------
+
+LABELS = np.array(["gsm8k", "a/b code", "gsm8k", "logic", "a/b code", "gsm8k", "logic", "gsm8k", "x", "x"])
+#: The metrics kept per category: means of per-trajectory terms (proxies 1 and 3 need the
+#: category's own gradient norm).
+CATEGORY_KEYS = [
+    K.VARIANCE_PROXY_TOTAL_POWER,
+    K.VARIANCE_PROXY_EXPECTED_A_SQUARED,
+    K.VARIANCE_PROXY_EXPECTED_W,
+]
+
+
+def rows_of(batch: dict, rows: np.ndarray) -> dict:
+    return {k: v[torch.as_tensor(rows)] if torch.is_tensor(v) else v[rows] for k, v in batch.items()}
+
+
+def by_category(metrics: dict, group: str = "data_source") -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for key, value in metrics.items():
+        split = K.split_category_key(key)
+        if split is not None:
+            plain, g, category = split
+            assert g == group
+            out.setdefault(category, {})[plain] = value
+    return out
+
+
+def plain_of(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if K.split_category_key(k) is None}
+
+
+@pytest.mark.parametrize("with_is", [False, True], ids=["on-policy", "is-weights"])
+@pytest.mark.parametrize("labels", ["column", "list", "numpy", "torch-codes"])
+def test_group_by_equals_each_category_alone(with_is: bool, labels: str, path: str) -> None:
+    batch = make_batch(len(LABELS), 23, seed=11, with_is=with_is, empty_row=True)  # row 1: no tokens
+    codes = np.unique(LABELS, return_inverse=True)[1]
+    given = {
+        "column": "data_source",
+        "list": LABELS.tolist(),
+        "numpy": LABELS,
+        "torch-codes": torch.as_tensor(codes),
+    }[labels]
+    names = LABELS if labels != "torch-codes" else codes.astype(str)
+    source = dict(batch, data_source=LABELS.astype(object)) if labels == "column" else batch
+    plain = compute_variance_proxy_metrics(batch, 0.4)
+    grouped = compute_variance_proxy_metrics(source, 0.4, group_by=given, group_name="data_source")
+    # the plain keys, bit for bit (proxies 1 and 3 included)
+    assert plain_of(grouped) == plain
+    by = by_category(grouped)
+    assert set(by) == set(names)
+    for category, metrics in by.items():
+        alone = compute_variance_proxy_metrics(rows_of(batch, np.flatnonzero(names == category)), 0.4)
+        assert sorted(metrics) == sorted(CATEGORY_KEYS)
+        for k in CATEGORY_KEYS:
+            assert metrics[k] == pytest.approx(alone[k], rel=1e-12, abs=1e-15), (category, k)
+    if labels != "torch-codes":
+        assert "by_data_source/a%2Fb%20code/variance_proxy/expected_w" in grouped
+
+
+def test_group_by_column_of_a_dataproto_with_a_prefix() -> None:
+    batch = make_batch(len(LABELS), 9, seed=5, with_is=True)
+    proto = DataProto.from_dict(tensors=dict(batch), non_tensors={"data_source": LABELS.astype(object)})
+    m = compute_variance_proxy_metrics(proto, group_by="data_source", prefix="train/vp/")
+    alone = compute_variance_proxy_metrics(rows_of(batch, np.flatnonzero(LABELS == "logic")))
+    got = m[K.category_key("train/vp/expected_a_squared", "data_source", "logic")]
+    assert got == pytest.approx(alone[K.VARIANCE_PROXY_EXPECTED_A_SQUARED], rel=1e-12)
+    per_category = {plain for plain, _, _ in filter(None, map(K.split_category_key, m))}
+    assert per_category == {"train/vp/" + k.removeprefix(K.VARIANCE_PROXY_PREFIX) for k in CATEGORY_KEYS}
+
+
+def test_group_by_nan_stays_in_its_category() -> None:
+    batch = make_batch(len(LABELS), 8, seed=6, with_is=False)
+    batch["advantages"][3, 0] = math.nan  # row 3: "logic", its first token is always in the mask
+    m = compute_variance_proxy_metrics(batch, group_by=LABELS, group_name="data_source")
+    by = by_category(m)
+    assert math.isnan(by["logic"][K.VARIANCE_PROXY_EXPECTED_A_SQUARED])
+    assert math.isnan(m[K.VARIANCE_PROXY_EXPECTED_A_SQUARED])
+    assert all(math.isfinite(v) for c, ms in by.items() if c != "logic" for v in ms.values())
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    cuts=st.lists(st.integers(0, len(LABELS)), min_size=1, max_size=3),
+    with_is=st.booleans(),
+)
+def test_group_by_merge_of_parts_equals_the_whole(seed: int, cuts: list[int], with_is: bool) -> None:
+    batch = make_batch(len(LABELS), 7, seed=seed, with_is=with_is)
+    bounds = [0, *sorted(cuts), len(LABELS)]  # parts see different categories; some are empty
+    kw = {"group_name": "data_source"}
+    whole = compute_variance_proxy_metrics(batch, 0.7, group_by=LABELS, **kw)
+    parts = [
+        variance_proxy_statistics({k: v[a:b] for k, v in batch.items()}, group_by=LABELS[a:b], **kw)
+        for a, b in itertools.pairwise(bounds)
+    ]
+    merged = Stats.merge(*[p for p in parts if p is not None]).finalize(gradient_norm=0.7)
+    assert sorted(merged) == sorted(whole)
+    for k, v in whole.items():
+        assert merged[k] == pytest.approx(v, rel=1e-9, abs=1e-12), k
+
+
+def test_group_by_folds_the_least_frequent_at_finalize() -> None:
+    batch = make_batch(len(LABELS), 12, seed=8, with_is=True)
+    with pytest.warns(RLMetricsWarning, match="more than max_categories=2"):
+        m = compute_variance_proxy_metrics(batch, group_by=LABELS, group_name="data_source", max_categories=2)
+    by = by_category(m)
+    assert set(by) == {"gsm8k", K.OTHER_CATEGORY}
+    rest = compute_variance_proxy_metrics(rows_of(batch, np.flatnonzero(LABELS != "gsm8k")))
+    for k in CATEGORY_KEYS:
+        assert by[K.OTHER_CATEGORY][k] == pytest.approx(rest[k], rel=1e-12)
+
+
+def test_group_by_empty_shard_merges_and_missing_inputs_give_nothing() -> None:
+    batch = make_batch(4, 5, seed=2, with_is=False)
+    kw = {"group_by": ["a", "b", "a", "a"], "group_name": "env"}
+    m = compute_variance_proxy_metrics(batch, **kw)
+    empty = variance_proxy_statistics({k: v[:0] for k, v in batch.items()}, group_by=[], group_name="env")
+    assert empty is not None
+    whole = variance_proxy_statistics(batch, **kw)
+    assert whole is not None
+    assert Stats.merge(empty, whole).finalize() == m
+    assert compute_variance_proxy_metrics({"advantages": batch["advantages"]}, **kw) == {}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        pytest.param({"group_by": "data_source"}, KeyError, "no column 'data_source'", id="no-column"),
+        pytest.param({"group_by": ["a", "b"]}, ValueError, r"one label per sample \(3\); got 2", id="length"),
+        pytest.param({"group_by": [["a"], ["b"], ["c"]]}, ValueError, "must be 1-d", id="2d"),
+        pytest.param({"group_by": 3}, TypeError, "column name or an array of labels", id="scalar"),
+        pytest.param({"group_by": np.array([1.0, math.nan, 2.0])}, ValueError, "NaN labels", id="nan-label"),
+        pytest.param({"group_by": list("abc"), "group_name": "a/b"}, ValueError, "group", id="group-name"),
+        pytest.param({"group_name": "env"}, ValueError, "pass group_by= too", id="name-alone"),
+        pytest.param(
+            {"group_by": list("abc"), "max_categories": 0}, ValueError, "max_categories", id="limit"
+        ),
+    ],
+)
+def test_group_by_errors(kwargs: dict, exc: type[Exception], match: str) -> None:
+    with pytest.raises(exc, match=match):
+        compute_variance_proxy_metrics(BASE, **kwargs)
+
+
+def test_group_by_options_must_agree_to_merge() -> None:
+    a = variance_proxy_statistics(BASE, group_by=list("abc"), group_name="env")
+    b = variance_proxy_statistics(BASE, group_by=list("abc"), group_name="src")
+    assert a is not None and b is not None
+    with pytest.raises(ValueError, match="group_by"):
+        Stats.merge(a, b)

@@ -9,10 +9,19 @@ scalar advantage ``A`` (the mean of its token advantages), verl estimates
 
 and reports ``E[A^2]`` and ``E[W]``. Every term is a sum over trajectories, so the statistics of
 data-parallel shards merge by addition (:func:`variance_proxy_statistics`).
+
+With ``group_by=`` (each trajectory's label: verl's ``data_source``, an environment) the
+trajectory sums are also kept per category, by segment sums of the per-trajectory terms
+(:mod:`rlmetrics.training.categories`): proxy 2, ``E[A^2]`` and ``E[W]`` of a category are those
+of its trajectories alone, exactly, under :func:`rlmetrics.keys.category_key`
+(``by_data_source/gsm8k/variance_proxy/proxy2_total_power``). Proxies 1 and 3 stay plain: they
+need the squared norm of the gradient of the category's own mean loss, which the caller's one
+``gradient_norm`` of the whole batch is not (nor is any function of per-trajectory sums).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -40,6 +49,17 @@ from rlmetrics._core.stats import (
     stand_in_statistics,
     with_prefix,
 )
+from rlmetrics.training.categories import (
+    DEFAULT_MAX_CATEGORIES,
+    Columns,
+    Group,
+    category_entries,
+    check_max_categories,
+    finalize_by_category,
+    resolve_groups,
+    split_by_category,
+    with_entries,
+)
 
 __all__ = ["compute_variance_proxy_metrics", "variance_proxy_statistics"]
 
@@ -56,7 +76,13 @@ _SQUARE_CHECK_MAX_WIDTH = 1 << 22
 
 
 def variance_proxy_statistics(
-    batch: Any, *, strict: bool = False, prefix: str = K.VARIANCE_PROXY_PREFIX
+    batch: Any,
+    *,
+    strict: bool = False,
+    prefix: str = K.VARIANCE_PROXY_PREFIX,
+    group_by: Any = None,
+    group_name: str | None = None,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
 ) -> Stats | None:
     """Per-batch sums behind :func:`compute_variance_proxy_metrics` (or ``None`` if inputs are missing).
 
@@ -68,14 +94,18 @@ def variance_proxy_statistics(
         Raise a ``ValueError`` naming a missing tensor instead of returning ``None``.
     prefix : str, keyword-only
         See :func:`compute_variance_proxy_metrics`.
+    group_by, group_name, max_categories : keyword-only
+        See :func:`compute_variance_proxy_metrics`.
 
     Returns
     -------
     Stats or None
         Sums ``n`` (trajectories), ``a2`` (sum of ``A^2``), ``w`` (sum of ``W``, IS-scaled when
         ``rollout_is_weights`` is present) and ``power`` (sum of the proxy-2 terms), on the
-        batch's device. ``stats.finalize(gradient_norm=g)`` gives the metrics; a batch without
-        rows gives the statistics of nothing.
+        batch's device; with ``group_by=`` the same four sums per category too (segment sums
+        of the per-trajectory terms), so parts and ranks that saw different categories merge
+        exactly. ``stats.finalize(gradient_norm=g)`` gives the metrics; a batch without rows
+        gives the statistics of nothing.
 
     Examples
     --------
@@ -97,14 +127,18 @@ def variance_proxy_statistics(
         if strict:
             view.tensor(missing[0], why="needed by the variance proxies; strict=True")
         return None
+    grouping = _grouping_options(group_by, group_name, max_categories)
     xp, arrays, device, on_cpu = _checked_arrays(view)
     spi, old, adv, mask_raw, weights = arrays
     n_rows = adv.shape[0]
+    options: dict[str, Any] = {"rollout_is": weights is not None, "prefix": check_prefix(prefix), **grouping}
+    groups = None if group_by is None else _groups(view, n_rows, group_by, group_name, grouping)
     if n_rows == 0:
         like = dict(zip(_NAMES, arrays))
-        return stand_in_statistics(
+        empty = stand_in_statistics(
             _of_stand_ins, like, {"response_mask", "rollout_is_weights"}, prefix=prefix
         )
+        return dataclasses.replace(empty, options=options)
     tokens = (spi, old, adv, weights)
     n_invalid: Any = None  # numpy masks are checked block by block; a device mask's count is deferred
     if on_cpu:
@@ -113,20 +147,55 @@ def variance_proxy_statistics(
         mask, n_invalid = mask_and_invalid_count(mask_raw, _MASK)
         # Zeroed outside the mask first, so that no NaN there reaches a dot product (no sync).
         sums = list(_row_sums(xp, mask, *(None if t is None else xp.where(mask, t, 0) for t in tokens)))
-    totals = _trajectory_sums(xp, sums, weights is not None)
-    return Stats.pack(
+    rows = _trajectory_terms(xp, sums, weights is not None)
+    stats = Stats.pack(
         "variance_proxy",
         {
             "n": float(n_rows),
-            **totals,
+            **{k: xp.sum(v) for k, v in rows.items()},
             invalid_mask_field(_MASK): 0.0 if n_invalid is None else n_invalid,
         },
         {},
         {},
         finaliser=_finalize,
-        options={"rollout_is": weights is not None, "prefix": check_prefix(prefix)},
+        options=options,
         xp=xp,
         device=device,
+    )
+    if groups is None:
+        return stats
+    return with_entries(stats, *category_entries(groups, Columns({"n": 1.0, **rows}, {}, {}), rows["a2"]))
+
+
+def _grouping_options(group_by: Any, group_name: Any, max_categories: Any) -> dict[str, Any]:
+    """The options of ``group_by=`` (what merged parts and ranks must share), checked; ``{}`` without it."""
+    limit = check_max_categories(max_categories)
+    if group_by is None:
+        if group_name is not None:
+            raise ValueError("group_name= names the group of group_by=; pass group_by= too")
+        return {}
+    if group_name is not None:
+        K.category_key("", group_name, "")  # a TypeError / ValueError naming the group name
+    if not isinstance(group_by, str) and not hasattr(group_by, "__len__"):
+        got = f"{type(group_by).__name__} {group_by!r}"
+        raise TypeError(f"group_by must be a column name or an array of labels; got {got}")
+    name = group_name or (group_by if isinstance(group_by, str) else "group")
+    return {"group_by": name, "max_categories": limit}
+
+
+def _groups(
+    view: Any, n_rows: int, group_by: Any, group_name: Any, grouping: Mapping[str, Any]
+) -> list[Group]:
+    """The grouping of ``group_by=``: a column of the batch (any key, not only those read) or labels."""
+    return resolve_groups(
+        view,
+        n_rows,
+        group_by=group_by,
+        group_name=group_name,
+        split_by_outcome=False,
+        score_threshold=None,
+        seq_score=None,
+        max_categories=grouping["max_categories"],
     )
 
 
@@ -160,8 +229,8 @@ def _checked_arrays(view: Any) -> tuple[Any, list[Any], Any, bool]:
     return xp, list(arrays), device, on_cpu
 
 
-def _trajectory_sums(xp: Any, sums: list[Any], use_is: bool) -> dict[str, Any]:
-    """Sums over trajectories of ``A^2``, ``W`` and the proxy-2 terms, from the per-row sums."""
+def _trajectory_terms(xp: Any, sums: list[Any], use_is: bool) -> dict[str, Any]:
+    """Each trajectory's ``A^2``, ``W`` and proxy-2 term (float64 ``(B,)``), from the per-row sums."""
     f64 = xp.float64
     cnt, a_total, w_row, *is_sums = (xp.astype(s, f64) for s in sums)
     a_row = row_mean(xp, a_total, cnt)
@@ -172,7 +241,7 @@ def _trajectory_sums(xp: Any, sums: list[Any], use_is: bool) -> dict[str, Any]:
         term = rho_bar * rho_bar * a2 * xp.clip(w_orig, min=0.0)
     else:
         term = a2 * xp.clip(w_row, min=0.0)
-    return {"a2": xp.sum(a2), "w": xp.sum(w_row), "power": xp.sum(term)}
+    return {"a2": a2, "w": w_row, "power": term}
 
 
 def _missing(view: Any) -> list[str]:
@@ -375,7 +444,21 @@ def _finalize(
     *,
     gradient_norm: Any = None,
 ) -> dict[str, float]:
-    """verl's five metrics from the host statistics; ``gradient_norm`` enables proxies 1 and 3."""
+    """verl's five metrics from the host statistics; ``gradient_norm`` enables proxies 1 and 3.
+
+    With ``group_by=`` also each category's proxy 2, ``E[A^2]`` and ``E[W]``
+    (:func:`_finalize_category`).
+    """
+    if "max_categories" in options:
+        (sums, maxes, mins), by = split_by_category(sums, maxes, mins)
+        plain = {k: options[k] for k in _PLAIN_OPTIONS}
+        metrics = _finalize(sums, maxes, mins, plain, gradient_norm=gradient_norm)
+        metrics.update(
+            finalize_by_category(
+                by, _finalize_category, plain, count="n", max_categories=options["max_categories"]
+            )
+        )
+        return metrics
     n = sums["n"]
     if n == 0:
         raise ValueError(
@@ -392,6 +475,24 @@ def _finalize(
         K.VARIANCE_PROXY_SIGNAL: proxy1 if proxy1 is not None else 0.0,
         K.VARIANCE_PROXY_TOTAL_POWER: proxy2,
         K.VARIANCE_PROXY_NOISE: proxy3,
+        K.VARIANCE_PROXY_EXPECTED_A_SQUARED: sums["a2"] / n,
+        K.VARIANCE_PROXY_EXPECTED_W: sums["w"] / n,
+    }
+    return with_prefix(out, K.VARIANCE_PROXY_PREFIX, options["prefix"])
+
+
+#: The options of the plain statistics (``group_by=`` adds ``group_by`` and ``max_categories``).
+_PLAIN_OPTIONS = ("rollout_is", "prefix")
+
+
+def _finalize_category(
+    sums: dict[str, float], maxes: dict[str, float], mins: dict[str, float], options: Mapping[str, Any]
+) -> dict[str, float]:
+    """One category's proxy 2, ``E[A^2]`` and ``E[W]``: means over its trajectories. Proxies 1
+    and 3 are left out (the batch's gradient norm is not the category's)."""
+    n = sums["n"]
+    out = {
+        K.VARIANCE_PROXY_TOTAL_POWER: sums["power"] / n,
         K.VARIANCE_PROXY_EXPECTED_A_SQUARED: sums["a2"] / n,
         K.VARIANCE_PROXY_EXPECTED_W: sums["w"] / n,
     }
@@ -439,6 +540,9 @@ def compute_variance_proxy_metrics(  # type: ignore[empty-body]  # the body is @
     *,
     strict: bool = False,
     prefix: str = K.VARIANCE_PROXY_PREFIX,
+    group_by: Any = None,
+    group_name: str | None = None,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
     process_group: Any = None,
 ) -> dict[str, float]:
     """Gradient-variance proxies of a batch; same keys and values as verl 0.9.1.
@@ -460,12 +564,34 @@ def compute_variance_proxy_metrics(  # type: ignore[empty-body]  # the body is @
         missing; ``strict=True`` raises a ``ValueError`` naming the missing tensor instead.
     prefix : str, keyword-only
         Replaces the keys' ``"variance_proxy/"``.
+    group_by : str or array of shape (B,), optional, keyword-only
+        Also report the metrics per category: the name of a per-trajectory label column of
+        the batch (``"data_source"`` in verl's non-tensor batch, any column of a dict or
+        TensorDict), or the labels themselves (strings, numbers or booleans; numpy, torch or a
+        list). Category ``c``'s ``proxy2_total_power``, ``expected_a_squared`` and
+        ``expected_w`` are those of its trajectories alone (each a mean of per-trajectory
+        terms, so exact), under ``keys.category_key(key, group, c)``
+        (``by_data_source/gsm8k/variance_proxy/expected_w``; ``/``, spaces and other
+        separators ``%XX``-escaped). ``proxy1_signal_strength`` and ``proxy3_pure_noise`` are
+        not reported per category: they need the gradient norm of the category's own loss,
+        not the batch's ``gradient_norm``. The plain keys stay as they are, bit for bit.
+    group_name : str, optional, keyword-only
+        The group's name in the keys (default: the column's name, ``"group"`` for labels).
+    max_categories : int, keyword-only
+        At most this many categories (default 64): the least frequent are reported together
+        as ``<other>`` (key token ``%other``), with one ``RLMetricsWarning``. As for
+        :func:`~rlmetrics.compute_data_metrics`: applied when the metrics are finalised, to
+        the union of merged parts and ranks (the most trajectories there stay, ties by name),
+        so any split gives the metrics of the whole batch; beyond
+        ``training.categories.EXACT_CATEGORIES`` categories in one call the rest are folded
+        already, with a warning that merged per-category metrics are then approximate.
     process_group : torch.distributed.ProcessGroup, optional, keyword-only
         When given, every rank gets the metrics of the union of all ranks' batches: one tiny
         agreement collective, then two packed all-reduces (a rank with an empty shard still
         takes part). A rank whose input is bad, or that lacks the tensors the others have,
         makes every rank raise the same error, naming that rank; when every rank lacks them,
-        every rank returns ``{}``.
+        every rank returns ``{}``. Ranks (and merged parts) that saw different categories
+        reduce the union of their categories, agreed in the same step.
 
     Returns
     -------

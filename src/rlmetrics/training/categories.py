@@ -209,8 +209,12 @@ class Columns(NamedTuple):
 
 
 def _stack(xp: Any, columns: Sequence[Any], like: Any) -> Any:
+    """The columns as one ``(B, F)`` float64 array (a number: the same value on every row;
+    no columns: ``(B, 0)``, for a family without maxima or minima)."""
     device = like.device if is_torch_array(like) else None
     n = like.shape[0]
+    if not columns:
+        return xp.zeros((n, 0), dtype=xp.float64, device=device)
     return xp.stack(
         [
             xp.astype(c, xp.float64)
