@@ -77,9 +77,9 @@ def _nearest(steps: list[int], step: int) -> int:
 
 
 def _stop(reason: str | None) -> str | None:
-    from rlmetrics.training.text import _STOP_ALIASES  # the aliases the stop-reason shares count by
+    from rlmetrics.training.text import stop_category  # the categories the stop-reason shares count by
 
-    return None if reason is None else _STOP_ALIASES.get(reason.strip().lower(), "other")
+    return stop_category(reason)
 
 
 def _repetitive(text: str) -> tuple[float, ...]:

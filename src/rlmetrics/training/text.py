@@ -100,6 +100,7 @@ __all__ = [
     "STOP_REASONS",
     "compute_text_metrics",
     "ends_in_loop",
+    "stop_category",
     "text_statistics",
     "text_units",
 ]
@@ -108,6 +109,18 @@ __all__ = [
 COMPRESSION_LEVEL = 1
 #: The stop-reason categories, in the order of their keys.
 STOP_REASONS = ("stop", "length", "abort", "error", "tool_call", "other")
+
+
+def stop_category(reason: str | None) -> str | None:
+    """The :data:`STOP_REASONS` category a stop reason is counted under (``"EOS"`` -> ``"stop"``,
+    ``"tool_calls"`` -> ``"tool_call"``, an unknown one -> ``"other"``); None stays None.
+
+    >>> stop_category("EOS"), stop_category("max_tokens"), stop_category(None)
+    ('stop', 'other', None)
+    """
+    return None if reason is None else _STOP_ALIASES.get(reason.strip().lower(), "other")
+
+
 _STOP_ALIASES = {
     "stop": "stop",
     "eos": "stop",
@@ -732,7 +745,7 @@ def text_statistics(
                 f"stop_reasons must have one entry per response ({sums['n']:g}); got {len(reasons)}"
             )
         for r in reasons:
-            sums["stop_" + _STOP_ALIASES.get(r.strip().lower(), "other")] += 1
+            sums["stop_" + str(stop_category(r))] += 1
     maxes = {k: ext[k] for k in ("len_max", "comp_max")}
     if o["think_span"] is not None:
         maxes |= {"think_max": ext["think_max"], "answer_max": ext["answer_max"]}
