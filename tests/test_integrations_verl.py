@@ -760,6 +760,54 @@ def test_the_log_probs_give_the_lag_buckets_cost(verl, data_proto):
 
 
 @pytest.mark.parametrize(
+    ("config", "threshold"),
+    [
+        pytest.param(None, 2.0, id="no-config-verls-default"),
+        pytest.param({"algorithm": {"rollout_correction": {"rollout_is_threshold": 1.02}}}, 1.02, id="dict"),
+        pytest.param(
+            types.SimpleNamespace(
+                algorithm=types.SimpleNamespace(
+                    rollout_correction=types.SimpleNamespace(rollout_is_threshold="0.5_1.05")
+                )
+            ),
+            "0.5_1.05",
+            id="attributes-icepop-string",
+        ),
+    ],
+)
+def test_the_share_above_the_threshold_per_lag_bucket_is_at_verls_configured_threshold(
+    verl, data_proto, config, threshold
+):
+    batch = versioned_batch(data_proto, log_probs=True, policy_versions=[5, 5, 5, 5, 2, 2, 2, 2])
+    quiet_patch(preload=False)
+    trainer = FakeStepTrainer(6)
+    trainer.config = config
+    out = trainer.collect(verl["mods"][SEPARATION], batch)
+    w = torch.exp(batch.batch["old_log_probs"] - batch.batch["rollout_log_probs"])
+    mask = batch.batch["response_mask"].bool()
+    upper = float(str(threshold).split("_")[-1])
+    # the trainer updated version 5: lags 0 (rows 0-3) and 3 (rows 4-7); bucket 1 is empty
+    assert keys.staleness_bucket("1", keys.STALENESS_BUCKET_IS_WEIGHT_FRACTION_HIGH) not in out
+    shares = []
+    for label, rows in (("0", slice(0, 4)), ("3_4", slice(4, 8))):
+        tokens = w[rows][mask[rows]]
+        shares.append(float((tokens > upper).double().mean()))
+        key = keys.staleness_bucket(label, keys.STALENESS_BUCKET_IS_WEIGHT_FRACTION_HIGH)
+        assert out[key] == pytest.approx(shares[-1])
+    assert threshold == 2.0 or 0.0 < max(shares)  # a threshold low enough to count some weights
+
+
+def test_an_unusable_configured_threshold_warns_and_counts_above_verls_default(verl, data_proto):
+    batch = versioned_batch(data_proto, log_probs=True, policy_versions=[5, 5, 5, 5, 2, 2, 2, 2])
+    quiet_patch(preload=False)
+    trainer = FakeStepTrainer(6)
+    trainer.config = {"algorithm": {"rollout_correction": {"rollout_is_threshold": "high"}}}
+    with pytest.warns(rv.VerlPatchWarning, match="rollout_is_threshold is unusable"):
+        out = trainer.collect(verl["mods"][SEPARATION], batch)
+    assert keys.staleness_bucket("3_4", keys.STALENESS_BUCKET_IS_WEIGHT_FRACTION_HIGH) in out
+
+
+@pytest.mark.parametrize(
     "versions",
     [{}, {"min_global_steps": [None] * 8, "max_global_steps": [None] * 8}],
     ids=["no-fields", "no-versions"],  # an on-policy batch; the agent loop's default None fields

@@ -116,6 +116,7 @@ from rlmetrics.errors import (
 from rlmetrics.health.monitor import ActionPolicy, HealthMonitor
 from rlmetrics.keys import ValName
 from rlmetrics.policy.groups import compute_group_metrics
+from rlmetrics.policy.mismatch import parse_is_threshold
 from rlmetrics.policy.staleness import compute_staleness_metrics
 from rlmetrics.policy.variance import compute_variance_proxy_metrics
 from rlmetrics.readers.samples import SAMPLES_FILE
@@ -671,6 +672,7 @@ STALENESS_VERSION_FIELDS: tuple[tuple[str, str | None], ...] = (
     ("policy_versions", None),
 )
 _TRAINER_FRAMES = 8  # frames above compute_data_metrics searched for the verl trainer calling it
+_VERL_IS_THRESHOLD = 2.0  # verl's default algorithm.rollout_correction.rollout_is_threshold
 
 
 def _staleness_metrics(batch: Any) -> dict[str, float]:
@@ -683,7 +685,9 @@ def _staleness_metrics(batch: Any) -> dict[str, float]:
     * any other (``global_steps``): ``global_steps - 1``, the v1 trainer's convention.
 
     The token importance weights and the k3 KL per lag bucket come from ``old_log_probs`` and
-    ``rollout_log_probs`` when the batch has both, the rewards from ``token_level_scores``. A batch
+    ``rollout_log_probs`` when the batch has both (the share of weights above the trainer's
+    ``algorithm.rollout_correction.rollout_is_threshold``, verl's 2.0 by default), the rewards
+    from ``token_level_scores``. A batch
     without the fields, or with a missing (None) version, adds nothing.
     """
     view = as_batch(batch, arg="batch")
@@ -694,7 +698,7 @@ def _staleness_metrics(batch: Any) -> dict[str, float]:
             break
     else:
         return {}
-    current = _trainer_version()
+    trainer, current = _versioned_trainer()
     if current is None:
         warnings.warn(
             f"the batch carries {oldest_name!r} but no verl trainer with a version (current_param_version "
@@ -716,7 +720,29 @@ def _staleness_metrics(batch: Any) -> dict[str, float]:
         rollout_log_probs=view.get("rollout_log_probs") if has_log_probs else None,
         rewards=None if scores is None else scores.sum(-1),
         peer_names=("verl",),
+        rollout_is_threshold=_rollout_is_threshold(trainer),
     )
+
+
+def _rollout_is_threshold(trainer: Any) -> Any:
+    """The trainer's ``algorithm.rollout_correction.rollout_is_threshold`` (verl's truncation of the
+    IS weights, so that the share above it per lag bucket is verl's), else verl's default 2.0."""
+    node = getattr(trainer, "config", None)
+    for name in ("algorithm", "rollout_correction", "rollout_is_threshold"):
+        node = node.get(name) if isinstance(node, Mapping) else getattr(node, name, None)
+        if node is None:
+            return _VERL_IS_THRESHOLD
+    try:
+        parse_is_threshold(node)
+    except (TypeError, ValueError) as err:
+        warnings.warn(
+            f"the trainer's algorithm.rollout_correction.rollout_is_threshold is unusable ({err}); the "
+            f"staleness metrics count the IS weights above {_VERL_IS_THRESHOLD}",
+            VerlPatchWarning,
+            stacklevel=4,
+        )
+        return _VERL_IS_THRESHOLD
+    return node
 
 
 def _versions(values: Any) -> np.ndarray | None:
@@ -738,22 +764,23 @@ def _beside(tensor: Any, values: np.ndarray) -> Any:
     return torch.as_tensor(values, device=tensor.device)
 
 
-def _trainer_version() -> int | None:
-    """The policy version the calling verl trainer updated (see :func:`_staleness_metrics`)."""
+def _versioned_trainer() -> tuple[Any, int | None]:
+    """The calling verl trainer and the policy version it updated (see :func:`_staleness_metrics`);
+    ``(None, None)`` when no caller has a version."""
     frame = sys._getframe(1)
     for _ in range(_TRAINER_FRAMES):
         frame = frame.f_back  # type: ignore[assignment]
         if frame is None:
-            return None
+            return None, None
         trainer = frame.f_locals.get("self")
         version = getattr(trainer, "current_param_version", None)
         if isinstance(version, int) and not isinstance(version, bool):
             counted_next = getattr(trainer, "local_trigger_step", None) == 1 and version > 0
-            return version - 1 if counted_next else version
+            return trainer, version - 1 if counted_next else version
         steps = getattr(trainer, "global_steps", None)
         if isinstance(steps, int) and not isinstance(steps, bool):
-            return steps - 1
-    return None
+            return trainer, steps - 1
+    return None, None
 
 
 # ----------------------------------------------------------------------------- text and samples
