@@ -102,6 +102,13 @@ WANDB = (
             id="mlflow-long",
         ),
         pytest.param(
+            "key,value,step\nloss,0.5,1\nloss,,2\nreward,abc,2\nreward,0.2,3\n",
+            "mlflow-pandas",
+            [{"step": 1, "loss": 0.5}, {"step": 2, "loss": math.nan}, {"step": 3, "reward": 0.2}],
+            0,
+            id="long-empty-value-is-nan-text-missing",
+        ),
+        pytest.param(
             "step\tactor/entropy\tcritic/score/mean\n1\t0.9\t0.1\n2\t0.8\t0.2\n",
             "pandas",
             [
@@ -237,3 +244,17 @@ def test_property_any_history_written_in_a_layout_reads_back(table, layout):
         if any(v is not None for v in values)
     ]
     assert skipped == 0 and rows == expected
+
+
+def test_a_nan_loss_exported_by_pandas_as_an_empty_cell_is_found(tmp_path):
+    """MLflow's history through pandas' to_csv: the NaN loss at step 6 is an empty cell."""
+    from rlmetrics.health.rules import diagnose
+    from rlmetrics.health.sources import load_history
+
+    rows = [f"loss,{'' if s == 6 else 0.5 - s / 100},{s}" for s in range(1, 13)]
+    path = tmp_path / "history.csv"
+    path.write_text("key,value,step\n" + "\n".join(rows) + "\n")
+    history, fmt = load_history(path)
+    assert fmt == "csv-export"
+    (finding,) = [f for f in diagnose(history).findings if f.kind == "nonfinite"]
+    assert finding.step == 6 and finding.severity == "error"

@@ -16,7 +16,9 @@ Three layouts, told apart by the header:
   ``metric``), ``value`` and ``step`` columns.
 
 Cells that are empty or not numbers are missing values (W&B leaves a cell empty where a metric
-was not logged at that step); ``nan``, ``inf`` and ``-inf`` are read as floats. A row whose
+was not logged at that step), but for the long layout's empty value, a NaN (its row says the
+metric was logged at that step; pandas' ``to_csv`` writes NaN as an empty cell); ``nan``, ``inf``
+and ``-inf`` are read as floats. A row whose
 step is not a whole number is damaged: it is skipped and counted.
 """
 
@@ -176,7 +178,10 @@ def csv_export_records(text: str, *, name: str = "value") -> tuple[list[dict[str
             if max(key_at, value_at) >= len(row) or not row[key_at].strip():
                 damaged.append(reader.line_num)
                 continue
-            value = _number(row[value_at])
+            # a row is there only where the metric was logged: an empty value is a NaN (pandas'
+            # to_csv writes NaN so), not a step without it
+            cell = row[value_at].strip()
+            value = math.nan if not cell else _number(cell)
             if value is not None:
                 record[row[key_at].strip()] = value
             continue
