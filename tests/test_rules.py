@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from planted_runs import (
@@ -237,6 +237,9 @@ _ANY_KEYS = [
     st.integers(0, 5),
     st.sampled_from([0, 30, 80]),
 )
+@example(
+    {K.GRPO_FRAC_ALL_SOLVED: [8.9e307], K.GRPO_FRAC_NONE_SOLVED: [8.9e307]}, 0, 30
+)  # 1 - a - b overflows
 def test_no_rule_raises_on_degenerate_series(series, start, healthy_steps):
     """Constant, all-zero, all-NaN, one-point or wild series, alone or in a healthy run: findings
     or skips, never an exception or a numpy warning."""

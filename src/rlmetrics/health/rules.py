@@ -597,7 +597,8 @@ def _bimodal(history: History, p: Params) -> Result:
         return None
     steps, a, b = _common_steps(solved.steps, unsolved.steps)
     top, bottom = solved.values[a], unsolved.values[b]
-    middle = Series(solved.key, steps, 1.0 - top - bottom)
+    with np.errstate(over="ignore", invalid="ignore"):  # shares far out of [0, 1] (a broken log)
+        middle = Series(solved.key, steps, 1.0 - top - bottom)
     if _too_short(p.kind, middle, int(p["k"])):
         return None
     with np.errstate(invalid="ignore"):
