@@ -238,7 +238,7 @@ _ANY_KEYS = [
     st.sampled_from([0, 30, 80]),
 )
 @example(
-    {K.GRPO_FRAC_ALL_SOLVED: [8.9e307], K.GRPO_FRAC_NONE_SOLVED: [8.9e307]}, 0, 30
+    {K.GRPO_FRAC_ALL_SOLVED: [1e308], K.GRPO_FRAC_NONE_SOLVED: [1e308]}, 0, 30
 )  # 1 - a - b overflows
 def test_no_rule_raises_on_degenerate_series(series, start, healthy_steps):
     """Constant, all-zero, all-NaN, one-point or wild series, alone or in a healthy run: findings
