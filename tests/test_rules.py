@@ -237,9 +237,7 @@ _ANY_KEYS = [
     st.integers(0, 5),
     st.sampled_from([0, 30, 80]),
 )
-@example(
-    {K.GRPO_FRAC_ALL_SOLVED: [1e308], K.GRPO_FRAC_NONE_SOLVED: [1e308]}, 0, 30
-)  # 1 - a - b overflows
+@example({K.GRPO_FRAC_ALL_SOLVED: [1e308], K.GRPO_FRAC_NONE_SOLVED: [1e308]}, 0, 30)  # 1 - a - b overflows
 def test_no_rule_raises_on_degenerate_series(series, start, healthy_steps):
     """Constant, all-zero, all-NaN, one-point or wild series, alone or in a healthy run: findings
     or skips, never an exception or a numpy warning."""
