@@ -363,16 +363,7 @@ def _groups(
         )
     name = "group" if group_name is None else group_name
     limit = check_max_categories(max_categories)
-    groups = resolve_groups(
-        BatchView({}),
-        n_rows,
-        group_by=group_by,
-        group_name=name,
-        split_by_outcome=False,
-        score_threshold=None,
-        seq_score=None,
-        max_categories=limit,
-    )
+    groups = resolve_groups(BatchView({}), n_rows, group_by=group_by, group_name=name, max_categories=limit)
     options.update(group_by=name, max_categories=limit)
     return groups
 

@@ -52,7 +52,6 @@ from rlmetrics._core.stats import (
 from rlmetrics.training.categories import (
     DEFAULT_MAX_CATEGORIES,
     Columns,
-    Group,
     category_entries,
     check_max_categories,
     finalize_by_category,
@@ -132,7 +131,13 @@ def variance_proxy_statistics(
     spi, old, adv, mask_raw, weights = arrays
     n_rows = adv.shape[0]
     options: dict[str, Any] = {"rollout_is": weights is not None, "prefix": check_prefix(prefix), **grouping}
-    groups = None if group_by is None else _groups(view, n_rows, group_by, group_name, grouping)
+    groups = (
+        None
+        if group_by is None  # a column of the batch (any key, not only those read) or labels
+        else resolve_groups(
+            view, n_rows, group_by=group_by, group_name=group_name, max_categories=grouping["max_categories"]
+        )
+    )
     if n_rows == 0:
         like = dict(zip(_NAMES, arrays))
         empty = stand_in_statistics(
@@ -181,22 +186,6 @@ def _grouping_options(group_by: Any, group_name: Any, max_categories: Any) -> di
         raise TypeError(f"group_by must be a column name or an array of labels; got {got}")
     name = group_name or (group_by if isinstance(group_by, str) else "group")
     return {"group_by": name, "max_categories": limit}
-
-
-def _groups(
-    view: Any, n_rows: int, group_by: Any, group_name: Any, grouping: Mapping[str, Any]
-) -> list[Group]:
-    """The grouping of ``group_by=``: a column of the batch (any key, not only those read) or labels."""
-    return resolve_groups(
-        view,
-        n_rows,
-        group_by=group_by,
-        group_name=group_name,
-        split_by_outcome=False,
-        score_threshold=None,
-        seq_score=None,
-        max_categories=grouping["max_categories"],
-    )
 
 
 def _refuse_non_arrays(view: Any) -> None:

@@ -122,12 +122,13 @@ def resolve_groups(
     *,
     group_by: Any,
     group_name: str | None,
-    split_by_outcome: bool,
-    score_threshold: float | None,
-    seq_score: Any,
     max_categories: int,
+    split_by_outcome: bool = False,
+    score_threshold: float | None = None,
+    seq_score: Any = None,
 ) -> list[Group]:
-    """The groupings a call asks for: ``group_by=`` (a column name or labels) and the outcome split.
+    """The groupings a call asks for: ``group_by=`` (a column name or labels) and the outcome split
+    (a family without outcomes leaves its three options out).
 
     ``seq_score`` (each row's score, any namespace) is read only with ``score_threshold=``.
     Every category is kept (``max_categories`` applies when the statistics are finalised), up to
