@@ -27,7 +27,14 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rlmetrics.training.text import COMPRESSION_LEVEL, ends_in_loop, text_units
+from rlmetrics.training.text import (
+    COMPRESSION_LEVEL,
+    DEFAULT_LOOP_MAX_PERIOD,
+    DEFAULT_LOOP_REPEATS,
+    DEFAULT_NGRAM,
+    ends_in_loop,
+    text_units,
+)
 
 if TYPE_CHECKING:
     from rlmetrics.training.samples import SampleTable
@@ -38,8 +45,6 @@ __all__ = ["MAX_EXAMPLES", "finding_examples", "one_line", "sample_steps"]
 
 #: Rows a finding shows by default.
 MAX_EXAMPLES = 2
-#: The loop and n-gram settings of :func:`rlmetrics.training.text.text_statistics`' defaults.
-_LOOP_REPEATS, _LOOP_MAX_PERIOD, _NGRAM = 4, 64, 4
 #: ``stop_reason_shift``'s signals -> the stop reason they count.
 _SHIFTED_REASON = {"stop_length": "length", "stop_error": "error"}
 #: Bytes a text needs for its compression ratio to rank it (shorter ones rank after).
@@ -87,9 +92,9 @@ def _repetitive(text: str) -> tuple[float, ...]:
     units = text_units(text)
     if not units:
         return (1.0, 1.0)
-    loop = ends_in_loop(units, _LOOP_REPEATS, _LOOP_MAX_PERIOD)
-    grams = len(units) - _NGRAM + 1
-    distinct = len(set(zip(*(units[k:] for k in range(_NGRAM))))) / grams if grams > 0 else 1.0
+    loop = ends_in_loop(units, DEFAULT_LOOP_REPEATS, DEFAULT_LOOP_MAX_PERIOD)
+    grams = len(units) - DEFAULT_NGRAM + 1
+    distinct = len(set(zip(*(units[k:] for k in range(DEFAULT_NGRAM))))) / grams if grams > 0 else 1.0
     return (0.0 if loop else 1.0, distinct)
 
 

@@ -95,6 +95,9 @@ from rlmetrics._core.stats import Stats, check_prefix, metrics_from, with_prefix
 __all__ = [
     "CHARACTER_SCRIPTS",
     "COMPRESSION_LEVEL",
+    "DEFAULT_LOOP_MAX_PERIOD",
+    "DEFAULT_LOOP_REPEATS",
+    "DEFAULT_NGRAM",
     "RUN_MAX_BLOCK",
     "RUN_MIN_CHARS",
     "STOP_REASONS",
@@ -105,6 +108,9 @@ __all__ = [
     "text_units",
 ]
 
+#: The defaults of ``ngram=``, ``loop_repeats=`` and ``loop_max_period=`` (one place for the rules'
+#: example rows, :mod:`rlmetrics.health.examples`, to score a row as the statistics do).
+DEFAULT_NGRAM, DEFAULT_LOOP_REPEATS, DEFAULT_LOOP_MAX_PERIOD = 4, 4, 64
 #: zlib level of the compression ratio (1: the fastest; the ratio is a proxy, not a size).
 COMPRESSION_LEVEL = 1
 #: The stop-reason categories, in the order of their keys.
@@ -699,9 +705,9 @@ def text_statistics(
     stop_reasons: Sequence[str] | None = None,
     format_pattern: str | re.Pattern[str] | None = None,
     think_span: tuple[Any, Any] | None = _DEFAULT_THINK_SPAN,
-    ngram: int = 4,
-    loop_repeats: int = 4,
-    loop_max_period: int = 64,
+    ngram: int = DEFAULT_NGRAM,
+    loop_repeats: int = DEFAULT_LOOP_REPEATS,
+    loop_max_period: int = DEFAULT_LOOP_MAX_PERIOD,
     compression: bool | None = None,
     prefix: str = K.TEXT_PREFIX,
 ) -> Stats:
@@ -810,9 +816,9 @@ def compute_text_metrics(  # type: ignore[empty-body]  # the body is @metrics_fr
     stop_reasons: Sequence[str] | None = None,
     format_pattern: str | re.Pattern[str] | None = None,
     think_span: tuple[Any, Any] | None = _DEFAULT_THINK_SPAN,
-    ngram: int = 4,
-    loop_repeats: int = 4,
-    loop_max_period: int = 64,
+    ngram: int = DEFAULT_NGRAM,
+    loop_repeats: int = DEFAULT_LOOP_REPEATS,
+    loop_max_period: int = DEFAULT_LOOP_MAX_PERIOD,
     compression: bool | None = None,
     prefix: str = K.TEXT_PREFIX,
     process_group: Any = None,
