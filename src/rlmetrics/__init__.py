@@ -40,6 +40,7 @@ from rlmetrics.aggregation import (
 from rlmetrics.errors import RLMetricsError, RunStopped, UndefinedMetricWarning
 from rlmetrics.health import Diagnosis, Finding, HealthMonitor, RunReadError, diagnose, load_history
 from rlmetrics.health.monitor import ActionPolicy
+from rlmetrics.policy.entropy import compute_entropy_metrics, entropy_statistics
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.policy.logits import (
     entropy_and_sum_pi_squared_from_logits,
@@ -156,6 +157,7 @@ __all__ = [
     "compare_summaries",
     "compare_tables",
     "compute_data_metrics",
+    "compute_entropy_metrics",
     "compute_group_metrics",
     "compute_mfu",
     "compute_ppo_update_metrics",
@@ -172,6 +174,7 @@ __all__ = [
     "diagnose",
     "entropy_and_sum_pi_squared_from_logits",
     "entropy_from_logits",
+    "entropy_statistics",
     "flatten_validation_metrics",
     "keys",
     "load_history",

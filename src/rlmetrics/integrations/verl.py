@@ -115,6 +115,7 @@ from rlmetrics.errors import (
 )
 from rlmetrics.health.monitor import ActionPolicy, HealthMonitor
 from rlmetrics.keys import ValName
+from rlmetrics.policy.entropy import LOSS_AGG_MODES, compute_entropy_metrics
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.policy.mismatch import parse_is_threshold
 from rlmetrics.policy.staleness import compute_staleness_metrics
@@ -171,6 +172,9 @@ _DEFINITIONS: dict[str, tuple[str, ...]] = {
 _VAL_FLATTENER = "_val_metrics_update"
 #: The trainers' method given every validation's decoded generations (inputs, outputs, scores).
 _VAL_GENERATIONS = "_maybe_log_val_generations"
+#: The trainers' old-log-prob pass (``(DataProto, mfu)`` from the batch), wrapped to keep each
+#: response's mean entropy in the batch before the loop drops the token entropies.
+_OLD_LOG_PROB = "_compute_old_log_prob"
 #: The training loop of a trainer (a class with the flattener), wrapped to end it on a stop.
 _FIT = "fit"
 #: verl's logger class and its method that every trainer calls once per step, wrapped to feed
@@ -246,6 +250,7 @@ class VerlPatchOptions:
     split_by_outcome: bool = True
     reward_components: bool = True
     group_metrics: bool = True
+    entropy_metrics: bool = True
     solved_threshold: float = 1.0
     max_categories: int = DEFAULT_MAX_CATEGORIES
     text_metrics: bool = True
@@ -279,6 +284,7 @@ class VerlPatchOptions:
             "split_by_outcome": _flag(self.split_by_outcome, "split_by_outcome"),
             "reward_components": _flag(self.reward_components, "reward_components"),
             "group_metrics": _flag(self.group_metrics, "group_metrics"),
+            "entropy_metrics": _flag(self.entropy_metrics, "entropy_metrics"),
             "solved_threshold": _real(self.solved_threshold, "solved_threshold"),
             "max_categories": check_max_categories(self.max_categories),
             "text_metrics": _flag(self.text_metrics, "text_metrics"),
@@ -430,7 +436,8 @@ def compute_data_metrics(batch: Any, use_critic: bool = True) -> dict[str, float
     """verl's ``compute_data_metrics(batch, use_critic)``: :func:`rlmetrics.compute_data_metrics`
     with the patch's ``max_response_length`` / ``max_prompt_length``, per category where the batch
     has the labels (:func:`_grouping`), the reward components (:func:`_reward_component_metrics`)
-    and the staleness metrics (:func:`_staleness_metrics`), the text statistics of the responses and
+    and the staleness metrics (:func:`_staleness_metrics`), the entropy per category and outcome
+    (:func:`_entropy_metrics`), the text statistics of the responses and
     a sample table (:func:`_text_and_samples`), the GRPO groups' pass rates (:func:`_group_metrics`).
     verl's keys are the plain ones, as they are without the categories."""
     o = _STATE.options
@@ -444,6 +451,7 @@ def compute_data_metrics(batch: Any, use_critic: bool = True) -> dict[str, float
             **_grouping(view, o),
         )
         | _reward_component_metrics(view, o)
+        | _entropy_metrics(view, o)
         | _group_metrics(view, o)
         | _staleness_metrics(batch)  # the off-policy trainers' version fields, when the batch has them
         | _text_and_samples(view, o)
@@ -657,6 +665,119 @@ def _numeric(values: Any, n: int | None) -> np.ndarray | None:
             return None
         arr = np.asarray([np.nan if v is None else float(v) for v in items], dtype=np.float64)
     return arr.astype(np.float64)
+
+
+# ----------------------------------------------------------------------------- entropy by category
+#: The ``non_tensor_batch`` field where the wrapped old-log-prob pass files each response's mean
+#: token entropy (NaN for a response without tokens). verl's trainers compute the token entropies
+#: there (``entropys``), log their aggregate as ``actor/entropy`` and drop them
+#: (``old_log_prob.batch.pop("entropys")``) before ``compute_data_metrics`` runs: one float a sample
+#: kept instead lets the data metrics split the entropy by data source and outcome.
+ENTROPY_FIELD = "rlmetrics_entropy"
+
+
+def _keeping_entropy(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A trainer's ``_compute_old_log_prob(batch)``, then :func:`_keep_entropy` of its result.
+    Any other signature or result (the v1 trainer's ``KVBatchMeta``) passes through untouched."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        out = method(self, batch, *args, **kwargs)
+        if _STATE.options.entropy_metrics:
+            _keep_entropy(batch, out)
+        return out
+
+    return wrapper
+
+
+def _keep_entropy(batch: Any, out: Any) -> None:
+    """File each response's mean entropy (over ``response_mask``) in ``batch.non_tensor_batch``
+    when the pass returned verl's ``(DataProto with "entropys", mfu)``; a failure warns and
+    costs the split entropy alone."""
+    produced = out[0] if isinstance(out, tuple) and out else None
+    tensors, non_tensors = getattr(produced, "batch", None), getattr(batch, "non_tensor_batch", None)
+    inputs = getattr(batch, "batch", None)
+    if tensors is None or inputs is None or not isinstance(non_tensors, dict):
+        return
+    if "entropys" not in tensors.keys() or "response_mask" not in inputs.keys():
+        return
+    try:
+        entropy, mask = tensors["entropys"].detach(), inputs["response_mask"].detach()
+        mask = mask.to(entropy.device)
+        weights = (mask != 0).double()
+        sums = (entropy.double() * weights).sum(-1)
+        non_tensors[ENTROPY_FIELD] = (sums / weights.sum(-1)).cpu().numpy()  # 0 / 0: NaN
+    except Exception as err:  # the step goes on
+        warnings.warn(
+            f"the responses' entropy not kept for its split by data source and outcome: "
+            f"{type(err).__name__}: {err}",
+            VerlPatchWarning,
+            stacklevel=3,
+        )
+
+
+def _entropy_metrics(view: Any, options: VerlPatchOptions) -> dict[str, float]:
+    """:func:`rlmetrics.compute_entropy_metrics` of the responses' kept entropy (:data:`ENTROPY_FIELD`)
+    per data source and outcome, as the data metrics split (:func:`_grouping`), aggregated as the
+    calling trainer's ``actor.loss_agg_mode`` (and ``loss_scale_factor``) aggregate verl's
+    ``actor/entropy``. Only the per-category keys: verl logs the plain one itself. Nothing
+    without the field, a split, or the mask; a failure warns and costs these alone."""
+    n = _rows(view)
+    means = view.non_tensor(ENTROPY_FIELD) if options.entropy_metrics else None
+    grouping = _grouping(view, options)
+    if means is None or np.shape(means) != (n,) or not grouping or view.get("response_mask") is None:
+        return {}
+    try:
+        split: dict[str, Any] = {"max_categories": options.max_categories}
+        if "group_by" in grouping:
+            split |= {"group_by": np.asarray(view.non_tensor(DATA_SOURCE_FIELD)), "group_name": DATA_SOURCE_FIELD}
+        if grouping.get("split_by_outcome"):
+            split["outcome"] = _acc(view, n)
+        mode, scale = _loss_aggregation(_configured_trainer())
+        out = compute_entropy_metrics(
+            np.asarray(means, dtype=np.float64),
+            _host(view.get("response_mask")),
+            loss_agg_mode=mode,
+            loss_scale_factor=scale,
+            **split,
+        )
+        return {k: v for k, v in out.items() if keys.split_category_key(k) is not None}
+    except Exception as err:  # the batch's other metrics go on
+        warnings.warn(
+            f"the entropy per data source and outcome not logged: {type(err).__name__}: {err}",
+            VerlPatchWarning,
+            stacklevel=3,
+        )
+        return {}
+
+
+def _configured_trainer() -> Any:
+    """The verl trainer (an object with a ``config``) whose method called the replacement."""
+    frame = sys._getframe(1)
+    for _ in range(_TRAINER_FRAMES + 2):
+        frame = frame.f_back  # type: ignore[assignment]
+        if frame is None:
+            return None
+        trainer = frame.f_locals.get("self")
+        if getattr(trainer, "config", None) is not None:
+            return trainer
+    return None
+
+
+def _loss_aggregation(trainer: Any) -> tuple[str, float | None]:
+    """The trainer's ``actor_rollout_ref.actor.loss_agg_mode`` and ``loss_scale_factor`` (verl's
+    ``agg_loss`` of ``actor/entropy``); verl's default ``token-mean`` where none is found."""
+    node = getattr(trainer, "config", None)
+    for name in ("actor_rollout_ref", "actor"):
+        node = node.get(name) if isinstance(node, Mapping) else getattr(node, name, None)
+    get = node.get if isinstance(node, Mapping) else functools.partial(getattr, node)
+    mode = get("loss_agg_mode", None) if node is not None else None
+    scale = get("loss_scale_factor", None) if node is not None else None
+    if mode is None:
+        return "token-mean", None
+    if mode not in LOSS_AGG_MODES:
+        raise ValueError(f"actor.loss_agg_mode {mode!r} is not one of {', '.join(LOSS_AGG_MODES)}")
+    return str(mode), None if scale is None else float(scale)
 
 
 # ----------------------------------------------------------------------------- off-policy staleness
@@ -1189,6 +1310,7 @@ class _State:
         """Wrap a trainer's validation flattener and ``fit``, and verl's logger's ``log``."""
         self._wrap(cls, _VAL_FLATTENER, _promoting)
         self._wrap(cls, _VAL_GENERATIONS, _val_generations)
+        self._wrap(cls, _OLD_LOG_PROB, _keeping_entropy)
         if hasattr(cls, _VAL_FLATTENER) and not inspect.iscoroutinefunction(cls.__dict__.get(_FIT)):
             self._wrap(cls, _FIT, _stopping_fit)
         method = _LOGGERS.get((cls.__module__, cls.__qualname__))

@@ -3,6 +3,8 @@
 * :mod:`~rlmetrics.policy.variance`: verl's gradient-variance proxies.
 * :mod:`~rlmetrics.policy.logits`: entropy and the sum of squared probabilities from logits,
   chunked to bound memory.
+* :mod:`~rlmetrics.policy.entropy`: the responses' entropy (verl's ``actor/entropy``, any
+  ``loss_agg_mode``), per category and per outcome.
 * :mod:`~rlmetrics.policy.ppo`: PPO update statistics (clip fractions by side, approximate KL,
   the ratio's range).
 * :mod:`~rlmetrics.policy.mismatch`: rollout/training mismatch (importance weights, KL,
@@ -15,6 +17,7 @@
 
 from __future__ import annotations
 
+from rlmetrics.policy.entropy import compute_entropy_metrics, entropy_statistics
 from rlmetrics.policy.groups import compute_group_metrics
 from rlmetrics.policy.logits import (
     entropy_and_sum_pi_squared_from_logits,
@@ -27,6 +30,7 @@ from rlmetrics.policy.staleness import compute_staleness_metrics, staleness_stat
 from rlmetrics.policy.variance import compute_variance_proxy_metrics, variance_proxy_statistics
 
 __all__ = [
+    "compute_entropy_metrics",
     "compute_group_metrics",
     "compute_ppo_update_metrics",
     "compute_rollout_mismatch_metrics",
@@ -34,6 +38,7 @@ __all__ = [
     "compute_variance_proxy_metrics",
     "entropy_and_sum_pi_squared_from_logits",
     "entropy_from_logits",
+    "entropy_statistics",
     "ppo_update_statistics",
     "rollout_mismatch_statistics",
     "staleness_statistics",
