@@ -55,7 +55,10 @@ def test_equals_verl_agg_loss(mode: str, form: str) -> None:
 def test_loss_scale_factor_and_torch_input() -> None:
     ent, mask = _batch(1)
     got = compute_entropy_metrics(
-        torch.as_tensor(ent), torch.as_tensor(mask), loss_agg_mode="seq-mean-token-sum-norm", loss_scale_factor=4
+        torch.as_tensor(ent),
+        torch.as_tensor(mask),
+        loss_agg_mode="seq-mean-token-sum-norm",
+        loss_scale_factor=4,
     )
     assert got[K.ACTOR_ENTROPY] == pytest.approx(_verl(ent, mask, "seq-mean-token-sum-norm", 4.0), rel=TOL)
 

@@ -1575,3 +1575,82 @@ def test_validation_generations_take_every_text_option(verl, tmp_path):
         # the answer after the tag: 0 and 2 match, 1's box is empty, 3 never closes its thinking
         assert metrics["val-text/format/match_ratio"] == 0.5
         assert metrics["val-text/think/closed_ratio"] == 0.5
+
+
+# ----------------------------------------------------------------------------- entropy by category
+class FakeLogProbTrainer:
+    """What verl's ``RayPPOTrainer._compute_old_log_prob`` reads (its config, the actor worker group's
+    ``compute_log_prob``), and its fit's sequence: the entropies aggregated, popped, the batch's data
+    metrics."""
+
+    def __init__(self, loss_agg_mode: str) -> None:
+        from omegaconf import OmegaConf
+
+        actor = {"loss_agg_mode": loss_agg_mode, "loss_scale_factor": None}
+        self.config = OmegaConf.create({"actor_rollout_ref": {"actor": actor}})
+        self.actor_rollout_wg = types.SimpleNamespace(compute_log_prob=self._worker)
+
+    @staticmethod
+    def _worker(batch_td: Any) -> Any:
+        """Token entropies (and log-probs) in verl's no-padding layout, a function of the token ids."""
+        from verl.utils import tensordict_utils as tu
+
+        ids = batch_td["input_ids"]
+        values = ids.values().float() * 0.07 + 0.1
+        nested = torch.nested.nested_tensor_from_jagged(values, offsets=ids.offsets())
+        logp = torch.nested.nested_tensor_from_jagged(-values, offsets=ids.offsets())
+        return tu.get_tensordict(
+            {"entropy": nested, "log_probs": logp}, non_tensor_dict={"metrics": {"mfu": 0.0}}
+        )
+
+    def step(self, module: Any, batch: Any) -> tuple[torch.Tensor, dict[str, float]]:
+        old_log_prob, _ = module.RayPPOTrainer._compute_old_log_prob(self, batch)
+        entropys = old_log_prob.batch["entropys"]
+        old_log_prob.batch.pop("entropys")  # verl's fit drops them before its data metrics
+        batch = batch.union(old_log_prob)
+        return entropys, module.compute_data_metrics(batch=batch, use_critic=True)
+
+
+def log_prob_batch(data_proto: Any) -> Any:
+    """:func:`labelled_batch` with the token ids and positions verl's old-log-prob pass reads."""
+    batch = labelled_batch(data_proto)
+    attention = batch.batch["attention_mask"]
+    g = torch.Generator().manual_seed(12)
+    ids = torch.randint(3, 40, attention.shape, generator=g) * attention
+    batch.batch["input_ids"] = ids
+    batch.batch["position_ids"] = (attention.cumsum(-1) - 1).clamp(min=0)
+    batch.batch["prompts"], batch.batch["responses"] = ids[:, :6], ids[:, 6:]
+    return batch
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean"])
+def test_the_entropy_verl_drops_comes_per_data_source_and_outcome(verl, data_proto, mode):
+    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+    batch = log_prob_batch(data_proto)
+    mask = batch.batch["response_mask"]
+    quiet_patch(preload=False)
+    entropys, out = FakeLogProbTrainer(mode).step(verl["mods"][RAY_TRAINER], batch)
+    assert keys.ACTOR_ENTROPY not in out  # verl logs the plain one itself
+    cases = [("data_source", s, SOURCES == s) for s in sorted(set(SOURCES))]
+    cases += [("outcome", keys.OUTCOME_CORRECT, ACC), ("outcome", keys.OUTCOME_INCORRECT, ~ACC)]
+    for group, category, rows in cases:
+        rows_t = torch.from_numpy(np.asarray(rows))
+        # brute force: verl's own aggregation of the category's token entropies alone
+        ref = core_algos.agg_loss(loss_mat=entropys[rows_t], loss_mask=mask[rows_t], loss_agg_mode=mode)
+        assert out[keys.category_key(keys.ACTOR_ENTROPY, group, category)] == pytest.approx(
+            float(ref), rel=1e-6
+        )
+    assert len(set(entropys.flatten().tolist())) > 5  # the entropies differ from token to token
+
+
+def test_the_entropy_option_turns_it_off_and_unpatch_restores_the_pass(verl, data_proto):
+    trainer_cls = verl["mods"][RAY_TRAINER].RayPPOTrainer
+    original = trainer_cls._compute_old_log_prob
+    report = quiet_patch(preload=False, entropy_metrics=False)
+    assert f"{RAY_TRAINER}.RayPPOTrainer._compute_old_log_prob" in report.patched
+    batch = log_prob_batch(data_proto)
+    _, out = FakeLogProbTrainer("token-mean").step(verl["mods"][RAY_TRAINER], batch)
+    assert rv.ENTROPY_FIELD not in batch.non_tensor_batch
+    assert not any(k.endswith(keys.ACTOR_ENTROPY) for k in out)
+    rv.unpatch()
+    assert trainer_cls._compute_old_log_prob is original

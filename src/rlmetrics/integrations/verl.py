@@ -15,7 +15,10 @@ function gets a replacement with verl's exact signature that runs rlmetrics' equ
   ``reward_extra_info`` (``by_data_source=``, ``split_by_outcome=``, ``reward_components=``, on by
   default), the training pass rates of the GRPO groups (``group_metrics=``: ``grpo/pass@k``,
   ``grpo/frac_all_solved``, ``grpo/frac_none_solved``, the within-group reward spread, per
-  ``data_source`` too) and the off-policy staleness metrics;
+  ``data_source`` too), the off-policy staleness metrics, and the policy entropy per data source
+  and outcome (``entropy_metrics=``: verl drops the token entropies before its data metrics, so
+  the trainers' ``_compute_old_log_prob`` is wrapped to keep each response's mean entropy in
+  ``non_tensor_batch["rlmetrics_entropy"]``);
 * ``compute_timing_metrics``, ``compute_variance_proxy_metrics``, ``bootstrap_metric``,
   ``calc_maj_val``: the rlmetrics functions of the same names;
 * ``compute_throughout_metrics``: :func:`rlmetrics.compute_throughput_metrics` (``perf/mfu``
@@ -730,7 +733,10 @@ def _entropy_metrics(view: Any, options: VerlPatchOptions) -> dict[str, float]:
     try:
         split: dict[str, Any] = {"max_categories": options.max_categories}
         if "group_by" in grouping:
-            split |= {"group_by": np.asarray(view.non_tensor(DATA_SOURCE_FIELD)), "group_name": DATA_SOURCE_FIELD}
+            split |= {
+                "group_by": np.asarray(view.non_tensor(DATA_SOURCE_FIELD)),
+                "group_name": DATA_SOURCE_FIELD,
+            }
         if grouping.get("split_by_outcome"):
             split["outcome"] = _acc(view, n)
         mode, scale = _loss_aggregation(_configured_trainer())
@@ -1629,6 +1635,7 @@ def patch(
     split_by_outcome: bool = True,
     reward_components: bool = True,
     group_metrics: bool = True,
+    entropy_metrics: bool = True,
     solved_threshold: float = 1.0,
     max_categories: int = DEFAULT_MAX_CATEGORIES,
     text_metrics: bool = True,
@@ -1699,6 +1706,17 @@ def patch(
         sample is solved when its ``acc`` is above 0.5, where the batch carries a numeric or
         boolean ``acc`` per sample (as the outcome split), else when its score is
         ``>= solved_threshold``.
+    entropy_metrics : bool, keyword-only
+        Log the policy entropy per data source and per outcome
+        (``by_data_source/<source>/actor/entropy``, ``by_outcome/correct/actor/entropy``, as the
+        data metrics split; :func:`rlmetrics.compute_entropy_metrics` aggregated by the trainer's
+        ``actor.loss_agg_mode``). verl's trainers compute the token entropies in their
+        ``_compute_old_log_prob``, log their aggregate ``actor/entropy`` and drop them before
+        ``compute_data_metrics``; the patch wraps that method (the one hook, on the trainer
+        classes, restored by :func:`unpatch`) to file each response's mean entropy over
+        ``response_mask`` in ``non_tensor_batch["rlmetrics_entropy"]`` (one float a sample; NaN
+        for a response without tokens). verl's ``actor/entropy`` itself is left as verl logs it.
+        Without the old-log-prob pass (``rollout_correction.bypass_mode``) there is no entropy.
     solved_threshold : float, keyword-only
         The score at or above which a sample without ``acc`` is solved (default 1.0, the full
         marks of verl's rule-based scorers; ``compute_group_metrics``' ``solved_threshold``).
@@ -1785,6 +1803,7 @@ def patch(
         split_by_outcome=split_by_outcome,
         reward_components=reward_components,
         group_metrics=group_metrics,
+        entropy_metrics=entropy_metrics,
         solved_threshold=solved_threshold,
         max_categories=max_categories,
         text_metrics=text_metrics,

@@ -19,7 +19,13 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
-from rlmetrics._core.array import as_float, check_finite_scalar, describe, mask_and_invalid_count, prepare_arrays
+from rlmetrics._core.array import (
+    as_float,
+    check_finite_scalar,
+    describe,
+    mask_and_invalid_count,
+    prepare_arrays,
+)
 from rlmetrics._core.batch import BatchView
 from rlmetrics._core.checks import check_real_dtype, warn_undefined
 from rlmetrics._core.stats import Stats, check_prefix, invalid_mask_field, metrics_from, with_prefix
@@ -110,13 +116,20 @@ def entropy_statistics(
     has = n_tok > 0
     zeros = xp.zeros_like(n_tok)
     h_mean = xp.where(has, h_sum / xp.where(has, n_tok, xp.ones_like(n_tok)), zeros)
-    rows: dict[str, Any] = {"n_rows": 1.0, "n_tok": n_tok, "h_sum": h_sum, "n_seq": xp.astype(has, xp.float64)}
+    rows: dict[str, Any] = {
+        "n_rows": 1.0,
+        "n_tok": n_tok,
+        "h_sum": h_sum,
+        "n_seq": xp.astype(has, xp.float64),
+    }
     rows["h_seq_mean"] = h_mean
     sums = {name: (float(n_tok.shape[0]) if name == "n_rows" else xp.sum(v)) for name, v in rows.items()}
     sums[invalid_mask_field(_MASK)] = 0.0 if n_invalid is None else n_invalid
     groups = None
     if group_by is not None or outcome is not None:  # the grouping's options join the others
-        groups = _groups(n_tok.shape[0], group_by, group_name, outcome, score_threshold, max_categories, options)
+        groups = _groups(
+            n_tok.shape[0], group_by, group_name, outcome, score_threshold, max_categories, options
+        )
     elif group_name is not None or score_threshold is not None:
         raise ValueError("group_name= needs group_by=, score_threshold= needs outcome=")
     else:
@@ -218,7 +231,9 @@ def _finalize(
 
 
 def _undefined(why: str) -> float:
-    return warn_undefined(f"the entropy is undefined: {why} (in this batch, or on any rank): NaN", stacklevel=None)
+    return warn_undefined(
+        f"the entropy is undefined: {why} (in this batch, or on any rank): NaN", stacklevel=None
+    )
 
 
 def _finalize_category(
