@@ -41,7 +41,13 @@ statistics and the components per category (each completion's label from TRL's `
 what a reward function logged with ``log_extra``, else the training dataset's value for its prompt,
 indexed once), and with ``split_by_outcome=True`` the components of the completions at or above
 ``solved_threshold`` and of the others. TRL keeps no per-completion tokens for a callback, so the
-token-level families (lengths, entropy, advantages per category) are not computed here.
+token-level families (lengths, entropy, advantages per category) are not computed here. The
+entropy in particular (checked in TRL 1.16.0's ``GRPOTrainer``): the token entropies exist only
+inside ``_compute_loss``, per micro-batch of the optimisation (not of the generation batch the
+completion log holds), and only their global masked mean is kept (``_metrics["entropy"]``, the
+logged ``entropy``); ``_logs`` holds no per-completion entropy, so the entropy per category or
+outcome needs the user's own :func:`rlmetrics.compute_entropy_metrics` (a subclass overriding
+``_compute_loss``), not this callback.
 
 Text and samples. From the same completion log (``_logs["prompt"]``, ``_logs["completion"]``, the
 decoded texts TRL gathers for its own ``log_completions``), every logging window also gets the text
