@@ -34,8 +34,9 @@ WORDS = ["<pad>", "<eos>", "<unk>", "a", "b", "c", "d", "e", "f", "g"]
 # --- a real GRPOTrainer -------------------------------------------------------------------------
 
 
-def tiny_trainer(output_dir: Path, reward_funcs: list, **config):
-    """GRPOTrainer with a 1-layer Llama (hidden 16) and a word-level tokenizer, both built here."""
+def tiny_trainer(output_dir: Path, reward_funcs: list, columns: dict | None = None, **config):
+    """GRPOTrainer with a 1-layer Llama (hidden 16) and a word-level tokenizer, both built here;
+    ``columns``: the training dataset's (default: four prompts, four times)."""
     from datasets import Dataset
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -77,7 +78,7 @@ def tiny_trainer(output_dir: Path, reward_funcs: list, **config):
             **config,
         }
     )
-    dataset = Dataset.from_dict({"prompt": ["a b", "c d", "e f", "g a"] * 4})
+    dataset = Dataset.from_dict(columns or {"prompt": ["a b", "c d", "e f", "g a"] * 4})
     return GRPOTrainer(
         model=LlamaForCausalLM(model_config),
         processing_class=tokenizer,
@@ -277,6 +278,70 @@ def test_trainer_state_json_reads_as_a_run(trained):
     steps, values = history[K.TRL_REWARD]
     assert list(steps) == [2, 4]
     np.testing.assert_allclose(values, [r[K.TRL_REWARD] for r in rows[:2]], rtol=1e-12)
+
+
+#: Each prompt's data source in the categorised run (one with a "/", escaped in the keys).
+PROMPT_SOURCES = {"a b": "web/qa", "c d": "web/qa", "e f": "math", "g a": "math"}
+
+
+def test_a_real_grpo_run_gives_the_statistics_per_data_source_and_per_reward_function(tmp_path, monkeypatch):
+    """A real GRPOTrainer over a dataset of two sources, two reward functions: every window's
+    per-source keys hold the statistics of that source's completions, recomputed from what the
+    reward functions were given and returned, and agree with TRL's own logged means."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    recorded = RecordedRewards()
+    sources_seen: list[list[str]] = []
+
+    def has_a(completions, **kwargs):
+        sources_seen.append(list(kwargs["data_source"]))  # TRL passes the dataset's columns
+        return recorded.has_a(completions, **kwargs)
+
+    prompts = ["a b", "c d", "e f", "g a"] * 4
+    columns = {"prompt": prompts, "data_source": [PROMPT_SOURCES[p] for p in prompts]}
+    trainer = tiny_trainer(
+        tmp_path / "run", [has_a, recorded.short], columns=columns, reward_weights=[1.0, 0.5]
+    )
+    callback = RLMetricsCallback(experiment="cats", group_by="data_source", monitor=False).attach(trainer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.train()
+    rows = read_jsonl(callback.run_dir / "metrics.jsonl")
+    assert len(sources_seen) == 4  # one generation batch per step, two windows of two
+    assert {s for seen in sources_seen for s in seen} == set(PROMPT_SOURCES.values())
+    for row, gens in zip(rows[:2], (range(0, 2), range(2, 4))):
+        labels = np.array([s for j in gens for s in sources_seen[j]])
+        # each completion's source is its prompt's in the dataset
+        assert list(labels) == [PROMPT_SOURCES[p] for j in gens for p in recorded.texts[j][0]]
+        has = np.array([v for j in gens for v in recorded.calls["has_a"][j]], dtype=float)
+        short = np.array([np.nan if v is None else v for j in gens for v in recorded.calls["short"][j]])
+        weighted = has + 0.5 * np.nan_to_num(short)  # has_a answers every completion
+        for source in sorted(set(PROMPT_SOURCES.values())):
+            rows_s = labels == source
+
+            def key(plain: str, source: str = source) -> str:
+                return K.category_key(plain, "data_source", source)
+
+            if not rows_s.any():  # a source the sampler gave this window no prompt of
+                assert key("grpo/num_samples") not in row
+                continue
+            assert row[key("grpo/num_samples")] == rows_s.sum()
+            assert row[key("grpo/num_groups")] == rows_s.sum() / 2  # num_generations = 2
+            assert row[key("grpo-trl/reward")] == pytest.approx(weighted[rows_s].mean(), rel=1e-12)
+            assert row[key(K.reward_component_key("has_a", "mean"))] == pytest.approx(has[rows_s].mean())
+            given = short[rows_s][~np.isnan(short[rows_s])]
+            if given.size:
+                assert row[key(K.reward_component_key("short", "mean"))] == pytest.approx(given.mean())
+        assert ("by_data_source/web%2Fqa/grpo/num_samples" in row) == ("web/qa" in labels)  # "/" escaped
+        # the sources together are the window: their count-weighted means give TRL's own
+        counts = {s: row[K.category_key("grpo/num_samples", "data_source", s)] for s in set(labels)}
+        total = sum(counts[s] * row[K.category_key("grpo-trl/reward", "data_source", s)] for s in counts)
+        assert sum(counts.values()) == labels.size
+        assert total / labels.size == pytest.approx(row[K.TRL_REWARD], rel=1e-6)
+        assert row[K.reward_component_key("has_a", "mean")] == pytest.approx(
+            row["rewards/has_a/mean"], rel=1e-6
+        )
 
 
 # --- the callback's logic on a stand-in trainer ------------------------------------------------
