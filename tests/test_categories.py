@@ -71,6 +71,39 @@ def test_category_tokens_are_readable(category, token):
     )
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    a=st.text(max_size=12) | st.sampled_from(["a/b", "a_2Fb", "a:b", "a_3Ab", "", "<other>", "x y"]),
+    b=st.text(max_size=12) | st.sampled_from(["a_2Fb", "a_3Ab", "%other", "_empty"]),
+)
+def test_property_mlflow_names_of_category_keys_are_distinct_and_read_back(a, b):
+    """MLflow refuses "%": the category token writes it as ":" (a space on Windows), never in a
+    token raw, so two categories keep two names and the key is read back from its name."""
+    from rlmetrics.tracking.mlflow import mlflow_key
+
+    key_a, key_b = (K.category_key("critic/score/mean@4", "data_source", c) for c in (a, b))
+    for key in (key_a, key_b):
+        name = mlflow_key(key)
+        assert "%" not in name
+        if len(name) < 240 and "/../" not in key and "/./" not in key:  # no hash, no path segment
+            assert K.key_from_mlflow_name(name).replace("_at_", "@") == key
+        for mark in K.MLFLOW_PERCENT:  # either spelling reads back
+            if "%" in key:
+                written = key.replace("%", mark)
+                assert K.key_from_mlflow_name(written) == key
+    if a != b:
+        assert mlflow_key(key_a) != mlflow_key(key_b)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["critic/score/mean", "by_g/a b c/x", "by_g/a:zz/x", "by_bad group/a:20/x", "by_g/a:20", "by_g"],
+    ids=["plain", "not-an-escape", "bad-hex", "bad-group", "no-key", "no-slash"],
+)
+def test_mlflow_names_that_are_no_escaped_category_stay_as_they_are(name):
+    assert K.key_from_mlflow_name(name) == name
+
+
 def test_no_plain_key_reads_as_a_category_key():
     plain = [v for n, v in vars(K).items() if n.isupper() and isinstance(v, str) and "/" in v]
     assert plain and all(K.split_category_key(v) is None for v in plain)

@@ -102,6 +102,20 @@ WANDB = (
             id="mlflow-long",
         ),
         pytest.param(
+            "key,value,step\nby_src/a:2Fb/reward,0.5,1\nby_src/a_2Fb/reward,0.7,1\n",
+            "mlflow",
+            [{"step": 1, "by_src/a%2Fb/reward": 0.5, "by_src/a_2Fb/reward": 0.7}],
+            0,
+            id="mlflow-category-token-read-back",
+        ),
+        pytest.param(
+            "step,by_src/x 20y/reward\n1,0.5\n",
+            "mlflow-pandas-windows",
+            [{"step": 1, "by_src/x%20y/reward": 0.5}],
+            0,
+            id="wide-category-token-read-back",
+        ),
+        pytest.param(
             "key,value,step\nloss,0.5,1\nloss,,2\nreward,abc,2\nreward,0.2,3\n",
             "mlflow-pandas",
             [{"step": 1, "loss": 0.5}, {"step": 2, "loss": math.nan}, {"step": 3, "reward": 0.2}],

@@ -1064,3 +1064,74 @@ def test_check_backends_names_every_missing_package(monkeypatch):
         ImportError, match=r"the wandb backend needs wandb: pip install 'rlmetrics\[wandb\]'; the mlflow"
     ):
         check_backends(["jsonl", "wandb", "mlflow"])
+
+
+def _categories_of(plain: str, group: str, categories: list[str]) -> list[str]:
+    from rlmetrics import keys as K
+
+    return [K.category_key(plain, group, c) for c in categories]
+
+
+#: Categories whose key tokens MLflow's "%" -> "_" would merge: "a/b" (a%2Fb) and "a_2Fb", "a:b"
+#: (a%3Ab) and "a_3Ab"; the reserved tokens; a category with a space and a non-ASCII one.
+COLLIDING_CATEGORIES = ["a/b", "a_2Fb", "a:b", "a_3Ab", "", "<other>", "x y", "é"]
+
+
+def test_mlflow_category_keys_stay_distinct_and_read_back_through_mlflows_client(tmp_path):
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    from rlmetrics.errors import TrackingWarning
+    from rlmetrics.readers import read_run
+
+    wanted = [*_categories_of("critic/score/mean", "data_source", COLLIDING_CATEGORIES), "critic/score/mean"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TrackingWarning)  # no collision to report: the names are injective
+        with Tracker("p", "cats", backends=("mlflow",), log_dir=tmp_path) as tr:
+            for step in (1, 2):
+                tr.log({k: 10.0 * step + i for i, k in enumerate(wanted)}, step=step)
+    backend = tr.backends["mlflow"]
+    client = MlflowClient(tracking_uri=backend.tracking_uri)
+    names = sorted(client.get_run(backend.run_id).data.metrics)
+    assert len(names) == len(wanted) and names == sorted(mlflow_key(k) for k in wanted)
+    # MLflow's own history, exported as its long CSV, reads back under the original keys
+    lines = ["key,value,step,timestamp"]
+    for name in names:
+        lines += [
+            f'"{name}",{m.value!r},{m.step},{m.timestamp}'
+            for m in client.get_metric_history(backend.run_id, name)
+        ]
+    path = tmp_path / "history.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = read_run(path)
+    assert sorted(run.series) == sorted(wanted)
+    for i, key in enumerate(wanted):
+        steps, values = run.series[key]
+        assert list(steps) == [1, 2] and list(values) == [10.0 + i, 20.0 + i], key
+
+
+def test_mlflow_keys_that_still_share_a_name_get_distinct_deterministic_names_with_a_warning(tmp_path):
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    from rlmetrics.errors import TrackingWarning
+
+    first_hash = f"x_y-{hashlib.sha256(b'x%y').hexdigest()[:8]}"
+    # "x%y" maps to "x_y" (a plain key: MLflow's "_"), taken; its hashed name is taken too
+    logged = {"x_y": 1.0, first_hash: 2.0, "x%y": 3.0, "x@y": 4.0, "x_at_y": 5.0}
+    runs = []
+    for name in ("one", "two"):
+        with (
+            pytest.warns(TrackingWarning) as caught,
+            Tracker("p", name, backends=("mlflow",), log_dir=tmp_path) as tr,
+        ):
+            tr.log(logged, step=0)
+        messages = [str(w.message) for w in caught]
+        assert any("key 'x%y' maps to the MLflow name 'x_y' of key 'x_y'" in m for m in messages)
+        assert any("key 'x_at_y' maps to the MLflow name 'x_at_y' of key 'x@y'" in m for m in messages)
+        backend = tr.backends["mlflow"]
+        metrics = MlflowClient(tracking_uri=backend.tracking_uri).get_run(backend.run_id).data.metrics
+        assert len(metrics) == len(logged) and sorted(metrics.values()) == sorted(logged.values())
+        assert metrics["x_y"] == 1.0 and metrics[first_hash] == 2.0 and metrics["x_at_y"] == 4.0
+        runs.append(metrics)
+    assert runs[0] == runs[1]  # the same keys in the same order: the same names

@@ -658,6 +658,38 @@ def split_category_key(key: str) -> tuple[str, str, str] | None:
     return plain, group, category
 
 
+#: The characters MLflow names write a category token's ``%`` as (MLflow refuses ``%``, and its
+#: ``_`` would make ``a%2Fb`` and the category ``a_2Fb`` one name): ``:``, or a space where MLflow
+#: refuses ``:`` (Windows). Neither is ever in a token raw (:func:`escape_category` escapes both),
+#: so the mapping is injective and :func:`key_from_mlflow_name` inverts it.
+MLFLOW_PERCENT = (":", " ")
+
+
+def key_from_mlflow_name(name: str) -> str:
+    """The key an MLflow name stands for: a per-category key's token with its ``%`` restored
+    (see :data:`MLFLOW_PERCENT`); any other name as it is.
+
+    >>> key_from_mlflow_name("by_data_source/web:2Fqa/critic/score/mean")
+    'by_data_source/web%2Fqa/critic/score/mean'
+    >>> key_from_mlflow_name("by_data_source/web_2Fqa/critic/score/mean")  # the category web_2Fqa
+    'by_data_source/web_2Fqa/critic/score/mean'
+    """
+    if not name.startswith(CATEGORY_PREFIX):
+        return name
+    parts = name[len(CATEGORY_PREFIX) :].split("/", 2)
+    if len(parts) != 3 or not parts[2] or not any(c in parts[1] for c in MLFLOW_PERCENT):
+        return name
+    group, token, rest = parts
+    for c in MLFLOW_PERCENT:
+        token = token.replace(c, "%")
+    try:
+        _check_group_name(group)
+        unescape_category(token)
+    except (TypeError, ValueError):
+        return name
+    return f"{CATEGORY_PREFIX}{group}/{token}/{rest}"
+
+
 # --- reward components (training.rewards) ---------------------------------------------------------
 REWARD_COMPONENTS_PREFIX = "reward_components/"
 #: Statistics of each component: mean, unbiased std, extremes, and the share of samples it decides

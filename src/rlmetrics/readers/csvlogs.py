@@ -15,6 +15,10 @@ Three layouts, told apart by the header:
 * **long**, one row per (metric, step) (MLflow's metric history, a tidy export): ``key`` (or
   ``metric``), ``value`` and ``step`` columns.
 
+A per-category key logged to MLflow by rlmetrics (its category token's ``%`` written as ``:``,
+MLflow refusing ``%``) is read back as the key (:func:`rlmetrics.keys.key_from_mlflow_name`), in
+either layout; MLflow's other changes (``@`` as ``_at_``, a long key's hash) are kept as written.
+
 Cells that are empty or not numbers are missing values (W&B leaves a cell empty where a metric
 was not logged at that step), but for the long layout's empty value, a NaN (its row says the
 metric was logged at that step; pandas' ``to_csv`` writes NaN as an empty cell); ``nan``, ``inf``
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rlmetrics.errors import RunReadError
+from rlmetrics.keys import key_from_mlflow_name
 from rlmetrics.readers._history import as_history
 from rlmetrics.readers._run import Notes, Parsed, Source
 
@@ -158,6 +163,7 @@ def csv_export_records(text: str, *, name: str = "value") -> tuple[list[dict[str
     if layout == "wide":
         step_at = next(i for i, c in enumerate(lower) if c in _STEP_COLUMNS)
         keys = {i: _metric_name(c) for i, c in enumerate(cells) if i != step_at}
+        keys = {i: None if k is None else key_from_mlflow_name(k) for i, k in keys.items()}
     elif layout == "tensorboard":
         match = _TB_FILE.match(name)
         metric = match.group("tag") if match else name
@@ -183,7 +189,7 @@ def csv_export_records(text: str, *, name: str = "value") -> tuple[list[dict[str
             cell = row[value_at].strip()
             value = math.nan if not cell else _number(cell)
             if value is not None:
-                record[row[key_at].strip()] = value
+                record[key_from_mlflow_name(row[key_at].strip())] = value
             continue
         for i, key in keys.items():
             if key is None or i >= len(row):

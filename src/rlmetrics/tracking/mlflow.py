@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 import re
 import time
@@ -28,6 +29,20 @@ _MLFLOW_MAX_KEY = 250  # MLflow's MAX_ENTITY_KEY_LENGTH (metric and param names)
 _MLFLOW_MAX_PARAM = 6000  # MLflow's MAX_PARAM_VAL_LENGTH
 
 
+#: What a category token's ``%`` is written as here (:data:`rlmetrics.keys.MLFLOW_PERCENT`): ``:``,
+#: a space where MLflow refuses ``:`` in names (Windows).
+_PERCENT = K.MLFLOW_PERCENT[1] if os.name == "nt" else K.MLFLOW_PERCENT[0]
+
+
+def _category_token(key: str) -> str:
+    """``key`` with its category token's ``%`` written as :data:`_PERCENT` (a per-category key;
+    any other key as it is)."""
+    if "%" not in key or K.split_category_key(key) is None:
+        return key
+    group, token, rest = key[len(K.CATEGORY_PREFIX) :].split("/", 2)
+    return f"{K.CATEGORY_PREFIX}{group}/{token.replace('%', _PERCENT)}/{rest}"
+
+
 def _hash8(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:8]
 
@@ -40,8 +55,11 @@ def _with_hash(name: str, key: str) -> str:
 def mlflow_key(key: str) -> str:
     """An MLflow-legal metric/param name for ``key``; the same key always gives the same name.
 
-    1. ``@`` -> ``_at_`` (as verl does); characters MLflow refuses (not a letter, digit, ``_``,
-       ``-``, ``.``, space, ``/`` or ``:``) -> ``_``;
+    1. a per-category key's category token (:func:`rlmetrics.keys.category_key`) writes its
+       ``%`` escapes as ``:`` (a space on Windows), so that ``by_data_source/a%2Fb/...`` and the
+       category ``a_2Fb`` stay two names and :func:`rlmetrics.keys.key_from_mlflow_name` reads
+       the key back; ``@`` -> ``_at_`` (as verl does); characters MLflow refuses (not a letter,
+       digit, ``_``, ``-``, ``.``, space, ``/`` or ``:``) -> ``_``;
     2. MLflow names are paths: an empty, ``.`` or ``..`` segment (``a//b``, ``/a``, ``a/``,
        ``a/./b``) -> as many ``_`` (one for an empty one), and a leading ``..`` -> ``_.``;
     3. a name over 250 characters (MLflow's limit) keeps its first 241 and ends in ``-`` and
@@ -53,11 +71,14 @@ def mlflow_key(key: str) -> str:
     'val-core/gsm8k/acc/mean_at_8'
     >>> mlflow_key("a//b/"), mlflow_key("")
     ('a/_/b/_', '_')
+    >>> a, b = mlflow_key("by_src/web%2Fqa/reward"), mlflow_key("by_src/web_2Fqa/reward")
+    >>> a != b, b
+    (True, 'by_src/web_2Fqa/reward')
     >>> name = mlflow_key("k" * 300)
     >>> len(name), name[:3], name[-9]
     (250, 'kkk', '-')
     """
-    name = _MLFLOW_BAD_CHARS.sub("_", key.replace("@", "_at_"))
+    name = _MLFLOW_BAD_CHARS.sub("_", _category_token(key).replace("@", "_at_"))
     if name == "" or name.startswith(("/", "..")) or posixpath.normpath(name) != name:
         parts = ("_" * max(1, len(part)) if part in ("", ".", "..") else part for part in name.split("/"))
         name = "/".join(parts)
@@ -190,8 +211,9 @@ class MlflowBackend:
             )
         owner = self._owners.get(name)
         if owner is not None and owner != key:
-            taken = name
-            name = _with_hash(name, key)
+            taken, salt = name, key
+            while self._owners.get(name, key) != key:  # a hashed name taken too: hash again, salted
+                name, salt = _with_hash(taken, salt), salt + "#"
             notes.append(
                 f"key {key!r} maps to the MLflow name {taken!r} of key {owner!r}: logged as {name!r}"
             )
