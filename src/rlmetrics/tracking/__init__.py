@@ -15,8 +15,8 @@ The role verl's ``Tracking`` plays, with these guarantees:
 * each backend's own limits are handled by that backend with a fixed mapping: MLflow names
   (:func:`mlflow_key`: a category token's ``%`` -> ``:``, read back by
   :func:`rlmetrics.keys.key_from_mlflow_name`; ``@`` -> ``_at_``, characters MLflow refuses
-  -> ``_``, empty, ``.`` and ``..`` path segments -> ``_``, names over 250 characters cut to 241 plus ``-`` and 8
-  hex digits of the key's SHA-256; a key whose name another key took gets that suffix too
+  -> ``_``, empty, ``.`` and ``..`` path segments -> ``_``, names over 250 characters cut to
+  241 plus ``-`` and 8 hex digits of the key's SHA-256; a key whose name another key took gets that suffix too
   (hashed again, salted, if that is taken as well), with a warning;
   param values over 6000 characters cut, with a warning); TensorBoard, MLflow, W&B and
   trackio store steps as int64, so a step above ``2**63 - 1`` is a record lost for them
