@@ -299,6 +299,12 @@ def rank_variance(rank: int) -> dict:
     }
 
 
+def rank_outcome(rank: int) -> np.ndarray:
+    """Each of rank ``rank``'s samples' ``acc``: rank 0 has only correct ones."""
+    n = len(RANK_LABELS[rank])
+    return np.ones(n) if rank == 0 else (np.arange(n) % 2).astype(np.float64)
+
+
 def whole_policy() -> tuple[np.ndarray, ...]:
     parts = [rank_policy(r) for r in range(3)]
     return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
@@ -314,6 +320,7 @@ def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
 
     from rlmetrics import (
         compute_data_metrics,
+        compute_entropy_metrics,
         compute_reward_component_metrics,
         compute_rollout_mismatch_metrics,
         compute_variance_proxy_metrics,
@@ -346,6 +353,16 @@ def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
                 max_categories=limit,
                 process_group=dist.group.WORLD,
             )
+        old, _, mask = rank_policy(rank)
+        res["entropy"] = compute_entropy_metrics(
+            -old,
+            mask,
+            loss_agg_mode="seq-mean-token-mean",
+            group_by=labels,
+            group_name="data_source",
+            outcome=rank_outcome(rank),
+            process_group=dist.group.WORLD,
+        )
         for name, limit in (("variance", 64), ("variance_limited", 2)):
             res[name] = compute_variance_proxy_metrics(
                 rank_variance(rank),
@@ -491,3 +508,26 @@ def test_gloo_variance_proxies_by_category_equal_the_whole(ranks):
     for res in ranks:
         _close(res["variance"], want)
         _close(res["variance_limited"], limited)
+
+
+def test_gloo_entropy_by_category_and_outcome_equals_the_whole(ranks):
+    from rlmetrics import compute_entropy_metrics
+
+    old, _, mask = whole_policy()
+    labels = np.concatenate([np.asarray(RANK_LABELS[r], dtype=object) for r in range(3)])
+    outcome = np.concatenate([rank_outcome(r) for r in range(3)])
+    want = compute_entropy_metrics(
+        -old,
+        mask,
+        loss_agg_mode="seq-mean-token-mean",
+        group_by=labels,
+        group_name="data_source",
+        outcome=outcome,
+    )
+    groups = {K.split_category_key(k)[1:] for k in want if K.split_category_key(k)}
+    assert groups == {("data_source", c) for c in labels} | {
+        (K.OUTCOME_GROUP, K.OUTCOME_CORRECT),
+        (K.OUTCOME_GROUP, K.OUTCOME_INCORRECT),
+    }
+    for res in ranks:
+        _close(res["entropy"], want)
