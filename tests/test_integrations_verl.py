@@ -27,8 +27,10 @@ import rlmetrics
 import rlmetrics.readers
 from batches import assert_close_to_reference, make_batch
 from rlmetrics import keys
+from rlmetrics._core.dip import dip_pvalue
 from rlmetrics.integrations import verl as rv
 from rlmetrics.keys import ValName
+from rlmetrics.policy.groups import DIP_JITTER_SEED
 
 METRIC_UTILS = "verl.trainer.ppo.metric_utils"
 RAY_TRAINER = "verl.trainer.ppo.ray_trainer"
@@ -1241,6 +1243,10 @@ def brute_pass_rates(uids: np.ndarray, solved: np.ndarray, ks: tuple[int, ...]) 
         keys.GRPO_FRAC_ALL_SOLVED: sum(bool(g.all()) for g in groups) / len(groups),
         keys.GRPO_FRAC_NONE_SOLVED: sum(not g.any() for g in groups) / len(groups),
     }
+    # the dip test of the solve rates, each spread over its cell by the documented seeded draws
+    jitter = np.random.default_rng(DIP_JITTER_SEED).random(len(groups))
+    rates = [(g.sum() + u) / (len(g) + 1) for g, u in zip(groups, jitter)]
+    out[keys.GRPO_SOLVE_RATE_DIP], out[keys.GRPO_SOLVE_RATE_DIP_PVALUE] = dip_pvalue(rates)
     for k in ks:
         rates = [
             np.mean([any(g[list(c)]) for c in itertools.combinations(range(len(g)), k)])

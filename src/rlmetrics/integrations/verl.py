@@ -569,7 +569,12 @@ def _acc(view: Any, n: int | None) -> np.ndarray | None:
 UID_FIELD = "uid"
 #: The keys of :func:`rlmetrics.compute_group_metrics` that count solved samples (the rest are of
 #: the score's spread): with ``acc`` in the batch they come from ``acc``.
-_SOLVED_KEYS = (keys.GRPO_FRAC_ALL_SOLVED, keys.GRPO_FRAC_NONE_SOLVED)
+_SOLVED_KEYS = (
+    keys.GRPO_FRAC_ALL_SOLVED,
+    keys.GRPO_FRAC_NONE_SOLVED,
+    keys.GRPO_SOLVE_RATE_DIP,
+    keys.GRPO_SOLVE_RATE_DIP_PVALUE,
+)
 
 
 def _is_solved_key(key: str) -> bool:
