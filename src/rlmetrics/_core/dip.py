@@ -69,12 +69,13 @@ NULL_QUANTILES: dict[int, tuple[float, ...]] = {
 def _hull(x: np.ndarray, y: np.ndarray, *, lower: bool) -> np.ndarray:
     """The vertices (indices) of the lower (GCM) or upper (LCM) hull of ``(x, y)``, ``x`` increasing."""
     sign = 1.0 if lower else -1.0
+    xs, ys = x.tolist(), y.tolist()  # Python floats: a loop over numpy scalars is several times slower
     hull: list[int] = []
-    for i in range(x.shape[0]):
+    for i, (xi, yi) in enumerate(zip(xs, ys)):
         while len(hull) >= 2:
             a, b = hull[-2], hull[-1]
             # b on or beyond the chord from a to i: not a vertex
-            if sign * ((y[b] - y[a]) * (x[i] - x[a]) - (y[i] - y[a]) * (x[b] - x[a])) >= 0:
+            if sign * ((ys[b] - ys[a]) * (xi - xs[a]) - (yi - ys[a]) * (xs[b] - xs[a])) >= 0:
                 hull.pop()
             else:
                 break
