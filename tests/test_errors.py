@@ -119,6 +119,19 @@ def test_health_findings_warn_in_their_own_category(tmp_path):
                 tracker.log({"actor/pg_loss": float("nan") if step == 5 else 0.1}, step=step)
 
 
+def test_run_stopped_survives_pickling_with_its_message_and_finding():
+    import pickle
+
+    from rlmetrics.errors import RunStopped
+    from rlmetrics.health.findings import Finding
+
+    finding = Finding("nonfinite", "error", 7, ("actor/pg_loss",), {}, "Lower the learning rate.")
+    err = RunStopped(finding, action="stop", step=9, findings=[finding])
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is RunStopped and str(back) == str(err) and back.args == err.args
+    assert (back.finding, back.action, back.step, back.findings) == (finding, "stop", 9, (finding,))
+
+
 def test_run_stopped_carries_its_finding_and_is_caught_by_nothing_built_in():
     from rlmetrics.errors import RunStopped
     from rlmetrics.health.findings import Finding

@@ -12,7 +12,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.policy.groups import compute_group_metrics
+from rlmetrics._core.dip import dip_pvalue
+from rlmetrics.policy.groups import DIP_JITTER_SEED, compute_group_metrics
 
 
 def brute(uids, rewards, threshold=1.0, ddof=1) -> dict[str, float]:
@@ -23,7 +24,13 @@ def brute(uids, rewards, threshold=1.0, ddof=1) -> dict[str, float]:
     zero = [float(np.std(v)) <= 1e-8 for v in groups.values()]
     stds = [float(np.std(v, ddof=ddof)) for v in groups.values() if len(v) > ddof]
     n = len(groups)
+    # the dip test of the solve rates, each spread over its cell by the seeded draws (sorted uids)
+    cells = [(sum(x >= threshold for x in groups[u]), len(groups[u])) for u in sorted(groups)]
+    jitter = np.random.default_rng(DIP_JITTER_SEED).random(n)
+    dip_value, dip_p = dip_pvalue([(c + j) / (size + 1) for (c, size), j in zip(cells, jitter)])
     return {
+        "grpo/solve_rate/dip": dip_value,
+        "grpo/solve_rate/dip_pvalue": dip_p,
         "grpo/num_groups": n,
         "grpo/num_samples": len(rewards),
         "grpo/group_size/mean": float(np.mean(sizes)),

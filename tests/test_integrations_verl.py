@@ -16,6 +16,7 @@ import types
 import warnings
 from collections.abc import Iterator
 from importlib.machinery import SourceFileLoader
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,8 +27,10 @@ import rlmetrics
 import rlmetrics.readers
 from batches import assert_close_to_reference, make_batch
 from rlmetrics import keys
+from rlmetrics._core.dip import dip_pvalue
 from rlmetrics.integrations import verl as rv
 from rlmetrics.keys import ValName
+from rlmetrics.policy.groups import DIP_JITTER_SEED
 
 METRIC_UTILS = "verl.trainer.ppo.metric_utils"
 RAY_TRAINER = "verl.trainer.ppo.ray_trainer"
@@ -847,8 +850,8 @@ from verl.utils.tracking import Tracking
 
 
 class FakeTrainer:
-    def __init__(self, rows):
-        self.rows, self.done, self.cleaned = rows, [], False
+    def __init__(self, rows, backend="console"):
+        self.rows, self.done, self.cleaned, self.backend = rows, [], False, backend
 
     def _val_metrics_update(self, *args):
         return {}
@@ -857,7 +860,7 @@ class FakeTrainer:
         self.cleaned = True
 
     def fit(self):
-        logger = Tracking(project_name="p", experiment_name="e", default_backend="console")
+        logger = Tracking(project_name="p", experiment_name="e", default_backend=self.backend)
         for step, row in enumerate(self.rows, start=1):
             logger.log(data=row, step=step)
             self.done.append(step)
@@ -929,6 +932,58 @@ def test_the_stop_message_is_in_the_log(verl, recipe, capsys):
     out = capsys.readouterr().out
     assert "rlmetrics health: run stopped at step 2 on nonfinite (error) from step 2: A NaN or inf" in out
     assert "verl's fit ends here" in out
+
+
+@pytest.mark.parametrize("action", ["stop", "raise"])
+def test_the_live_monitor_stops_a_patched_trainer_in_a_ray_worker(ray_cluster, tmp_path, action):
+    """verl's run: the trainer's fit in a Ray worker patched by the setup hook (the options, the
+    recipe package watched, in the runtime_env), its steps in verl's file logger and on its stdout."""
+    from rlmetrics.errors import RunStopped
+
+    ray = ray_cluster
+    (tmp_path / "rlm_fake_recipe").mkdir()
+    (tmp_path / "rlm_fake_recipe" / "__init__.py").write_text(FAKE_RECIPE)
+    run_file, log_name = tmp_path / "metrics.jsonl", tmp_path / "worker_log"
+    options = {"packages": ["verl", "rlm_fake_recipe"], "monitor": True, "actions": {"nonfinite": action}}
+    env_vars = {**rv.runtime_env(**options)["env_vars"], "VERL_FILE_LOGGER_PATH": str(run_file)}
+
+    @ray.remote(runtime_env={"env_vars": env_vars}, max_retries=0)
+    def task_runner(rows: list[dict[str, Any]], root: str) -> dict[str, Any]:  # as verl's TaskRunner
+        import importlib
+        import os
+        import sys
+        from pathlib import Path
+
+        Path(root, "worker_log").write_text(os.readlink("/proc/self/fd/1"))  # Ray's worker-....out
+        sys.path.insert(0, root)
+        trainer = importlib.import_module("rlm_fake_recipe").FakeTrainer(rows, backend=["console", "file"])
+        try:
+            return {"returned": trainer.fit(), "done": trainer.done, "cleaned": trainer.cleaned}
+        finally:
+            sys.stdout.flush()
+
+    message = "rlmetrics health: run stopped at step 3 on nonfinite (error) from step 3: A NaN or inf"
+    ref = task_runner.remote(planted_rows(nan_at=3), str(tmp_path))
+    if action == "stop":
+        got = ray.get(ref, timeout=180)
+        assert (got["returned"], got["done"], got["cleaned"]) == (None, [1, 2], True)  # ended after step 3
+    else:  # the task fails with the RunStopped (main_ppo exits non-zero with its message)
+        with pytest.raises(RunStopped, match=re.escape(message)) as raised:
+            ray.get(ref, timeout=180)
+        assert (raised.value.action, raised.value.step, raised.value.finding.kind) == (
+            "raise",
+            3,
+            "nonfinite",
+        )
+        assert str(raised.value.cause).startswith(message)  # the message survived the trip
+    run = rlmetrics.readers.read_run(run_file)
+    assert run.steps[-1] == 3  # the stopping step was logged, no step after it
+    finding, acted = run.series[keys.health("nonfinite")], run.series[keys.health_action("nonfinite")]
+    assert (finding[0].tolist(), finding[1].tolist()) == ([3], [keys.HEALTH_SEVERITY_VALUE["error"]])
+    assert (acted[0].tolist(), acted[1].tolist()) == ([3], [keys.HEALTH_ACTION_VALUE[action]])
+    log = Path(log_name.read_text()).read_text()
+    assert f"{message}" in log and "verl's fit ends here" in log
+    assert not rv.report().active  # the driver is left alone
 
 
 def test_verls_trainers_and_logger_are_wrapped_and_restored(verl):
@@ -1188,6 +1243,10 @@ def brute_pass_rates(uids: np.ndarray, solved: np.ndarray, ks: tuple[int, ...]) 
         keys.GRPO_FRAC_ALL_SOLVED: sum(bool(g.all()) for g in groups) / len(groups),
         keys.GRPO_FRAC_NONE_SOLVED: sum(not g.any() for g in groups) / len(groups),
     }
+    # the dip test of the solve rates, each spread over its cell by the documented seeded draws
+    jitter = np.random.default_rng(DIP_JITTER_SEED).random(len(groups))
+    rates = [(g.sum() + u) / (len(g) + 1) for g, u in zip(groups, jitter)]
+    out[keys.GRPO_SOLVE_RATE_DIP], out[keys.GRPO_SOLVE_RATE_DIP_PVALUE] = dip_pvalue(rates)
     for k in ks:
         rates = [
             np.mean([any(g[list(c)]) for c in itertools.combinations(range(len(g)), k)])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +92,154 @@ def test_readme_async_loop_code_runs_and_reads_the_lag():
     assert m[K.STALENESS_TRAINED_REWARD_MEAN] == pytest.approx(batch["scores"].mean(), rel=1e-12)
     assert 0.0 <= m[K.STALENESS_AGE_MEAN] <= 60.0 + 5.0
     assert m[K.VERL_TRAJECTORY_STALENESS_WORST_MEAN] == m[K.SLIME_STALENESS_MEAN] == m[K.STALENESS_LAG_MEAN]
+
+
+# ----------------------------------------------------------------------------- the scheduler recipes
+FAKE_TRAINING = """
+import json, sys
+from pathlib import Path
+
+run, total = Path(sys.argv[1]), int(sys.argv[2])
+crashes = {int(s) for s in sys.argv[3].split(",") if s}  # a crash after the step (0: before any)
+nan_at = int(sys.argv[4])
+checkpoint, tries = run / "checkpoint", run / "tries.log"
+start = int(checkpoint.read_text()) + 1 if checkpoint.exists() else 1
+first = not tries.exists()
+with open(tries, "a") as fh:
+    fh.write(f"{start}\\n")
+if first and 0 in crashes:
+    sys.exit(137)
+with open(run / "metrics.jsonl", "a") as fh:
+    for step in range(start, total + 1):
+        loss = float("nan") if step == nan_at else 0.1
+        fh.write(json.dumps({"step": step, "actor/pg_loss": loss, "actor/entropy": 0.5}) + "\\n")
+        fh.flush()
+        if step == nan_at:
+            sys.exit(1)  # its live monitor's "raise": an uncaught RunStopped
+        checkpoint.write_text(str(step))
+        if step in crashes:
+            sys.exit(137)  # killed (out of memory, a node lost)
+"""
+CRASH = 137
+
+
+@pytest.fixture
+def job(tmp_path):
+    """Runs a README recipe (bash) on a fake training run in ``tmp_path/run`` with ``rlmetrics``
+    (this tree's) and the fakes of ``srun`` / ``scontrol`` on the PATH."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import rlmetrics
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    bin_dir, run = tmp_path / "bin", tmp_path / "run"
+    bin_dir.mkdir()
+    run.mkdir()
+    (tmp_path / "train.py").write_text(FAKE_TRAINING)
+    fakes = {
+        "rlmetrics": f'exec {sys.executable} -m rlmetrics "$@"',
+        "srun": 'exec "$@"',
+        "scontrol": f'echo "$@" >> {tmp_path / "scontrol.log"}',
+    }
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    src = str(Path(rlmetrics.__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
+
+    def start(marker: str, *, total: int = 6, crashes: str = "", nan_at: int = 0, **extra: str) -> Any:
+        script = tmp_path / "recipe.sh"
+        script.write_text(_block_after(marker, "bash"))
+        command = [sys.executable, str(tmp_path / "train.py"), str(run), str(total), crashes, str(nan_at)]
+        out = subprocess.run(
+            ["bash", str(script), str(run), *command],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        out.starts = [int(s) for s in (run / "tries.log").read_text().split()]  # type: ignore[attr-defined]
+        return out
+
+    return start
+
+
+def _statuses(marker: str) -> dict[str, int]:
+    """The exit statuses a recipe names, ``error_finding=1; stopped=3``."""
+    return {
+        k: int(v) for k, v in re.findall(r"\b(error_finding|stopped)=(\d+)", _block_after(marker, "bash"))
+    }
+
+
+@pytest.mark.parametrize("marker", ["<!-- recipe:retry -->", "<!-- recipe:slurm -->"], ids=["shell", "slurm"])
+def test_the_recipes_name_the_exit_statuses_of_the_code(marker):
+    from rlmetrics.cli.diagnose import EXIT_ERROR
+    from rlmetrics.cli.watch import EXIT_FINDING
+
+    assert _statuses(marker) == {"error_finding": EXIT_ERROR, "stopped": EXIT_FINDING}
+
+
+@pytest.mark.parametrize(
+    ("crashes", "nan_at", "starts", "status"),
+    [
+        pytest.param("3", 0, [1, 4], 0, id="a-crash-resumed"),
+        pytest.param("0", 0, [1, 1], 0, id="a-crash-before-any-step-resumed"),
+        pytest.param("2,3,4", 0, [1, 3, 4], CRASH, id="three-crashes-give-up"),
+        pytest.param("", 3, [1], "stopped", id="a-finding-stops-for-good"),
+        pytest.param("2", 4, [1, 3], "stopped", id="a-crash-then-a-finding"),
+    ],
+)
+def test_the_retry_recipe_retries_a_crash_and_stops_on_a_finding(job, crashes, nan_at, starts, status):
+    from rlmetrics.cli.watch import EXIT_FINDING
+
+    out = job("<!-- recipe:retry -->", crashes=crashes, nan_at=nan_at)
+    assert out.returncode == (EXIT_FINDING if status == "stopped" else status), out.stderr
+    assert out.starts == starts  # each try resumed from the checkpoint of the last
+    retried = re.findall(r"try (\d) exited (\d+) with no finding", out.stderr)
+    assert [int(t) for t, _ in retried] == list(range(1, len(starts) + (status == CRASH)))
+    assert ("on a finding; not retried" in out.stderr) == (status == "stopped")
+    if status == "stopped":
+        assert re.search(rf"│ nonfinite\s*│ error\s*│\s*{nan_at} │", out.stdout), (
+            out.stdout
+        )  # diagnose's table
+
+
+@pytest.mark.parametrize(
+    ("crashes", "nan_at", "requeues", "status"),
+    [
+        pytest.param("3", 0, 1, 0, id="a-crash-requeued"),
+        pytest.param("1,2,3,4", 0, 3, CRASH, id="requeued-three-times-then-given-up"),
+        pytest.param("", 3, 0, "stopped", id="a-finding-not-requeued"),
+    ],
+)
+def test_the_slurm_recipe_requeues_a_crash_and_not_a_finding(
+    job, tmp_path, crashes, nan_at, requeues, status
+):
+    from rlmetrics.cli.watch import EXIT_FINDING
+
+    log = tmp_path / "scontrol.log"
+    for restart in range(10):  # Slurm's loop: the job runs again while it requeued itself
+        before = log.read_text() if log.exists() else ""
+        out = job(
+            "<!-- recipe:slurm -->",
+            crashes=crashes,
+            nan_at=nan_at,
+            SLURM_JOB_ID="42",
+            SLURM_RESTART_COUNT=str(restart),
+        )
+        if (log.read_text() if log.exists() else "") == before:
+            break
+    assert out.returncode == (EXIT_FINDING if status == "stopped" else status), out.stderr
+    assert (log.read_text().splitlines() if log.exists() else []) == ["requeue 42"] * requeues
+    assert len(out.starts) == requeues + 1
+    assert ("on a finding; not requeued" in out.stderr) == (status == "stopped")

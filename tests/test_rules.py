@@ -854,6 +854,64 @@ def test_a_bimodal_solve_rate_is_an_advantage_collapse_warning(seed):
     assert finding.metric == (K.GRPO_FRAC_ALL_SOLVED, K.GRPO_FRAC_NONE_SOLVED)
 
 
+def with_solve_rates(run, onset, probabilities, seed, *, groups=64, size=8):
+    """From ``onset`` on, the group statistics of batches whose prompts have the solve
+    probabilities ``probabilities(rng, groups)``, as ``compute_group_metrics`` logs them."""
+    from rlmetrics.policy.groups import compute_group_metrics
+
+    rng = np.random.default_rng(seed)
+    uids = np.repeat(np.arange(groups), size)
+    for i in range(onset, len(run[K.TRACKING_STEP])):
+        rewards = (rng.random(groups * size) < np.repeat(probabilities(rng, groups), size)).astype(float)
+        m = compute_group_metrics(uids, rewards)
+        for key in (K.GRPO_FRAC_ALL_SOLVED, K.GRPO_FRAC_NONE_SOLVED, K.GRPO_FRAC_REWARD_ZERO_STD):
+            run[key][i] = m[key]
+        run.setdefault(K.GRPO_SOLVE_RATE_DIP_PVALUE, [1.0] * len(run[K.TRACKING_STEP]))[i] = m[
+            K.GRPO_SOLVE_RATE_DIP_PVALUE
+        ]
+    return run
+
+
+def two_modes(rng, groups):
+    """40% of the prompts always solved, 40% never, 20% in between (uniform): the middle is
+    not empty (the share test misses it), the split is there (the dip test sees it)."""
+    ends = groups * 2 // 5
+    return rng.permutation(np.r_[np.ones(ends), np.zeros(ends), rng.random(groups - 2 * ends)])
+
+
+def one_mode(rng, groups):
+    """Prompts of every difficulty, most near one half: unimodal."""
+    return rng.beta(2.0, 2.0, groups)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=lambda s: f"seed{s}")
+def test_the_dip_test_of_the_solve_rates_finds_a_split_the_shares_miss(seed):
+    """The rule reads the dip test where the group statistics log it: two modes with a fifth of
+    the groups between them (over middle_level, so the share test alone is silent) are found."""
+    run = with_solve_rates(with_group_shares(healthy_run(N_STEPS, seed=seed), seed), ONSET, two_modes, seed)
+    middle = 1.0 - np.array(run[K.GRPO_FRAC_ALL_SOLVED]) - np.array(run[K.GRPO_FRAC_NONE_SOLVED])
+    assert np.median(middle[ONSET:]) > THRESHOLDS["advantage_collapse"]["middle_level"]
+    (finding,) = diagnose(to_rows(run), kinds=["advantage_collapse"]).findings
+    assert finding.severity == WARNING and abs(finding.step - ONSET) <= 2
+    assert finding.evidence["bimodal"] is True and finding.evidence["test"] == "dip"
+    assert finding.evidence["dip_pvalue"] < THRESHOLDS["advantage_collapse"]["dip_alpha"]
+    assert finding.metric == (K.GRPO_FRAC_ALL_SOLVED, K.GRPO_FRAC_NONE_SOLVED, K.GRPO_SOLVE_RATE_DIP_PVALUE)
+    without = {k: v for k, v in run.items() if k != K.GRPO_SOLVE_RATE_DIP_PVALUE}
+    assert diagnose(to_rows(without), kinds=["advantage_collapse"]).findings == ()  # shares alone
+
+
+@pytest.mark.parametrize("seed", [0, 1], ids=lambda s: f"seed{s}")
+def test_unimodal_solve_rates_or_modes_off_the_edges_are_not_bimodal(seed):
+    run = with_solve_rates(with_group_shares(healthy_run(N_STEPS, seed=seed), seed), ONSET, one_mode, seed)
+    assert diagnose(to_rows(run), kinds=["advantage_collapse"]).findings == ()
+
+    def inner_modes(rng, groups):  # two modes at 0.2 and 0.8: split, but not at the edges
+        return rng.permutation(np.r_[np.full(groups // 2, 0.2), np.full(groups - groups // 2, 0.8)])
+
+    run = with_solve_rates(with_group_shares(healthy_run(N_STEPS, seed=seed), seed), ONSET, inner_modes, seed)
+    assert diagnose(to_rows(run), kinds=["advantage_collapse"]).findings == ()
+
+
 @pytest.mark.parametrize(
     ("bad_steps", "severity", "repeated_from"),
     [

@@ -116,6 +116,17 @@ class RunStopped(RLMetricsError):
             f"{getattr(finding, 'step', '?')}: {getattr(finding, 'advice', '')}".rstrip(": ")
         )
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled with its keywords (a Ray task's error, a subprocess's): ``Exception``'s own
+        pickling calls the class with ``args``, the message, which would become the finding."""
+        return (_rebuild_run_stopped, (type(self), self.finding, self.action, self.step, self.findings))
+
+
+def _rebuild_run_stopped(
+    cls: type[RunStopped], finding: object, action: str, step: int | None, findings: Sequence[object]
+) -> RunStopped:
+    return cls(finding, action=action, step=step, findings=findings)
+
 
 class RLMetricsWarning(RuntimeWarning):
     """Base of the warnings rlmetrics emits."""

@@ -118,6 +118,12 @@ GRPO_FRAC_SAMPLES_REWARD_ZERO_STD = f"{GRPO_PREFIX}frac_samples_reward_zero_std"
 GRPO_FRAC_ALL_SOLVED = f"{GRPO_PREFIX}frac_all_solved"
 GRPO_FRAC_NONE_SOLVED = f"{GRPO_PREFIX}frac_none_solved"
 GRPO_REWARD_STD_MEAN = f"{GRPO_PREFIX}reward_std/mean"
+#: Hartigan's dip of the groups' solve rates (``c`` of a group's ``n`` samples reach the
+#: threshold), each spread over its cell as ``(c + u) / (n + 1)``, ``u`` uniform (seeded): a
+#: unimodal histogram of ``c`` gives a unimodal sample (:mod:`rlmetrics._core.dip`).
+GRPO_SOLVE_RATE_DIP = f"{GRPO_PREFIX}solve_rate/dip"
+#: Its p-value against uniform samples of the same size: small when the solve rates are bimodal.
+GRPO_SOLVE_RATE_DIP_PVALUE = f"{GRPO_PREFIX}solve_rate/dip_pvalue"
 #: ``at_k(GRPO_PASS, k)``: mean over the groups of at least k samples of their unbiased pass@k
 #: (a sample passes when its reward reaches ``solved_threshold``), e.g. ``grpo/pass@4``.
 GRPO_PASS = f"{GRPO_PREFIX}pass"

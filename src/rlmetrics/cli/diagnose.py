@@ -31,10 +31,23 @@ from rich.markup import escape
 
 from rlmetrics.cli._files import check_target, write_json
 
-__all__ = ["EPILOG", "diagnose", "parse_kinds", "parse_signals", "parse_thresholds", "run_name"]
+__all__ = [
+    "EPILOG",
+    "EXIT_BAD_INPUT",
+    "EXIT_ERROR",
+    "diagnose",
+    "parse_kinds",
+    "parse_signals",
+    "parse_thresholds",
+    "run_name",
+]
 
 _SEVERITY_STYLE = {"warning": "yellow", "error": "bold red"}
-_EXIT_ERROR, _EXIT_BAD_INPUT = 1, 2
+#: Exit status when a run has an ``error`` finding (with ``--fail-on``: a finding of those kinds).
+EXIT_ERROR = 1
+#: Exit status when a run cannot be read or an option is wrong.
+EXIT_BAD_INPUT = 2
+_EXIT_ERROR, _EXIT_BAD_INPUT = EXIT_ERROR, EXIT_BAD_INPUT
 
 EPILOG = """\
 Examples:

@@ -20,11 +20,13 @@ from rich.markup import escape
 
 from rlmetrics.cli.diagnose import parse_signals, parse_thresholds, run_name
 
-__all__ = ["EPILOG", "EXIT_FINDING", "watch"]
+__all__ = ["EPILOG", "EXIT_BAD_INPUT", "EXIT_FINDING", "watch"]
 
 #: Exit status when a finding at or above ``--exit-on`` appears.
 EXIT_FINDING = 3
-_EXIT_BAD_INPUT = 2
+#: Exit status for a bad option or a run that cannot be read.
+EXIT_BAD_INPUT = 2
+_EXIT_BAD_INPUT = EXIT_BAD_INPUT
 _EXIT_INTERRUPTED = 130
 _SEVERITY_STYLE = {"warning": "yellow", "error": "bold red"}
 _STATUS_STYLE = {

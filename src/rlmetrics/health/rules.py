@@ -585,12 +585,35 @@ def _above_level(s: Series, p: Params, *, to_the_end: bool = False, **evidence: 
     )
 
 
+def _bimodal_split(
+    history: History, p: Params, steps: np.ndarray, middle: np.ndarray
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Where the solve rates split in two (a flag per step of ``steps``): Hartigan's dip test of
+    the per-group solve rates rejecting unimodality (``grpo/solve_rate/dip_pvalue`` under
+    ``dip_alpha``) where it is logged at the step, else the share between the ends under
+    ``middle_level``; and the evidence of which test decided."""
+    pvalue = resolve(history, "solve_rate_dip_pvalue")
+    with np.errstate(invalid="ignore"):
+        by_share = middle < p["middle_level"]
+    if pvalue is None:
+        return by_share, {"test": "shares"}
+    _, at, pi = _common_steps(steps, pvalue.steps)
+    flags = by_share.copy()
+    with np.errstate(invalid="ignore"):
+        flags[at] = pvalue.values[pi] < p["dip_alpha"]
+    tested = np.full(steps.size, np.nan)
+    tested[at] = pvalue.values[pi]
+    return flags, {"test": "dip", "dip_pvalues": tested, "dip_key": pvalue.key}
+
+
 def _bimodal(history: History, p: Params) -> Result:
     """A bimodal solve rate: the groups at both ends (all solved, none solved), few in between.
 
-    A dip test on the per-prompt solve rates, read from the shares the group statistics log
-    (``grpo/frac_all_solved``, ``grpo/frac_none_solved``): each end holds ``end_level`` of the
-    groups or more, the middle (1 - both) under ``middle_level``, for k of n points.
+    Each end holds ``end_level`` of the groups or more (``grpo/frac_all_solved``,
+    ``grpo/frac_none_solved``), and the solve rates split in two: Hartigan's dip test of the
+    per-group solve rates rejects unimodality at ``dip_alpha`` (``grpo/solve_rate/dip_pvalue``,
+    logged by the group statistics), or, at a step without it, the share between the ends is
+    under ``middle_level``; for k of n points.
     """
     solved, unsolved = resolve(history, "frac_all_solved"), resolve(history, "frac_none_solved")
     if solved is None or unsolved is None:
@@ -601,12 +624,17 @@ def _bimodal(history: History, p: Params) -> Result:
         middle = Series(solved.key, steps, 1.0 - top - bottom)
     if _too_short(p.kind, middle, int(p["k"])):
         return None
+    split, test = _bimodal_split(history, p, steps, middle.values)
     with np.errstate(invalid="ignore"):
-        flags = (top >= p["end_level"]) & (bottom >= p["end_level"]) & (middle.values < p["middle_level"])
+        flags = (top >= p["end_level"]) & (bottom >= p["end_level"]) & split
     hit = _persist(flags, p)
     if hit is None:
         return None
     onset, end = hit
+    evidence: dict[str, Any] = {"test": test["test"]}
+    if test["test"] == "dip":
+        window = test["dip_pvalues"][onset : end + 1]
+        evidence["dip_pvalue"] = float(np.nanmedian(window)) if np.isfinite(window).any() else None
     return _finding(
         p.kind,
         WARNING,
@@ -614,11 +642,12 @@ def _bimodal(history: History, p: Params) -> Result:
         onset,
         end,
         middle,
-        metric=(solved.key, unsolved.key),
+        metric=(solved.key, unsolved.key) + ((test["dip_key"],) if test["test"] == "dip" else ()),
         bimodal=True,
         frac_all_solved=float(np.median(top[onset : end + 1])),
         frac_none_solved=float(np.median(bottom[onset : end + 1])),
         middle=float(np.median(middle.values[onset : end + 1])),
+        **evidence,
     )
 
 
@@ -642,7 +671,13 @@ def _zero_spread_share(history: History, kind: str) -> Series | Skipped:
 
 
 @_rule(
-    signals=("frac_reward_zero_std", "reward_std", "frac_all_solved", "frac_none_solved"),
+    signals=(
+        "frac_reward_zero_std",
+        "reward_std",
+        "frac_all_solved",
+        "frac_none_solved",
+        "solve_rate_dip_pvalue",
+    ),
     thresholds={
         "level": Threshold(
             0.8,
@@ -658,8 +693,14 @@ def _zero_spread_share(history: History, kind: str) -> Series | Skipped:
         ),
         "middle_level": Threshold(
             0.1,
-            "... and under a tenth in between: the solve rates have two modes and no middle (a dip "
-            "test on the per-group shares)",
+            "... and, where the dip test of the solve rates is not logged, under a tenth in "
+            "between: the solve rates have two modes and no middle",
+        ),
+        "dip_alpha": Threshold(
+            0.05,
+            "... or, where it is (``grpo/solve_rate/dip_pvalue``), Hartigan's dip test rejects a "
+            "unimodal solve rate at 5% (Hartigan & Hartigan 1985; the p-value against uniform "
+            "samples of as many groups, rlmetrics._core.dip)",
         ),
         **_PERSIST,
     },
@@ -674,8 +715,9 @@ def advantage_collapse(history: History, p: Params) -> Result:
     Groups whose every sample has full marks (``grpo/frac_all_solved``) are a success, not a
     collapse: they are left out where that share is logged (TRL logs none). Where the share of
     groups none solved is logged too, a bimodal solve rate (30% or more of the groups at
-    each end, under a tenth between: half the prompts always solved, half never) is a warning
-    of this kind (``bimodal`` in its evidence).
+    each end, and Hartigan's dip test of the per-group solve rates rejecting unimodality, or
+    where it is not logged under a tenth between: half the prompts always solved, half never)
+    is a warning of this kind (``bimodal`` in its evidence, ``test`` saying which decided).
     """
     zero = _zero_spread_share(history, p.kind)
     if isinstance(zero, Skipped):

@@ -207,6 +207,8 @@ _CANDIDATES: dict[str, tuple[str, ...]] = {
     "frac_all_solved": (K.GRPO_FRAC_ALL_SOLVED,),
     # share of groups none of whose samples is solved (rlmetrics; the TRL callback's grpo/ too)
     "frac_none_solved": (K.GRPO_FRAC_NONE_SOLVED,),
+    # Hartigan's dip test of the per-group solve rates, its p-value (rlmetrics' group statistics)
+    "solve_rate_dip_pvalue": (K.GRPO_SOLVE_RATE_DIP_PVALUE,),
     # perplexity of the training policy on its own rollouts (verl's rollout correction)
     "perplexity": (K.ROLLOUT_CORR_TRAINING_PPL,),
     # share of importance weights cut by truncation (above the upper bound), or zeroed (IcePop)

@@ -71,12 +71,14 @@ class has the validation flattener have their ``fit`` wrapped: ``RayPPOTrainer``
 ``HealthWarning`` and a ``health/<kind>`` record logged with the step; ``actions=`` (as
 ``HealthMonitor(actions=...)``) acts on them. verl's loop has no stop flag, and the step's
 ``logger.log`` is its last call: on ``"stop"`` the wrapped ``log`` logs the step (with its
-``health/`` and ``health_action/`` records), prints ``rlmetrics health: stopping the run after
-step N ...`` and raises :class:`rlmetrics.errors.RunStopped`, which the wrapped ``fit`` catches:
+``health/`` and ``health_action/`` records), prints ``rlmetrics health: run stopped at step N on
+<kind> (<severity>) from step M: <advice>; verl's fit ends here`` and raises
+:class:`rlmetrics.errors.RunStopped`, which the wrapped ``fit`` catches:
 it runs verl's end-of-training clean-up (the async calls finalised, the dump executor shut
 down) and returns, the run ended after that step; no checkpoint is saved beyond verl's own
 ``save_freq`` ones (a lost run's weights are rarely worth one). On ``"raise"`` the same
-``RunStopped`` leaves ``fit`` (the Ray task fails, ``main_ppo`` exits non-zero with the message).
+``RunStopped`` leaves ``fit`` (the Ray task fails, ``main_ppo`` exits non-zero with the message;
+the exception crosses Ray with its finding, step and message).
 
 :func:`unpatch` puts every original back (the same objects). Tested with verl 0.9.1; another
 version gets a :class:`VerlPatchWarning` naming what was and was not patched.
@@ -580,7 +582,12 @@ def _acc(view: Any, n: int | None) -> np.ndarray | None:
 UID_FIELD = "uid"
 #: The keys of :func:`rlmetrics.compute_group_metrics` that count solved samples (the rest are of
 #: the score's spread): with ``acc`` in the batch they come from ``acc``.
-_SOLVED_KEYS = (keys.GRPO_FRAC_ALL_SOLVED, keys.GRPO_FRAC_NONE_SOLVED)
+_SOLVED_KEYS = (
+    keys.GRPO_FRAC_ALL_SOLVED,
+    keys.GRPO_FRAC_NONE_SOLVED,
+    keys.GRPO_SOLVE_RATE_DIP,
+    keys.GRPO_SOLVE_RATE_DIP_PVALUE,
+)
 
 
 def _is_solved_key(key: str) -> bool:

@@ -31,13 +31,17 @@ from rlmetrics._core.batch import as_batch
 from rlmetrics._core.categories import category_codes, limit_categories
 from rlmetrics._core.checks import check_int, warn_undefined
 from rlmetrics._core.comm import all_gather_objects, describe_disagreement
+from rlmetrics._core.dip import dip_pvalue
 from rlmetrics._core.stats import check_prefix, with_prefix
 from rlmetrics.training.categories import DEFAULT_MAX_CATEGORIES, check_max_categories, warn_folded
 
-__all__ = ["DEFINITIONS", "compute_group_metrics"]
+__all__ = ["DEFINITIONS", "DIP_JITTER_SEED", "compute_group_metrics"]
 
 #: The group-statistics definitions ``compute_group_metrics(definition=)`` accepts.
 DEFINITIONS = ("verl", "trl")
+#: Seed of the uniform draws that spread each group's solve rate ``c / n`` over its cell
+#: ``[c / (n + 1), (c + 1) / (n + 1))`` before the dip test (groups in sorted uid order).
+DIP_JITTER_SEED = 0
 
 
 def _looks_like_batch(x: Any) -> bool:
@@ -227,7 +231,11 @@ def compute_group_metrics(
         ``frac_samples_reward_zero_std`` (fraction of *samples* in such groups; equal to the
         former with equal group sizes), ``frac_all_solved``, ``frac_none_solved``,
         ``reward_std/mean`` (NaN with an ``UndefinedMetricWarning`` when no group has more than
-        ``ddof`` samples).
+        ``ddof`` samples), ``solve_rate/dip`` and ``solve_rate/dip_pvalue``: Hartigan's dip test
+        of the groups' solve rates (:func:`rlmetrics._core.dip.dip_pvalue`; each ``c / n`` spread
+        uniformly over its cell, ``(c + u) / (n + 1)`` with ``u`` drawn from
+        ``default_rng(DIP_JITTER_SEED)``, so that the test sees a continuous sample whose density
+        is unimodal when the histogram of ``c`` is; a p-value of 1 under 4 groups).
 
         ``"trl"``: ``reward``, ``reward_std``, ``frac_reward_zero_std`` (see Notes).
 
@@ -466,6 +474,7 @@ def _verl_metrics(
         K.GRPO_FRAC_ALL_SOLVED: float(np.count_nonzero(g_min >= threshold)) / n_groups,
         K.GRPO_FRAC_NONE_SOLVED: float(np.count_nonzero(g_max < threshold)) / n_groups,
     }
+    out.update(_solve_rate_dip(inverse, r, counts, threshold))
     if enough.any():
         out[K.GRPO_REWARD_STD_MEAN] = float(np.mean(np.sqrt(sq[enough] / (counts[enough] - ddof))))
     else:
@@ -473,6 +482,16 @@ def _verl_metrics(
             f"no group has more than ddof={ddof} samples: grpo reward_std/mean is NaN", stacklevel=None
         )
     return out
+
+
+def _solve_rate_dip(
+    inverse: np.ndarray, r: np.ndarray, counts: np.ndarray, threshold: float
+) -> dict[str, float]:
+    """The dip test of the groups' solve rates, each spread over its cell (``DIP_JITTER_SEED``)."""
+    solved = np.bincount(inverse, weights=(r >= threshold).astype(np.float64), minlength=counts.shape[0])
+    u = np.random.default_rng(DIP_JITTER_SEED).random(counts.shape[0])
+    value, p = dip_pvalue((solved + u) / (counts + 1.0))
+    return {K.GRPO_SOLVE_RATE_DIP: value, K.GRPO_SOLVE_RATE_DIP_PVALUE: p}
 
 
 def _bessel_std(total_sq: np.ndarray, n: np.ndarray) -> np.ndarray:
