@@ -477,16 +477,17 @@ def _lengths(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, bool
 
 
 def _check_id_range(ids: np.ndarray, mask: np.ndarray | None) -> tuple[int, bool]:
-    """(the largest id to index a rank table with, whether every id, padding included, is in range).
+    """(a bound on the ids to size a rank table with, whether every id, padding included, is in range).
 
     Raises the ``ValueError`` for a selected id outside ``[0, 2**32)``. When every id is in range the
-    largest is over all of them (padding too), else over the selected ones.
+    bound is the bitwise or of all of them (padding too; at least their maximum, under twice it),
+    else the largest selected id.
     """
     if ids.size == 0:
         return 0, True
-    low, high = int(ids.min()), int(ids.max())
-    if low >= 0 and high < _ID_LIMIT:
-        return high, True  # every id is in range, padding included: no masked pass needed
+    bits = int(np.bitwise_or.reduce(ids, axis=None))  # one pass; negative when an id is
+    if 0 <= bits < _ID_LIMIT:
+        return bits, True  # every id is in range, padding included: no masked pass needed
     selected = ids if mask is None else ids[mask]
     bad = selected[(selected < 0) | (selected >= _ID_LIMIT)]
     if bad.size:
@@ -621,8 +622,10 @@ def _distinct_counts(block: np.ndarray, lengths: np.ndarray, n: int) -> np.ndarr
 def _tails(block: np.ndarray, lens: np.ndarray, span: int) -> np.ndarray:
     """Each row's last ``span`` tokens, right-aligned in a ``(rows, span)`` int64 array (zeros first)."""
     at = lens[:, None] - span + np.arange(span)[None, :]
-    tails = np.take_along_axis(block, np.maximum(at, 0), axis=1).astype(np.int64)
-    tails[at < 0] = 0
+    short = lens.size and int(lens.min()) < span
+    tails = np.take_along_axis(block, np.maximum(at, 0) if short else at, axis=1).astype(np.int64)
+    if short:
+        tails[at < 0] = 0
     return tails
 
 
