@@ -443,6 +443,8 @@ def _sample_rows() -> list[dict]:
             )
             if step == 12 and i == 0:
                 response += PLANTED
+            if step == 20 and i in (5, 6):  # the repetition finding's examples: caught in a loop
+                response += " and then" * 5
             rows.append(
                 {
                     "step": step,
@@ -658,6 +660,37 @@ def test_a_findings_links_open_the_browser_at_its_steps(spage, sample_report):
     spage.wait_for_function("window.rlmSamples.state().vs === 20")
     assert spage.evaluate("window.rlmSamples.state()") == {"run": 0, "step": 10, "vs": 20}
     assert spage.locator("#rlm-s-table tr[data-prompt]").count() == 4
+
+
+def test_a_findings_link_marks_its_example_rows_first(spage):
+    """The repetition finding's onset link (step 20) shows that step's looping rows (5 and 6) marked,
+    with their reason, first (the lower reward first) and on screen; its worst step has none."""
+    rows = _at(_sample_rows(), 20)
+    looping = [i for i, r in enumerate(rows) if r["response"].endswith(" and then" * 4)]
+    assert looping == [5, 6]
+    looping.sort(key=lambda i: rows[i]["reward"])
+    spage.click("#findings a.slink[data-sfind='0:0'] >> text=onset (step 20)")
+    spage.wait_for_function(
+        "document.getElementById('samples').dataset.finding === '0:0'"
+        " && window.rlmSamples.state().step === 20"
+    )
+    order = looping + [i for i in range(len(rows)) if i not in looping]
+    assert _shown_rows(spage) == [rows[i]["response"] for i in order]
+    marked = spage.evaluate(
+        f"""Array.from(document.querySelectorAll('{ROWS}')).map(tr => [tr.classList.contains('sex'),
+            (w => w && w.textContent)(tr.firstChild.querySelector('.why'))])"""
+    )
+    assert marked == [[True, "caught in a loop"]] * 2 + [[False, None]] * (len(rows) - 2)
+    box = spage.evaluate(
+        "(r => [r.top, r.bottom])(document.querySelector('#rlm-s-table tr.sex').getBoundingClientRect())"
+    )
+    assert 0 <= box[0] and box[1] <= 900  # the first marked row is on screen
+    info = "step 20: 8 rows; 2 examples of the finding marked, first"
+    assert spage.locator("#rlm-s-info").inner_text() == info
+    spage.click("#findings a.slink[data-sfind='0:0'] >> text=worst (step 24)")
+    spage.wait_for_function("window.rlmSamples.state().step === 24")
+    assert _shown_rows(spage) == [r["response"] for r in _at(_sample_rows(), 24)]
+    assert spage.locator("#rlm-s-table tr.sex").count() == 0
 
 
 def test_a_click_on_a_curve_point_opens_the_nearest_step_with_samples(spage, sample_report):

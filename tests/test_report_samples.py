@@ -367,16 +367,56 @@ def test_findings_link_to_the_nearest_steps_with_samples(tmp_path, monkeypatch):
     page = write_report([a], tmp_path / "out").html_path.read_text()
     links = re.findall(
         r'<a href="#samples" class="slink" data-srun="(\d+)" data-sstep="(\d+)"'
-        r'(?: data-svs="(\d+)")?>([^<]+)</a>',
+        r'(?: data-svs="(\d+)")?(?: data-sfind="([\d:]+)")?>([^<]+)</a>',
         page,
     )
-    assert links == [
-        ("0", "2", "", "before (step 2)"),  # 3: 2 and 4 as near, the earlier
-        ("0", "10", "", "onset (step 10)"),
-        ("0", "16", "", "worst (step 16)"),
-        ("0", "2", "10", "before | onset, side by side"),  # steps 2 and 10 share prompts
-        ("0", "4", "", "onset (step 4)"),  # 7: 4 and 10, 4 nearer
+    assert links == [  # the first finding's example rows (at step 16, its worst) are marked: 0:0
+        ("0", "2", "", "0:0", "before (step 2)"),  # 3: 2 and 4 as near, the earlier
+        ("0", "10", "", "0:0", "onset (step 10)"),
+        ("0", "16", "", "0:0", "worst (step 16)"),
+        ("0", "2", "10", "0:0", "before | onset, side by side"),  # steps 2 and 10 share prompts
+        ("0", "4", "", "", "onset (step 4)"),  # 7: 4 and 10, 4 nearer; no sample_steps, no examples
     ]
+
+
+def test_the_page_data_carries_each_findings_example_rows(tmp_path, monkeypatch):
+    """Per finding with examples, its rows (finding_examples, an independent ranking) as indices
+    into the embedded rows, whose texts are those rows', with the reasons; none for the others."""
+    from rlmetrics import report
+    from rlmetrics.health.examples import finding_examples
+
+    a = _metrics(tmp_path / "metrics.jsonl")
+    rows = _sample_rows([2, 4, 10, 16], prompts=2)
+    loop = "and then " * 12
+    for row in rows:
+        if row["step"] in (10, 16) and row["reward"] in (0.25, 0.75):
+            row["response"] += " " + loop  # rows 1 and 3 of steps 10 and 16 end in a loop
+    _write_samples(tmp_path, rows)
+    findings = (
+        Finding("entropy_collapse", "warning", 7, (K.ACTOR_ENTROPY,), {}),
+        Finding(
+            "repetition_rise", "warning", 10, (K.SCORE_MEAN,), {"sample_steps": {"onset": 10, "worst": 15}}
+        ),
+        Finding("stop_reason_shift", "warning", 4, (K.SCORE_MEAN,), {"sample_steps": {"onset": 4}}),
+    )
+    monkeypatch.setattr(report, "_diagnose", lambda run: Diagnosis(findings))
+    res = write_report([a], tmp_path / "out")
+    page = res.html_path.read_text()
+    data = _embedded(page)
+    tables = read_samples(tmp_path / "samples.jsonl")
+    flat = [r for step in sorted(tables) for r in _rows_of(data)[(0, step)]]
+    assert sorted(data["examples"]) == ["0:1", "0:2"]
+    for key in ("0:1", "0:2"):
+        want = finding_examples(findings[int(key[2:])], tables)
+        got = data["examples"][key]
+        assert [flat[i]["step"] for i, _ in got] == [e["step"] for e in want]
+        assert [flat[i]["response"] for i, _ in got] == [e["response"] for e in want]
+        assert [why for _, why in got] == [e["why"] for e in want]
+    assert [flat[i]["response"].endswith(loop) for i, _ in data["examples"]["0:1"]] == [True, True]
+    assert [why for _, why in data["examples"]["0:1"]] == ["caught in a loop"] * 2
+    assert [why for _, why in data["examples"]["0:2"]] == ["cut by the length limit"] * 2
+    assert page.count('data-sfind="0:1"') == 2 and page.count('data-sfind="0:2"') == 1
+    assert 'data-sfind="0:0"' not in page
 
 
 def test_no_side_by_side_link_between_steps_without_a_prompt_in_common(tmp_path, monkeypatch):

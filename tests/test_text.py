@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from rlmetrics import keys as K
 from rlmetrics._core.stats import Stats
 from rlmetrics.errors import UndefinedMetricWarning
+from rlmetrics.training import text as text_module
 from rlmetrics.training.text import (
     _SCRIPT_CHAR,
     CHARACTER_SCRIPTS,
@@ -604,6 +605,50 @@ def test_vectorised_token_id_path_equals_brute_force(
     got = quiet(compute_text_metrics, token_ids=ids, response_mask=mask, compression=comp, **opts)
     want = ref_id_metrics(rows, n, span, compression=comp, repeats=repeats, period=period)
     assert_close(got, want)
+
+
+@st.composite
+def planted_loop_batches(draw, n: int) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+    """Batches whose rows have the edge lengths 0, 1, n - 1, n (or any up to T), a planted looping
+    tail of period 1..6 (whole, cut mid-block, or one repeat short) or tags; prefix masks (the
+    gathered fast path) or holes (the per-row path)."""
+    b, t = draw(st.integers(1, 9)), draw(st.integers(n, 40))
+    high = draw(st.sampled_from([3, 300, 70_000, 2**20, 2**32]))
+    holes = draw(st.booleans())
+    ids = np.array(
+        draw(st.lists(st.integers(0, high - 1), min_size=b * t, max_size=b * t)), np.int64
+    ).reshape(b, t)
+    mask = np.zeros((b, t), dtype=bool)
+    for i in range(b):
+        length = draw(st.sampled_from([0, 1, max(n - 1, 0), n, draw(st.integers(0, t))]))
+        p, repeats = draw(st.integers(1, 6)), draw(st.sampled_from([3, 4, 5]))
+        start = length - repeats * p - draw(st.integers(0, p - 1))
+        if draw(st.booleans()) and start >= 0:  # a loop of `repeats` copies (4: a loop; 3: a near one)
+            ids[i, start:length] = np.resize(ids[i, start : start + p], length - start)
+        if draw(st.booleans()) and length >= 3:  # the thinking tags somewhere in the row
+            ids[i, draw(st.integers(0, length - 3)) :][:3] = [0, 1, 0][: min(3, length)]
+        mask[i, :length] = True
+        if holes and 0 < length < t:  # move the last selected token past a gap: not a prefix
+            mask[i, length - 1], mask[i, length] = False, True
+    rows = [ids[i][mask[i]].tolist() for i in range(b)]
+    return ids, mask, rows
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5], ids=lambda n: f"n{n}")
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), row_block=st.sampled_from([1, 2, 128]), rank_max=st.sampled_from([3, 2**16 - 1]))
+def test_token_id_fast_path_equals_per_row_brute_force_on_planted_loops(
+    n: int, data, row_block: int, rank_max: int
+) -> None:
+    """Blocks of 1, 2 or 128 rows; ranks as uint16 (4-gram windows) or, with a rank cap of 3, the
+    int64 ids (packed or hashed codes)."""
+    ids, mask, rows = data.draw(planted_loop_batches(n))
+    span = ((0,), (1, 0))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(text_module, "_ROW_BLOCK", row_block)
+        mp.setattr(text_module, "_RANK_MAX", rank_max)
+        got = quiet(compute_text_metrics, token_ids=ids, response_mask=mask, ngram=n, think_span=span)
+    assert_close(got, ref_id_metrics(rows, n, span, compression=False))
 
 
 # --- properties ------------------------------------------------------------------------------------

@@ -12,8 +12,9 @@ Under a finding that names the steps whose samples show it (the text rules' ``sa
 those steps are printed, and when the run logged sample tables (its ``samples.jsonl``,
 :func:`rlmetrics.readers.samples_beside`) the rows that show it best
 (:func:`rlmetrics.health.examples.finding_examples`), each on one line; ``--json`` gives them as
-the finding's ``examples`` (``[{step, reward, stop_reason, response}]``, the response whole; the
-key is absent when the run has no sample tables).
+the finding's ``examples`` (``[{step, row, reward, stop_reason, response, why}]``, the response
+whole, ``row`` its index in the step's table, ``why`` a few words on what it shows; the key is
+absent when the run has no sample tables).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from .findings import Finding
 
-__all__ = ["MAX_EXAMPLES", "finding_examples", "one_line", "sample_steps"]
+__all__ = ["MAX_EXAMPLES", "finding_examples", "one_line", "sample_steps", "why"]
 
 #: Rows a finding shows by default.
 MAX_EXAMPLES = 2
@@ -140,8 +140,9 @@ def finding_examples(
     Returns
     -------
     list of dict
-        ``{"step", "reward", "stop_reason", "response"}`` per row (the response whole, as
-        logged), the best first, as the module docstring ranks them; ties go to the earlier
+        ``{"step", "row", "reward", "stop_reason", "response", "why"}`` per row (``row`` its
+        index in the step's table, the response whole, as logged, ``why`` a few words from
+        :func:`why`), the best first, as the module docstring ranks them; ties go to the earlier
         step and row. Empty when there are no tables or no row fits (``stop_reason_shift``
         with no row stopped for the new reason).
 
@@ -169,9 +170,37 @@ def finding_examples(
             if reasons is not None and _stop(table["stop_reason"]) not in reasons:
                 continue
             rank = (*(key(table["response"]) if key else ()), table["reward"], step, i)
-            rows.append((rank, {"step": step, **table}))
+            rows.append((rank, {"step": step, "row": i, **table}))
     rows.sort(key=lambda r: r[0])
-    return [row for _, row in rows[: max(limit, 0)]]
+    return [row | {"why": why(finding.kind, row)} for _, row in rows[: max(limit, 0)]]
+
+
+def why(kind: str, row: Mapping[str, Any]) -> str:
+    """A few words on why a row shows a finding of ``kind`` (the measure :func:`finding_examples`
+    ranks it by), for a report or a terminal.
+
+    Examples
+    --------
+    >>> why("repetition_rise", {"response": "so " * 40, "reward": 0.0, "stop_reason": "length"})
+    'caught in a loop'
+    >>> why("stop_reason_shift", {"response": "...", "reward": 0.0, "stop_reason": "max_tokens_hit"})
+    'stopped: max_tokens_hit'
+    >>> why("format_failure_rise", {"response": "I think 4", "reward": 0.0, "stop_reason": None})
+    'lowest reward (0)'
+    """
+    response, reward = row["response"], float(row["reward"])
+    if kind == "repetition_rise":
+        loop, distinct = _repetitive(response)
+        return "caught in a loop" if loop == 0.0 else f"{distinct:.0%} distinct {DEFAULT_NGRAM}-grams"
+    if kind == "gibberish_rise":
+        short, ratio = _compression(response)
+        return f"compresses poorly: ratio {abs(ratio):.2f}" + (" (short text)" if short else "")
+    if kind == "stop_reason_shift":
+        stop = row["stop_reason"]
+        return {"length": "cut by the length limit", "error": "stopped by an error"}.get(
+            str(_stop(stop)), f"stopped: {stop}"
+        )
+    return f"lowest reward ({reward:.3g})"
 
 
 def _rows(table: SampleTable) -> Iterable[dict[str, Any]]:

@@ -11,8 +11,10 @@ series, and over the bucket means of a thinned one (:mod:`rlmetrics.report.downs
 ``SAMPLES_SCRIPT`` and ``SAMPLES_CSS`` are the sample browser's, written only into a page with
 samples (:mod:`rlmetrics.report.samples`). It parses its JSON when first used, writes every text
 of a sample into the page as text (``textContent``, never as markup), and is opened at a step by
-``window.rlmSamples.at(run, step, vs)``: a finding's samples link, and a click on a point of a
-curve (the main script), call it.
+``window.rlmSamples.at(run, step, vs, finding)``: a finding's samples link, and a click on a point
+of a curve (the main script), call it. Opened from a finding whose example rows the data holds
+(its links' ``data-sfind``), those rows are marked (class ``sex``, their reason beside the
+``chosen`` cell) and drawn first at their step; the section's ``data-finding`` names the finding.
 """
 
 from __future__ import annotations
@@ -357,6 +359,8 @@ font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
 #samples .meta{color:#666;font-size:11px}
 .scut{color:#b36b00}
 .slinks{font-size:.86em}
+#samples tr.sex{background:#fff4d6} #samples tr.sex>td:first-child{box-shadow:inset 3px 0 #e69500}
+#samples .one.sex{background:#fff4d6} #samples .why{color:#a04f00;font-size:11px;font-weight:600}
 """
 
 SAMPLES_SCRIPT = r"""
@@ -367,7 +371,7 @@ const sec = $("samples"), src = $("rlm-samples");
 if (!sec || !src) return;
 const SHOWN = 200;  // rows drawn at most when every step is searched
 let D = null;
-const st = {e: 0, k: 0, vs: -1, asked: null};
+const st = {e: 0, k: 0, vs: -1, asked: null, find: null};
 const el = {run: $("rlm-s-run"), step: $("rlm-s-step"), prev: $("rlm-s-prev"), next: $("rlm-s-next"),
   vs: $("rlm-s-vs"), wmin: $("rlm-s-wmin"), wmax: $("rlm-s-wmax"), cat: $("rlm-s-cat"),
   stop: $("rlm-s-stop"), q: $("rlm-s-q"), all: $("rlm-s-all"), info: $("rlm-s-info"),
@@ -398,7 +402,7 @@ function init() {
     E.lx = null;
   }
   el.run.addEventListener("change", () => {
-    st.e = entry(+el.run.value); st.k = 0; st.vs = -1; st.asked = null; runChanged(); draw();
+    st.e = entry(+el.run.value); st.k = 0; st.vs = -1; st.asked = null; st.find = null; runChanged(); draw();
   });
   el.step.addEventListener("change", () => {
     st.k = +el.step.value; st.asked = null; stepChanged(); draw();
@@ -489,16 +493,29 @@ function meta(E, i) {
   return parts.join(" \u00b7 ");
 }
 function text(t) { return node("div", t, "txt"); }
+// the example rows of the finding the browser was opened from: row -> why, in their order
+function examples() {
+  const rows = st.find === null ? null : (D.examples || {})[st.find];
+  return new Map(rows && D.runs[st.e].r === +st.find.split(":")[0] ? rows : []);
+}
+function mark(n, ex, i) {
+  if (!ex.has(i)) return;
+  n.classList.add("sex");
+  n.dataset.why = ex.get(i);
+}
 function header(names) {
   const tr = node("tr");
   for (const n of names) tr.appendChild(node("th", n));
   return tr;
 }
-function rowOf(E, i, k, withStep) {
+function rowOf(E, i, k, withStep, ex) {
   const tr = node("tr");
   tr.dataset.row = String(i);
+  mark(tr, ex, i);
   if (withStep) tr.appendChild(node("td", E.s[k], "n"));
-  tr.appendChild(node("td", D.chosen[E.h[i]]));
+  const chosen = node("td", D.chosen[E.h[i]]);
+  if (ex.has(i)) chosen.appendChild(node("div", ex.get(i), "why"));
+  tr.appendChild(chosen);
   tr.appendChild(node("td", fmt(E.w[i]), "n"));
   tr.appendChild(node("td", E.n[i] === null ? "\u2013" : E.n[i], "n"));
   tr.appendChild(node("td", label(E.q[i]) === null ? "\u2013" : label(E.q[i])));
@@ -509,17 +526,25 @@ function rowOf(E, i, k, withStep) {
 }
 const COLS = ["chosen", "reward", "length", "stop reason", "category", "prompt", "response"];
 
+// a step's rows, the finding's examples first (in their order) when one step is shown
+function order(E, k, ex, every) {
+  const rows = [];
+  for (let i = E.o[k]; i < E.o[k + 1]; i++) rows.push(i);
+  if (every || !ex.size) return rows;
+  const first = Array.from(ex.keys()).filter(i => i >= E.o[k] && i < E.o[k + 1]);
+  return first.concat(rows.filter(i => !ex.has(i)));
+}
 function drawRows(E, f) {
-  const table = node("table"), every = el.all.checked;
+  const table = node("table"), every = el.all.checked, ex = examples();
   table.appendChild(header(every ? ["step"].concat(COLS) : COLS));
-  let n = 0, steps = 0, shown = 0;
+  let n = 0, steps = 0, shown = 0, marked = 0;
   const ks = every ? E.s.map((_, k) => k) : [st.k];
   for (const k of ks) {
     let hit = false;
-    for (let i = E.o[k]; i < E.o[k + 1]; i++) {
+    for (const i of order(E, k, ex, every)) {
       if (!passes(E, i, f)) continue;
       n++; hit = true;
-      if (shown < SHOWN) { table.appendChild(rowOf(E, i, k, every)); shown++; }
+      if (shown < SHOWN) { table.appendChild(rowOf(E, i, k, every, ex)); shown++; marked += ex.has(i); }
     }
     if (hit) steps++;
   }
@@ -530,21 +555,25 @@ function drawRows(E, f) {
     info = n + " rows match at " + steps + " of " + E.s.length + " steps";
     if (n > shown) info += "; the first " + shown + " shown";
   } else info = "step " + E.s[st.k] + ": " + (filtered(f) ? n + " of " + rows : rows) + " rows";
+  if (marked)
+    info += "; " + marked + " example" + plural(marked) + " of the finding marked" + (every ? "" : ", first");
   return info;
 }
-function side(E, rows) {
+function side(E, rows, ex) {
   const td = node("td", null, "pair");
   for (const i of rows) {
     const d = node("div", null, "one");
     d.dataset.row = String(i);
+    mark(d, ex, i);
     d.appendChild(node("div", meta(E, i), "meta"));
+    if (ex.has(i)) d.appendChild(node("div", ex.get(i), "why"));
     d.appendChild(text(E.x[i]));
     td.appendChild(d);
   }
   return td;
 }
 function drawPairs(E, f) {
-  const a = st.k, b = st.vs, A = new Map(), B = new Map();
+  const a = st.k, b = st.vs, A = new Map(), B = new Map(), ex = examples();
   for (let i = E.o[a]; i < E.o[a + 1]; i++) { if (!A.has(E.p[i])) A.set(E.p[i], []); A.get(E.p[i]).push(i); }
   for (let i = E.o[b]; i < E.o[b + 1]; i++) { if (!B.has(E.p[i])) B.set(E.p[i], []); B.get(E.p[i]).push(i); }
   const table = node("table");
@@ -559,7 +588,7 @@ function drawPairs(E, f) {
     const tr = node("tr");
     tr.dataset.prompt = String(p);
     const td = node("td", null, "t"); td.appendChild(text(D.prompts[p])); tr.appendChild(td);
-    tr.appendChild(side(E, ra)); tr.appendChild(side(E, rb));
+    tr.appendChild(side(E, ra, ex)); tr.appendChild(side(E, rb, ex));
     table.appendChild(tr);
   }
   el.table.replaceChildren(table);
@@ -579,6 +608,7 @@ function draw() {
   delete sec.dataset.pending;
   sec.dataset.step = String(E.s[st.k]);
   sec.dataset.vs = st.vs >= 0 ? String(E.s[st.vs]) : "";
+  sec.dataset.finding = st.find === null ? "" : st.find;
 }
 
 function nearest(s, x) {
@@ -588,11 +618,13 @@ function nearest(s, x) {
   if (lo === s.length) return s.length - 1;
   return x - s[lo - 1] <= s[lo] - x ? lo - 1 : lo;
 }
-// open the browser at run r's step nearest `step` (side by side with the step nearest `vs`)
-function at(r, step, vs) {
+// open the browser at run r's step nearest `step` (side by side with the step nearest `vs`), with
+// the example rows of finding `find` ("run:index") marked, first
+function at(r, step, vs, find) {
   data();
   const j = entry(r);
   if (j < 0) return null;
+  st.find = find === undefined ? null : find;
   if (j !== st.e) { st.e = j; st.k = 0; st.vs = -1; runChanged(); }
   const E = D.runs[j];
   st.k = nearest(E.s, step);
@@ -613,7 +645,7 @@ document.addEventListener("click", e => {
   const a = e.target.closest("a.slink");
   if (!a) return;
   e.preventDefault();
-  at(+a.dataset.srun, +a.dataset.sstep, a.dataset.svs === undefined ? null : +a.dataset.svs);
+  at(+a.dataset.srun, +a.dataset.sstep, a.dataset.svs === undefined ? null : +a.dataset.svs, a.dataset.sfind);
 });
 // drawn when it first comes near the screen
 const io = new IntersectionObserver(entries => {

@@ -36,7 +36,7 @@ import datetime as dt
 import html
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -319,9 +319,10 @@ def _shares_a_prompt(run: RunCurves, a: int, b: int) -> bool:
     return bool(set(run.samples[a].prompt) & set(run.samples[b].prompt))
 
 
-def _sample_links(run: int, finding: Finding, steps: Sequence[int], curves: RunCurves) -> str:
+def _sample_links(run: int, finding: Finding, steps: Sequence[int], curves: RunCurves, key: str = "") -> str:
     """Links to the sample browser at the steps a finding points at (the nearest with samples),
-    and the step before its onset beside the onset when the two share a prompt."""
+    and the step before its onset beside the onset when the two share a prompt; ``key`` (the
+    finding's ``run:index``) marks them to highlight its example rows there."""
     at: dict[str, int] = {}
     for label, step in finding_sample_steps(finding).items():
         near = nearest_step(steps, step)
@@ -329,14 +330,16 @@ def _sample_links(run: int, finding: Finding, steps: Sequence[int], curves: RunC
             at[label] = near
     if not at:
         return ""
+    mark = f' data-sfind="{key}"' if key else ""
     links = [
-        f'<a href="#samples" class="slink" data-srun="{run}" data-sstep="{step}">{label} (step {step})</a>'
+        f'<a href="#samples" class="slink" data-srun="{run}" data-sstep="{step}"{mark}>'
+        f"{label} (step {step})</a>"
         for label, step in at.items()
     ]
     if "before" in at and "onset" in at and _shares_a_prompt(curves, at["before"], at["onset"]):
         links.append(
             f'<a href="#samples" class="slink" data-srun="{run}" data-sstep="{at["before"]}" '
-            f'data-svs="{at["onset"]}">before | onset, side by side</a>'
+            f'data-svs="{at["onset"]}"{mark}>before | onset, side by side</a>'
         )
     return ' <span class="slinks">samples: ' + " &middot; ".join(links) + "</span>"
 
@@ -346,7 +349,10 @@ def _findings_section(
     diagnoses: Sequence[Diagnosis],
     plan: Plan,
     sample_steps: Sequence[Sequence[int]] = (),
+    with_examples: Collection[str] = (),
 ) -> str:
+    """The findings per run, with links to the sample browser (``with_examples``: the
+    ``run:index`` keys of the findings whose example rows the page data holds)."""
     parts = ['<section id="findings"><h2>findings</h2>']
     for i, (run, diagnosis) in enumerate(zip(runs, diagnoses)):
         parts.append(f"<h3>{_swatch(i)} {_e(run.name)}</h3>")
@@ -354,7 +360,7 @@ def _findings_section(
             parts.append("<p>no findings</p>")
         else:
             items = []
-            for f in diagnosis.findings:
+            for j, f in enumerate(diagnosis.findings):
                 key = next((k for k in f.metric if k in plan.panel_of), None)
                 kind = _e(f.kind)
                 name = f'<a href="#{plan.panel_of[key]}">{kind}</a>' if key is not None else kind
@@ -366,7 +372,7 @@ def _findings_section(
                     f'<li class="{_e(f.severity)}"><b>{_e(f.severity)}</b> {name}{where} '
                     f"from step {f.step} (<code>{metrics}</code>): {_e(f.advice)}"
                     + (f' <span class="small">{evidence}</span>' if evidence else "")
-                    + _sample_links(i, f, steps, run)
+                    + _sample_links(i, f, steps, run, f"{i}:{j}" if f"{i}:{j}" in with_examples else "")
                     + "</li>"
                 )
             parts.append(f'<ul class="findings">{"".join(items)}</ul>')
@@ -539,6 +545,14 @@ def _toolbar(runs: Sequence[RunCurves], smoothing: float, plan: Plan | None = No
     )
 
 
+_LEGEND = (
+    '<p class="small">best: &uarr; highest, &darr; lowest, for metrics with a natural direction only; '
+    "(n) is the step; [low, high] the interval. Drag to zoom, double-click to reset; "
+    "long series are drawn from the extremes of each pixel-wide bucket (every point shown was "
+    "logged).</p>"
+)
+
+
 def build_page(
     runs: Sequence[RunCurves],
     plan: Plan,
@@ -588,26 +602,22 @@ def build_page(
         + (['<a href="#samples">samples</a>'] if samples.data is not None else [])
         + (['<a href="#folded">constant series</a>'] if folded else [])
     )
-    legend = (
-        '<p class="small">best: &uarr; highest, &darr; lowest, for metrics with a natural direction only; '
-        "(n) is the step; [low, high] the interval. Drag to zoom, double-click to reset; "
-        "long series are drawn from the extremes of each pixel-wide bucket (every point shown was "
-        "logged).</p>"
-    )
     browser = (
         ""
         if samples.data is None
         else f'<script type="application/json" id="rlm-samples">{samples_json(samples.data)}</script>'
         f"<script>{SAMPLES_SCRIPT}</script>"
     )
-    findings = _findings_section(runs, diagnoses, plan, samples.steps)
+    findings = _findings_section(
+        runs, diagnoses, plan, samples.steps, set((samples.data or {}).get("examples", ()))
+    )
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{_e(title)}</title>'
         f"<style>{CSS}{SAMPLES_CSS if browser else ''}</style><script>{plotly_js()}</script></head><body>"
         f"{_toolbar(runs, smoothing, plan)}<main><h1>{_e(title)}</h1>"
         f'<nav class="toc">{toc}</nav>{_runs_section(runs)}{findings}'
-        f"{legend}{''.join(sections)}{folded}</main>"
+        f"{_LEGEND}{''.join(sections)}{folded}</main>"
         f'<script type="application/json" id="rlm-data">{blob}</script><script>{SCRIPT}</script>{browser}'
         "</body></html>\n"
     )

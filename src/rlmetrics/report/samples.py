@@ -15,6 +15,11 @@ first used), column by column:
     index into ``chosen``).
 ``prompts``, ``labels``, ``chosen``
     the string tables.
+``examples``
+    per finding with example rows (:func:`rlmetrics.health.examples.finding_examples`, at the
+    steps kept), keyed ``"run:finding"`` (the run's index in the page, the finding's in its
+    diagnosis): ``[row, why]`` per example row, the best first, ``row`` an index into its run
+    entry's rows and ``why`` a few words on what it shows.
 ``note``
     what the budget cut, or null.
 
@@ -325,7 +330,30 @@ def embed_samples(
         "labels": list(labels),
         "chosen": list(CHOSEN_VALUES),
         "note": out.note(max_bytes),
+        "examples": _examples(runs, diagnoses, entries),
     }
+    return out
+
+
+def _examples(
+    runs: Sequence[RunCurves], diagnoses: Sequence[Diagnosis], entries: list[dict[str, Any]]
+) -> dict[str, list[list[Any]]]:
+    """The page data's ``examples`` (module docstring): each finding's example rows, as ``[row
+    index in the entry, why]``, picked among the steps its links open (the kept steps nearest
+    those it names, the earlier on a tie), so the rows are at the steps the links show."""
+    from rlmetrics.health.examples import finding_examples
+
+    out: dict[str, list[list[Any]]] = {}
+    for entry in entries:
+        r = entry["r"]
+        diagnosis = diagnoses[r]
+        first_row = dict(zip(entry["s"], entry["o"]))  # step -> its first row in the entry
+        for j, f in enumerate(diagnosis.findings if diagnosis is not None else ()):
+            linked = {nearest_step(entry["s"], step) for step in finding_sample_steps(f).values()}
+            tables = {step: runs[r].samples[step] for step in linked if step is not None}
+            rows = [[first_row[e["step"]] + e["row"], e["why"]] for e in finding_examples(f, tables)]
+            if rows:
+                out[f"{r}:{j}"] = rows
     return out
 
 

@@ -193,6 +193,7 @@ _RUN = re.compile(
 )
 _ROW_BLOCK = 128  # rows of token ids per block: bounds the n-gram codes' memory (rows x T x 8 bytes)
 _RANK_LIMIT = 2**24  # ids ranked through a lookup table (at most 16 MB) when too wide to pack
+_RANK_MAX = 2**16 - 1  # a block whose distinct ids are this many or fewer holds their ranks as uint16
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (golden ratio), a bijection mod 2**64
 _ID_LIMIT = 2**32  # token ids travel as uint32 bytes for the compression ratio
 
@@ -468,38 +469,79 @@ def _lengths(ids: np.ndarray, mask: np.ndarray | None) -> tuple[np.ndarray, bool
     if mask is None:
         return np.full(n_rows, width, dtype=np.int64), True
     lengths = np.count_nonzero(mask, axis=1).astype(np.int64)
-    return lengths, bool(np.array_equal(mask, np.arange(width)[None, :] < lengths[:, None]))
+    if width == 0:
+        return lengths, True
+    # A prefix row's first unselected column is its length (argmin of a bool row stops at its first False).
+    first_off = np.argmin(mask, axis=1)
+    return lengths, bool(np.all((lengths == width) | (first_off == lengths)))
 
 
-def _check_id_range(ids: np.ndarray, mask: np.ndarray | None) -> None:
-    """Raise the ``ValueError`` for a selected id outside ``[0, 2**32)`` (unmasked extremes first)."""
-    if ids.size == 0 or (ids.dtype.itemsize <= 4 and ids.dtype.kind == "u") or ids.dtype.itemsize < 4:
-        return
-    if int(ids.min()) >= 0 and int(ids.max()) < _ID_LIMIT:
-        return  # every id is in range, padding included: no masked pass needed
+def _check_id_range(ids: np.ndarray, mask: np.ndarray | None) -> tuple[int, bool]:
+    """(a bound on the ids to size a rank table with, whether every id, padding included, is in range).
+
+    Raises the ``ValueError`` for a selected id outside ``[0, 2**32)``. When every id is in range the
+    bound is the bitwise or of all of them (padding too; at least their maximum, under twice it),
+    else the largest selected id.
+    """
+    if ids.size == 0:
+        return 0, True
+    bits = int(np.bitwise_or.reduce(ids, axis=None))  # one pass; negative when an id is
+    if 0 <= bits < _ID_LIMIT:
+        return bits, True  # every id is in range, padding included: no masked pass needed
     selected = ids if mask is None else ids[mask]
     bad = selected[(selected < 0) | (selected >= _ID_LIMIT)]
     if bad.size:
         raise ValueError(f"token_ids must be in [0, 2**32) where response_mask selects them; found {bad[0]}")
+    return (int(selected.max()) if selected.size else 0), False
 
 
-def _shifted_block(
-    ids: np.ndarray, mask: np.ndarray | None, rows: np.ndarray, lens: np.ndarray, prefix: bool
-) -> np.ndarray:
-    """The rows' selected ids plus one, moved to the end of a ``(len(rows), max(lens))`` int64 block.
+def _rank_table(values: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rank of each id in ``[0, top]`` among ``values``' distinct ids, from 1; which are present).
 
-    The zeros before them (padding) differ from every id; a row's ``lens[j]`` last columns are
-    its tokens, in order.
+    ``None`` when they are more than :data:`_RANK_MAX` or ``top`` is past :data:`_RANK_LIMIT`.
     """
+    if top >= _RANK_LIMIT:
+        return None
+    present = np.zeros(top + 1, dtype=bool)
+    present[values] = True
+    distinct = np.flatnonzero(present)
+    if distinct.size > _RANK_MAX:
+        return None
+    ranks = np.zeros(top + 1, dtype=np.uint16)
+    ranks[distinct] = np.arange(1, distinct.size + 1, dtype=np.uint16)
+    return ranks, present
+
+
+def _block(
+    ids: np.ndarray,
+    mask: np.ndarray | None,
+    rows: np.ndarray,
+    lens: np.ndarray,
+    bounds: tuple[int, bool, bool],
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """The rows' selected tokens left-aligned in a ``(len(rows), max(lens) + 3)`` block, zeros after.
+
+    The tokens are their ranks among the block's distinct ids (uint16, 1 and up, with the rank
+    table) when these are at most :data:`_RANK_MAX`, else the ids plus one (int64). Zero, the
+    padding, differs from every token; the 3 zero columns let a window of 4 ranks start anywhere.
+    """
+    top, clean, prefix = bounds
     width = int(lens.max()) if lens.size else 0
-    if mask is None and width == ids.shape[1]:
-        return ids[rows].astype(np.int64) + 1
-    block = np.zeros((rows.size, width), dtype=np.int64)
-    for j, (i, n) in enumerate(zip(rows.tolist(), lens.tolist())):
-        if n:  # one selection per row: cheaper than any global scatter
-            src = ids[i, :n] if prefix or mask is None else ids[i][mask[i]]
-            np.add(src, 1, out=block[j, width - n :], casting="unsafe")
-    return block
+    if prefix and clean:  # one gather: the rows' first columns, padding included (in range)
+        raw = ids[rows, :width]
+        table = _rank_table(raw, top)
+        block = np.zeros((rows.size, width + 3), dtype=np.int64 if table is None else np.uint16)
+        block[:, :width] = raw.astype(np.int64) + 1 if table is None else table[0][raw]
+        for j, n in enumerate(lens.tolist()):
+            block[j, n:width] = 0  # the columns past each row's length
+        return block, table
+    assert mask is not None  # a missing mask is a prefix, and then every id was checked in range
+    parts = [ids[i, :n] if prefix else ids[i][mask[i]] for i, n in zip(rows.tolist(), lens.tolist())]
+    table = _rank_table(np.concatenate(parts), top) if parts else None
+    block = np.zeros((rows.size, width + 3), dtype=np.int64 if table is None else np.uint16)
+    for j, src in enumerate(parts):
+        block[j, : src.size] = src.astype(np.int64) + 1 if table is None else table[0][src]
+    return block, table
 
 
 def _exact_bits(block: np.ndarray, n: int) -> tuple[np.ndarray, int]:
@@ -546,68 +588,104 @@ def _ngram_codes(block: np.ndarray, n: int, bits: int) -> np.ndarray:
     return code
 
 
-def _distinct_counts(block: np.ndarray, lengths: np.ndarray, n: int) -> np.ndarray:
-    """Number of distinct n-grams per row of a shifted block (0 for rows under ``n`` tokens).
+def _window_codes(block: np.ndarray, n: int) -> np.ndarray:
+    """The n-gram codes of a uint16 rank block, ``n <= 4``: the 8 bytes at each column, read as one
+    uint64 (4 ranks: an exact packing), cut to the n-gram's ``16 * n`` bits; no arithmetic pass."""
+    rows, cols = block.shape
+    windows = np.ndarray((rows, cols - 3), dtype=np.uint64, buffer=block, strides=(block.strides[0], 2))
+    code = np.array(windows)
+    if n < 4:
+        code &= np.uint64((1 << (16 * n)) - 1)
+    return code
 
-    Every code of a row is sorted, its distinct values counted, and those of the n-grams that
-    start in the padding taken off: packed, they are ``min(P, n - 1)`` distinct values (one per
-    number of leading zeros) plus 0 when ``P >= n`` (``P`` padding columns), all below the codes
-    of the row's own n-grams (whose first id is at least 1).
+
+def _distinct_counts(block: np.ndarray, lengths: np.ndarray, n: int) -> np.ndarray:
+    """Number of distinct n-grams per row of a left-aligned block (0 for rows under ``n`` tokens).
+
+    Every code of a row is sorted, its distinct values counted, and those of the ``Q`` windows that
+    end in the padding taken off: ``min(Q, n - 1)`` distinct values (one per number of trailing
+    zeros, which no n-gram of tokens has) plus the all-zero one when ``Q >= n``.
     """
-    width = block.shape[1] - n + 1
-    counts = np.maximum(lengths - n + 1, 0)
-    if width <= 0:
+    if block.dtype == np.uint16 and n <= 4:
+        code = _window_codes(block, n) if n > 1 else block[:, :-3].astype(np.uint64)
+    else:
+        wide, bits = _exact_bits(block.astype(np.int64, copy=False), n)
+        code = _ngram_codes(wide, n, bits)
+    if code.shape[1] <= 0:
         return np.zeros(block.shape[0], dtype=np.int64)
-    block, bits = _exact_bits(block, n)
-    code = _ngram_codes(block, n, bits)
     code.sort(axis=1)
     total = 1 + np.count_nonzero(code[:, 1:] != code[:, :-1], axis=1)
-    pad = block.shape[1] - lengths
-    padding_codes = np.minimum(pad, n - 1) + (pad >= n)
-    return np.where(counts > 0, total - padding_codes, 0)
+    q = code.shape[1] - (lengths - n + 1)
+    return np.where(lengths >= n, total - np.minimum(q, n - 1) - (q >= n), 0)
 
 
-def _loops(block: np.ndarray, lengths: np.ndarray, repeats: int, max_period: int) -> np.ndarray:
-    """:func:`ends_in_loop` of every row of a right-aligned block, vectorised over rows."""
-    width = block.shape[1]
-    found = np.zeros(block.shape[0], dtype=bool)
+def _tails(block: np.ndarray, lens: np.ndarray, span: int) -> np.ndarray:
+    """Each row's last ``span`` tokens, right-aligned in a ``(rows, span)`` int64 array (zeros first)."""
+    at = lens[:, None] - span + np.arange(span)[None, :]
+    short = lens.size and int(lens.min()) < span
+    tails = np.take_along_axis(block, np.maximum(at, 0) if short else at, axis=1).astype(np.int64)
+    if short:
+        tails[at < 0] = 0
+    return tails
+
+
+def _loops(tails: np.ndarray, lengths: np.ndarray, repeats: int, max_period: int) -> np.ndarray:
+    """:func:`ends_in_loop` of every row, from its right-aligned tail, vectorised over rows."""
+    width = tails.shape[1]
+    found = np.zeros(tails.shape[0], dtype=bool)
     for p in range(1, min(max_period, width // repeats) + 1):
-        cand = np.flatnonzero(~found & (lengths >= repeats * p) & (block[:, -1] == block[:, -1 - p]))
+        cand = np.flatnonzero(~found & (lengths >= repeats * p) & (tails[:, -1] == tails[:, -1 - p]))
         if cand.size:
-            tail = block[cand, width - repeats * p :]  # the tails alone: the rows' last repeats * p ids
+            tail = tails[cand, width - repeats * p :]  # the candidates' last repeats * p tokens
             found[cand] = np.all(tail[:, p:] == tail[:, :-p], axis=1)
     return found
 
 
-def _first_match(block: np.ndarray, tag: tuple[int, ...], last_start: np.ndarray | None = None) -> np.ndarray:
-    """Column of the first occurrence of ``tag`` per row (starting at most at ``last_start``), or -1."""
-    k = len(tag)
+def _first_match(block: np.ndarray, tag: tuple[int, ...] | None) -> np.ndarray:
+    """Column of the first occurrence of ``tag`` per row, or -1 (``None``: a tag absent from the block)."""
+    k = 1 if tag is None else len(tag)
     width = block.shape[1] - k + 1
-    if width <= 0:
+    if tag is None or width <= 0:
         return np.full(block.shape[0], -1, dtype=np.int64)
-    hit = block[:, :width] == tag[0]  # the zero padding never matches a (shifted) id >= 1
+    hit = block[:, :width] == tag[0]  # the zero padding never matches a token (>= 1)
     for q in range(1, k):
         hit &= block[:, q : q + width] == tag[q]
-    if last_start is not None:
-        hit &= np.arange(width)[None, :] <= last_start[:, None]
     return np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
 
 
+def _tag_values(tag: tuple[int, ...], table: tuple[np.ndarray, np.ndarray] | None) -> tuple[int, ...] | None:
+    """A tag's ids as the block holds them (plus one, or their ranks); ``None`` if one is absent."""
+    if table is None:
+        return tuple(t + 1 for t in tag)
+    ranks, present = table
+    if any(t >= present.size or not present[t] for t in tag):
+        return None
+    return tuple(int(ranks[t]) for t in tag)
+
+
 def _think_ids(
-    block: np.ndarray, lengths: np.ndarray, span: tuple[tuple[int, ...], tuple[int, ...]]
+    block: np.ndarray, lengths: np.ndarray, span: tuple[tuple[int, ...], tuple[int, ...]], table: Any
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(closed, thinking length, answer length) per row of a shifted block (tokens)."""
-    opening, closing = (tuple(t + 1 for t in tag) for tag in span)  # the block holds ids plus one
-    width = block.shape[1]
-    start = width - lengths
-    end = _first_match(block, closing)
+    """(closed, thinking length, answer length) per row of a left-aligned block (tokens)."""
+    n_open, n_close = len(span[0]), len(span[1])
+    end = _first_match(block, _tag_values(span[1], table))
     closed = end >= 0
-    before = _first_match(block, opening, np.where(closed, end - len(opening), -1))
-    anywhere = _first_match(block, opening)
-    think_from = np.where(before >= 0, before + len(opening), start)
-    think = np.where(closed, end - think_from, np.where(anywhere >= 0, width - anywhere - len(opening), 0))
-    answer = np.where(closed, width - end - len(closing), np.where(anywhere >= 0, 0, lengths))
+    first_open = _first_match(block, _tag_values(span[0], table))
+    # The first opening tag ending before the closing one is the first opening tag, if that one does.
+    before = np.where(closed & (first_open >= 0) & (first_open <= end - n_open), first_open, -1)
+    think_from = np.where(before >= 0, before + n_open, 0)
+    opened = first_open >= 0
+    think = np.where(closed, end - think_from, np.where(opened, lengths - first_open - n_open, 0))
+    answer = np.where(closed, lengths - end - n_close, np.where(opened, 0, lengths))
     return closed, think, answer
+
+
+def _compression_ratios(
+    ids: np.ndarray, mask: np.ndarray | None, lengths: np.ndarray, prefix: bool
+) -> list[float]:
+    """The compression ratio of every non-empty row: its selected ids as little-endian uint32 bytes."""
+    rows = (ids[i, :n] if prefix or mask is None else ids[i][mask[i]] for i, n in enumerate(lengths.tolist()))
+    return [_deflate_ratio(row.astype("<u4").tobytes()) for row in rows if row.size]
 
 
 def _id_sums(
@@ -615,39 +693,38 @@ def _id_sums(
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Sums and extremes of token rows, in blocks of rows of similar lengths.
 
-    Rows are taken shortest first; each block holds its rows' tokens right-aligned (plus one,
-    zeros before them) and is cut to its longest row, so the n-gram sort and the comparisons
-    skip most of the padding. Every statistic is a few whole-block numpy passes.
+    Rows are taken shortest first; each block holds its rows' tokens left-aligned (zeros after
+    them), as ranks among the block's distinct ids where these fit 16 bits, and is cut to its
+    longest row, so the n-gram sort and the comparisons skip most of the padding. Every statistic
+    is a few whole-block numpy passes; loops are found once over every row's tail.
     """
-    _check_id_range(ids, mask)
+    top, clean = _check_id_range(ids, mask)
     lengths, prefix = _lengths(ids, mask)
     s = dict.fromkeys(_sum_names(o), 0.0)
     s["n"], s["len_sum"] = float(lengths.size), float(lengths.sum())
     s["empty"] = float(np.count_nonzero(lengths == 0))
     order = np.argsort(lengths, kind="stable")
-    n = o["ngram"]
-    ratios: list[float] = []
+    n, repeats = o["ngram"], o["loop_repeats"]
+    tails = np.zeros((lengths.size, repeats * min(o["loop_max_period"], ids.shape[1] // repeats)), np.int64)
     think_max = answer_max = -math.inf
     for first in range(0, lengths.size, _ROW_BLOCK):
         rows = order[first : first + _ROW_BLOCK]
         lens = lengths[rows]
-        block = _shifted_block(ids, mask, rows, lens, prefix)
-        s["loop"] += float(np.count_nonzero(_loops(block, lens, o["loop_repeats"], o["loop_max_period"])))
+        block, table = _block(ids, mask, rows, lens, (top, clean, prefix))
+        tails[first : first + rows.size] = _tails(block, lens, tails.shape[1])
         has = lens >= n
         if has.any():
             distinct = _distinct_counts(block, lens, n)
             s["distinct_sum"] += float(np.sum(distinct[has] / (lens[has] - n + 1)))
             s["distinct_n"] += float(np.count_nonzero(has))
-        if o["compression"]:
-            raw = (block - 1).astype("<u4")
-            cut = block.shape[1]
-            ratios += [_deflate_ratio(raw[i, cut - m :].tobytes()) for i, m in enumerate(lens.tolist()) if m]
         if o["think_span"] is not None:
-            closed, think, answer = _think_ids(block, lens, o["think_span"])
+            closed, think, answer = _think_ids(block, lens, o["think_span"], table)
             s["closed"] += float(np.count_nonzero(closed))
             s["think_sum"] += float(think.sum())
             s["answer_sum"] += float(answer.sum())
             think_max, answer_max = max(think_max, float(think.max())), max(answer_max, float(answer.max()))
+    s["loop"] = float(np.count_nonzero(_loops(tails, lengths[order], repeats, o["loop_max_period"])))
+    ratios = _compression_ratios(ids, mask, lengths, prefix) if o["compression"] else []
     s["comp_sum"] = math.fsum(ratios)
     ext = {
         "len_max": float(lengths.max()) if lengths.size else -math.inf,
