@@ -130,6 +130,18 @@ def test_jsonl_truncated_last_line_and_resume(tmp_path):
         read_jsonl(path, strict=True)
 
 
+def test_a_resumed_torn_file_gets_one_fresh_line_and_no_blank_ones(tmp_path):
+    with Tracker("p", "e", log_dir=tmp_path) as tr:
+        tr.log({"a": 1.0}, step=0)
+    tr.jsonl_path.write_bytes(tr.jsonl_path.read_bytes() + b'{"step":1,"a"')  # a crash mid-line
+    with Tracker("p", "e", log_dir=tmp_path, resume=True) as tr:
+        for step in (2, 3, 4):
+            tr.log({"a": float(step)}, step=step)
+    lines = tr.jsonl_path.read_bytes().split(b"\n")
+    assert lines[1] == b'{"step":1,"a"' and lines[-1] == b""  # the fragment alone; the file ends whole
+    assert [json.loads(line)["a"] for line in lines[2:-1]] == [2.0, 3.0, 4.0]  # no blank line between
+
+
 @pytest.mark.parametrize(
     ("content", "exc", "match"),
     [

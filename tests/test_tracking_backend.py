@@ -420,6 +420,63 @@ def test_the_fast_path_keeps_every_refusal_after_the_keys_are_known():
         convert([("a", 1.0)])
 
 
+class Plain(float):
+    """A float subclass that converts as its value."""
+
+
+class Halved(float):
+    """A float subclass whose ``float()`` is not its value: only the checked path calls it."""
+
+    def __float__(self) -> float:
+        return float.__float__(self) / 2
+
+
+class Key(str):
+    """A str subclass key."""
+
+
+#: A step after a warm-up step of plain floats with the keys a, b: the value each key must reach
+#: the backends with (``float(value)``, the checked path's conversion, worked out by hand).
+FALLBACKS = {
+    "float-subclass": ({"a": Plain(0.5), "b": 1.0}, {"a": 0.5, "b": 1.0}),
+    "float-subclass-own-float": ({"a": Halved(3.0), "b": 1.0}, {"a": 1.5, "b": 1.0}),
+    "numpy-float64": ({"a": np.float64(0.25), "b": 1.0}, {"a": 0.25, "b": 1.0}),
+    "numpy-float32": ({"a": np.float32(0.75), "b": 1.0}, {"a": 0.75, "b": 1.0}),
+    "bool": ({"a": True, "b": np.bool_(False)}, {"a": 1.0, "b": 0.0}),
+    "int": ({"a": 3, "b": np.int32(-2)}, {"a": 3.0, "b": -2.0}),
+    "keys-reordered": ({"b": 1.0, "a": 2.0}, {"b": 1.0, "a": 2.0}),
+    "key-added": ({"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 1.0, "b": 2.0, "c": 3.0}),
+    "str-subclass-key-in-a-new-set": ({Key("c"): 1.0, "a": 2.0}, {"c": 1.0, "a": 2.0}),
+}
+
+
+@pytest.mark.parametrize(("metrics", "want"), list(FALLBACKS.values()), ids=list(FALLBACKS))
+def test_a_step_off_the_fast_path_converts_as_the_checked_path(metrics, want):
+    convert = _Converter()
+    convert({"a": 0.0, "b": 0.0})  # the keys a, b known: the next step with them skips the key checks
+    got, dropped = convert(metrics)
+    assert dropped == [] and got == want and got == _convert(metrics)[0]
+    assert {type(k) for k in got} == {str} and {type(v) for v in got.values()} == {float}
+
+
+@pytest.mark.parametrize("policy", ["keep", "drop", "error"], ids=["keep", "drop", "error"])
+def test_a_nonfinite_value_on_the_fast_path_meets_the_policy(tmp_path, policy):
+    with Tracker("p", "e", log_dir=tmp_path, nonfinite=policy) as tr:
+        tr.log({"a": 1.0, "b": 2.0}, step=0)  # the keys known: step 1 takes the fast path
+        if policy == "error":
+            with pytest.raises(ValueError, match=r"metrics\['b'\] is -inf; non-finite values are not"):
+                tr.log({"a": 1.0, "b": -math.inf}, step=1)
+        else:
+            tr.log({"a": math.nan, "b": -math.inf}, step=1)
+    rows = read_jsonl(tr.jsonl_path)
+    assert [row["step"] for row in rows] == ([0] if policy == "error" else [0, 1])
+    if policy == "keep":
+        assert math.isnan(rows[1]["a"]) and rows[1]["b"] == -math.inf
+        assert b"NaN" in tr.jsonl_path.read_bytes()  # json's spelling, not orjson's null
+    elif policy == "drop":
+        assert set(rows[1]) == {"step", "timestamp"}
+
+
 # --- health records ----------------------------------------------------------------------------
 
 
