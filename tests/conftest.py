@@ -1,4 +1,5 @@
-"""Shared fixtures: verl 0.9.1 as the parity reference; a stand-in wandb module; Hypothesis settings."""
+"""Shared fixtures: verl 0.9.1 as the parity reference; a stand-in wandb module; diagnose() scripted
+for the report tests; Hypothesis settings."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+
+from report_runs import scripted_diagnose  # noqa: F401 (a fixture of the report tests)
 
 # The suite draws the same Hypothesis examples on every run (a CI result is reproducible, and a
 # failure is one rerun away); HYPOTHESIS_PROFILE=explore draws new ones, to hunt for more.
