@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from report_runs import scripted_diagnose  # noqa: F401 (a fixture of the report tests)
-
 # The suite draws the same Hypothesis examples on every run (a CI result is reproducible, and a
 # failure is one rerun away); HYPOTHESIS_PROFILE=explore draws new ones, to hunt for more.
 settings.register_profile("reproducible", derandomize=True)
@@ -74,3 +72,11 @@ def fake_wandb(monkeypatch):
     fake.__dict__["init"] = init
     monkeypatch.setitem(sys.modules, "wandb", fake)
     return inits
+
+
+@pytest.fixture
+def scripted_diagnose(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's diagnose() with findings chosen by the run's name (tests/report_runs.py)."""
+    from report_runs import script_diagnose
+
+    script_diagnose(monkeypatch)

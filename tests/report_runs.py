@@ -6,7 +6,6 @@ import json
 import re
 
 import numpy as np
-import pytest
 
 from rlmetrics import keys as K
 from rlmetrics.report import (
@@ -105,9 +104,9 @@ def make_finding(kind, severity, step, *metric):
     return Finding(kind, severity, step, metric, {"ratio": 12.5}, f"advice on {kind}")
 
 
-@pytest.fixture
-def scripted_diagnose(monkeypatch):
-    """diagnose() with findings chosen by the run's name."""
+def script_diagnose(monkeypatch):
+    """diagnose() with findings chosen by the run's name (the ``scripted_diagnose`` fixture of
+    tests/conftest.py)."""
     from rlmetrics import report
     from rlmetrics.health.findings import Diagnosis, Skipped
 
