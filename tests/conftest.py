@@ -1,9 +1,12 @@
-"""Shared fixtures: verl 0.9.1 as the parity reference; Hypothesis settings."""
+"""Shared fixtures: verl 0.9.1 as the parity reference; a stand-in wandb module; diagnose() scripted
+for the report tests; Hypothesis settings."""
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
+import types
 import warnings
 from typing import Any
 
@@ -45,3 +48,35 @@ def data_proto() -> Any:
     from verl import DataProto
 
     return DataProto
+
+
+@pytest.fixture
+def fake_wandb(monkeypatch):
+    """A stand-in ``wandb`` module: the ``init`` arguments of each run."""
+    inits: list[dict] = []
+
+    class Run:
+        id = "abc"
+
+        def log(self, metrics, step=None):
+            pass
+
+        def finish(self, exit_code=0):
+            inits[-1]["exit_code"] = exit_code
+
+    def init(**kwargs):
+        inits.append(kwargs)
+        return Run()
+
+    fake = types.ModuleType("wandb")
+    fake.__dict__["init"] = init
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    return inits
+
+
+@pytest.fixture
+def scripted_diagnose(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's diagnose() with findings chosen by the run's name (tests/report_runs.py)."""
+    from report_runs import script_diagnose
+
+    script_diagnose(monkeypatch)

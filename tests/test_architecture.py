@@ -1,4 +1,5 @@
-"""The package's shape: no function of rlmetrics over 60 lines, but the one fused kernel."""
+"""The package's shape: no function of rlmetrics over 60 lines, but the one fused kernel; a test
+file named after every module, but the few listed as tested through others."""
 
 from __future__ import annotations
 
@@ -85,3 +86,86 @@ def test_no_function_is_over_the_limit_but_the_exempt():
 def test_each_exemption_names_a_function_that_needs_it(name):
     # a stale entry (the function gone, renamed or shortened) would exempt whatever takes its name
     assert _package_lengths().get(name, 0) > MAX_BODY_LINES
+
+
+# --- one test file per module ------------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+
+#: Modules with a function or class of their own but no test file named after them, each with
+#: the files that test it. Keep it short: a new module gets a file of its own.
+TESTED_ELSEWHERE = {
+    # (none in tracking/ and report/: report/_assets.py, the page's scripts as strings, defines no
+    # function and is run in a browser by test_report_browser.py)
+    # the numba twin of _core/kernels.py, compared with it
+    "_core/kernels_jit.py": "test_kernels.py",
+    # the command line's app and helpers, through its commands
+    "cli/app.py": "test_cli.py and one test_cli_<command>.py per command",
+    "cli/_rollouts.py": "test_cli_validate.py, test_cli_compare.py",
+    # the demo's training loop, through the demo
+    "demo/run.py": "test_demo.py, test_demo_offpolicy.py, test_cli_demo.py",
+    # the types every health rule returns
+    "health/findings.py": "test_rules.py, test_monitor.py, test_health_examples.py",
+    # the run readers' entry point, format detection and incremental reading
+    "readers/_read.py": "test_readers_run.py",
+    "readers/detect.py": "test_readers_run.py, test_planted_formats.py",
+    "readers/tail.py": "test_watch.py",
+    # validation: argument checks and the comparisons, tested by what they compute
+    "validation/_args.py": "test_estimators.py, test_checks.py",
+    "validation/comparison/curves.py": "test_compare.py",
+    "validation/comparison/family.py": "test_multiplicity.py, test_cli_compare.py",
+    "validation/comparison/paired.py": "test_compare.py, test_comparison_plan.py, test_comparison_seeds.py",
+    "validation/comparison/tables.py": "test_evals.py, test_cli_compare.py",
+}
+
+
+def _module_paths() -> list[str]:
+    """Every module of the package that defines a function or class (re-export and shim modules,
+    which define none, are tested through the modules they name), as a path under the package."""
+    paths = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) for node in tree.body):
+            paths.append(path.relative_to(PACKAGE).as_posix())
+    return paths
+
+
+def _test_names(module: str) -> set[str]:
+    """The test files a module may have: ``test_<name>.py`` for every tail of its dotted path, each
+    part without its leading underscores (``tracking/_values.py``: ``test_values.py`` or
+    ``test_tracking_values.py``; a package's ``__init__.py`` stands for the package, the top
+    one's for ``test_init.py``)."""
+    parts = module.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts = [part.lstrip("_") for part in parts[:-1]] or ["init"]  # the top package: test_init.py
+    else:
+        parts = [part.lstrip("_") for part in parts]
+    return {"test_" + "_".join(parts[i:]) + ".py" for i in range(len(parts))}
+
+
+def test_the_names_a_module_may_have_its_tests_under():
+    assert _test_names("tracking/_values.py") == {"test_values.py", "test_tracking_values.py"}
+    assert _test_names("report/__init__.py") == {"test_report.py"}
+    assert _test_names("__init__.py") == {"test_init.py"}
+    assert _test_names("validation/comparison/paired.py") == {
+        "test_paired.py",
+        "test_comparison_paired.py",
+        "test_validation_comparison_paired.py",
+    }
+
+
+@pytest.mark.parametrize("module", [m for m in _module_paths() if m not in TESTED_ELSEWHERE])
+def test_every_module_has_a_test_file_named_after_it(module):
+    names = sorted(_test_names(module))
+    assert any((TESTS / name).is_file() for name in names), (
+        f"{module} has no test file: add one of {names} (or, if another file tests it, an entry "
+        "in TESTED_ELSEWHERE saying which)"
+    )
+
+
+@pytest.mark.parametrize("module", sorted(TESTED_ELSEWHERE))
+def test_each_module_tested_elsewhere_exists_and_still_has_no_file_of_its_own(module):
+    assert module in _module_paths(), f"{module} is gone or defines nothing: drop it from TESTED_ELSEWHERE"
+    assert not any((TESTS / name).is_file() for name in _test_names(module)), (
+        f"{module} has a test file now: drop it from TESTED_ELSEWHERE"
+    )

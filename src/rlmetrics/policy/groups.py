@@ -32,6 +32,7 @@ from rlmetrics._core.categories import category_codes, limit_categories
 from rlmetrics._core.checks import check_int, warn_undefined
 from rlmetrics._core.comm import all_gather_objects, describe_disagreement
 from rlmetrics._core.dip import dip_pvalue
+from rlmetrics._core.passk import pass_at_k
 from rlmetrics._core.stats import check_prefix, with_prefix
 from rlmetrics.training.categories import DEFAULT_MAX_CATEGORIES, check_max_categories, warn_folded
 
@@ -430,8 +431,6 @@ def _pass_at_ks(
     """``grpo/pass@k``: the mean unbiased pass@k over the groups of at least ``k`` samples."""
     if not ks:
         return {}
-    from rlmetrics.validation.exact.estimators import pass_at_k
-
     n = np.bincount(inverse).astype(np.int64)
     c = np.bincount(inverse, weights=(r >= threshold).astype(np.float64), minlength=n.shape[0])
     c = np.rint(c).astype(np.int64)

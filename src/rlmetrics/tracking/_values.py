@@ -35,11 +35,11 @@ _PLAIN_VALUES = frozenset({float, int, bool, np.float64, np.float32, np.int64, n
 class _Converter:
     """Every step's values as floats, through a fast path for the common step.
 
-    The common step: plain ``str`` keys already checked (the key tuple of the last step that
-    passed the key checks), or passing them now as a whole (ASCII, none reserved), and values of
-    :data:`_PLAIN_VALUES` types. Anything else goes through :func:`_convert_each`, key by key,
-    with its exact errors and drops. A step with the key tuple of a checked step is not checked
-    again: a ``str`` subclass key equal to a checked key then reaches the backends as it is.
+    The common step: plain ``str`` keys already checked (the keys, in order, of the last step
+    that passed the key checks), or passing them now as a whole (ASCII, none reserved), and
+    values of :data:`_PLAIN_VALUES` types. Anything else goes through :func:`_convert_each`, key
+    by key, with its exact errors and drops. A step with the keys of a checked step is not
+    checked again: a ``str`` subclass key equal to a checked key then reaches the backends as it is.
 
     ``borrow=True`` (the tracker's call when no backend keeps or changes its record, see
     :class:`~rlmetrics.tracking.Backend`) returns the caller's own ``dict`` when it is a plain
@@ -47,14 +47,14 @@ class _Converter:
     """
 
     def __init__(self) -> None:
-        self._keys: tuple[str, ...] | None = None
+        self._keys: list[str] | None = None
 
     def __call__(
         self, metrics: Mapping[str, Any], borrow: bool = False
     ) -> tuple[dict[str, float], list[tuple[str, str]]]:
         if type(metrics) is not dict and not isinstance(metrics, Mapping):
             raise TypeError(f"metrics must be a mapping of key to number; got {type(metrics).__name__}")
-        keys = tuple(metrics)
+        keys = list(metrics)  # a list: built and compared faster than a tuple
         if keys == self._keys or self._check_keys(keys):
             values = metrics.values()
             if countOf(map(type, values), float) == len(keys):  # cheaper than a set of the types
@@ -68,7 +68,7 @@ class _Converter:
                     pass
         return _convert_each(metrics)
 
-    def _check_keys(self, keys: tuple[str, ...]) -> bool:
+    def _check_keys(self, keys: list[str]) -> bool:
         """True (and remembered) when every key is a plain ASCII ``str`` that is not reserved."""
         if not _STR.issuperset(map(type, keys)):
             return False

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 import time
+from math import isfinite as _isfinite
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,7 +110,7 @@ class JsonlBackend:
         # orjson writes NaN/inf as null: those lines go through json, which writes NaN/Infinity. A
         # finite sum proves every value finite (NaN and inf propagate; a sum that overflows goes
         # through json too, which writes the same line).
-        if dumps is not None and math.isfinite(sum(metrics.values())):
+        if dumps is not None and _isfinite(sum(metrics.values())):
             try:  # the head and the metrics apart, joined as bytes: no merged dict to build
                 start = dumps(head)
                 body = dumps(metrics, option=self._newline)
@@ -122,11 +122,17 @@ class JsonlBackend:
             line = _json_line(head, metrics)
         if self._torn:  # the last write failed part-way (or a crash cut the last line)
             line = b"\n" + line
-        self._torn = True
-        written = fh.write(line)  # one unbuffered write a step, no flush needed (as verl's file logger)
-        if written != len(line):  # a regular file writes less only when full
-            self._write_rest(memoryview(line)[written or 0 :], written)
-        self._torn = False
+            self._torn = False  # torn again below if this write fails too
+        # One unbuffered write a step, no flush needed: verl's file logger's durability (the line
+        # is in the OS's cache when log() returns; fsync=True for the disk). A write that fails
+        # or stops part-way leaves the line torn: the next one starts on a fresh line.
+        try:
+            written = fh.write(line)
+            if written != len(line):  # a regular file writes less only when full
+                self._write_rest(memoryview(line)[written or 0 :], written)
+        except BaseException:
+            self._torn = True
+            raise
         if self.fsync:
             os.fsync(fh.fileno())
 

@@ -6,6 +6,10 @@
   difference with a simultaneous band and where the runs cross.
 * :mod:`~rlmetrics.validation.comparison.tables`: every metric of two runs' per-prompt tables
   (:func:`~rlmetrics.validation.exact.summary.prompt_estimates`), or of two summaries.
+* :mod:`~rlmetrics.validation.comparison.family`: every comparison of a call adjusted as one family
+  (p-values, intervals, verdicts).
+* :mod:`~rlmetrics.validation.comparison.results`: the result types ``tables`` returns and
+  ``family`` fills in.
 * :mod:`~rlmetrics.validation.comparison.multiplicity`: p-values adjusted for the family
   compared (Holm, Benjamini-Hochberg).
 * :mod:`~rlmetrics.validation.comparison.equivalence`: non-inferiority and equivalence within a

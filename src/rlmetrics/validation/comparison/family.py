@@ -26,17 +26,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from rlmetrics.validation.comparison.equivalence import check_margin, margin_test, margin_verdict
 from rlmetrics.validation.comparison.multiplicity import ADJUST_METHODS, adjust_p_values
 from rlmetrics.validation.comparison.paired import PairedDifference
-
-if TYPE_CHECKING:
-    from rlmetrics.validation.comparison.tables import TableComparison
+from rlmetrics.validation.comparison.results import Adjusted, Family, TableComparison
 
 __all__ = ["ADJUST_CHOICES", "Adjusted", "Family", "adjust_comparisons", "check_adjust", "interval_at"]
 
@@ -48,35 +45,6 @@ _INTERVALS = {
     "bh": "false coverage rate (Benjamini-Yekutieli)",
     "none": "unadjusted",
 }
-
-
-@dataclass(frozen=True)
-class Family:
-    """The family a set of comparisons was adjusted over."""
-
-    #: ``"holm"``, ``"bh"`` or ``"none"``
-    method: str
-    #: distinct comparisons with a p-value
-    size: int
-    #: the unadjusted intervals' level (``1 - alpha``)
-    confidence: float
-    #: the per-comparison level of the adjusted intervals
-    level: float
-    #: what the adjusted intervals are
-    interval: str
-
-
-@dataclass(frozen=True)
-class Adjusted:
-    """One metric's difference as the family sees it."""
-
-    #: adjusted p-value (NaN: not in the family)
-    p_value: float
-    #: the interval at :attr:`Family.level`
-    ci_low: float
-    ci_high: float
-    #: with a margin: :func:`~rlmetrics.validation.comparison.equivalence.margin_verdict` of that interval
-    verdict: str | None = None
 
 
 def check_adjust(adjust: object) -> str:
@@ -114,7 +82,7 @@ def adjust_comparisons(
     Examples
     --------
     >>> from rlmetrics.validation.comparison.paired import unpaired_difference as welch
-    >>> from rlmetrics.validation.comparison.tables import TableComparison
+    >>> from rlmetrics.validation.comparison.results import TableComparison
     >>> d = {f"m{i}": welch(0.5, 0.01, 400, 0.5 + e, 0.01, 400) for i, e in enumerate([0.01, 0.04])}
     >>> (c,) = adjust_comparisons([TableComparison("s", "acc", None, None, None, d, None)])
     >>> c.family.size, round(d["m0"].p_value, 3), round(c.adjusted["m0"].p_value, 3)

@@ -16,14 +16,13 @@ one-sided tests and a verdict in words (:mod:`~rlmetrics.validation.comparison.e
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from rlmetrics.validation.comparison.curves import CurveComparison, compare_curves, pass_at_k_curves
-from rlmetrics.validation.comparison.equivalence import MarginTest, check_margin
-from rlmetrics.validation.comparison.family import Adjusted, Family, adjust_comparisons, check_adjust
+from rlmetrics.validation.comparison.curves import compare_curves, pass_at_k_curves
+from rlmetrics.validation.comparison.equivalence import check_margin
+from rlmetrics.validation.comparison.family import adjust_comparisons, check_adjust
 from rlmetrics.validation.comparison.paired import (
     TESTS,
     PairedDifference,
@@ -31,63 +30,11 @@ from rlmetrics.validation.comparison.paired import (
     paired_difference,
     unpaired_difference,
 )
-from rlmetrics.validation.exact.intervals import IntervalTable, column_intervals
+from rlmetrics.validation.comparison.results import TableComparison
+from rlmetrics.validation.exact.intervals import column_intervals
 from rlmetrics.validation.exact.summary import PromptTable
 
 __all__ = ["TableComparison", "compare_summaries", "compare_tables"]
-
-
-@dataclass(frozen=True)
-class TableComparison:
-    """B against A for one data source and variable."""
-
-    source: str
-    variable: str
-    #: prompts in both runs (``None`` when compared from summaries)
-    n_matched: int | None
-    n_only_a: int | None
-    n_only_b: int | None
-    #: metric name -> difference of B minus A
-    metrics: dict[str, PairedDifference]
-    #: pass@k of both runs for k = 1 .. the fewest samples of a matched prompt (0/1 variables)
-    curve: CurveComparison | None
-    #: each run's own pass@k curve over the matched prompts, with pointwise (Wilson) intervals
-    curve_a: IntervalTable | None = None
-    curve_b: IntervalTable | None = None
-    #: the family every comparison of the call was adjusted over
-    family: Family | None = None
-    #: metric name -> its adjusted p-value, interval (and verdict)
-    adjusted: dict[str, Adjusted] = field(default_factory=dict)
-    #: metric name -> the two one-sided tests against the margin (with ``margin=``)
-    margins: dict[str, MarginTest] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain data (numbers, lists, strings) for JSON."""
-        out: dict[str, Any] = {
-            "source": self.source,
-            "variable": self.variable,
-            "n_matched": self.n_matched,
-            "n_only_a": self.n_only_a,
-            "n_only_b": self.n_only_b,
-            "metrics": {name: _plain(vars(d)) for name, d in self.metrics.items()},
-            "curve": None if self.curve is None else _plain(vars(self.curve)),
-            "curve_a": None if self.curve_a is None else _plain(self.curve_a._asdict()),
-            "curve_b": None if self.curve_b is None else _plain(self.curve_b._asdict()),
-            "family": None if self.family is None else vars(self.family),
-            "adjusted": {name: vars(x) for name, x in self.adjusted.items()},
-            "margins": {name: t._asdict() for name, t in self.margins.items()},
-        }
-        return out
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, list | tuple):
-        return [_plain(v) for v in obj]
-    return obj.item() if isinstance(obj, np.generic) else obj
 
 
 def compare_tables(
