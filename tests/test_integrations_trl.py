@@ -523,7 +523,8 @@ def test_other_processes_write_nothing_and_options_pass_through(tmp_path):
     cb.on_train_begin(a, state(0, main=False), None)
     cb.on_log(a, state(1, main=False), None, logs={"reward": 1.0})
     assert cb.tracker is None and not (tmp_path / "logs").exists()
-    cb.on_train_begin(a, state(0), None)
+    with pytest.warns(DeprecationWarning, match=r"Tracker\(fsync=\.\.\.\) is deprecated"):
+        cb.on_train_begin(a, state(0), None)  # the old keyword still reaches the backend, with a warning
     cb.on_log(a, state(1), None, logs={"reward": math.inf, "loss": 0.5})
     assert run_dir(cb) == tmp_path / "logs" / "proj" / "exp"
     assert cb.tracker is not None and cb.tracker.backends["jsonl"].fsync is True
