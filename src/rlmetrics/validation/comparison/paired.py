@@ -35,6 +35,7 @@ __all__ = [
     "PairedDifference",
     "match_prompts",
     "paired_difference",
+    "sign_flip_interval",
     "sign_flip_p",
     "unpaired_difference",
 ]
@@ -44,6 +45,11 @@ ROUNDING = 4 * np.finfo(np.float64).eps
 
 #: the tests of :func:`paired_difference`
 TESTS = ("t", "sign-flip")
+#: the default test of :func:`paired_difference` and ``rlmetrics compare`` (``bench/RESULTS.md``:
+#: the same size and power as the t away from the edges, more power near them)
+DEFAULT_TEST = "sign-flip"
+#: the interval of the t test (``PairedDifference.ci_method``)
+T_INTERVAL = "Student t"
 #: up to this many nonzero differences (or cluster totals) the sign-flip test enumerates all 2^m flips
 EXACT_FLIPS = 16
 
@@ -170,6 +176,10 @@ class PairedDifference:
         Degrees of freedom of the t distribution: ``P - 1``, ``G - 1`` or Welch-Satterthwaite.
     statistic : float
         ``diff / se``.
+    ci_method : str
+        How ``ci_low`` and ``ci_high`` were found: ``"Student t"``, or with ``test="sign-flip"``
+        e.g. ``"inverted sign-flip, mid-p (5000 random sign flips)"`` (the shifts ``theta`` that
+        the sign-flip test of ``d_i - theta`` does not reject).
     """
 
     mean_a: float
@@ -188,6 +198,7 @@ class PairedDifference:
     power: float
     df: float
     statistic: float
+    ci_method: str = T_INTERVAL
 
     def summary(self) -> str:
         """One line for a paper or a log: the difference, its interval, p-value and method.
@@ -233,11 +244,11 @@ def paired_difference(
     confidence: float = 0.95,
     clusters: Any = None,
     power: float = 0.8,
-    test: str = "t",
+    test: str = DEFAULT_TEST,
     n_flips: int = 5000,
     seed: int = 0,
 ) -> PairedDifference:
-    """Paired difference ``B - A`` over matched prompts, with a Student-t interval and p-value.
+    """Paired difference ``B - A`` over matched prompts, with its interval and p-value.
 
     With ``d_i = b_i - a_i`` over ``P`` prompts: ``diff = mean(d)``, ``se = sd(d) / sqrt(P)``
     (Miller 2024, eq. 7) with ``P - 1`` degrees of freedom (Bowyer et al. 2025: normal intervals
@@ -322,7 +333,7 @@ def paired_difference(
     seed = check_seed(seed)
     a, b, codes, g = _paired_inputs(a, b, clusters)
     p = int(a.size)
-    method = "paired t" if g is None else f"paired t, clustered ({g} clusters)"
+    method = ("paired t" if test == "t" else "paired sign-flip, mid-p") + _clustered(g)
     if p == 0:
         warn_undefined("paired_difference needs at least two prompts; got 0: returning NaN")
         nan = math.nan
@@ -333,12 +344,10 @@ def paired_difference(
     diff = float(d.mean())
     se, df = _paired_se(a, b, d, diff, codes, g)
     ci_low, ci_high, p_value, mde, stat = _t_inference(diff, se, df, confidence, power)
+    ci_method = T_INTERVAL
     if test == "sign-flip" and not math.isnan(se):
-        units = d if codes is None else np.bincount(codes, weights=d)
         scale = ROUNDING * max(np.abs(a).max(), np.abs(b).max())
-        p_value, m, exact = sign_flip_p(units, scale, n_flips=n_flips, seed=seed)
-        flips = f"all {2**m} sign flips" if exact else f"{n_flips} random sign flips"
-        method = f"paired sign-flip, mid-p ({flips})" + ("" if g is None else f", clustered ({g} clusters)")
+        p_value, ci_low, ci_high, method, ci_method = _sign_flip(d, codes, g, scale, confidence, n_flips, seed)
     return PairedDifference(
         mean_a=float(a.mean()),
         mean_b=float(b.mean()),
@@ -356,7 +365,123 @@ def paired_difference(
         power=power,
         df=df,
         statistic=stat,
+        ci_method=ci_method,
     )
+
+
+def _clustered(g: int | None) -> str:
+    return "" if g is None else f", clustered ({g} clusters)"
+
+
+def _flips_words(exact: bool, m: int, n_flips: int) -> str:
+    return f"all {2**m} sign flips" if exact else f"{n_flips} random sign flips"
+
+
+def _sign_flip(
+    d: np.ndarray, codes: np.ndarray | None, g: int | None, scale: float, confidence: float, n_flips: int, seed: int
+) -> tuple[float, float, float, str, str]:
+    """(p_value, ci_low, ci_high, method, ci_method) of the paired sign-flip test and its inversion."""
+    units = d if codes is None else np.bincount(codes, weights=d)
+    weights = np.ones(d.size) if codes is None else np.bincount(codes).astype(np.float64)
+    p_value, m, exact = sign_flip_p(units, scale, n_flips=n_flips, seed=seed)
+    ci_low, ci_high, exact_ci = sign_flip_interval(units, weights, confidence, n_flips=n_flips, seed=seed)
+    method = f"paired sign-flip, mid-p ({_flips_words(exact, m, n_flips)})" + _clustered(g)
+    ci_method = f"inverted sign-flip, mid-p ({_flips_words(exact_ci, int(units.size), n_flips)})"
+    return p_value, ci_low, ci_high, method, ci_method
+
+
+def sign_flip_interval(
+    units: np.ndarray,
+    weights: np.ndarray | None = None,
+    confidence: float = 0.95,
+    *,
+    n_flips: int = 5000,
+    seed: int = 0,
+    mid_p: bool = True,
+) -> tuple[float, float, bool]:
+    """The interval of the shifts ``theta`` that the sign-flip test of ``units - theta * weights`` keeps.
+
+    The inversion of the test of :func:`sign_flip_p` (Hartigan 1969; Garthwaite 1996 for
+    randomization intervals): ``theta`` is in the interval when the test of H0 "each
+    ``units_j - theta weights_j`` is symmetric about 0" has a p-value ``>= 1 - confidence``. For a
+    sign vector that flips the set ``F`` of units, ``|sum_j s_j (u_j - theta w_j)|`` is at least the
+    observed ``|sum_j (u_j - theta w_j)|`` exactly when ``theta`` lies between the two sets' means
+    ``sum_F u / sum_F w`` and ``sum_notF u / sum_notF w`` (the flip of none or of every unit ties
+    with the observed at every ``theta``), so the p-value over ``theta`` is a count of intervals,
+    found for every ``theta`` at once by sorting their ends.
+
+    Parameters
+    ----------
+    units : float array, shape (G,)
+        Per-prompt differences, or per-cluster totals.
+    weights : float array, shape (G,), optional
+        Prompts in each unit (cluster sizes); ones by default. The interval is for the mean
+        ``sum(units) / sum(weights)``.
+    confidence : float
+        Level of the interval.
+    n_flips, seed : int, keyword-only
+        Random sign flips (from ``numpy.random.default_rng(seed)``) when ``G`` exceeds
+        :data:`EXACT_FLIPS`; else all ``2^G``. Random flips count the observed signs among them.
+    mid_p : bool, keyword-only
+        Invert the mid-p (as :func:`paired_difference` does) or the standard p-value.
+
+    Returns
+    -------
+    (ci_low, ci_high, exact) : (float, float, bool)
+        The hull of the shifts kept (it contains the mean, whose p-value is 1).
+
+    Examples
+    --------
+    >>> lo, hi, exact = sign_flip_interval(np.array([0.25, 0.5, 0.0, 0.0, 0.25]))
+    >>> float(lo), float(hi), exact
+    (0.0, 0.375, True)
+    """
+    u = np.asarray(units, dtype=np.float64)
+    w = np.ones_like(u) if weights is None else np.asarray(weights, dtype=np.float64)
+    total_u, total_w = float(u.sum()), float(w.sum())
+    exact = u.size <= EXACT_FLIPS
+    flipped_u, flipped_w = _flip_sums(u, w, exact, n_flips, seed)
+    tie = 0.5 if mid_p else 1.0
+    degenerate = (flipped_w == 0.0) | (flipped_w == total_w)
+    base = tie * np.count_nonzero(degenerate) + (0.0 if exact else tie)  # random: the observed signs
+    n = flipped_u.size + (0 if exact else 1)
+    fu, fw = flipped_u[~degenerate], flipped_w[~degenerate]
+    r1, r2 = fu / fw, (total_u - fu) / (total_w - fw)
+    lo, hi = np.sort(np.minimum(r1, r2)), np.sort(np.maximum(r1, r2))
+    # the count is constant between consecutive ends: judge each gap at its midpoint (no ties
+    # there), the two unbounded gaps by the ties alone; the interval is the hull of those kept
+    ends = np.unique(np.concatenate([lo, hi]))
+    mids = (ends[:-1] + ends[1:]) / 2.0
+    count = np.searchsorted(lo, mids) - np.searchsorted(hi, mids)
+    need = (1.0 - confidence) * n - 1e-9
+    mean = total_u / total_w
+    if base >= need:  # too few units for any shift to be rejected
+        return -math.inf, math.inf, exact
+    kept = np.flatnonzero(count + base >= need)
+    if kept.size == 0:
+        return mean, mean, exact
+    return float(min(ends[kept[0]], mean)), float(max(ends[kept[-1] + 1], mean)), exact
+
+
+def _flip_sums(
+    u: np.ndarray, w: np.ndarray, exact: bool, n_flips: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sums of ``u`` and of ``w`` over the flipped units of every sign vector (all, or random ones)."""
+    g = int(u.size)
+    uw = np.stack([u, w], axis=1)
+    if exact:
+        bits = ((np.arange(2**g)[:, None] >> np.arange(g)) & 1).astype(np.float64)
+        sums = bits @ uw
+        return sums[:, 0], sums[:, 1]
+    rng = np.random.default_rng(seed)
+    chunk = max(1, 2_000_000 // max(g, 1))  # rows a block: at most ~16 MB of flips at once
+    blocks = []
+    for start in range(0, n_flips, chunk):
+        rows = min(chunk, n_flips - start)
+        packed = rng.integers(0, 256, size=(rows, (g + 7) // 8), dtype=np.uint8)
+        blocks.append(np.unpackbits(packed, axis=1, count=g).astype(np.float64) @ uw)
+    sums = np.concatenate(blocks)
+    return sums[:, 0], sums[:, 1]
 
 
 def sign_flip_p(

@@ -25,6 +25,7 @@ from rlmetrics.validation.comparison.curves import CurveComparison, compare_curv
 from rlmetrics.validation.comparison.equivalence import MarginTest, check_margin
 from rlmetrics.validation.comparison.family import Adjusted, Family, adjust_comparisons, check_adjust
 from rlmetrics.validation.comparison.paired import (
+    DEFAULT_TEST,
     TESTS,
     PairedDifference,
     match_prompts,
@@ -101,7 +102,7 @@ def compare_tables(
     seed: int = 0,
     adjust: str = "holm",
     margin: float | None = None,
-    test: str = "t",
+    test: str = DEFAULT_TEST,
 ) -> list[TableComparison]:
     """Paired differences of B minus A on the prompts the two runs share.
 
@@ -122,10 +123,11 @@ def compare_tables(
         (:func:`~rlmetrics.validation.comparison.family.adjust_comparisons`).
     margin : float > 0, optional, keyword-only
         Non-inferiority / equivalence margin: each metric's two one-sided tests and verdict.
-    test : {"t", "sign-flip"}, keyword-only
-        The paired test behind each metric's p-value
-        (:func:`~rlmetrics.validation.comparison.paired.paired_difference`; the sign-flip test's
-        random flips drawn from ``seed``); the intervals are the t ones either way.
+    test : {"sign-flip", "t"}, keyword-only
+        The paired test behind each metric's p-value and interval
+        (:func:`~rlmetrics.validation.comparison.paired.paired_difference`): the sign-flip test
+        (mid-p) and its inverted interval by default, its random flips drawn from ``seed``; or
+        Student's t. Each result's ``method`` and ``ci_method`` name them.
 
     Returns
     -------
@@ -174,7 +176,7 @@ def _compare_pair(
     curves: bool,
     n_boot: int,
     seed: int,
-    test: str = "t",
+    test: str = DEFAULT_TEST,
 ) -> TableComparison:
     matched = match_prompts(ta.keys, tb.keys)
     ia, ib = matched.a, matched.b
