@@ -139,7 +139,7 @@ def test_paired_difference_equals_ttest_rel(p, seed, confidence):
     rng = np.random.default_rng(seed)
     a = rng.random(p)
     b = np.clip(a + rng.normal(0.05, 0.2, p), 0, 1)
-    r = paired_difference(a, b, confidence=confidence)
+    r = paired_difference(a, b, confidence=confidence, test="t")
     ref = stats.ttest_rel(b, a)
     ci = ref.confidence_interval(confidence)
     assert math.isclose(r.statistic, float(ref.statistic), rel_tol=1e-10)
@@ -181,7 +181,7 @@ def test_clustered_se_equals_sandwich(g, m, seed):
     shared = rng.normal(0, 0.3, g)[clusters]
     a = rng.random(g * m)
     b = a + shared + rng.normal(0.05, 0.1, g * m)
-    r = paired_difference(a, b, clusters=[f"c{c}" for c in clusters])
+    r = paired_difference(a, b, clusters=[f"c{c}" for c in clusters], test="t")
     se = sandwich_cr1_se(b - a, clusters)
     assert math.isclose(r.se, se, rel_tol=1e-10)
     assert r.n_clusters == g and r.df == g - 1 and r.method == f"paired t, clustered ({g} clusters)"
@@ -214,10 +214,10 @@ def test_paired_difference_swap_negates(pairs):
 
 
 def test_constant_differences_are_exact():
-    r = paired_difference([0.1, 0.5, 0.9], [0.35, 0.75, 1.15])
+    r = paired_difference([0.1, 0.5, 0.9], [0.35, 0.75, 1.15], test="t")
     assert r.se == 0.0 and r.ci_low == r.ci_high == r.diff == pytest.approx(0.25)
     assert r.p_value == 0.0 and r.mde == 0.0
-    same = paired_difference([0.2, 0.4], [0.2, 0.4])
+    same = paired_difference([0.2, 0.4], [0.2, 0.4], test="t")
     assert same.diff == 0.0 and same.p_value == 1.0 and (same.ci_low, same.ci_high) == (0.0, 0.0)
     assert same.correlation == pytest.approx(1.0)
 
@@ -309,7 +309,7 @@ def test_paired_difference_errors(kwargs, exc, match):
 
 
 def test_summary_line():
-    r = paired_difference([0.2, 0.4, 0.6, 0.8], [0.3, 0.6, 0.6, 0.9], confidence=0.9)
+    r = paired_difference([0.2, 0.4, 0.6, 0.8], [0.3, 0.6, 0.6, 0.9], confidence=0.9, test="t")
     line = r.summary()
     assert line.startswith("B - A = 0.1 (90% CI [") and "n = 4, paired t" in line and "MDE = " in line
 
@@ -356,13 +356,69 @@ def test_sign_flip_exact_equals_brute_force(a, b, mid_p):
     assert exact and m == sum(x != 0 for x in d)
     assert math.isclose(p, want, rel_tol=1e-12)
     if mid_p:
-        r = paired_difference(a, b, test="sign-flip")
-        t = paired_difference(a, b)
+        r = paired_difference(a, b)  # the default
+        t = paired_difference(a, b, test="t")
         assert math.isclose(r.p_value, want, rel_tol=1e-12)
-        # the interval, se, df and MDE stay the t ones
-        assert (r.ci_low, r.ci_high, r.se, r.df, r.mde) == (t.ci_low, t.ci_high, t.se, t.df, t.mde)
+        # se, df and MDE stay the t ones; the interval is the test's inversion
+        assert (r.se, r.df, r.mde) == (t.se, t.df, t.mde)
+        assert r.ci_method == f"inverted sign-flip, mid-p (all {2 ** len(d)} sign flips)"
         if any(d):
             assert r.method == f"paired sign-flip, mid-p (all {2**m} sign flips)"
+
+
+def brute_force_flip_p_at(d, theta, w=None) -> float:
+    """The mid-p of the sign-flip test of d - theta w by a loop over all 2^n sign vectors."""
+    w = [1.0] * len(d) if w is None else w
+    x = [di - theta * wi for di, wi in zip(d, w, strict=True)]
+    observed, tol = abs(sum(x)), 1e-12
+    hits = 0.0
+    for signs in itertools.product((1, -1), repeat=len(x)):
+        s = abs(sum(si * xi for si, xi in zip(signs, x, strict=True)))
+        hits += 1.0 if s > observed + tol else 0.5 if abs(s - observed) <= tol else 0.0
+    return hits / 2 ** len(x)
+
+
+@pytest.mark.parametrize(
+    ("d", "w"),
+    [
+        ([0.25, 0.5, 0.0, 0.0, 0.25], None),
+        ([0.3, -0.1, 0.5, 0.2, 0.7, 0.1], None),
+        ([0.125, 0.0, 0.25, 0.0, 0.375, -0.125, 0.125, 0.0], None),
+        ([1.0, 0.5, 0.25, 0.0, 0.75, 0.5, 0.0], [2, 1, 1, 3, 1, 2, 1]),
+    ],
+    ids=["five-with-zeros", "six-mixed", "eight-ties", "clustered-seven"],
+)
+@pytest.mark.parametrize("confidence", [0.9, 0.95], ids=["90", "95"])
+def test_sign_flip_interval_is_the_brute_force_inversion(d, w, confidence):
+    """Just inside each end the brute-force mid-p is >= 1 - confidence, just outside it is below."""
+    from rlmetrics.validation.comparison.paired import sign_flip_interval
+
+    lo, hi, exact = sign_flip_interval(np.array(d), None if w is None else np.array(w, float), confidence)
+    alpha, eps = 1.0 - confidence, 1e-7
+    assert exact and lo < hi
+    assert brute_force_flip_p_at(d, lo + eps, w) >= alpha and brute_force_flip_p_at(d, hi - eps, w) >= alpha
+    assert brute_force_flip_p_at(d, lo - eps, w) < alpha and brute_force_flip_p_at(d, hi + eps, w) < alpha
+
+
+def test_sign_flip_interval_too_few_prompts_is_unbounded():
+    """Four prompts: the least two-sided mid-p is 1/16 > 5%, so no shift is rejected."""
+    r = paired_difference([0.0, 0.25, 0.5, 0.5], [0.5, 0.75, 1.0, 0.75])
+    assert (r.ci_low, r.ci_high) == (-math.inf, math.inf) and r.p_value == 0.0625
+    assert r.method == "paired sign-flip, mid-p (all 16 sign flips)"
+
+
+@pytest.mark.parametrize("p", [40, 400], ids=["P40", "P400"])
+def test_sign_flip_interval_with_random_flips_is_near_the_t_one(p):
+    """Many symmetric differences: the inverted randomization interval is close to the t interval
+    (the t is the test's large-sample limit); within 3% of the t's half-width on each side."""
+    rng = np.random.default_rng(p)
+    a = rng.random(p)
+    b = a + rng.normal(0.05, 0.2, p)
+    r, t = paired_difference(a, b), paired_difference(a, b, test="t")
+    half = (t.ci_high - t.ci_low) / 2
+    assert r.ci_method == "inverted sign-flip, mid-p (5000 random sign flips)"
+    assert abs(r.ci_low - t.ci_low) < 0.03 * half and abs(r.ci_high - t.ci_high) < 0.03 * half
+    assert paired_difference(a, b, seed=1).ci_low != r.ci_low  # the flips follow the seed
 
 
 def test_sign_flip_hand_value():
@@ -407,7 +463,7 @@ def test_sign_flip_clustered_flips_cluster_totals():
 def test_sign_flip_undefined_stays_nan():
     with pytest.warns(RuntimeWarning, match="at least two prompts"):
         r = paired_difference([0.5], [0.75], test="sign-flip")
-    assert math.isnan(r.p_value) and r.method == "paired t"
+    assert math.isnan(r.p_value) and math.isnan(r.ci_low) and r.method == "paired sign-flip, mid-p"
 
 
 @pytest.mark.parametrize("mean", [0.02, 0.2, 0.5, 0.98], ids=["p0.02", "p0.2", "p0.5", "p0.98"])

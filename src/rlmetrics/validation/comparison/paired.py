@@ -205,14 +205,17 @@ class PairedDifference:
 
         Examples
         --------
-        >>> r = paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0])
+        >>> r = paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0], test="t")
         >>> r.summary()
         'B - A = 0.25 (95% CI [-0.209, 0.709], p = 0.182, n = 4, paired t, corr = 0.71, MDE = 0.6)'
+        >>> paired_difference([0.0, 0.5, 1.0, 0.5, 0.25], [0.5, 0.5, 1.0, 1.0, 0.75]).summary()[:76]
+        'B - A = 0.3 (95% CI [0, 0.5] (inverted sign-flip, mid-p (all 32 sign flips))'
         """
         corr = "" if math.isnan(self.correlation) else f", corr = {self.correlation:.2g}"
+        ci = "" if self.ci_method == T_INTERVAL else f" ({self.ci_method})"
         return (
             f"B - A = {self.diff:.3g} ({fmt_level(self.confidence)} CI [{self.ci_low:.3g}, "
-            f"{self.ci_high:.3g}], p = {self.p_value:.3g}, n = {self.n}, {self.method}{corr}, "
+            f"{self.ci_high:.3g}]{ci}, p = {self.p_value:.3g}, n = {self.n}, {self.method}{corr}, "
             f"MDE = {self.mde:.2g})"
         )
 
@@ -347,7 +350,9 @@ def paired_difference(
     ci_method = T_INTERVAL
     if test == "sign-flip" and not math.isnan(se):
         scale = ROUNDING * max(np.abs(a).max(), np.abs(b).max())
-        p_value, ci_low, ci_high, method, ci_method = _sign_flip(d, codes, g, scale, confidence, n_flips, seed)
+        p_value, ci_low, ci_high, method, ci_method = _sign_flip(
+            d, codes, g, scale, confidence, n_flips, seed
+        )
     return PairedDifference(
         mean_a=float(a.mean()),
         mean_b=float(b.mean()),
@@ -378,7 +383,13 @@ def _flips_words(exact: bool, m: int, n_flips: int) -> str:
 
 
 def _sign_flip(
-    d: np.ndarray, codes: np.ndarray | None, g: int | None, scale: float, confidence: float, n_flips: int, seed: int
+    d: np.ndarray,
+    codes: np.ndarray | None,
+    g: int | None,
+    scale: float,
+    confidence: float,
+    n_flips: int,
+    seed: int,
 ) -> tuple[float, float, float, str, str]:
     """(p_value, ci_low, ci_high, method, ci_method) of the paired sign-flip test and its inversion."""
     units = d if codes is None else np.bincount(codes, weights=d)
@@ -434,7 +445,7 @@ def sign_flip_interval(
     --------
     >>> lo, hi, exact = sign_flip_interval(np.array([0.25, 0.5, 0.0, 0.0, 0.25]))
     >>> float(lo), float(hi), exact
-    (0.0, 0.375, True)
+    (0.0, 0.5, True)
     """
     u = np.asarray(units, dtype=np.float64)
     w = np.ones_like(u) if weights is None else np.asarray(weights, dtype=np.float64)
