@@ -156,9 +156,7 @@ def print_paired(table: dict[tuple, dict], tests: list[str]) -> None:
         cells = " | ".join(f"{v:.3f}" for v in size + power)
         print(f"| {n_prompts} | {mean} | {rows[names[0]]['delta']:+.4f} | {cells} |")
     cols = [f"{kind} {m} {short[t]}" for kind in ("null", "alt") for m in names for t in ci_tests]
-    print(
-        "\n### paired 95% intervals: coverage of 0 under the null and of the true difference under the shift\n"
-    )
+    print("\n### paired 95% intervals: coverage of 0 (null) and of the true difference (shift)\n")
     print("| prompts | mean | " + " | ".join(cols) + " |")
     print("|---|---|" + "---|" * len(cols))
     for (n_prompts, mean), rows in _by_cell(table).items():

@@ -139,7 +139,7 @@ SE_SIZE = math.sqrt(0.05 * 0.95 / PAIRED_REPS)
 PAIRED_CELLS = [(30, 0.01), (30, 0.5), (30, 0.99), (100, 0.02), (100, 0.95), (100, 0.99)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _paired(n_prompts: int, mean: float, test: str) -> dict[str, tuple[float, float, float, float]]:
     """{metric: (size, power, coverage of 0 under the null, coverage of the shift)} of one cell,
     with the seeds of ``bench/bench_coverage.py``."""
