@@ -263,17 +263,17 @@ def paired_difference(
     (Miller eq. 4 with the usual CR1 small-sample factor ``G / (G - 1)``, which makes one prompt
     per cluster give exactly the unclustered ``se``) and ``G - 1`` degrees of freedom.
 
-    Size and power (``bench/bench_coverage.py``: U-shaped difficulty, 8 samples a prompt, mean@8):
-    at 5% it rejects 3.2-5.9% of the time under the null from 100 prompts on, at every mean
-    rate from 0.02 to 0.98, and 0.1-5.2% at 30 prompts. It is conservative only where an
-    evaluation has a handful of prompts off the edge (0.4% at 30 prompts and a mean of 0.02):
-    the few prompts that differ decide any test there. ``test="sign-flip"`` (2,000 evaluations a
-    cell) holds the level as well (at most 0.061, the t's worst cell too) and gains where the
-    per-prompt values are skewed near an edge: pass@4 power 0.09 -> 0.19 at 30 prompts and a mean
-    of 0.8, 0.03 -> 0.11 at 100 prompts and 0.95, 0.03 -> 0.11 at 300 and 0.98; mean@8 within
-    about 2 points of the t everywhere. Newcombe's score interval for paired data on Wilson
-    intervals gained at 30 prompts (power 0.19 against 0.07 at a mean of 0.02) but lost 10-16
-    points at 100-300 prompts near the edges.
+    By default (``test="sign-flip"``) the p-value is the paired sign-flip randomization test's
+    (mid-p) and the interval its inversion; ``test="t"`` gives Student's t for both. Size and
+    power (``bench/bench_coverage.py``: U-shaped difficulty, 8 samples a prompt, mean@8 and pass@4,
+    30-1,000 prompts, mean rates 0.01-0.99; ``bench/RESULTS.md``): both tests hold the 5% level;
+    the two agree within noise on mean@8 and away from the edges, and near an edge, where most
+    per-prompt values sit at 0 or 1 and the few that differ are skewed, the t turns conservative
+    (pass@4 at a mean of 0.95-0.98: size 0.000-0.005 at 30-100 prompts) while the mid-p stays
+    near the level, so the sign-flip test detects more true shifts there (pass@4, 100 prompts,
+    mean 0.95: 0.10 against 0.03). A sign test and Wilcoxon's signed-rank test (mid-p, on the
+    same flips) did no better near the edges and test another quantity than the mean. At 30
+    prompts and a mean of 0.02 or 0.95-0.99 no test can do much: a handful of prompts differ.
 
     Parameters
     ----------
@@ -286,19 +286,22 @@ def paired_difference(
         Cluster label of each prompt.
     power : float, keyword-only
         Power at which ``mde`` is reported.
-    test : {"t", "sign-flip"}, keyword-only
-        The test behind ``p_value``. ``"t"``: the Student-t test above. ``"sign-flip"``: the
-        paired randomization test of H0 "each ``d_i`` (each cluster's total, with ``clusters``)
-        is symmetric about 0": the statistic ``|sum d_i|`` (for a fixed ``sum d_i^2`` the same
-        order as ``|t|``) against its values over the ``2^m`` sign flips of the ``m`` nonzero
+    test : {"sign-flip", "t"}, keyword-only
+        The test behind ``p_value`` and the interval. ``"sign-flip"`` (the default): the paired
+        randomization test of H0 "each ``d_i`` (each cluster's total, with ``clusters``) is
+        symmetric about 0": the statistic ``|sum d_i|`` (for a fixed ``sum d_i^2`` the same order
+        as ``|t|``) against its values over the ``2^m`` sign flips of the ``m`` nonzero
         differences, all of them when ``m <= 16``, else ``n_flips`` random ones. The p-value is
         the mid-p ``P(|S*| > |S|) + P(|S*| = |S|) / 2`` (with the observed flip counted among the
         random ones), not the standard ``P(|S*| >= |S|)``: with the few nonzero differences of an
         evaluation near an edge the standard one can never reach 5% (``m = 5``: its least value
-        is ``2 / 32``), and the mid-p is the one whose size stays close to the level there (see
-        ``bench/RESULTS.md``). The interval, ``se``, ``df`` and ``mde`` stay the t ones (an
-        interval by inverting the randomization test would need a test per candidate shift, all
-        ``P`` differences nonzero): the interval and the p-value can then disagree at the margin.
+        is ``2 / 32``), and the mid-p is the one whose size stays close to the level there. The
+        interval is the test's inversion (:func:`sign_flip_interval`: the shifts ``theta`` whose
+        test of ``d_i - theta`` keeps H0; over all ``P`` units, so all ``2^P`` flips up to 16
+        prompts or clusters, else ``n_flips`` random ones), named by ``ci_method``; with 4 units
+        or fewer no shift can be rejected at 5% and it is ``(-inf, inf)``. Where the p-value
+        enumerates and the interval draws flips they can disagree at the margin. ``se``, ``df``
+        and ``mde`` stay the t ones. ``"t"``: the Student-t test and interval above.
     n_flips : int, keyword-only
         Random sign flips of the sign-flip test when it does not enumerate.
     seed : int, keyword-only
@@ -319,14 +322,16 @@ def paired_difference(
 
     Examples
     --------
-    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25])
+    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], test="t")
     >>> round(r.diff, 3), round(r.se, 3), round(r.p_value, 3), r.n, r.method
     (0.15, 0.061, 0.07, 5, 'paired t')
-    >>> paired_difference([0.5, 1.0], [0.75, 1.25]).p_value
+    >>> paired_difference([0.5, 1.0], [0.75, 1.25], test="t").p_value
     0.0
-    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], test="sign-flip")
+    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25])
     >>> r.p_value, r.method
     (0.125, 'paired sign-flip, mid-p (all 8 sign flips)')
+    >>> r.ci_low, r.ci_high, r.ci_method
+    (0.0, 0.25, 'inverted sign-flip, mid-p (all 32 sign flips)')
     """
     confidence = check_level(confidence, "confidence")
     power = check_level(power, "power")
