@@ -184,9 +184,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, help="evaluations a cell of the coverage table")
     parser.add_argument("--paired-reps", type=int, help="evaluations a cell of the paired tables")
     parser.add_argument("--no-bootstrap", action="store_true", help="leave ci='bootstrap' out")
-    parser.add_argument("--candidates", action="store_true", help="also the sign and signed-rank tests")
+    parser.add_argument("--candidates", action="store_true", help="also the sign and signed-rank tests (mid-p)")
     parser.add_argument("--paired-only", action="store_true", help="only the paired tables")
     parser.add_argument("--coverage-only", action="store_true", help="only the coverage table")
+    parser.add_argument("--means", type=float, nargs="+", help="mean rates of the paired tables")
+    parser.add_argument("--prompts", type=int, nargs="+", help="prompts of the paired tables")
     args = parser.parse_args()
     reps = args.reps or (300 if args.quick else 2000)
     paired_reps = args.paired_reps or reps
@@ -200,7 +202,8 @@ def main() -> None:
         print(f"\n{time.perf_counter() - start:.0f} s")
     if not args.coverage_only:
         print(f"\npaired tables: {paired_reps} simulated evaluations a cell")
-        print_paired(paired_table(paired_reps, tests), tests)
+        table = paired_table(paired_reps, tests, args.means or MEANS, args.prompts or PROMPTS)
+        print_paired(table, tests)
         print(f"\n{time.perf_counter() - start:.0f} s")
 
 
