@@ -184,7 +184,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, help="evaluations a cell of the coverage table")
     parser.add_argument("--paired-reps", type=int, help="evaluations a cell of the paired tables")
     parser.add_argument("--no-bootstrap", action="store_true", help="leave ci='bootstrap' out")
-    parser.add_argument("--candidates", action="store_true", help="also the sign and signed-rank tests (mid-p)")
+    parser.add_argument("--candidates", action="store_true", help="also sign, signed-rank (mid-p)")
     parser.add_argument("--paired-only", action="store_true", help="only the paired tables")
     parser.add_argument("--coverage-only", action="store_true", help="only the coverage table")
     parser.add_argument("--means", type=float, nargs="+", help="mean rates of the paired tables")
