@@ -136,7 +136,7 @@ PAIRED_REPS = 300
 #: binomial standard error of a cell's rejection rate at the 5% level
 SE_SIZE = math.sqrt(0.05 * 0.95 / PAIRED_REPS)
 #: (prompts, mean rate) of the paired checks: the edges 0.01 and 0.99 included (issue 26)
-PAIRED_CELLS = [(30, 0.01), (30, 0.5), (30, 0.99), (100, 0.02), (100, 0.95), (100, 0.99)]
+PAIRED_CELLS = [(30, 0.01), (30, 0.5), (30, 0.99), (100, 0.02), (100, 0.2), (100, 0.95), (100, 0.99)]
 
 
 @functools.cache
@@ -166,11 +166,14 @@ def _paired(n_prompts: int, mean: float, test: str) -> dict[str, tuple[float, fl
 @pytest.mark.parametrize(("n_prompts", "mean"), PAIRED_CELLS, ids=[f"{p}x{m}" for p, m in PAIRED_CELLS])
 def test_default_paired_test_holds_its_level(n_prompts, mean):
     """Two runs of one model: the default test rejects at most 5% (+ TOL_SE standard errors) and
-    its interval covers 0 at least 95% (- the same), for mean@8 and pass@4."""
+    its interval covers 0 at least 95% (- the same), for mean@8 and pass@4; away from the edges it
+    also covers the true difference of a shifted run that often."""
     assert paired_difference([0.0, 0.5], [0.5, 0.5]).method.startswith("paired sign-flip, mid-p")
-    for name, (size, _, cov_null, _) in _paired(n_prompts, mean, "sign-flip").items():
+    for name, (size, _, cov_null, cov_shift) in _paired(n_prompts, mean, "sign-flip").items():
         assert size <= 0.05 + TOL_SE * SE_SIZE, (name, size)
         assert cov_null >= 0.95 - TOL_SE * SE_SIZE, (name, cov_null)
+        if 0.2 <= mean <= 0.8:  # near an edge both intervals miss shifts (bench/RESULTS.md)
+            assert cov_shift >= 0.95 - TOL_SE * SE_SIZE, (name, cov_shift)
 
 
 def test_default_paired_test_gains_power_near_the_edge():
