@@ -1,25 +1,29 @@
-"""Benchmark: coverage of the intervals over prompts and size and power of the paired test (issue 26).
+"""Benchmark: coverage of the intervals over prompts; size, power and coverage of the paired tests.
 
 Run by hand (not a test)::
 
-    python bench/bench_coverage.py              # 2,000 evaluations a cell, ~2 min on 2 cores
-    python bench/bench_coverage.py --quick      # 300 a cell
-    python bench/bench_coverage.py --bootstrap  # also ci="bootstrap" (slow: 2,000 resamples each)
-    python bench/bench_coverage.py --sign-flip  # also the paired sign-flip test beside the t
-    python bench/bench_coverage.py --paired-only --sign-flip --quick  # the paired table alone
+    python bench/bench_coverage.py                    # 2,000 evaluations a cell (~1 h on 2 cores)
+    python bench/bench_coverage.py --quick            # 300 a cell
+    python bench/bench_coverage.py --coverage-only    # the one-sample table alone (~5 min)
+    python bench/bench_coverage.py --paired-only --paired-reps 200
+    python bench/bench_coverage.py --paired-only --candidates --prompts 30 100 --means 0.5 0.95
 
 Evaluations simulated as they look in practice (``tests/coverage_sim.py``): each prompt's solve
 rate drawn from ``Beta(m, 1 - m)`` (U-shaped: most prompts always or never solved), 8 samples a
 prompt, 30-1,000 prompts, mean rates ``m`` from 0.01 to 0.99; the target is the population's
 value of mean@8, pass@4, pass@8, pass^4 and maj@4 (one wrong answer, ties split evenly).
 
-1. Coverage of the 95% interval of each method, per cell, and a summary per method (lowest,
-   highest, cells outside 0.93-0.97; a cell's binomial standard error is 0.005).
-2. The paired test of ``paired_difference`` (what ``rlmetrics compare`` reports): rejections at
-   5% under the null (two runs of the same model: the same rates, fresh samples) and its power
-   against a shift of the mean rate by ``delta = sqrt(min(m, 1 - m) / (2 P))`` (every prompt's
-   rate moved to the same quantile of ``Beta(m', 1 - m')``). With ``--sign-flip`` also
-   ``test="sign-flip"`` (mid-p) in the same cells, and the size of the standard sign-flip p.
+1. Coverage of the 95% interval of each method (wilson-edge, wilson, t, bootstrap with 2,000
+   resamples), per cell, and a summary per method (lowest, highest, cells outside 0.93-0.97; a
+   cell's binomial standard error is 0.005 at 2,000 evaluations).
+2. The paired tests of ``paired_difference`` (what ``rlmetrics compare`` reports) on mean@8 and
+   pass@4: rejections at 5% under the null (two runs of the same model: the same rates, fresh
+   samples) and against a shift of the mean rate by ``sqrt(min(m, 1 - m) / (2 P))`` toward the
+   middle (every prompt's rate moved to the same quantile of ``Beta(m', 1 - m')``): the t, the
+   sign-flip test (mid-p, the default) and the same with the standard p; ``--candidates`` adds the
+   sign test and Wilcoxon's signed-rank test (mid-p, by sign flips of the signs or signed ranks).
+3. Coverage of the paired 95% intervals (the t's, and the sign-flip test's inversion): of 0 under
+   the null and of the population's difference under the shift.
 """
 
 from __future__ import annotations
