@@ -359,9 +359,18 @@ def test_sign_flip_exact_equals_brute_force(a, b, mid_p):
         r = paired_difference(a, b)  # the default
         t = paired_difference(a, b, test="t")
         assert math.isclose(r.p_value, want, rel_tol=1e-12)
-        # se, df and MDE stay the t ones; the interval is the test's inversion
-        assert (r.se, r.df, r.mde) == (t.se, t.df, t.mde)
-        assert r.ci_method == f"inverted sign-flip, mid-p (all {2 ** len(d)} sign flips)"
+        # the interval, se, df and MDE stay the t ones; interval="inverted" inverts the test
+        assert (r.ci_low, r.ci_high, r.se, r.df, r.mde, r.ci_method) == (
+            t.ci_low,
+            t.ci_high,
+            t.se,
+            t.df,
+            t.mde,
+            "Student t",
+        )
+        inv = paired_difference(a, b, interval="inverted")
+        assert inv.ci_method == f"inverted sign-flip, mid-p (all {2 ** len(d)} sign flips)"
+        assert inv.p_value == r.p_value and inv.ci_low <= r.diff <= inv.ci_high
         if any(d):
             assert r.method == f"paired sign-flip, mid-p (all {2**m} sign flips)"
 
@@ -402,7 +411,7 @@ def test_sign_flip_interval_is_the_brute_force_inversion(d, w, confidence):
 
 def test_sign_flip_interval_too_few_prompts_is_unbounded():
     """Four prompts: the least two-sided mid-p is 1/16 > 5%, so no shift is rejected."""
-    r = paired_difference([0.0, 0.25, 0.5, 0.5], [0.5, 0.75, 1.0, 0.75])
+    r = paired_difference([0.0, 0.25, 0.5, 0.5], [0.5, 0.75, 1.0, 0.75], interval="inverted")
     assert (r.ci_low, r.ci_high) == (-math.inf, math.inf) and r.p_value == 0.0625
     assert r.method == "paired sign-flip, mid-p (all 16 sign flips)"
 
@@ -414,11 +423,11 @@ def test_sign_flip_interval_with_random_flips_is_near_the_t_one(p):
     rng = np.random.default_rng(p)
     a = rng.random(p)
     b = a + rng.normal(0.05, 0.2, p)
-    r, t = paired_difference(a, b), paired_difference(a, b, test="t")
+    r, t = paired_difference(a, b, interval="inverted"), paired_difference(a, b, test="t")
     half = (t.ci_high - t.ci_low) / 2
     assert r.ci_method == "inverted sign-flip, mid-p (5000 random sign flips)"
     assert abs(r.ci_low - t.ci_low) < 0.03 * half and abs(r.ci_high - t.ci_high) < 0.03 * half
-    assert paired_difference(a, b, seed=1).ci_low != r.ci_low  # the flips follow the seed
+    assert paired_difference(a, b, interval="inverted", seed=1).ci_low != r.ci_low  # flips follow the seed
 
 
 def test_sign_flip_hand_value():
@@ -458,6 +467,11 @@ def test_sign_flip_clustered_flips_cluster_totals():
     totals = np.bincount(codes, weights=b - a)
     assert r.method == "paired sign-flip, mid-p (all 64 sign flips), clustered (6 clusters)"
     assert math.isclose(r.p_value, brute_force_sign_flip(totals.tolist()), rel_tol=1e-12)
+
+
+def test_interval_option_is_checked():
+    with pytest.raises(ValueError, match=r"interval must be one of t, inverted; got 'bootstrap'"):
+        paired_difference([0.0, 0.5], [0.5, 0.5], interval="bootstrap")
 
 
 def test_sign_flip_undefined_stays_nan():

@@ -60,10 +60,13 @@ def _sign_flip_mid_p(d):
     return float((np.sum((stats_ > observed) & ~tie) + 0.5 * np.sum(tie)) / stats_.size)
 
 
-def test_the_sign_flip_test_gives_each_metrics_p_value_and_its_inverted_interval():
+def test_the_sign_flip_test_gives_each_metrics_p_value_and_leaves_the_t_interval():
     """compare_tables(test="sign-flip", the default): each p-value the mid-p of every sign flip
-    (12 prompts: enumerated here from scratch), the interval the shifts that mid-p keeps (just
-    inside each end it is >= 5%, just outside below), the SE and MDE the t test's."""
+    (12 prompts: enumerated here from scratch), the interval, SE and MDE the t test's; the
+    inverted interval of the same values keeps the shifts that mid-p keeps (just inside each end
+    it is >= 5%, just outside below)."""
+    from rlmetrics.validation.comparison.paired import paired_difference
+
     rng = np.random.default_rng(4)
     rates = rng.beta(0.7, 0.7, 12)
     src, uid, acc_a = _run(rates, 4, rng)
@@ -74,17 +77,15 @@ def test_the_sign_flip_test_gives_each_metrics_p_value_and_its_inverted_interval
     (flip,) = compare_tables(ta, tb, curves=False)
     for name, d in flip.metrics.items():
         col = list(ta["s"]["acc"].names).index(name)
-        diffs = tb["s"]["acc"].values[:, col] - ta["s"]["acc"].values[:, col]
-        assert d.p_value == pytest.approx(_sign_flip_mid_p(diffs), rel=1e-9), name
+        xa, xb = ta["s"]["acc"].values[:, col], tb["s"]["acc"].values[:, col]
+        assert d.p_value == pytest.approx(_sign_flip_mid_p(xb - xa), rel=1e-9), name
         t = t_cmp.metrics[name]
-        assert (d.se, d.mde) == (
-            t.se,
-            t.mde,
-        ) and d.ci_method == "inverted sign-flip, mid-p (all 4096 sign flips)"
-        for end, inside in ((d.ci_low, 1e-7), (d.ci_high, -1e-7)):
-            assert _sign_flip_mid_p(diffs - end - inside) >= 0.05 > _sign_flip_mid_p(diffs - end + inside), (
-                name
-            )
+        assert (d.ci_low, d.ci_high, d.se, d.mde) == (t.ci_low, t.ci_high, t.se, t.mde)
+        assert d.ci_method == t.ci_method == "Student t"
+        inv = paired_difference(xa, xb, interval="inverted")
+        assert inv.ci_method == "inverted sign-flip, mid-p (all 4096 sign flips)"
+        for end, inside in ((inv.ci_low, 1e-7), (inv.ci_high, -1e-7)):
+            assert _sign_flip_mid_p(xb - xa - end - inside) >= 0.05 > _sign_flip_mid_p(xb - xa - end + inside)
         assert "sign-flip" in d.method and "sign-flip" not in t.method
     assert any(flip.metrics[n].p_value != t_cmp.metrics[n].p_value for n in flip.metrics)
     with pytest.raises(ValueError, match=r"test must be one of t, sign-flip; got 'wilcoxon'"):

@@ -46,9 +46,14 @@ ROUNDING = 4 * np.finfo(np.float64).eps
 #: the tests of :func:`paired_difference`
 TESTS = ("t", "sign-flip")
 #: the default test of :func:`paired_difference` and ``rlmetrics compare`` (``bench/RESULTS.md``:
-#: the same size and power as the t away from the edges, more power near them)
+#: the same size and power as the t away from the edges, more power near them; its interval
+#: stays the t one by default)
 DEFAULT_TEST = "sign-flip"
-#: the interval of the t test (``PairedDifference.ci_method``)
+#: the intervals of :func:`paired_difference`: Student's t (the default, with either test), or
+#: the sign-flip test's inversion (:func:`sign_flip_interval`; under-covers true shifts near the
+#: edges, ``bench/RESULTS.md``)
+INTERVALS = ("t", "inverted")
+#: the name of the t interval (``PairedDifference.ci_method``)
 T_INTERVAL = "Student t"
 #: up to this many nonzero differences (or cluster totals) the sign-flip test enumerates all 2^m flips
 EXACT_FLIPS = 16
@@ -177,9 +182,9 @@ class PairedDifference:
     statistic : float
         ``diff / se``.
     ci_method : str
-        How ``ci_low`` and ``ci_high`` were found: ``"Student t"``, or with ``test="sign-flip"``
-        e.g. ``"inverted sign-flip, mid-p (5000 random sign flips)"`` (the shifts ``theta`` that
-        the sign-flip test of ``d_i - theta`` does not reject).
+        How ``ci_low`` and ``ci_high`` were found: ``"Student t"``, or with
+        ``interval="inverted"`` e.g. ``"inverted sign-flip, mid-p (5000 random sign flips)"`` (the
+        shifts ``theta`` that the sign-flip test of ``d_i - theta`` does not reject).
     """
 
     mean_a: float
@@ -208,7 +213,8 @@ class PairedDifference:
         >>> r = paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0], test="t")
         >>> r.summary()
         'B - A = 0.25 (95% CI [-0.209, 0.709], p = 0.182, n = 4, paired t, corr = 0.71, MDE = 0.6)'
-        >>> paired_difference([0.0, 0.5, 1.0, 0.5, 0.25], [0.5, 0.5, 1.0, 1.0, 0.75]).summary()[:76]
+        >>> a, b = [0.0, 0.5, 1.0, 0.5, 0.25], [0.5, 0.5, 1.0, 1.0, 0.75]
+        >>> paired_difference(a, b, interval="inverted").summary()[:76]
         'B - A = 0.3 (95% CI [0, 0.5] (inverted sign-flip, mid-p (all 32 sign flips))'
         """
         corr = "" if math.isnan(self.correlation) else f", corr = {self.correlation:.2g}"
@@ -248,6 +254,7 @@ def paired_difference(
     clusters: Any = None,
     power: float = 0.8,
     test: str = DEFAULT_TEST,
+    interval: str = "t",
     n_flips: int = 5000,
     seed: int = 0,
 ) -> PairedDifference:
@@ -264,16 +271,20 @@ def paired_difference(
     per cluster give exactly the unclustered ``se``) and ``G - 1`` degrees of freedom.
 
     By default (``test="sign-flip"``) the p-value is the paired sign-flip randomization test's
-    (mid-p) and the interval its inversion; ``test="t"`` gives Student's t for both. Size and
-    power (``bench/bench_coverage.py``: U-shaped difficulty, 8 samples a prompt, mean@8 and pass@4,
+    (mid-p) and the interval Student's t; ``test="t"`` gives the t's p-value too. Size and power
+    (``bench/bench_coverage.py``: U-shaped difficulty, 8 samples a prompt, mean@8 and pass@4,
     30-1,000 prompts, mean rates 0.01-0.99; ``bench/RESULTS.md``): both tests hold the 5% level;
-    the two agree within noise on mean@8 and away from the edges, and near an edge, where most
+    they agree within noise on mean@8 and away from the edges; near an edge, where most
     per-prompt values sit at 0 or 1 and the few that differ are skewed, the t turns conservative
     (pass@4 at a mean of 0.95-0.98: size 0.000-0.005 at 30-100 prompts) while the mid-p stays
-    near the level, so the sign-flip test detects more true shifts there (pass@4, 100 prompts,
-    mean 0.95: 0.10 against 0.03). A sign test and Wilcoxon's signed-rank test (mid-p, on the
-    same flips) did no better near the edges and test another quantity than the mean. At 30
-    prompts and a mean of 0.02 or 0.95-0.99 no test can do much: a handful of prompts differ.
+    nearer the level, so the sign-flip test detects more true shifts there (pass@4, 100 prompts,
+    mean 0.95: about 0.10-0.16 against 0.03-0.04). A sign test and Wilcoxon's signed-rank test
+    (mid-p, on the same flips) did no better near the edges, and test another quantity than the
+    mean. At 30 prompts and a mean of 0.01-0.02 or 0.95-0.99 no test can do much: a handful of
+    prompts differ. The t interval covers true shifts near the edges better than the sign-flip
+    test's inversion (``interval="inverted"``; pass@4, 100 prompts, mean 0.98: 0.70 against
+    0.60), though neither keeps 95% there (a small evaluation often lacks the few prompts that
+    carry the difference); the p-value and the t interval can then disagree at the margin.
 
     Parameters
     ----------
@@ -287,21 +298,23 @@ def paired_difference(
     power : float, keyword-only
         Power at which ``mde`` is reported.
     test : {"sign-flip", "t"}, keyword-only
-        The test behind ``p_value`` and the interval. ``"sign-flip"`` (the default): the paired
-        randomization test of H0 "each ``d_i`` (each cluster's total, with ``clusters``) is
-        symmetric about 0": the statistic ``|sum d_i|`` (for a fixed ``sum d_i^2`` the same order
-        as ``|t|``) against its values over the ``2^m`` sign flips of the ``m`` nonzero
-        differences, all of them when ``m <= 16``, else ``n_flips`` random ones. The p-value is
-        the mid-p ``P(|S*| > |S|) + P(|S*| = |S|) / 2`` (with the observed flip counted among the
-        random ones), not the standard ``P(|S*| >= |S|)``: with the few nonzero differences of an
-        evaluation near an edge the standard one can never reach 5% (``m = 5``: its least value
-        is ``2 / 32``), and the mid-p is the one whose size stays close to the level there. The
-        interval is the test's inversion (:func:`sign_flip_interval`: the shifts ``theta`` whose
-        test of ``d_i - theta`` keeps H0; over all ``P`` units, so all ``2^P`` flips up to 16
-        prompts or clusters, else ``n_flips`` random ones), named by ``ci_method``; with 4 units
-        or fewer no shift can be rejected at 5% and it is ``(-inf, inf)``. Where the p-value
-        enumerates and the interval draws flips they can disagree at the margin. ``se``, ``df``
-        and ``mde`` stay the t ones. ``"t"``: the Student-t test and interval above.
+        The test behind ``p_value``. ``"sign-flip"`` (the default): the paired randomization test
+        of H0 "each ``d_i`` (each cluster's total, with ``clusters``) is symmetric about 0" (two
+        runs of one model are exchangeable): the statistic ``|sum d_i|`` (for a fixed
+        ``sum d_i^2`` the same order as ``|t|``) against its values over the ``2^m`` sign flips
+        of the ``m`` nonzero differences, all of them when ``m <= 16``, else ``n_flips`` random
+        ones. The p-value is the mid-p ``P(|S*| > |S|) + P(|S*| = |S|) / 2`` (with the observed
+        flip counted among the random ones), not the standard ``P(|S*| >= |S|)``: with the few
+        nonzero differences of an evaluation near an edge the standard one can never reach 5%
+        (``m = 5``: its least value is ``2 / 32``), and the mid-p is the one whose size stays
+        close to the level there. ``"t"``: the Student-t test above.
+    interval : {"t", "inverted"}, keyword-only
+        ``"t"`` (the default): the Student-t interval above, whatever the test. ``"inverted"``:
+        the sign-flip test's inversion (:func:`sign_flip_interval`: the shifts ``theta`` whose
+        test of ``d_i - theta`` keeps H0, over all ``P`` units: all ``2^P`` flips up to 16
+        prompts or clusters, else ``n_flips`` random ones); with 4 units or fewer no shift is
+        rejected at 5% and it is ``(-inf, inf)``. ``ci_method`` names the one used. ``se``,
+        ``df`` and ``mde`` are the t ones either way.
     n_flips : int, keyword-only
         Random sign flips of the sign-flip test when it does not enumerate.
     seed : int, keyword-only
@@ -328,8 +341,9 @@ def paired_difference(
     >>> paired_difference([0.5, 1.0], [0.75, 1.25], test="t").p_value
     0.0
     >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25])
-    >>> r.p_value, r.method
-    (0.125, 'paired sign-flip, mid-p (all 8 sign flips)')
+    >>> r.p_value, r.method, r.ci_method
+    (0.125, 'paired sign-flip, mid-p (all 8 sign flips)', 'Student t')
+    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], interval="inverted")
     >>> r.ci_low, r.ci_high, r.ci_method
     (0.0, 0.25, 'inverted sign-flip, mid-p (all 32 sign flips)')
     """
@@ -337,6 +351,8 @@ def paired_difference(
     power = check_level(power, "power")
     if test not in TESTS:
         raise ValueError(f"test must be one of {', '.join(TESTS)}; got {test!r}")
+    if interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {', '.join(INTERVALS)}; got {interval!r}")
     n_flips = check_int(n_flips, "n_flips", minimum=1)
     seed = check_seed(seed)
     a, b, codes, g = _paired_inputs(a, b, clusters)
@@ -353,11 +369,15 @@ def paired_difference(
     se, df = _paired_se(a, b, d, diff, codes, g)
     ci_low, ci_high, p_value, mde, stat = _t_inference(diff, se, df, confidence, power)
     ci_method = T_INTERVAL
+    units = d if codes is None else np.bincount(codes, weights=d)
     if test == "sign-flip" and not math.isnan(se):
         scale = ROUNDING * max(np.abs(a).max(), np.abs(b).max())
-        p_value, ci_low, ci_high, method, ci_method = _sign_flip(
-            d, codes, g, scale, confidence, n_flips, seed
-        )
+        p_value, m, exact = sign_flip_p(units, scale, n_flips=n_flips, seed=seed)
+        method = f"paired sign-flip, mid-p ({_flips_words(exact, m, n_flips)})" + _clustered(g)
+    if interval == "inverted" and not math.isnan(se):
+        weights = np.ones(d.size) if codes is None else np.bincount(codes).astype(np.float64)
+        ci_low, ci_high, exact = sign_flip_interval(units, weights, confidence, n_flips=n_flips, seed=seed)
+        ci_method = f"inverted sign-flip, mid-p ({_flips_words(exact, int(units.size), n_flips)})"
     return PairedDifference(
         mean_a=float(a.mean()),
         mean_b=float(b.mean()),
@@ -385,25 +405,6 @@ def _clustered(g: int | None) -> str:
 
 def _flips_words(exact: bool, m: int, n_flips: int) -> str:
     return f"all {2**m} sign flips" if exact else f"{n_flips} random sign flips"
-
-
-def _sign_flip(
-    d: np.ndarray,
-    codes: np.ndarray | None,
-    g: int | None,
-    scale: float,
-    confidence: float,
-    n_flips: int,
-    seed: int,
-) -> tuple[float, float, float, str, str]:
-    """(p_value, ci_low, ci_high, method, ci_method) of the paired sign-flip test and its inversion."""
-    units = d if codes is None else np.bincount(codes, weights=d)
-    weights = np.ones(d.size) if codes is None else np.bincount(codes).astype(np.float64)
-    p_value, m, exact = sign_flip_p(units, scale, n_flips=n_flips, seed=seed)
-    ci_low, ci_high, exact_ci = sign_flip_interval(units, weights, confidence, n_flips=n_flips, seed=seed)
-    method = f"paired sign-flip, mid-p ({_flips_words(exact, m, n_flips)})" + _clustered(g)
-    ci_method = f"inverted sign-flip, mid-p ({_flips_words(exact_ci, int(units.size), n_flips)})"
-    return p_value, ci_low, ci_high, method, ci_method
 
 
 def sign_flip_interval(
