@@ -4,8 +4,8 @@ Each argument is a rollout dump (JSONL/Parquet), a folder of them (verl's per-st
 ``val_generations/<step>.jsonl``: the last step, or ``--step``), or a ``rlmetrics validate
 --json`` summary. Every run after the first is compared with the first on the prompts they
 share: per data source and variable, the difference of each metric (mean@N, pass@k, pass^k,
-maj@k, cover@tau ...) with the paired sign-flip test's p-value (mid-p) and its inverted interval
-(``--test t``: Student's t), and the minimum detectable difference
+maj@k, cover@tau ...) with the paired sign-flip test's p-value (mid-p; ``--test t``: Student's
+t) and a Student t interval, and the minimum detectable difference
 at 80% power (:func:`rlmetrics.validation.comparison.tables.compare_tables`), and the pass@k curves for
 every k with a simultaneous band and where they cross. A summary has no per-prompt data: its
 comparison is unpaired (Welch) and has no curve.
@@ -367,10 +367,10 @@ def compare(
         str | None,
         typer.Option(
             "--test",
-            help="The paired test behind each p-value and interval: sign-flip (the default: the paired "
-            "randomization test, mid-p, exact up to 16 differing prompts, and the interval of the shifts "
-            "it does not reject; more power where most prompts are always or never solved) or t "
-            "(Student's t over the prompts). A validate --json summary is compared by Welch's t.",
+            help="The paired test behind each p-value: sign-flip (the default: the paired randomization "
+            "test, mid-p, exact up to 16 differing prompts; more power where most prompts are always or "
+            "never solved) or t (Student's t over the prompts). The intervals are Student t ones either "
+            "way. A validate --json summary is compared by Welch's t.",
             metavar="sign-flip|t",
         ),
     ] = None,

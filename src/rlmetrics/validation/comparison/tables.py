@@ -124,10 +124,10 @@ def compare_tables(
     margin : float > 0, optional, keyword-only
         Non-inferiority / equivalence margin: each metric's two one-sided tests and verdict.
     test : {"sign-flip", "t"}, keyword-only
-        The paired test behind each metric's p-value and interval
+        The paired test behind each metric's p-value
         (:func:`~rlmetrics.validation.comparison.paired.paired_difference`): the sign-flip test
-        (mid-p) and its inverted interval by default, its random flips drawn from ``seed``; or
-        Student's t. Each result's ``method`` and ``ci_method`` name them.
+        (mid-p) by default, its random flips drawn from ``seed``; or Student's t. The intervals
+        are the t ones either way. Each result's ``method`` and ``ci_method`` name them.
 
     Returns
     -------
