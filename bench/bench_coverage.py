@@ -114,11 +114,13 @@ def _rank_p(a: np.ndarray, b: np.ndarray, kind: str) -> float:
 def _paired_cell(
     a: np.ndarray, b: np.ndarray, truth: float, tests: list[str]
 ) -> dict[str, tuple[float, float]]:
-    """{test: (rejections at 5%, coverage of ``truth`` by the 95% interval)} over the columns."""
+    """{test: (rejections at 5%, coverage of ``truth`` by the 95% interval)} over the columns; the
+    sign-flip row's interval is the test's inversion (``interval="inverted"``)."""
     out = {}
     for test in tests:
         if test in ("t", "sign-flip"):
-            res = [paired_difference(a[:, r], b[:, r], test=test) for r in range(a.shape[1])]
+            ci = "inverted" if test == "sign-flip" else "t"  # the test's own interval beside the t's
+            res = [paired_difference(a[:, r], b[:, r], test=test, interval=ci) for r in range(a.shape[1])]
             p = np.array([x.p_value for x in res])
             cov = float(np.mean([x.ci_low <= truth <= x.ci_high for x in res]))
         else:
