@@ -430,6 +430,24 @@ def test_sign_flip_interval_with_random_flips_is_near_the_t_one(p):
     assert paired_difference(a, b, interval="inverted", seed=1).ci_low != r.ci_low  # flips follow the seed
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=["s0", "s1", "s2"])
+def test_sign_flip_standard_p_equals_scipy_permutation_test(seed):
+    """scipy's paired permutation test (``permutation_type="samples"`` swaps a_i and b_i, i.e.
+    flips the sign of d_i) enumerates every flip: its two-sided p is the standard p."""
+    from scipy import stats
+
+    from rlmetrics.validation.comparison.paired import sign_flip_p
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 5, 11) / 4
+    b = np.clip(a + rng.integers(-1, 3, 11) / 4, 0, 1)
+    ref = stats.permutation_test(
+        (b, a), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples", n_resamples=np.inf
+    )
+    p, _, exact = sign_flip_p(b - a, 1e-12, mid_p=False)
+    assert exact and math.isclose(p, float(ref.pvalue), rel_tol=1e-9)
+
+
 def test_sign_flip_hand_value():
     """Three equal differences of 0.25: |S*| = 0.75 for 2 of 8 flips, so the mid-p is 1/8."""
     r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], test="sign-flip")
