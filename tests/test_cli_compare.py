@@ -149,7 +149,10 @@ def test_unmatched_prompts_are_counted(tmp_path):
         ),
         (["{a}", "{b}", "--margin", "-0.01"], "--margin must be"),
         (["{a}", "{b}", "--margin", "nan"], "--margin must be"),
-        (["{a}", "{b}", "--test", "wilcoxon"], "--test must be one of t, sign-flip; got 'wilcoxon'"),
+        (
+            ["{a}", "{b}", "--test", "wilcoxon"],
+            "--test must be one of t, sign-flip, signed-rank; got 'wilcoxon'",
+        ),
     ],
     ids=[
         "one-run",

@@ -274,7 +274,7 @@ def test_paired_difference_undefined_warns(a, b, clusters, match):
         (
             {"a": [0.1, 0.2], "b": [0.1, 0.2], "test": "z"},
             ValueError,
-            "test must be one of t, sign-flip; got 'z'",
+            "test must be one of t, sign-flip, signed-rank; got 'z'",
         ),
         (
             {"a": [0.1, 0.2], "b": [0.1, 0.2], "n_flips": 0},
@@ -446,6 +446,26 @@ def test_sign_flip_standard_p_equals_scipy_permutation_test(seed):
     )
     p, _, exact = sign_flip_p(b - a, 1e-12, mid_p=False)
     assert exact and math.isclose(p, float(ref.pvalue), rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=["s0", "s1", "s2"])
+def test_signed_rank_equals_scipy_wilcoxon(seed):
+    """Without zeros or ties scipy's exact Wilcoxon p is the standard p of the sign flips of the
+    signed ranks; paired_difference(test="signed-rank") gives their mid-p (the brute force)."""
+    from scipy import stats
+
+    from rlmetrics.validation.comparison.paired import sign_flip_p, signed_ranks
+
+    rng = np.random.default_rng(seed)
+    a = rng.random(12)
+    b = a + rng.normal(0.2, 0.4, 12)
+    ranks = signed_ranks(b - a)
+    ref = stats.wilcoxon(b - a, method="exact")
+    assert math.isclose(sign_flip_p(ranks, mid_p=False)[0], float(ref.pvalue), rel_tol=1e-9)
+    r = paired_difference(a, b, test="signed-rank")
+    assert r.method == "paired signed-rank (Wilcoxon), mid-p (all 4096 sign flips)"
+    assert math.isclose(r.p_value, brute_force_sign_flip(ranks.tolist()), rel_tol=1e-12)
+    assert r.ci_method == "Student t"
 
 
 def test_sign_flip_hand_value():

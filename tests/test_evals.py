@@ -88,7 +88,7 @@ def test_the_sign_flip_test_gives_each_metrics_p_value_and_leaves_the_t_interval
             assert _sign_flip_mid_p(xb - xa - end - inside) >= 0.05 > _sign_flip_mid_p(xb - xa - end + inside)
         assert "sign-flip" in d.method and "sign-flip" not in t.method
     assert any(flip.metrics[n].p_value != t_cmp.metrics[n].p_value for n in flip.metrics)
-    with pytest.raises(ValueError, match=r"test must be one of t, sign-flip; got 'wilcoxon'"):
+    with pytest.raises(ValueError, match=r"test must be one of t, sign-flip, signed-rank; got 'wilcoxon'"):
         compare_tables(ta, tb, curves=False, test="wilcoxon")
 
 

@@ -369,9 +369,10 @@ def compare(
             "--test",
             help="The paired test behind each p-value: sign-flip (the default: the paired randomization "
             "test, mid-p, exact up to 16 differing prompts; more power where most prompts are always or "
-            "never solved) or t (Student's t over the prompts). The intervals are Student t ones either "
-            "way. A validate --json summary is compared by Welch's t.",
-            metavar="sign-flip|t",
+            "never solved), t (Student's t over the prompts) or signed-rank (Wilcoxon's, mid-p: whether B "
+            "tends to beat A on a prompt, not the mean). The intervals are Student t ones either way. A "
+            "validate --json summary is compared by Welch's t.",
+            metavar="sign-flip|t|signed-rank",
         ),
     ] = None,
     margin: Annotated[

@@ -123,10 +123,11 @@ def compare_tables(
         (:func:`~rlmetrics.validation.comparison.family.adjust_comparisons`).
     margin : float > 0, optional, keyword-only
         Non-inferiority / equivalence margin: each metric's two one-sided tests and verdict.
-    test : {"sign-flip", "t"}, keyword-only
+    test : {"sign-flip", "t", "signed-rank"}, keyword-only
         The paired test behind each metric's p-value
         (:func:`~rlmetrics.validation.comparison.paired.paired_difference`): the sign-flip test
-        (mid-p) by default, its random flips drawn from ``seed``; or Student's t. The intervals
+        (mid-p) by default, its random flips drawn from ``seed``; Student's t; or Wilcoxon's
+        signed-rank test (mid-p). The intervals
         are the t ones either way. Each result's ``method`` and ``ci_method`` name them.
 
     Returns
