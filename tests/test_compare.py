@@ -507,8 +507,47 @@ def test_sign_flip_clustered_flips_cluster_totals():
     assert math.isclose(r.p_value, brute_force_sign_flip(totals.tolist()), rel_tol=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("kind", "p"),
+    [("zeros", 30), ("rates", 40), ("anti", 25)],
+    ids=["all-zero-30", "rates-40", "anticorrelated-25"],
+)
+def test_newcombe_interval_from_the_one_run_intervals(kind, p):
+    """interval="newcombe": Newcombe's method 10 computed here from each run's own mean_interval
+    (wilson-edge) and numpy's correlation; with every prompt unsolved by both runs it is
+    [-u, u], u the one-run upper bound, where the t interval is the point 0."""
+    from rlmetrics.validation.exact.intervals import mean_interval
+
+    rng = np.random.default_rng(p)
+    if kind == "zeros":
+        a = b = np.zeros(p)
+    else:
+        a = rng.integers(0, 9, p) / 8
+        b = np.clip(a + rng.integers(-2, 3, p) / 8, 0, 1) if kind == "rates" else 1 - a
+    r = paired_difference(a, b, interval="newcombe")
+    ia, ib = mean_interval(a), mean_interval(b)
+    corr = 0.0 if np.ptp(a) == 0 or np.ptp(b) == 0 else float(np.corrcoef(a, b)[0, 1])
+    d = ib.value - ia.value
+    low = d - math.sqrt(
+        (ib.value - ib.ci_low) ** 2
+        - 2 * corr * (ib.value - ib.ci_low) * (ia.ci_high - ia.value)
+        + (ia.ci_high - ia.value) ** 2
+    )
+    high = d + math.sqrt(
+        (ib.ci_high - ib.value) ** 2
+        - 2 * corr * (ib.ci_high - ib.value) * (ia.value - ia.ci_low)
+        + (ia.value - ia.ci_low) ** 2
+    )
+    assert (r.ci_low, r.ci_high) == pytest.approx((low, high), rel=1e-12, abs=1e-15)
+    assert r.ci_method == "Newcombe (method 10) on wilson-edge intervals"
+    if kind == "zeros":
+        assert r.ci_low == pytest.approx(-ia.ci_high) and r.ci_high == pytest.approx(ia.ci_high)
+        assert ia.ci_high > 0.1
+        assert paired_difference(a, b, test="t").ci_high == 0.0
+
+
 def test_interval_option_is_checked():
-    with pytest.raises(ValueError, match=r"interval must be one of t, inverted; got 'bootstrap'"):
+    with pytest.raises(ValueError, match=r"interval must be one of t, inverted, newcombe; got 'bootstrap'"):
         paired_difference([0.0, 0.5], [0.5, 0.5], interval="bootstrap")
 
 
