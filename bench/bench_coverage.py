@@ -177,6 +177,43 @@ def print_paired(table: dict[tuple, dict], tests: list[str]) -> None:
         print(f"| {short[t]} | {size.max():.3f} | {int(np.sum(size > 0.06))} of {size.size} | {low} |")
 
 
+def print_interval_table(reps: int) -> None:
+    """Coverage and width of the paired 95% intervals: Student t and Newcombe on wilson-edge."""
+    names = [name for name, _ in PAIRED_METRICS]
+    kinds = ("t", "newcombe")
+    cols = [f"{h} {m} {k}" for h in ("null", "alt") for m in names for k in kinds]
+    cols += [f"width alt {m} {k}" for m in names for k in kinds]
+    print("\n### paired 95% intervals: t and Newcombe (wilson-edge), coverage and mean width\n")
+    print("| prompts | mean | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    worst = {k: [] for k in kinds}
+    for n_prompts in PROMPTS:
+        for mean in MEANS:
+            rng = np.random.default_rng(n_prompts + round(100 * mean))
+            ca, cb, c1, new_mean = paired_counts(rng, mean, n_prompts, reps)
+            cov: dict[tuple, float] = {}
+            for name, k in PAIRED_METRICS:
+                a, truth = estimates(ca, name, k), target(name, k, new_mean) - target(name, k, mean)
+                for h, b, want in (
+                    ("null", estimates(cb, name, k), 0.0),
+                    ("alt", estimates(c1, name, k), truth),
+                ):
+                    for kind in kinds:
+                        res = [
+                            paired_difference(a[:, r], b[:, r], test="t", interval=kind) for r in range(reps)
+                        ]
+                        cov[(h, name, kind)] = float(np.mean([x.ci_low <= want <= x.ci_high for x in res]))
+                        cov[("width", name, kind)] = float(np.mean([x.ci_high - x.ci_low for x in res]))
+                        worst[kind].append(cov[(h, name, kind)])
+            cells = [cov[(h, m, k)] for h in ("null", "alt") for m in names for k in kinds]
+            cells += [cov[("width", m, k)] for m in names for k in kinds]
+            print(f"| {n_prompts} | {mean} | " + " | ".join(f"{v:.3f}" for v in cells) + " |")
+    print("\n| interval | lowest coverage | cells < 0.93 | cells > 0.97 |\n|---|---|---|---|")
+    for kind, v in worst.items():
+        x = np.array(v)
+        print(f"| {kind} | {x.min():.3f} | {int(np.sum(x < 0.93))} of {x.size} | {int(np.sum(x > 0.97))} |")
+
+
 def _by_cell(table: dict[tuple, dict]) -> dict[tuple, dict]:
     cells: dict[tuple, dict] = {}
     for (n_prompts, mean, name), row in table.items():
@@ -194,6 +231,7 @@ def main() -> None:
     parser.add_argument("--paired-only", action="store_true", help="only the paired tables")
     parser.add_argument("--coverage-only", action="store_true", help="only the coverage table")
     parser.add_argument("--means", type=float, nargs="+", help="mean rates of the paired tables")
+    parser.add_argument("--intervals-only", action="store_true", help="only the t/Newcombe interval table")
     parser.add_argument("--prompts", type=int, nargs="+", help="prompts of the paired tables")
     args = parser.parse_args()
     reps = args.reps or (300 if args.quick else 2000)
@@ -202,6 +240,11 @@ def main() -> None:
     tests = ["t", "sign-flip", "std-p"] + (["sign", "wilcoxon"] if args.candidates else [])
     start = time.perf_counter()
     print(f"{SAMPLES} samples a prompt, U-shaped difficulty")
+    if args.intervals_only:
+        print(f"\ninterval table: {paired_reps} simulated evaluations a cell")
+        print_interval_table(paired_reps)
+        print(f"\n{time.perf_counter() - start:.0f} s")
+        return
     if not args.paired_only:
         print(f"\ncoverage table: {reps} simulated evaluations a cell")
         print_coverage(coverage_table(methods, reps, n_boot=2000))

@@ -140,7 +140,9 @@ PAIRED_CELLS = [(30, 0.01), (30, 0.5), (30, 0.99), (100, 0.02), (100, 0.2), (100
 
 
 @functools.cache
-def _paired(n_prompts: int, mean: float, test: str) -> dict[str, tuple[float, float, float, float]]:
+def _paired(
+    n_prompts: int, mean: float, test: str, interval: str = "t"
+) -> dict[str, tuple[float, float, float, float]]:
     """{metric: (size, power, coverage of 0 under the null, coverage of the shift)} of one cell,
     with the seeds of ``bench/bench_coverage.py``."""
     rng = np.random.default_rng(n_prompts + round(100 * mean))
@@ -148,12 +150,11 @@ def _paired(n_prompts: int, mean: float, test: str) -> dict[str, tuple[float, fl
     out = {}
     for name, k in PAIRED_METRICS:
         a, truth = estimates(ca, name, k), target(name, k, new_mean) - target(name, k, mean)
+        b0, b1 = estimates(cb, name, k), estimates(c1, name, k)
         null = [
-            paired_difference(a[:, r], estimates(cb, name, k)[:, r], test=test) for r in range(PAIRED_REPS)
+            paired_difference(a[:, r], b0[:, r], test=test, interval=interval) for r in range(PAIRED_REPS)
         ]
-        alt = [
-            paired_difference(a[:, r], estimates(c1, name, k)[:, r], test=test) for r in range(PAIRED_REPS)
-        ]
+        alt = [paired_difference(a[:, r], b1[:, r], test=test, interval=interval) for r in range(PAIRED_REPS)]
         out[name] = (
             float(np.mean([r.p_value < 0.05 for r in null])),
             float(np.mean([r.p_value < 0.05 for r in alt])),
@@ -184,3 +185,17 @@ def test_default_paired_test_gains_power_near_the_edge():
     assert flip[1] >= t[1] + 0.04, (flip, t)
     flip, t = _paired(30, 0.5, "sign-flip")["mean@8"], _paired(30, 0.5, "t")["mean@8"]
     assert abs(flip[1] - t[1]) <= 0.03, (flip, t)
+
+
+EDGE_CELLS = [(30, 0.01), (30, 0.99), (100, 0.95), (100, 0.99)]
+
+
+@pytest.mark.parametrize(("n_prompts", "mean"), EDGE_CELLS, ids=[f"{p}x{m}" for p, m in EDGE_CELLS])
+def test_newcombe_interval_covers_shifts_near_the_edges(n_prompts, mean):
+    """interval="newcombe" covers 0 under the null and the true difference of a shifted run at
+    least 95% (- TOL_SE standard errors) in the edge cells where the t interval does not (pass@4
+    at 30 prompts and a mean of 0.99: the t covers about a third of the shifts)."""
+    for name, (_, _, cov_null, cov_shift) in _paired(n_prompts, mean, "t", "newcombe").items():
+        assert cov_null >= 0.95 - TOL_SE * SE_SIZE and cov_shift >= 0.95 - TOL_SE * SE_SIZE, (name, cov_shift)
+    if (n_prompts, mean) == (30, 0.99):
+        assert _paired(n_prompts, mean, "t")["pass@4"][3] < 0.5
