@@ -294,7 +294,7 @@ def paired_difference(
     0.60), though neither keeps 95% there (a small evaluation often lacks the few prompts that
     carry the difference); the p-value and the t interval can then disagree at the margin.
     ``interval="newcombe"`` (Newcombe's method 10 on each run's ``"wilson-edge"`` interval) keeps
-    at least 0.94 in every cell, null and shift, at up to 5-10 times the t's width at 30 prompts
+    at least 0.94 in every cell, null and shift, at 3-13 times the t's width at 30 prompts
     and a mean of 0.01 or 0.99.
 
     Parameters
