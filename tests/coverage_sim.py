@@ -25,6 +25,33 @@ PROMPTS = (30, 100, 300, 1000)
 MEANS = (0.01, 0.02, 0.05, 0.2, 0.5, 0.8, 0.95, 0.98, 0.99)
 SAMPLES = 8
 CONCENTRATION = 1.0
+#: the metrics of the paired tables: the least and the most skewed near the edges
+PAIRED_METRICS = (("mean@8", 0), ("pass@4", 4))
+
+
+def paired_delta(mean: float, n_prompts: int) -> float:
+    """The shift of the mean rate the paired power is judged against: ``sqrt(min(m, 1 - m) / (2 P))``,
+    toward the middle."""
+    delta = float(np.sqrt(min(mean, 1.0 - mean) / (2.0 * n_prompts)))
+    return delta if mean <= 0.5 else -delta
+
+
+def paired_counts(
+    rng: np.random.Generator, mean: float, n_prompts: int, reps: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Correct counts of run A, of a rerun of A (the null) and of a shifted B, and B's mean rate.
+
+    B's prompts keep their quantile: each rate moved to the same quantile of
+    ``Beta(m', 1 - m')``, ``m' = mean + paired_delta(mean, n_prompts)``, so B's population
+    value of a metric is ``target(name, k, m')``.
+    """
+    from scipy.stats import beta
+
+    rates = draw_rates(rng, mean, n_prompts, reps)
+    new_mean = mean + paired_delta(mean, n_prompts)
+    shifted = beta.ppf(beta.cdf(rates, mean, 1.0 - mean), new_mean, 1.0 - new_mean)
+    ca, cb = draw_counts(rng, rates), draw_counts(rng, rates)
+    return ca, cb, draw_counts(rng, shifted), new_mean
 
 
 def _hyper(n: int, k: int, c: int, j: int) -> float:

@@ -149,7 +149,10 @@ def test_unmatched_prompts_are_counted(tmp_path):
         ),
         (["{a}", "{b}", "--margin", "-0.01"], "--margin must be"),
         (["{a}", "{b}", "--margin", "nan"], "--margin must be"),
-        (["{a}", "{b}", "--test", "wilcoxon"], "--test must be one of t, sign-flip; got 'wilcoxon'"),
+        (
+            ["{a}", "{b}", "--test", "wilcoxon"],
+            "--test must be one of t, sign-flip, signed-rank; got 'wilcoxon'",
+        ),
     ],
     ids=[
         "one-run",
@@ -513,27 +516,33 @@ def test_margin_of_identical_runs_is_equivalent(pair, tmp_path):
 
 @pytest.mark.parametrize("test", ["t", "sign-flip"], ids=["t", "sign-flip"])
 def test_the_test_option_picks_the_paired_test_of_every_p_value(three, tmp_path, test):
-    """--test: each metric's p-value that of paired_difference(test=...) on the matched per-prompt
-    estimates (seeded as the command), the method named; the t's interval either way."""
+    """--test: each metric's p-value that of paired_difference(test=...) on the matched
+    per-prompt estimates (seeded as the command), the method named; the default is the sign-flip
+    test; the interval is Student's t either way, and named."""
     from rlmetrics.cli._rollouts import KeyOptions, load_run
     from rlmetrics.validation.comparison.paired import paired_difference
     from rlmetrics.validation.exact.summary import prompt_estimates
 
     output, payload = _run_json(tmp_path, three, "--test", test)
-    _, t_payload = _run_json(tmp_path, three)  # the default: t
-    same_p = []
-    for got, t_got in zip(_tables(payload), _tables(t_payload)):
+    _, default = _run_json(tmp_path, three)
+    same = []
+    for got, d_got in zip(_tables(payload), _tables(default), strict=True):
         for name, d in got["metrics"].items():
-            t = t_got["metrics"][name]
-            assert (d["ci_low"], d["ci_high"], d["mde"]) == (t["ci_low"], t["ci_high"], t["mde"])
+            base = d_got["metrics"][name]
+            for key in ("mde", "se", "ci_low", "ci_high"):
+                assert d[key] == base[key], key
             assert ("sign-flip" in d["method"]) == (test == "sign-flip"), d["method"]
-            same_p.append(d["p_value"] == t["p_value"])
-    assert all(same_p) if test == "t" else not any(same_p)
+            assert d["ci_method"] == "Student t"
+            same.append(d["p_value"] == base["p_value"])
+    assert all(same) if test == "sign-flip" else not any(same)
     # mean@8 of A vs B through paired_difference directly, on the per-prompt estimates
     inputs = [load_run(path, KeyOptions(value_keys=["acc"])).inputs for path in three[:2]]
     ta, tb = (prompt_estimates(i.sources, i.uids, i.infos)["math"]["acc"] for i in inputs)
     assert list(ta.keys) == list(tb.keys)  # the same prompts in the same order in these dumps
     col = list(ta.names).index("mean@8")
     want = paired_difference(ta.values[:, col], tb.values[:, col], test=test, seed=0)
-    assert _tables(payload)[0]["metrics"]["mean@8"]["p_value"] == pytest.approx(want.p_value, rel=1e-12)
+    got = _tables(payload)[0]["metrics"]["mean@8"]
+    assert got["p_value"] == pytest.approx(want.p_value, rel=1e-12)
+    assert (got["ci_low"], got["ci_high"]) == pytest.approx((want.ci_low, want.ci_high), rel=1e-12)
     assert ("paired sign-flip" in output) == (test == "sign-flip")
+    assert "interval: Student t" in output

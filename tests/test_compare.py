@@ -139,7 +139,7 @@ def test_paired_difference_equals_ttest_rel(p, seed, confidence):
     rng = np.random.default_rng(seed)
     a = rng.random(p)
     b = np.clip(a + rng.normal(0.05, 0.2, p), 0, 1)
-    r = paired_difference(a, b, confidence=confidence)
+    r = paired_difference(a, b, confidence=confidence, test="t")
     ref = stats.ttest_rel(b, a)
     ci = ref.confidence_interval(confidence)
     assert math.isclose(r.statistic, float(ref.statistic), rel_tol=1e-10)
@@ -181,7 +181,7 @@ def test_clustered_se_equals_sandwich(g, m, seed):
     shared = rng.normal(0, 0.3, g)[clusters]
     a = rng.random(g * m)
     b = a + shared + rng.normal(0.05, 0.1, g * m)
-    r = paired_difference(a, b, clusters=[f"c{c}" for c in clusters])
+    r = paired_difference(a, b, clusters=[f"c{c}" for c in clusters], test="t")
     se = sandwich_cr1_se(b - a, clusters)
     assert math.isclose(r.se, se, rel_tol=1e-10)
     assert r.n_clusters == g and r.df == g - 1 and r.method == f"paired t, clustered ({g} clusters)"
@@ -214,10 +214,10 @@ def test_paired_difference_swap_negates(pairs):
 
 
 def test_constant_differences_are_exact():
-    r = paired_difference([0.1, 0.5, 0.9], [0.35, 0.75, 1.15])
+    r = paired_difference([0.1, 0.5, 0.9], [0.35, 0.75, 1.15], test="t")
     assert r.se == 0.0 and r.ci_low == r.ci_high == r.diff == pytest.approx(0.25)
     assert r.p_value == 0.0 and r.mde == 0.0
-    same = paired_difference([0.2, 0.4], [0.2, 0.4])
+    same = paired_difference([0.2, 0.4], [0.2, 0.4], test="t")
     assert same.diff == 0.0 and same.p_value == 1.0 and (same.ci_low, same.ci_high) == (0.0, 0.0)
     assert same.correlation == pytest.approx(1.0)
 
@@ -274,7 +274,7 @@ def test_paired_difference_undefined_warns(a, b, clusters, match):
         (
             {"a": [0.1, 0.2], "b": [0.1, 0.2], "test": "z"},
             ValueError,
-            "test must be one of t, sign-flip; got 'z'",
+            "test must be one of t, sign-flip, signed-rank; got 'z'",
         ),
         (
             {"a": [0.1, 0.2], "b": [0.1, 0.2], "n_flips": 0},
@@ -309,7 +309,7 @@ def test_paired_difference_errors(kwargs, exc, match):
 
 
 def test_summary_line():
-    r = paired_difference([0.2, 0.4, 0.6, 0.8], [0.3, 0.6, 0.6, 0.9], confidence=0.9)
+    r = paired_difference([0.2, 0.4, 0.6, 0.8], [0.3, 0.6, 0.6, 0.9], confidence=0.9, test="t")
     line = r.summary()
     assert line.startswith("B - A = 0.1 (90% CI [") and "n = 4, paired t" in line and "MDE = " in line
 
@@ -356,13 +356,116 @@ def test_sign_flip_exact_equals_brute_force(a, b, mid_p):
     assert exact and m == sum(x != 0 for x in d)
     assert math.isclose(p, want, rel_tol=1e-12)
     if mid_p:
-        r = paired_difference(a, b, test="sign-flip")
-        t = paired_difference(a, b)
+        r = paired_difference(a, b)  # the default
+        t = paired_difference(a, b, test="t")
         assert math.isclose(r.p_value, want, rel_tol=1e-12)
-        # the interval, se, df and MDE stay the t ones
-        assert (r.ci_low, r.ci_high, r.se, r.df, r.mde) == (t.ci_low, t.ci_high, t.se, t.df, t.mde)
+        # the interval, se, df and MDE stay the t ones; interval="inverted" inverts the test
+        assert (r.ci_low, r.ci_high, r.se, r.df, r.mde, r.ci_method) == (
+            t.ci_low,
+            t.ci_high,
+            t.se,
+            t.df,
+            t.mde,
+            "Student t",
+        )
+        inv = paired_difference(a, b, interval="inverted")
+        assert inv.ci_method == f"inverted sign-flip, mid-p (all {2 ** len(d)} sign flips)"
+        assert inv.p_value == r.p_value and inv.ci_low <= r.diff <= inv.ci_high
         if any(d):
             assert r.method == f"paired sign-flip, mid-p (all {2**m} sign flips)"
+
+
+def brute_force_flip_p_at(d, theta, w=None) -> float:
+    """The mid-p of the sign-flip test of d - theta w by a loop over all 2^n sign vectors."""
+    w = [1.0] * len(d) if w is None else w
+    x = [di - theta * wi for di, wi in zip(d, w, strict=True)]
+    observed, tol = abs(sum(x)), 1e-12
+    hits = 0.0
+    for signs in itertools.product((1, -1), repeat=len(x)):
+        s = abs(sum(si * xi for si, xi in zip(signs, x, strict=True)))
+        hits += 1.0 if s > observed + tol else 0.5 if abs(s - observed) <= tol else 0.0
+    return hits / 2 ** len(x)
+
+
+@pytest.mark.parametrize(
+    ("d", "w"),
+    [
+        ([0.25, 0.5, 0.0, 0.0, 0.25], None),
+        ([0.3, -0.1, 0.5, 0.2, 0.7, 0.1], None),
+        ([0.125, 0.0, 0.25, 0.0, 0.375, -0.125, 0.125, 0.0], None),
+        ([1.0, 0.5, 0.25, 0.0, 0.75, 0.5, 0.0], [2, 1, 1, 3, 1, 2, 1]),
+    ],
+    ids=["five-with-zeros", "six-mixed", "eight-ties", "clustered-seven"],
+)
+@pytest.mark.parametrize("confidence", [0.9, 0.95], ids=["90", "95"])
+def test_sign_flip_interval_is_the_brute_force_inversion(d, w, confidence):
+    """Just inside each end the brute-force mid-p is >= 1 - confidence, just outside it is below."""
+    from rlmetrics.validation.comparison.paired import sign_flip_interval
+
+    lo, hi, exact = sign_flip_interval(np.array(d), None if w is None else np.array(w, float), confidence)
+    alpha, eps = 1.0 - confidence, 1e-7
+    assert exact and lo < hi
+    assert brute_force_flip_p_at(d, lo + eps, w) >= alpha and brute_force_flip_p_at(d, hi - eps, w) >= alpha
+    assert brute_force_flip_p_at(d, lo - eps, w) < alpha and brute_force_flip_p_at(d, hi + eps, w) < alpha
+
+
+def test_sign_flip_interval_too_few_prompts_is_unbounded():
+    """Four prompts: the least two-sided mid-p is 1/16 > 5%, so no shift is rejected."""
+    r = paired_difference([0.0, 0.25, 0.5, 0.5], [0.5, 0.75, 1.0, 0.75], interval="inverted")
+    assert (r.ci_low, r.ci_high) == (-math.inf, math.inf) and r.p_value == 0.0625
+    assert r.method == "paired sign-flip, mid-p (all 16 sign flips)"
+
+
+@pytest.mark.parametrize("p", [40, 400], ids=["P40", "P400"])
+def test_sign_flip_interval_with_random_flips_is_near_the_t_one(p):
+    """Many symmetric differences: the inverted randomization interval is close to the t interval
+    (the t is the test's large-sample limit); within 3% of the t's half-width on each side."""
+    rng = np.random.default_rng(p)
+    a = rng.random(p)
+    b = a + rng.normal(0.05, 0.2, p)
+    r, t = paired_difference(a, b, interval="inverted"), paired_difference(a, b, test="t")
+    half = (t.ci_high - t.ci_low) / 2
+    assert r.ci_method == "inverted sign-flip, mid-p (5000 random sign flips)"
+    assert abs(r.ci_low - t.ci_low) < 0.03 * half and abs(r.ci_high - t.ci_high) < 0.03 * half
+    assert paired_difference(a, b, interval="inverted", seed=1).ci_low != r.ci_low  # flips follow the seed
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=["s0", "s1", "s2"])
+def test_sign_flip_standard_p_equals_scipy_permutation_test(seed):
+    """scipy's paired permutation test (``permutation_type="samples"`` swaps a_i and b_i, i.e.
+    flips the sign of d_i) enumerates every flip: its two-sided p is the standard p."""
+    from scipy import stats
+
+    from rlmetrics.validation.comparison.paired import sign_flip_p
+
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 5, 11) / 4
+    b = np.clip(a + rng.integers(-1, 3, 11) / 4, 0, 1)
+    ref = stats.permutation_test(
+        (b, a), lambda x, y, axis: np.mean(x - y, axis=axis), permutation_type="samples", n_resamples=np.inf
+    )
+    p, _, exact = sign_flip_p(b - a, 1e-12, mid_p=False)
+    assert exact and math.isclose(p, float(ref.pvalue), rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=["s0", "s1", "s2"])
+def test_signed_rank_equals_scipy_wilcoxon(seed):
+    """Without zeros or ties scipy's exact Wilcoxon p is the standard p of the sign flips of the
+    signed ranks; paired_difference(test="signed-rank") gives their mid-p (the brute force)."""
+    from scipy import stats
+
+    from rlmetrics.validation.comparison.paired import sign_flip_p, signed_ranks
+
+    rng = np.random.default_rng(seed)
+    a = rng.random(12)
+    b = a + rng.normal(0.2, 0.4, 12)
+    ranks = signed_ranks(b - a)
+    ref = stats.wilcoxon(b - a, method="exact")
+    assert math.isclose(sign_flip_p(ranks, mid_p=False)[0], float(ref.pvalue), rel_tol=1e-9)
+    r = paired_difference(a, b, test="signed-rank")
+    assert r.method == "paired signed-rank (Wilcoxon), mid-p (all 4096 sign flips)"
+    assert math.isclose(r.p_value, brute_force_sign_flip(ranks.tolist()), rel_tol=1e-12)
+    assert r.ci_method == "Student t"
 
 
 def test_sign_flip_hand_value():
@@ -404,10 +507,54 @@ def test_sign_flip_clustered_flips_cluster_totals():
     assert math.isclose(r.p_value, brute_force_sign_flip(totals.tolist()), rel_tol=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("kind", "p"),
+    [("zeros", 30), ("rates", 40), ("anti", 25)],
+    ids=["all-zero-30", "rates-40", "anticorrelated-25"],
+)
+def test_newcombe_interval_from_the_one_run_intervals(kind, p):
+    """interval="newcombe": Newcombe's method 10 computed here from each run's own mean_interval
+    (wilson-edge) and numpy's correlation; with every prompt unsolved by both runs it is
+    [-u, u], u the one-run upper bound, where the t interval is the point 0."""
+    from rlmetrics.validation.exact.intervals import mean_interval
+
+    rng = np.random.default_rng(p)
+    if kind == "zeros":
+        a = b = np.zeros(p)
+    else:
+        a = rng.integers(0, 9, p) / 8
+        b = np.clip(a + rng.integers(-2, 3, p) / 8, 0, 1) if kind == "rates" else 1 - a
+    r = paired_difference(a, b, interval="newcombe")
+    ia, ib = mean_interval(a), mean_interval(b)
+    corr = 0.0 if np.ptp(a) == 0 or np.ptp(b) == 0 else float(np.corrcoef(a, b)[0, 1])
+    d = ib.value - ia.value
+    low = d - math.sqrt(
+        (ib.value - ib.ci_low) ** 2
+        - 2 * corr * (ib.value - ib.ci_low) * (ia.ci_high - ia.value)
+        + (ia.ci_high - ia.value) ** 2
+    )
+    high = d + math.sqrt(
+        (ib.ci_high - ib.value) ** 2
+        - 2 * corr * (ib.ci_high - ib.value) * (ia.value - ia.ci_low)
+        + (ia.value - ia.ci_low) ** 2
+    )
+    assert (r.ci_low, r.ci_high) == pytest.approx((low, high), rel=1e-12, abs=1e-15)
+    assert r.ci_method == "Newcombe (method 10) on wilson-edge intervals"
+    if kind == "zeros":
+        assert r.ci_low == pytest.approx(-ia.ci_high) and r.ci_high == pytest.approx(ia.ci_high)
+        assert ia.ci_high > 0.1
+        assert paired_difference(a, b, test="t").ci_high == 0.0
+
+
+def test_interval_option_is_checked():
+    with pytest.raises(ValueError, match=r"interval must be one of t, inverted, newcombe; got 'bootstrap'"):
+        paired_difference([0.0, 0.5], [0.5, 0.5], interval="bootstrap")
+
+
 def test_sign_flip_undefined_stays_nan():
     with pytest.warns(RuntimeWarning, match="at least two prompts"):
         r = paired_difference([0.5], [0.75], test="sign-flip")
-    assert math.isnan(r.p_value) and r.method == "paired t"
+    assert math.isnan(r.p_value) and math.isnan(r.ci_low) and r.method == "paired sign-flip, mid-p"
 
 
 @pytest.mark.parametrize("mean", [0.02, 0.2, 0.5, 0.98], ids=["p0.02", "p0.2", "p0.5", "p0.98"])

@@ -30,7 +30,7 @@ def test_paired_metrics_match_a_per_prompt_loop_and_scipy():
     src_b, uid_b, acc_b = _run(rates_b[::-1], 8, rng, uids=list(range(5, 45))[::-1])
     ta = prompt_estimates(src_a, uid_a, {"acc": acc_a.ravel()}, ks=[1, 4, 8])
     tb = prompt_estimates(src_b, uid_b, {"acc": acc_b.ravel()}, ks=[1, 4, 8])
-    (cmp,) = compare_tables(ta, tb, curves=False)
+    (cmp,) = compare_tables(ta, tb, curves=False, test="t")
     assert (cmp.n_matched, cmp.n_only_a, cmp.n_only_b) == (35, 5, 5)
     a_of = {u: acc_a[u] for u in range(40)}
     b_of = {u: acc_b[i] for i, u in enumerate(range(5, 45)[::-1])}
@@ -61,25 +61,34 @@ def _sign_flip_mid_p(d):
 
 
 def test_the_sign_flip_test_gives_each_metrics_p_value_and_leaves_the_t_interval():
-    """compare_tables(test="sign-flip"): each p-value the mid-p of every sign flip (12 prompts:
-    enumerated here from scratch), the interval, SE and MDE the t test's."""
+    """compare_tables(test="sign-flip", the default): each p-value the mid-p of every sign flip
+    (12 prompts: enumerated here from scratch), the interval, SE and MDE the t test's; the
+    inverted interval of the same values keeps the shifts that mid-p keeps (just inside each end
+    it is >= 5%, just outside below)."""
+    from rlmetrics.validation.comparison.paired import paired_difference
+
     rng = np.random.default_rng(4)
     rates = rng.beta(0.7, 0.7, 12)
     src, uid, acc_a = _run(rates, 4, rng)
     _, _, acc_b = _run(np.clip(rates + 0.2, 0, 1), 4, rng)
     ta = prompt_estimates(src, uid, {"acc": acc_a.ravel()}, ks=[1, 2])
     tb = prompt_estimates(src, uid, {"acc": acc_b.ravel()}, ks=[1, 2])
-    (t_cmp,) = compare_tables(ta, tb, curves=False)
-    (flip,) = compare_tables(ta, tb, curves=False, test="sign-flip")
+    (t_cmp,) = compare_tables(ta, tb, curves=False, test="t")
+    (flip,) = compare_tables(ta, tb, curves=False)
     for name, d in flip.metrics.items():
         col = list(ta["s"]["acc"].names).index(name)
-        diffs = tb["s"]["acc"].values[:, col] - ta["s"]["acc"].values[:, col]
-        assert d.p_value == pytest.approx(_sign_flip_mid_p(diffs), rel=1e-9), name
+        xa, xb = ta["s"]["acc"].values[:, col], tb["s"]["acc"].values[:, col]
+        assert d.p_value == pytest.approx(_sign_flip_mid_p(xb - xa), rel=1e-9), name
         t = t_cmp.metrics[name]
         assert (d.ci_low, d.ci_high, d.se, d.mde) == (t.ci_low, t.ci_high, t.se, t.mde)
+        assert d.ci_method == t.ci_method == "Student t"
+        inv = paired_difference(xa, xb, interval="inverted")
+        assert inv.ci_method == "inverted sign-flip, mid-p (all 4096 sign flips)"
+        for end, inside in ((inv.ci_low, 1e-7), (inv.ci_high, -1e-7)):
+            assert _sign_flip_mid_p(xb - xa - end - inside) >= 0.05 > _sign_flip_mid_p(xb - xa - end + inside)
         assert "sign-flip" in d.method and "sign-flip" not in t.method
     assert any(flip.metrics[n].p_value != t_cmp.metrics[n].p_value for n in flip.metrics)
-    with pytest.raises(ValueError, match=r"test must be one of t, sign-flip; got 'wilcoxon'"):
+    with pytest.raises(ValueError, match=r"test must be one of t, sign-flip, signed-rank; got 'wilcoxon'"):
         compare_tables(ta, tb, curves=False, test="wilcoxon")
 
 

@@ -4,7 +4,8 @@ Each argument is a rollout dump (JSONL/Parquet), a folder of them (verl's per-st
 ``val_generations/<step>.jsonl``: the last step, or ``--step``), or a ``rlmetrics validate
 --json`` summary. Every run after the first is compared with the first on the prompts they
 share: per data source and variable, the difference of each metric (mean@N, pass@k, pass^k,
-maj@k, cover@tau ...) with a paired t interval, p-value and the minimum detectable difference
+maj@k, cover@tau ...) with the paired sign-flip test's p-value (mid-p; ``--test t``: Student's
+t) and a Student t interval, and the minimum detectable difference
 at 80% power (:func:`rlmetrics.validation.comparison.tables.compare_tables`), and the pass@k curves for
 every k with a simultaneous band and where they cross. A summary has no per-prompt data: its
 comparison is unpaired (Welch) and has no curve.
@@ -77,6 +78,8 @@ def _shown_metric(name: str, binary: bool) -> bool:
 
 
 def _fmt(x: float, digits: int = 4) -> str:
+    if math.isinf(x):  # a sign-flip interval on too few prompts to reject any shift
+        return "-inf" if x < 0 else "inf"
     return "nan" if not math.isfinite(x) else f"{x:.{digits}f}"
 
 
@@ -154,7 +157,10 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
         )
     first = next(iter(cmp.metrics.values()), None)
     if first is not None:
-        console.print(f"[dim]{escape(first.method)}; MDE: smallest difference detected with 80% power[/dim]")
+        console.print(
+            f"[dim]{escape(first.method)}; interval: {escape(first.ci_method)}; "
+            "MDE: smallest difference detected with 80% power[/dim]"
+        )
 
 
 def _table_head(a: Run, b: Run, cmp: Any) -> str:
@@ -358,15 +364,17 @@ def compare(
         ),
     ] = "holm",
     test: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--test",
-            help="The paired test behind each p-value: t (Student's t over the prompts) or sign-flip (the "
-            "paired randomization test, exact up to 16 differing prompts: more power where most prompts "
-            "are always or never solved). The intervals are the t ones either way.",
-            metavar="t|sign-flip",
+            help="The paired test behind each p-value: sign-flip (the default: the paired randomization "
+            "test, mid-p, exact up to 16 differing prompts; more power where most prompts are always or "
+            "never solved), t (Student's t over the prompts) or signed-rank (Wilcoxon's, mid-p: whether B "
+            "tends to beat A on a prompt, not the mean). The intervals are Student t ones either way. A "
+            "validate --json summary is compared by Welch's t.",
+            metavar="sign-flip|t|signed-rank",
         ),
-    ] = "t",
+    ] = None,
     margin: Annotated[
         float | None,
         typer.Option(
@@ -443,7 +451,7 @@ def _check_options(
     plot: Path | None,
     adjust: str,
     margin: float | None,
-    test: str = "t",
+    test: str | None = None,
 ) -> None:
     """Fail on a wrong option before reading anything."""
     from rlmetrics.validation.comparison.equivalence import check_margin
@@ -458,7 +466,7 @@ def _check_options(
         _fail(f"--n-boot must be at least 100; got {n_boot}")
     if adjust not in ADJUST_CHOICES:
         _fail(f"--adjust must be one of {', '.join(ADJUST_CHOICES)}; got {adjust!r}")
-    if test not in TESTS:
+    if test is not None and test not in TESTS:
         _fail(f"--test must be one of {', '.join(TESTS)}; got {test!r}")
     if margin is not None:
         try:
@@ -532,9 +540,10 @@ def _compare_pair(
     curves: bool,
     n_boot: int,
     seed: int,
-    test: str = "t",
+    test: str | None = None,
 ) -> list[Any]:
     """B (``other``) against A (``base``): paired on their prompts, or unpaired from summaries."""
+    from rlmetrics.validation.comparison.paired import DEFAULT_TEST
     from rlmetrics.validation.comparison.tables import compare_summaries, compare_tables
 
     if base.inputs is not None and other.inputs is not None:
@@ -546,9 +555,9 @@ def _compare_pair(
             n_boot=n_boot,
             seed=seed,
             adjust="none",  # adjusted once, over every B (_adjusted)
-            test=test,
+            test=DEFAULT_TEST if test is None else test,
         )
-    if test != "t":
+    if test not in (None, "t"):
         raise ValueError(
             f"--test {test} needs the prompts of both runs (rollout dumps); {base.name} vs {other.name} "
             "is compared unpaired from validate --json summaries (Welch's t)"

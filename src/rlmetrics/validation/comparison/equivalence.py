@@ -92,7 +92,7 @@ def margin_test(result: PairedDifference, margin: float) -> MarginTest:
     Examples
     --------
     >>> from rlmetrics.validation.comparison.paired import paired_difference
-    >>> r = paired_difference([0.5, 0.75, 0.25, 1.0, 0.5, 0.75], [0.5, 0.75, 0.5, 1.0, 0.5, 0.5])
+    >>> r = paired_difference([0.5, 0.75, 0.25, 1.0, 0.5, 0.75], [0.5, 0.75, 0.5, 1.0, 0.5, 0.5], test="t")
     >>> t = margin_test(r, 0.2)
     >>> round(r.ci_low, 3), round(r.ci_high, 3), t.verdict, round(t.p_noninferior, 3)
     (-0.166, 0.166, 'equivalent within 0.2', 0.013)

@@ -161,7 +161,7 @@ def interval_at(result: PairedDifference, level: float) -> tuple[float, float]:
     Examples
     --------
     >>> from rlmetrics.validation.comparison.paired import paired_difference
-    >>> r = paired_difference([0.1, 0.4, 0.3, 0.8], [0.3, 0.5, 0.6, 0.8])
+    >>> r = paired_difference([0.1, 0.4, 0.3, 0.8], [0.3, 0.5, 0.6, 0.8], test="t")
     >>> [round(x, 6) for x in interval_at(r, 0.95)] == [round(r.ci_low, 6), round(r.ci_high, 6)]
     True
     """

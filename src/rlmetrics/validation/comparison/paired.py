@@ -34,8 +34,11 @@ __all__ = [
     "Matched",
     "PairedDifference",
     "match_prompts",
+    "newcombe_interval",
     "paired_difference",
+    "sign_flip_interval",
     "sign_flip_p",
+    "signed_ranks",
     "unpaired_difference",
 ]
 
@@ -43,7 +46,23 @@ __all__ = [
 ROUNDING = 4 * np.finfo(np.float64).eps
 
 #: the tests of :func:`paired_difference`
-TESTS = ("t", "sign-flip")
+TESTS = ("t", "sign-flip", "signed-rank")
+#: the name of each test in ``PairedDifference.method``
+TEST_NAMES = {
+    "t": "paired t",
+    "sign-flip": "paired sign-flip",
+    "signed-rank": "paired signed-rank (Wilcoxon)",
+}
+#: the default test of :func:`paired_difference` and ``rlmetrics compare`` (``bench/RESULTS.md``:
+#: the same size and power as the t away from the edges, more power near them; its interval
+#: stays the t one by default)
+DEFAULT_TEST = "sign-flip"
+#: the intervals of :func:`paired_difference`: Student's t (the default, with either test), or
+#: the sign-flip test's inversion (:func:`sign_flip_interval`; under-covers true shifts near the
+#: edges, ``bench/RESULTS.md``)
+INTERVALS = ("t", "inverted", "newcombe")
+#: the name of the t interval (``PairedDifference.ci_method``)
+T_INTERVAL = "Student t"
 #: up to this many nonzero differences (or cluster totals) the sign-flip test enumerates all 2^m flips
 EXACT_FLIPS = 16
 
@@ -170,6 +189,10 @@ class PairedDifference:
         Degrees of freedom of the t distribution: ``P - 1``, ``G - 1`` or Welch-Satterthwaite.
     statistic : float
         ``diff / se``.
+    ci_method : str
+        How ``ci_low`` and ``ci_high`` were found: ``"Student t"``, or with
+        ``interval="inverted"`` e.g. ``"inverted sign-flip, mid-p (5000 random sign flips)"`` (the
+        shifts ``theta`` that the sign-flip test of ``d_i - theta`` does not reject).
     """
 
     mean_a: float
@@ -188,20 +211,25 @@ class PairedDifference:
     power: float
     df: float
     statistic: float
+    ci_method: str = T_INTERVAL
 
     def summary(self) -> str:
         """One line for a paper or a log: the difference, its interval, p-value and method.
 
         Examples
         --------
-        >>> r = paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0])
+        >>> r = paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0], test="t")
         >>> r.summary()
         'B - A = 0.25 (95% CI [-0.209, 0.709], p = 0.182, n = 4, paired t, corr = 0.71, MDE = 0.6)'
+        >>> a, b = [0.0, 0.5, 1.0, 0.5, 0.25], [0.5, 0.5, 1.0, 1.0, 0.75]
+        >>> paired_difference(a, b, interval="inverted").summary()[:76]
+        'B - A = 0.3 (95% CI [0, 0.5] (inverted sign-flip, mid-p (all 32 sign flips))'
         """
         corr = "" if math.isnan(self.correlation) else f", corr = {self.correlation:.2g}"
+        ci = "" if self.ci_method == T_INTERVAL else f" ({self.ci_method})"
         return (
             f"B - A = {self.diff:.3g} ({fmt_level(self.confidence)} CI [{self.ci_low:.3g}, "
-            f"{self.ci_high:.3g}], p = {self.p_value:.3g}, n = {self.n}, {self.method}{corr}, "
+            f"{self.ci_high:.3g}]{ci}, p = {self.p_value:.3g}, n = {self.n}, {self.method}{corr}, "
             f"MDE = {self.mde:.2g})"
         )
 
@@ -233,11 +261,12 @@ def paired_difference(
     confidence: float = 0.95,
     clusters: Any = None,
     power: float = 0.8,
-    test: str = "t",
+    test: str = DEFAULT_TEST,
+    interval: str = "t",
     n_flips: int = 5000,
     seed: int = 0,
 ) -> PairedDifference:
-    """Paired difference ``B - A`` over matched prompts, with a Student-t interval and p-value.
+    """Paired difference ``B - A`` over matched prompts, with its interval and p-value.
 
     With ``d_i = b_i - a_i`` over ``P`` prompts: ``diff = mean(d)``, ``se = sd(d) / sqrt(P)``
     (Miller 2024, eq. 7) with ``P - 1`` degrees of freedom (Bowyer et al. 2025: normal intervals
@@ -249,17 +278,24 @@ def paired_difference(
     (Miller eq. 4 with the usual CR1 small-sample factor ``G / (G - 1)``, which makes one prompt
     per cluster give exactly the unclustered ``se``) and ``G - 1`` degrees of freedom.
 
-    Size and power (``bench/bench_coverage.py``: U-shaped difficulty, 8 samples a prompt, mean@8):
-    at 5% it rejects 3.2-5.9% of the time under the null from 100 prompts on, at every mean
-    rate from 0.02 to 0.98, and 0.1-5.2% at 30 prompts. It is conservative only where an
-    evaluation has a handful of prompts off the edge (0.4% at 30 prompts and a mean of 0.02):
-    the few prompts that differ decide any test there. ``test="sign-flip"`` (2,000 evaluations a
-    cell) holds the level as well (at most 0.061, the t's worst cell too) and gains where the
-    per-prompt values are skewed near an edge: pass@4 power 0.09 -> 0.19 at 30 prompts and a mean
-    of 0.8, 0.03 -> 0.11 at 100 prompts and 0.95, 0.03 -> 0.11 at 300 and 0.98; mean@8 within
-    about 2 points of the t everywhere. Newcombe's score interval for paired data on Wilson
-    intervals gained at 30 prompts (power 0.19 against 0.07 at a mean of 0.02) but lost 10-16
-    points at 100-300 prompts near the edges.
+    By default (``test="sign-flip"``) the p-value is the paired sign-flip randomization test's
+    (mid-p) and the interval Student's t; ``test="t"`` gives the t's p-value too. Size and power
+    (``bench/bench_coverage.py``: U-shaped difficulty, 8 samples a prompt, mean@8 and pass@4,
+    30-1,000 prompts, mean rates 0.01-0.99; ``bench/RESULTS.md``): both tests hold the 5% level;
+    they agree within noise on mean@8 and away from the edges; near an edge, where most
+    per-prompt values sit at 0 or 1 and the few that differ are skewed, the t turns conservative
+    (pass@4 at a mean of 0.95-0.98: size 0.000-0.005 at 30-100 prompts) while the mid-p stays
+    nearer the level, so the sign-flip test detects more true shifts there (pass@4, 100 prompts,
+    mean 0.95: about 0.10-0.16 against 0.03-0.04). A sign test and Wilcoxon's signed-rank test
+    (mid-p, on the same flips) did no better near the edges, and test another quantity than the
+    mean. At 30 prompts and a mean of 0.01-0.02 or 0.95-0.99 no test can do much: a handful of
+    prompts differ. The t interval covers true shifts near the edges better than the sign-flip
+    test's inversion (``interval="inverted"``; pass@4, 100 prompts, mean 0.98: 0.70 against
+    0.60), though neither keeps 95% there (a small evaluation often lacks the few prompts that
+    carry the difference); the p-value and the t interval can then disagree at the margin.
+    ``interval="newcombe"`` (Newcombe's method 10 on each run's ``"wilson-edge"`` interval) keeps
+    at least 0.94 in every cell, null and shift, at 3-13 times the t's width at 30 prompts
+    and a mean of 0.01 or 0.99.
 
     Parameters
     ----------
@@ -272,19 +308,32 @@ def paired_difference(
         Cluster label of each prompt.
     power : float, keyword-only
         Power at which ``mde`` is reported.
-    test : {"t", "sign-flip"}, keyword-only
-        The test behind ``p_value``. ``"t"``: the Student-t test above. ``"sign-flip"``: the
-        paired randomization test of H0 "each ``d_i`` (each cluster's total, with ``clusters``)
-        is symmetric about 0": the statistic ``|sum d_i|`` (for a fixed ``sum d_i^2`` the same
-        order as ``|t|``) against its values over the ``2^m`` sign flips of the ``m`` nonzero
-        differences, all of them when ``m <= 16``, else ``n_flips`` random ones. The p-value is
-        the mid-p ``P(|S*| > |S|) + P(|S*| = |S|) / 2`` (with the observed flip counted among the
-        random ones), not the standard ``P(|S*| >= |S|)``: with the few nonzero differences of an
-        evaluation near an edge the standard one can never reach 5% (``m = 5``: its least value
-        is ``2 / 32``), and the mid-p is the one whose size stays close to the level there (see
-        ``bench/RESULTS.md``). The interval, ``se``, ``df`` and ``mde`` stay the t ones (an
-        interval by inverting the randomization test would need a test per candidate shift, all
-        ``P`` differences nonzero): the interval and the p-value can then disagree at the margin.
+    test : {"sign-flip", "t", "signed-rank"}, keyword-only
+        The test behind ``p_value``. ``"sign-flip"`` (the default): the paired randomization test
+        of H0 "each ``d_i`` (each cluster's total, with ``clusters``) is symmetric about 0" (two
+        runs of one model are exchangeable): the statistic ``|sum d_i|`` (for a fixed
+        ``sum d_i^2`` the same order as ``|t|``) against its values over the ``2^m`` sign flips
+        of the ``m`` nonzero differences, all of them when ``m <= 16``, else ``n_flips`` random
+        ones. The p-value is the mid-p ``P(|S*| > |S|) + P(|S*| = |S|) / 2`` (with the observed
+        flip counted among the random ones), not the standard ``P(|S*| >= |S|)``: with the few
+        nonzero differences of an evaluation near an edge the standard one can never reach 5%
+        (``m = 5``: its least value is ``2 / 32``), and the mid-p is the one whose size stays
+        close to the level there. ``"signed-rank"``: Wilcoxon's signed-rank test, the same
+        sign flips of the nonzero differences' signed ranks (:func:`signed_ranks`), mid-p: valid
+        for the same H0 (two runs of one model), more power where the differences are heavy
+        tailed (pass@4 at 100-300 prompts and a mean of 0.5: about 0.5 against 0.42-0.45), but a
+        test of "B tends to beat A on a prompt", not of the mean difference reported. ``"t"``:
+        the Student-t test above.
+    interval : {"t", "inverted", "newcombe"}, keyword-only
+        ``"t"`` (the default): the Student-t interval above, whatever the test. ``"newcombe"``:
+        Newcombe's interval from each run's ``"wilson-edge"`` interval
+        (:func:`newcombe_interval`): it keeps 95% near the edges where the t and the inversion
+        do not, and is wider there (``bench/RESULTS.md``). ``"inverted"``:
+        the sign-flip test's inversion (:func:`sign_flip_interval`: the shifts ``theta`` whose
+        test of ``d_i - theta`` keeps H0, over all ``P`` units: all ``2^P`` flips up to 16
+        prompts or clusters, else ``n_flips`` random ones); with 4 units or fewer no shift is
+        rejected at 5% and it is ``(-inf, inf)``. ``ci_method`` names the one used. ``se``,
+        ``df`` and ``mde`` are the t ones either way.
     n_flips : int, keyword-only
         Random sign flips of the sign-flip test when it does not enumerate.
     seed : int, keyword-only
@@ -305,24 +354,29 @@ def paired_difference(
 
     Examples
     --------
-    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25])
+    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], test="t")
     >>> round(r.diff, 3), round(r.se, 3), round(r.p_value, 3), r.n, r.method
     (0.15, 0.061, 0.07, 5, 'paired t')
-    >>> paired_difference([0.5, 1.0], [0.75, 1.25]).p_value
+    >>> paired_difference([0.5, 1.0], [0.75, 1.25], test="t").p_value
     0.0
-    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], test="sign-flip")
-    >>> r.p_value, r.method
-    (0.125, 'paired sign-flip, mid-p (all 8 sign flips)')
+    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25])
+    >>> r.p_value, r.method, r.ci_method
+    (0.125, 'paired sign-flip, mid-p (all 8 sign flips)', 'Student t')
+    >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], interval="inverted")
+    >>> r.ci_low, r.ci_high, r.ci_method
+    (0.0, 0.25, 'inverted sign-flip, mid-p (all 32 sign flips)')
     """
     confidence = check_level(confidence, "confidence")
     power = check_level(power, "power")
     if test not in TESTS:
         raise ValueError(f"test must be one of {', '.join(TESTS)}; got {test!r}")
+    if interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {', '.join(INTERVALS)}; got {interval!r}")
     n_flips = check_int(n_flips, "n_flips", minimum=1)
     seed = check_seed(seed)
     a, b, codes, g = _paired_inputs(a, b, clusters)
     p = int(a.size)
-    method = "paired t" if g is None else f"paired t, clustered ({g} clusters)"
+    method = TEST_NAMES[test] + ("" if test == "t" else ", mid-p") + _clustered(g)
     if p == 0:
         warn_undefined("paired_difference needs at least two prompts; got 0: returning NaN")
         nan = math.nan
@@ -333,12 +387,19 @@ def paired_difference(
     diff = float(d.mean())
     se, df = _paired_se(a, b, d, diff, codes, g)
     ci_low, ci_high, p_value, mde, stat = _t_inference(diff, se, df, confidence, power)
-    if test == "sign-flip" and not math.isnan(se):
-        units = d if codes is None else np.bincount(codes, weights=d)
+    ci_method = T_INTERVAL
+    units = d if codes is None else np.bincount(codes, weights=d)
+    if test != "t" and not math.isnan(se):
         scale = ROUNDING * max(np.abs(a).max(), np.abs(b).max())
-        p_value, m, exact = sign_flip_p(units, scale, n_flips=n_flips, seed=seed)
-        flips = f"all {2**m} sign flips" if exact else f"{n_flips} random sign flips"
-        method = f"paired sign-flip, mid-p ({flips})" + ("" if g is None else f", clustered ({g} clusters)")
+        scores = units if test == "sign-flip" else signed_ranks(units, scale)
+        p_value, m, exact = sign_flip_p(scores, scale, n_flips=n_flips, seed=seed)
+        method = f"{TEST_NAMES[test]}, mid-p ({_flips_words(exact, m, n_flips)})" + _clustered(g)
+    if interval == "inverted" and not math.isnan(se):
+        weights = np.ones(d.size) if codes is None else np.bincount(codes).astype(np.float64)
+        ci_low, ci_high, exact = sign_flip_interval(units, weights, confidence, n_flips=n_flips, seed=seed)
+        ci_method = f"inverted sign-flip, mid-p ({_flips_words(exact, int(units.size), n_flips)})"
+    elif interval == "newcombe" and not math.isnan(se):
+        ci_low, ci_high, ci_method = newcombe_interval(a, b, confidence, codes)
     return PairedDifference(
         mean_a=float(a.mean()),
         mean_b=float(b.mean()),
@@ -356,7 +417,173 @@ def paired_difference(
         power=power,
         df=df,
         statistic=stat,
+        ci_method=ci_method,
     )
+
+
+def signed_ranks(units: np.ndarray, scale: float = 0.0) -> np.ndarray:
+    """The units' signed ranks (Wilcoxon 1945): ``sign(u) * rank(|u|)`` over the units with
+    ``|u| > scale``, average ranks for ties; units within ``scale`` of 0 are 0 (dropped).
+
+    Examples
+    --------
+    >>> signed_ranks(np.array([0.5, -0.25, 0.0, 0.25, 1.0])).tolist()
+    [3.0, -1.5, 0.0, 1.5, 4.0]
+    """
+    from scipy.stats import rankdata
+
+    out = np.zeros_like(units, dtype=np.float64)
+    keep = np.abs(units) > scale
+    out[keep] = np.sign(units[keep]) * rankdata(np.abs(units[keep]))
+    return out
+
+
+def newcombe_interval(
+    a: np.ndarray, b: np.ndarray, confidence: float = 0.95, clusters: Any = None
+) -> tuple[float, float, str]:
+    """Newcombe's interval for ``mean(b) - mean(a)`` from each run's own interval.
+
+    Newcombe (1998, "Improved confidence intervals for the difference between binomial
+    proportions based on paired data", method 10) with each run's interval from
+    :func:`~rlmetrics.validation.exact.intervals.column_intervals` (``"wilson-edge"`` where a
+    run's values are in [0, 1], else t) and ``r`` the correlation of ``a`` and ``b`` over prompts
+    (0 where undefined)::
+
+        low  = d - sqrt((m_b - l_b)^2 - 2 r (m_b - l_b)(u_a - m_a) + (u_a - m_a)^2)
+        high = d + sqrt((u_b - m_b)^2 - 2 r (u_b - m_b)(m_a - l_a) + (m_a - l_a)^2)
+
+    Each run's edge-adjusted interval stays wide where the few prompts off an edge may be absent,
+    so this one keeps its coverage there (``bench/RESULTS.md``), at a price in width.
+
+    Returns
+    -------
+    (ci_low, ci_high, ci_method) : (float, float, str)
+
+    Examples
+    --------
+    >>> lo, hi, how = newcombe_interval(np.zeros(30), np.zeros(30))
+    >>> round(lo, 3), round(hi, 3), how
+    (-0.114, 0.114, 'Newcombe (method 10) on wilson-edge intervals')
+    """
+    from rlmetrics.validation.exact.intervals import DEFAULT_CI, column_intervals
+
+    iv = column_intervals(
+        np.stack([a, b], axis=1), method=DEFAULT_CI, confidence=confidence, clusters=clusters
+    )
+    (m_a, m_b), (l_a, l_b), (u_a, u_b) = iv.value, iv.ci_low, iv.ci_high
+    r = _correlation(a, b)
+    r = 0.0 if math.isnan(r) else r
+    d = float(m_b - m_a)
+    down = (m_b - l_b) ** 2 - 2.0 * r * (m_b - l_b) * (u_a - m_a) + (u_a - m_a) ** 2
+    up = (u_b - m_b) ** 2 - 2.0 * r * (u_b - m_b) * (m_a - l_a) + (m_a - l_a) ** 2
+    how = "/".join(dict.fromkeys(iv.method))
+    return (
+        d - math.sqrt(max(float(down), 0.0)),
+        d + math.sqrt(max(float(up), 0.0)),
+        f"Newcombe (method 10) on {how} intervals",
+    )
+
+
+def _clustered(g: int | None) -> str:
+    return "" if g is None else f", clustered ({g} clusters)"
+
+
+def _flips_words(exact: bool, m: int, n_flips: int) -> str:
+    return f"all {2**m} sign flips" if exact else f"{n_flips} random sign flips"
+
+
+def sign_flip_interval(
+    units: np.ndarray,
+    weights: np.ndarray | None = None,
+    confidence: float = 0.95,
+    *,
+    n_flips: int = 5000,
+    seed: int = 0,
+    mid_p: bool = True,
+) -> tuple[float, float, bool]:
+    """The interval of the shifts ``theta`` that the sign-flip test of ``units - theta * weights`` keeps.
+
+    The inversion of the test of :func:`sign_flip_p` (Hartigan 1969; Garthwaite 1996 for
+    randomization intervals): ``theta`` is in the interval when the test of H0 "each
+    ``units_j - theta weights_j`` is symmetric about 0" has a p-value ``>= 1 - confidence``. For a
+    sign vector that flips the set ``F`` of units, ``|sum_j s_j (u_j - theta w_j)|`` is at least the
+    observed ``|sum_j (u_j - theta w_j)|`` exactly when ``theta`` lies between the two sets' means
+    ``sum_F u / sum_F w`` and ``sum_notF u / sum_notF w`` (the flip of none or of every unit ties
+    with the observed at every ``theta``), so the p-value over ``theta`` is a count of intervals,
+    found for every ``theta`` at once by sorting their ends.
+
+    Parameters
+    ----------
+    units : float array, shape (G,)
+        Per-prompt differences, or per-cluster totals.
+    weights : float array, shape (G,), optional
+        Prompts in each unit (cluster sizes); ones by default. The interval is for the mean
+        ``sum(units) / sum(weights)``.
+    confidence : float
+        Level of the interval.
+    n_flips, seed : int, keyword-only
+        Random sign flips (from ``numpy.random.default_rng(seed)``) when ``G`` exceeds
+        :data:`EXACT_FLIPS`; else all ``2^G``. Random flips count the observed signs among them.
+    mid_p : bool, keyword-only
+        Invert the mid-p (as :func:`paired_difference` does) or the standard p-value.
+
+    Returns
+    -------
+    (ci_low, ci_high, exact) : (float, float, bool)
+        The hull of the shifts kept (it contains the mean, whose p-value is 1).
+
+    Examples
+    --------
+    >>> lo, hi, exact = sign_flip_interval(np.array([0.25, 0.5, 0.0, 0.0, 0.25]))
+    >>> float(lo), float(hi), exact
+    (0.0, 0.5, True)
+    """
+    u = np.asarray(units, dtype=np.float64)
+    w = np.ones_like(u) if weights is None else np.asarray(weights, dtype=np.float64)
+    total_u, total_w = float(u.sum()), float(w.sum())
+    exact = u.size <= EXACT_FLIPS
+    flipped_u, flipped_w = _flip_sums(u, w, exact, n_flips, seed)
+    tie = 0.5 if mid_p else 1.0
+    degenerate = (flipped_w == 0.0) | (flipped_w == total_w)
+    base = tie * np.count_nonzero(degenerate) + (0.0 if exact else tie)  # random: the observed signs
+    n = flipped_u.size + (0 if exact else 1)
+    fu, fw = flipped_u[~degenerate], flipped_w[~degenerate]
+    r1, r2 = fu / fw, (total_u - fu) / (total_w - fw)
+    lo, hi = np.sort(np.minimum(r1, r2)), np.sort(np.maximum(r1, r2))
+    # the count is constant between consecutive ends: judge each gap at its midpoint (no ties
+    # there), the two unbounded gaps by the ties alone; the interval is the hull of those kept
+    ends = np.unique(np.concatenate([lo, hi]))
+    mids = (ends[:-1] + ends[1:]) / 2.0
+    count = np.searchsorted(lo, mids) - np.searchsorted(hi, mids)
+    need = (1.0 - confidence) * n - 1e-9
+    mean = total_u / total_w
+    if base >= need:  # too few units for any shift to be rejected
+        return -math.inf, math.inf, exact
+    kept = np.flatnonzero(count + base >= need)
+    if kept.size == 0:
+        return mean, mean, exact
+    return float(min(ends[kept[0]], mean)), float(max(ends[kept[-1] + 1], mean)), exact
+
+
+def _flip_sums(
+    u: np.ndarray, w: np.ndarray, exact: bool, n_flips: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sums of ``u`` and of ``w`` over the flipped units of every sign vector (all, or random ones)."""
+    g = int(u.size)
+    uw = np.stack([u, w], axis=1)
+    if exact:
+        bits = ((np.arange(2**g)[:, None] >> np.arange(g)) & 1).astype(np.float64)
+        sums = bits @ uw
+        return sums[:, 0], sums[:, 1]
+    rng = np.random.default_rng(seed)
+    chunk = max(1, 2_000_000 // max(g, 1))  # rows a block: at most ~16 MB of flips at once
+    blocks = []
+    for start in range(0, n_flips, chunk):
+        rows = min(chunk, n_flips - start)
+        packed = rng.integers(0, 256, size=(rows, (g + 7) // 8), dtype=np.uint8)
+        blocks.append(np.unpackbits(packed, axis=1, count=g).astype(np.float64) @ uw)
+    sums = np.concatenate(blocks)
+    return sums[:, 0], sums[:, 1]
 
 
 def sign_flip_p(

@@ -24,6 +24,7 @@ from rlmetrics.validation.comparison.curves import compare_curves, pass_at_k_cur
 from rlmetrics.validation.comparison.equivalence import check_margin
 from rlmetrics.validation.comparison.family import adjust_comparisons, check_adjust
 from rlmetrics.validation.comparison.paired import (
+    DEFAULT_TEST,
     TESTS,
     PairedDifference,
     match_prompts,
@@ -48,7 +49,7 @@ def compare_tables(
     seed: int = 0,
     adjust: str = "holm",
     margin: float | None = None,
-    test: str = "t",
+    test: str = DEFAULT_TEST,
 ) -> list[TableComparison]:
     """Paired differences of B minus A on the prompts the two runs share.
 
@@ -69,10 +70,12 @@ def compare_tables(
         (:func:`~rlmetrics.validation.comparison.family.adjust_comparisons`).
     margin : float > 0, optional, keyword-only
         Non-inferiority / equivalence margin: each metric's two one-sided tests and verdict.
-    test : {"t", "sign-flip"}, keyword-only
+    test : {"sign-flip", "t", "signed-rank"}, keyword-only
         The paired test behind each metric's p-value
-        (:func:`~rlmetrics.validation.comparison.paired.paired_difference`; the sign-flip test's
-        random flips drawn from ``seed``); the intervals are the t ones either way.
+        (:func:`~rlmetrics.validation.comparison.paired.paired_difference`): the sign-flip test
+        (mid-p) by default, its random flips drawn from ``seed``; Student's t; or Wilcoxon's
+        signed-rank test (mid-p). The intervals
+        are the t ones either way. Each result's ``method`` and ``ci_method`` name them.
 
     Returns
     -------
@@ -121,7 +124,7 @@ def _compare_pair(
     curves: bool,
     n_boot: int,
     seed: int,
-    test: str = "t",
+    test: str = DEFAULT_TEST,
 ) -> TableComparison:
     matched = match_prompts(ta.keys, tb.keys)
     ia, ib = matched.a, matched.b
