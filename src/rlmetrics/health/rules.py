@@ -55,7 +55,7 @@ import numpy as np
 from rlmetrics import keys as K
 from rlmetrics.health.categories import check_groups, fold_findings, in_category, split_history
 from rlmetrics.health.findings import ERROR, WARNING, Diagnosis, Finding, History, Series, Skipped, as_history
-from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, with_signals
+from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, resolving, with_signals
 from rlmetrics.health.smoothing import (
     SeriesCache,
     debiased_ema,
@@ -64,6 +64,7 @@ from rlmetrics.health.smoothing import (
     last_persistent,
     noise_sigma,
     rolling_baseline,
+    series_median,
     window_counts,
     window_median,
 )
@@ -255,6 +256,8 @@ def _series(history: History, kind: str, *signals: str) -> list[Series] | Skippe
 
 
 def _too_short(kind: str, s: Series, needed: int) -> Skipped | None:
+    if needed <= s.values.size and np.isfinite(s.values[: max(needed, 0)]).all():
+        return None  # the first points are enough: the rest need not be counted
     have = int(np.isfinite(s.values).sum())
     if have >= needed:
         return None
@@ -280,7 +283,7 @@ def _at_or_before(steps: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Index of the last of ``steps`` (increasing, no step twice) at or before each of ``at``
     (-1 before the first): ``np.searchsorted(steps, at, side="right") - 1``, without the search
     where ``at`` are ``steps`` (two signals of one run, logged at the same steps)."""
-    if at.shape == steps.shape and np.array_equal(at, steps):
+    if at is steps or (at.shape == steps.shape and np.array_equal(at, steps)):
         return np.arange(steps.size)
     return np.searchsorted(steps, at, side="right") - 1
 
@@ -288,7 +291,7 @@ def _at_or_before(steps: np.ndarray, at: np.ndarray) -> np.ndarray:
 def _common_steps(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The steps two series share and their indices in each (steps increasing, no step twice):
     ``np.intersect1d(a, b, return_indices=True)``, without its sort where they are the same."""
-    if a.shape == b.shape and np.array_equal(a, b):
+    if a is b or (a.shape == b.shape and np.array_equal(a, b)):
         return a.copy(), np.arange(a.size), np.arange(b.size)
     return np.intersect1d(a, b, return_indices=True)
 
@@ -696,7 +699,7 @@ def _tail_median(s: Series | None, n: int) -> float | None:
     if s is None:
         return None
     x = s.values[np.isfinite(s.values)][-n:]
-    return float(np.median(x)) if x.size else None
+    return series_median(x) if x.size else None
 
 
 def _reward_rise(history: History, n: int) -> float | None:
@@ -707,7 +710,7 @@ def _reward_rise(history: History, n: int) -> float | None:
     x = reward.values[np.isfinite(reward.values)]
     if x.size < 2 * n:
         return None
-    gain = float(np.median(x[-n:]) - np.median(x[:n]))
+    gain = series_median(x[-n:]) - series_median(x[:n])
     sigma = noise_sigma(x)
     if sigma > 0:
         return gain / sigma
@@ -1017,7 +1020,7 @@ def reward_hacking(history: History, p: Params) -> Result:
         after, before = after[np.isfinite(after)], before[np.isfinite(before)]
         flags[i] = (
             bool(after.size and before.size)
-            and np.median(after) - np.median(before) > p["train_sigmas"] * r_sigma
+            and series_median(after) - series_median(before) > p["train_sigmas"] * r_sigma
         )
     hit = _persist(flags, p)
     if hit is None:
@@ -1074,7 +1077,7 @@ def _runaway(
     upto = s.values[(s.steps <= t0) & np.isfinite(s.values)][-w:]
     if upto.size == 0:
         return None
-    anchor = float(np.median(upto))
+    anchor = series_median(upto)
     recent = window_median(s.values, window=w)
     with np.errstate(invalid="ignore"):
         flags = (s.steps > t0) & high_at(s.steps) & flags_of(recent, anchor)
@@ -2452,6 +2455,7 @@ def _run_rules(
     """The findings and the skipped checks of the rules ``kinds`` over one history."""
     findings: list[Finding] = []
     skipped: list[Skipped] = []
+    history = resolving(history)  # the rules read the same signals: each resolved once
     for kind in kinds:
         result = RULES[kind](history, params[kind])
         if isinstance(result, Finding):

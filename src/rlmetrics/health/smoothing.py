@@ -34,12 +34,48 @@ __all__ = [
     "last_persistent",
     "noise_sigma",
     "rolling_baseline",
+    "series_median",
     "window_counts",
     "window_median",
 ]
 
 #: MAD * 1.4826 estimates the standard deviation of normal data.
 MAD_TO_SIGMA = 1.4826
+
+
+def series_median(values: np.ndarray) -> float:
+    """``float(np.median(values))`` of a 1-d array, several times faster, the same float.
+
+    ``np.median`` partitions at the middle and at the end (for its NaN check), with a few
+    calls around it; one partition at the middle gives the same middle points (an array holding
+    a NaN is left to ``np.median``). A signed zero may come back with the other sign where the
+    middle points are zeros of both signs (``np.median`` leaves that to its partition as well).
+
+    Examples
+    --------
+    >>> series_median(np.array([3.0, 1.0, 2.0, 10.0]))
+    2.5
+    """
+    x = np.asarray(values, dtype=np.float64).reshape(-1)
+    n = x.size
+    if n == 0 or np.isnan(x).any():
+        return float(np.median(x))
+    half = n // 2
+    part = np.partition(x, half)
+    if n % 2:
+        return float(part[half])
+    # the mean of the two middle points, as np.median takes it (a sum of the two, halved)
+    return float(np.add.reduce(np.array([part[:half].max(), part[half]])) / 2)
+
+
+def _median_rows(rows: np.ndarray) -> np.ndarray:
+    """``np.median(rows, axis=1)`` of rows without NaN: short rows sorted (several times faster
+    than ``np.median``'s partition at the middle and at the end), the same floats."""
+    half = rows.shape[1] // 2
+    ordered = np.sort(rows, axis=1)
+    if rows.shape[1] % 2:
+        return ordered[:, half]
+    return np.mean(ordered[:, half - 1 : half + 1], axis=1)
 
 
 def debiased_ema(values: np.ndarray, weight: float = 0.6) -> np.ndarray:
@@ -200,8 +236,8 @@ def frozen_baseline(values: np.ndarray, *, window: int, log: bool = False, skip:
     if usable.size < window:
         return None
     sample = x[usable]
-    median = float(np.median(sample))
-    mad = float(np.median(np.abs(sample - median)))
+    median = series_median(sample)
+    mad = series_median(np.abs(sample - median))
     return Baseline(median=median, mad=mad, log=log, n=int(usable.size), last_index=int(usable[-1]))
 
 
@@ -238,7 +274,7 @@ def noise_sigma(values: np.ndarray) -> float:
 
 def _noise_sigma(x: np.ndarray) -> float:
     d = np.diff(x)
-    return float(np.median(np.abs(d - np.median(d))) * MAD_TO_SIGMA / np.sqrt(2.0))
+    return float(series_median(np.abs(d - series_median(d))) * MAD_TO_SIGMA / np.sqrt(2.0))
 
 
 def rolling_baseline(values: np.ndarray, *, window: int, log: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -276,15 +312,15 @@ def _rolling(x: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _row_nanmedian(rows: np.ndarray) -> np.ndarray:
-    """``np.nanmedian(rows, axis=1)``: the rows without NaN by ``np.median`` (a partition, many
+    """``np.nanmedian(rows, axis=1)``: the rows without NaN sorted (:func:`_median_rows`, many
     times faster than nanmedian's masked arrays), only the others by ``nanmedian``."""
     if rows.shape[0] == 0:
         return np.zeros(0)
     holes = np.isnan(rows).any(axis=1)
     if not holes.any():
-        return np.median(rows, axis=1)
+        return _median_rows(rows)
     out = np.empty(rows.shape[0])
-    out[~holes] = np.median(rows[~holes], axis=1)
+    out[~holes] = _median_rows(rows[~holes])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a window of only non-finite points: NaN
         out[holes] = np.nanmedian(rows[holes], axis=1)
@@ -357,17 +393,18 @@ def first_persistent(flags: np.ndarray, *, k: int, n: int, start: int = 0) -> tu
     """
     if not 1 <= k <= n:
         raise ValueError(f"persistence needs 1 <= k <= n; got k={k}, n={n}")
-    f = np.array(flags, dtype=bool).reshape(-1)
-    f[: max(start, 0)] = False
-    if f.size == 0:
+    f = np.asarray(flags, dtype=bool).reshape(-1)[max(start, 0) :]
+    if np.count_nonzero(f) < k:
         return None
-    counts = window_counts(f, n)
-    hits = np.flatnonzero(counts >= k)
+    # a window first holds k flagged points at the k-th of k flagged points within n points: the
+    # first j where flagged[j + k - 1] - flagged[j] < n (the window's first flagged point is
+    # flagged[j]: one before it would have made an earlier window qualify)
+    flagged = np.flatnonzero(f)
+    hits = np.flatnonzero(flagged[k - 1 :] - flagged[: flagged.size - k + 1] < n)
     if hits.size == 0:
         return None
-    end = int(hits[0])
-    window = np.flatnonzero(f[max(end - n + 1, 0) : end + 1])
-    return max(end - n + 1, 0) + int(window[0]), end
+    j, offset = int(hits[0]), max(start, 0)
+    return offset + int(flagged[j]), offset + int(flagged[j + k - 1])
 
 
 def last_persistent(flags: np.ndarray, *, k: int, n: int) -> tuple[int, int] | None:
