@@ -269,20 +269,26 @@ def test_series_cache_extends_long_random_walks_with_gaps(seed):
     with_cache, without = _grown(x, cuts, cache)
     assert with_cache == without
     # every window statistic after the first cut was computed over the new points only (the EMA
-    # too: 1000 points is past where its debiasing divides by 1), a prefix seen again is a hit
-    assert cache.extended == 5 * (4 + 3 + 3) and cache.hits >= 4 + 3 + 3
+    # too: 1000 points is past where its debiasing divides by 1; the noise from its sorted
+    # differences), a prefix seen again is a hit
+    assert cache.extended == 5 * (4 + 3 + 3 + 1) and cache.hits >= 4 + 3 + 3 + 1
 
 
-def test_series_cache_results_can_be_changed_by_the_caller():
+def test_series_cache_results_are_read_only_views_never_written_again():
     cache = SeriesCache()
     x = np.arange(50.0)
     with cache.active():
         first = window_median(x, window=3)
-        first[:] = -1.0  # a rule writes into its copy (reward_hacking does)
-        again = window_median(x, window=3)
-        grown = window_median(np.arange(51.0), window=3)
-    assert _bits(again) == _bits(window_median(x, window=3))
+        smoothed = debiased_ema(x)
+        with pytest.raises(ValueError, match="read-only"):
+            first[:] = -1.0  # a rule that writes into a result copies it first (reward_hacking does)
+        before = _bits(first), _bits(smoothed)
+        grown = window_median(np.arange(51.0), window=3)  # written after the points handed out
+        grown_ema = debiased_ema(np.arange(51.0))
+    assert (_bits(first), _bits(smoothed)) == before  # what was handed out did not change
     assert _bits(grown) == _bits(window_median(np.arange(51.0), window=3))
+    assert _bits(grown_ema) == _bits(debiased_ema(np.arange(51.0)))
+    assert window_median(x, window=3).flags.writeable  # without a cache: a fresh array
 
 
 def test_series_cache_computes_a_rewritten_series_whole_and_drops_what_is_not_asked_for():

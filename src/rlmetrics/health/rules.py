@@ -1004,7 +1004,7 @@ def reward_hacking(history: History, p: Params) -> Result:
     steps, raw = val.steps[finite], val.values[finite]
     # validation is sparse and noisy: a median of 3 points keeps one lucky evaluation from
     # setting a best the run never reaches again
-    values = window_median(raw, window=3)
+    values = window_median(raw, window=3).copy()  # written below (a cached result is read-only)
     values[:2] = [raw[0], np.median(raw[:2])][: values[:2].size]
     best = np.maximum.accumulate(values)
     peak = np.array([int(np.flatnonzero(values[: i + 1] == best[i])[0]) for i in range(values.size)])
