@@ -350,9 +350,16 @@ def _reward_gain(
     """
     rs, rv = reward.steps, reward.values
     wm = window_median(rv, window=window)
-    idx = _at_or_before(rs, at_steps)
     gain = np.full(at_steps.shape, np.nan)
-    ok = idx >= 2 * window - 1
+    first = 2 * window - 1
+    if at_steps is rs or (at_steps.shape == rs.shape and np.array_equal(at_steps, rs)):
+        # at the reward's own steps (signals logged together): the points from the first with
+        # 2 * window points up to it, and the windows before them, as slices
+        reference = wm[window - 1] if since_start else wm[first - window : rs.size - window]
+        gain[first:] = wm[first:] - reference
+        return gain
+    idx = np.searchsorted(rs, at_steps, side="right") - 1
+    ok = idx >= first
     reference = np.full(ok.sum(), wm[window - 1]) if since_start else wm[idx[ok] - window]
     gain[ok] = wm[idx[ok]] - reference
     return gain
@@ -375,8 +382,12 @@ def _start_level(values: np.ndarray, level: float, *, skip: int = 0) -> float:
     with it, and the frozen level then hides it: the first point is the level before it.
     """
     x = values[skip:]
-    first = x[np.isfinite(x) & (x > 0)][:1]
-    return max(level, float(first[0])) if first.size else level
+    for lo in range(0, x.size, 256):  # looked for from the start: usually among the first points
+        chunk = x[lo : lo + 256]
+        first = np.flatnonzero(np.isfinite(chunk) & (chunk > 0))
+        if first.size:
+            return max(level, float(chunk[first[0]]))
+    return level
 
 
 def _below_baseline(
