@@ -537,7 +537,7 @@ class _Entry:
 
     def __init__(self, x: np.ndarray, out: tuple[Any, ...], state: Any = None) -> None:
         self.n, self.x = x.size, _with_room(x)
-        self.out = tuple(_with_room(o) if isinstance(o, np.ndarray) else o for o in out)
+        self.out: tuple[Any, ...] = tuple(_with_room(o) if isinstance(o, np.ndarray) else o for o in out)
         self.state, self.used = state, True
 
     def input(self) -> np.ndarray:
