@@ -1164,7 +1164,8 @@ def reward_gaming(history: History, p: Params) -> Result:
         return Skipped(p.kind, f"validation is logged ({val.key}): reward_hacking judges this run")
     w, k = int(p["window"]), int(p["k"])
     finite = np.isfinite(logged.values)
-    reward = Series(logged.key, logged.steps[finite], logged.values[finite])
+    # every point finite (the usual case): the series itself, its steps those of the other signals
+    reward = logged if finite.all() else Series(logged.key, logged.steps[finite], logged.values[finite])
     if short := _too_short(p.kind, reward, 2 * w + k):
         return short
     top, saturated = _saturated(reward, p)
