@@ -100,6 +100,21 @@ def test_the_mapping_form_and_the_old_home():
 
 
 @pytest.mark.parametrize(
+    ("steps", "sorted_steps"),
+    [([0, 1, 2], [0, 1, 2]), ([2, 0, 1], [0, 1, 2]), ([0, 1, 1], [0, 1])],
+    ids=["in-order", "out-of-order", "step-twice"],
+)
+def test_keys_sharing_one_steps_array_are_each_put_in_order(steps, sorted_steps):
+    shared = np.asarray(steps, dtype=np.int64)
+    data = {"a": (shared, np.array([0.1, 0.2, 0.3])), "b": (shared, np.array([1.0, 2.0, 3.0]))}
+    h = as_history(data)
+    for key, (s, v) in h.items():
+        expected = {st: val for st, val in zip(steps, data[key][1].tolist(), strict=True)}  # last kept
+        assert s.tolist() == sorted_steps and v.tolist() == [expected[st] for st in sorted_steps]
+    assert (h["a"][0] is shared) == (steps == sorted_steps)  # in order: the very array, not a copy
+
+
+@pytest.mark.parametrize(
     ("data", "error", "match"),
     [
         (3, TypeError, "history must be a list of rows or a mapping key -> .steps, values.; got int"),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlmetrics import keys as K
-from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, with_signals
+from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, resolving, with_signals
 
 #: Every string the keys module defines (full keys and TRL's bare names).
 KEY_STRINGS = {v for name, v in vars(K).items() if name.isupper() and isinstance(v, str)}
@@ -104,6 +104,33 @@ def test_resolve_all_lists_every_present_candidate_in_order():
     h = {K.TRL_KL: series(1.0), K.ACTOR_REWARD_KL_PENALTY: series(1.0), "unrelated": series(1.0)}
     assert resolve_all(h, "kl_ref") == [K.ACTOR_REWARD_KL_PENALTY, K.TRL_KL]
     assert resolve_all(h, "entropy") == []
+
+
+@pytest.mark.parametrize("named", [None, {"reward": "custom_reward"}], ids=["candidates", "named"])
+def test_resolving_finds_what_resolve_finds_once(named):
+    val_a = K.val_metric(K.VAL_CORE_PREFIX, "math", "acc", "mean@4")
+    val_b = K.val_metric(K.VAL_CORE_PREFIX, "gsm8k", "reward", "mean@1")
+    h = {
+        val_a: series(0.1, 0.2),
+        val_b: series(0.1, np.nan, 0.3),  # as many finite points: acc first
+        K.ACTOR_ENTROPY: series(),
+        K.TRL_ENTROPY: series(0.5),
+        K.TRL_KL: series(1.0),
+        K.ACTOR_REWARD_KL_PENALTY: series(2.0),
+        "custom_reward": series(0.4, 0.5),
+        K.SCORE_MEAN: series(0.1),
+    }
+    plain = with_signals(h, named)
+    memo = resolving(plain)
+    for signal in sorted(SIGNALS):
+        for _ in range(2):  # the second answer from what the first found
+            got, expected = resolve(memo, signal), resolve(plain, signal)
+            assert (got is None) == (expected is None)
+            assert got is None or (got.key == expected.key and got.values is expected.values)
+            assert resolve_all(memo, signal) == resolve_all(plain, signal)
+    assert resolve(memo, "val_score").key == val_a and resolve(memo, "entropy").key == K.TRL_ENTROPY
+    assert resolve(memo, "reward").key == ("custom_reward" if named else K.SCORE_MEAN)
+    assert resolve(memo, "reward") is resolve(memo, "reward")
 
 
 @pytest.mark.parametrize("fn", [resolve, resolve_all], ids=["resolve", "resolve_all"])

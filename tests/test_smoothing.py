@@ -12,12 +12,15 @@ from hypothesis import strategies as st
 from rlmetrics.health.smoothing import (
     MAD_TO_SIGMA,
     SeriesCache,
+    _kth_deviation,
+    _sorted_noise_sigma,
     debiased_ema,
     first_persistent,
     frozen_baseline,
     last_persistent,
     noise_sigma,
     rolling_baseline,
+    series_median,
     window_counts,
     window_median,
 )
@@ -269,20 +272,26 @@ def test_series_cache_extends_long_random_walks_with_gaps(seed):
     with_cache, without = _grown(x, cuts, cache)
     assert with_cache == without
     # every window statistic after the first cut was computed over the new points only (the EMA
-    # too: 1000 points is past where its debiasing divides by 1), a prefix seen again is a hit
-    assert cache.extended == 5 * (4 + 3 + 3) and cache.hits >= 4 + 3 + 3
+    # too: 1000 points is past where its debiasing divides by 1; the noise from its sorted
+    # differences), a prefix seen again is a hit
+    assert cache.extended == 5 * (4 + 3 + 3 + 1) and cache.hits >= 4 + 3 + 3 + 1
 
 
-def test_series_cache_results_can_be_changed_by_the_caller():
+def test_series_cache_results_are_read_only_views_never_written_again():
     cache = SeriesCache()
     x = np.arange(50.0)
     with cache.active():
         first = window_median(x, window=3)
-        first[:] = -1.0  # a rule writes into its copy (reward_hacking does)
-        again = window_median(x, window=3)
-        grown = window_median(np.arange(51.0), window=3)
-    assert _bits(again) == _bits(window_median(x, window=3))
+        smoothed = debiased_ema(x)
+        with pytest.raises(ValueError, match="read-only"):
+            first[:] = -1.0  # a rule that writes into a result copies it first (reward_hacking does)
+        before = _bits(first), _bits(smoothed)
+        grown = window_median(np.arange(51.0), window=3)  # written after the points handed out
+        grown_ema = debiased_ema(np.arange(51.0))
+    assert (_bits(first), _bits(smoothed)) == before  # what was handed out did not change
     assert _bits(grown) == _bits(window_median(np.arange(51.0), window=3))
+    assert _bits(grown_ema) == _bits(debiased_ema(np.arange(51.0)))
+    assert window_median(x, window=3).flags.writeable  # without a cache: a fresh array
 
 
 def test_series_cache_computes_a_rewritten_series_whole_and_drops_what_is_not_asked_for():
@@ -323,3 +332,76 @@ def test_window_counts_equals_a_convolution(flags, n):
     f = np.asarray(flags, dtype=bool)
     expected = np.convolve(f.astype(np.int64), np.ones(n, dtype=np.int64))[: f.size]
     np.testing.assert_array_equal(window_counts(f, n), expected)
+
+
+# --- the medians of the hot paths: np.median's floats --------------------------------------------
+
+tied_points = st.one_of(
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 1e308, -1e308, 5e-324]),
+    st.floats(-1e3, 1e3, allow_nan=False),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(tied_points, st.just(math.nan), st.just(math.inf)), min_size=1, max_size=41))
+def test_series_median_is_np_median(xs):
+    x = np.asarray(xs, dtype=np.float64)
+    with np.errstate(all="ignore"):  # two middle points near the largest float: their sum overflows
+        expected, got = float(np.median(x)), series_median(x)
+    assert got == expected or (math.isnan(got) and math.isnan(expected))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(tied_points, min_size=1, max_size=30),
+    st.one_of(tied_points, st.sampled_from([math.inf, -math.inf])),
+    st.data(),
+)
+def test_kth_deviation_is_the_kth_of_the_sorted_deviations(xs, m, data):
+    d = np.sort(np.asarray(xs, dtype=np.float64))
+    k = data.draw(st.integers(1, d.size), label="k")
+    with np.errstate(all="ignore"):  # deviations past the largest float overflow, both ways
+        expected, got = np.sort(np.abs(d - m))[k - 1], _kth_deviation(d, m, k)
+    assert _bits(got) == _bits(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(tied_points, min_size=3, max_size=40))
+def test_noise_sigma_from_sorted_differences_is_the_same_float(xs):
+    x = np.asarray(xs, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        d = np.diff(x)
+        if not np.isfinite(d).all():
+            return  # overflowing differences: the cache computes those whole
+        assert _bits(_sorted_noise_sigma(np.sort(d))) == _bits(noise_sigma(x))
+
+
+@pytest.mark.parametrize("seed", range(3), ids=lambda s: f"seed{s}")
+def test_series_cache_noise_of_a_series_with_many_ties(seed):
+    rng = np.random.default_rng(seed)
+    x = np.cumsum(rng.choice([0.0, 0.0, 0.5, -0.5, 1.0], 400))  # many equal differences, zero MAD
+    cuts = [200, 201, 202, 250, 251, 400]
+    cache = SeriesCache()
+    for c in cuts:
+        with cache.active():
+            got = noise_sigma(x[:c])
+        assert _bits(got) == _bits(noise_sigma(x[:c]))
+    assert cache.extended == len(cuts) - 1
+
+
+def test_series_cache_frozen_baseline_of_a_grown_series_and_of_a_changed_start():
+    rng = np.random.default_rng(0)
+    x = np.abs(rng.normal(1.0, 0.3, 300))
+    x[[2, 5]] = [math.nan, -1.0]  # passed over (and, in log space, the negative point)
+    cache = SeriesCache()
+    for c, log, skip in [(50, True, 0), (51, True, 0), (300, True, 0), (300, False, 3), (301, False, 3)]:
+        y = np.append(x, 2.0)[:c]
+        with cache.active():
+            got = frozen_baseline(y, window=10, log=log, skip=skip)
+        assert got == frozen_baseline(y, window=10, log=log, skip=skip)
+    assert (cache.hits, cache.misses) == (3, 2)
+    changed = x.copy()
+    changed[4] = 7.0  # a point of the baseline window: computed again
+    with cache.active():
+        got = frozen_baseline(changed, window=10, log=True)
+    assert got == frozen_baseline(changed, window=10, log=True) and cache.misses == 3

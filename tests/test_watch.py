@@ -15,7 +15,8 @@ from rlmetrics.errors import RunReadWarning
 from rlmetrics.health.findings import Finding
 from rlmetrics.health.rules import diagnose
 from rlmetrics.health.watch import Watcher, at_least, key_values, run_finished
-from rlmetrics.readers.tail import complete_size, extend_history, read_tail
+from rlmetrics.readers import read_run
+from rlmetrics.readers.tail import HistoryBuffers, complete_size, extend_history, read_tail
 
 
 def row(step, loss=0.1, **more):
@@ -129,11 +130,43 @@ def test_complete_size_finds_the_last_line_break_far_back(tmp_path):
     ],
     ids=["appended", "overlap-keeps-new", "earlier-step"],
 )
-def test_extend_history(new_steps, new_values, steps, values):
+@pytest.mark.parametrize("grow", [False, True], ids=["copied", "buffers"])
+def test_extend_history(new_steps, new_values, steps, values, grow):
+    buffers = HistoryBuffers() if grow else None
     old = {"a": (np.array([1, 2]), np.array([0.1, 0.2]))}
-    out = extend_history(old, {"a": (np.array(new_steps), np.array(new_values))})
+    if grow:
+        old = buffers.adopt(old)
+    out = extend_history(old, {"a": (np.array(new_steps), np.array(new_values))}, buffers=buffers)
     assert out["a"][0].tolist() == steps and out["a"][1].tolist() == values
     assert old["a"][0].tolist() == [1, 2]  # not changed in place
+
+
+def test_history_buffers_grow_in_place_and_never_write_what_they_handed_out():
+    buffers = HistoryBuffers()
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=3000)
+    history = buffers.adopt({"a": (np.arange(100), values[:100]), "b": (np.arange(100), -values[:100])})
+    assert history["a"][0] is history["b"][0]  # equal steps: one array for both keys
+    states = [history]
+    for start, end in zip(range(100, 3000, 7), range(107, 3000, 7)):  # past the buffers' room
+        new = {k: (np.arange(start, end), sign * values[start:end]) for k, sign in (("a", 1), ("b", -1))}
+        history = extend_history(history, new, buffers=buffers)
+        states.append(history)
+        assert history["a"][0] is history["b"][0]
+        steps, got = history["a"]
+        assert not got.flags.writeable and not steps.flags.writeable
+    # every state handed out still holds its points (the later appends wrote after them)
+    for h in states:
+        n = h["a"][0].size
+        assert h["a"][0].tolist() == list(range(n)) and h["a"][1].tobytes() == values[:n].tobytes()
+    # a state extended twice: the second gets a copy, the first keeps what it got
+    base = states[-1]
+    one = extend_history(base, {"a": (np.array([5000]), np.array([1.0]))}, buffers=buffers)
+    two = extend_history(base, {"a": (np.array([5000]), np.array([2.0]))}, buffers=buffers)
+    assert (one["a"][1][-1], two["a"][1][-1]) == (1.0, 2.0)
+    assert one["a"][1][:-1].tobytes() == two["a"][1][:-1].tobytes() == base["a"][1].tobytes()
+    with pytest.raises(ValueError, match="read-only"):
+        one["a"][1][0] = 0.0
 
 
 # --- health.watch ------------------------------------------------------------------------------
@@ -410,6 +443,11 @@ def test_a_refresh_gives_the_findings_of_a_fresh_diagnosis(tmp_path, kind, seed)
         state = w.runs[0]
         assert state.last_step == rows[c - 1][K.TRACKING_STEP]
         assert state.diagnosis == diagnose(state.history)  # the same Findings, evidence and all
+        whole = read_run(p).series  # the history grown in its buffers is the file read whole
+        assert sorted(whole) == sorted(state.history)
+        for key, (s, v) in whole.items():
+            assert s.tobytes() == state.history[key][0].tobytes()
+            assert v.tobytes() == state.history[key][1].tobytes()
     assert state.cache.extended > 0 and len(state.cache) > 0
     assert kind is None or kind in reported
 

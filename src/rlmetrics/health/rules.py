@@ -55,7 +55,7 @@ import numpy as np
 from rlmetrics import keys as K
 from rlmetrics.health.categories import check_groups, fold_findings, in_category, split_history
 from rlmetrics.health.findings import ERROR, WARNING, Diagnosis, Finding, History, Series, Skipped, as_history
-from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, with_signals
+from rlmetrics.health.signals import SIGNALS, resolve, resolve_all, resolving, with_signals
 from rlmetrics.health.smoothing import (
     SeriesCache,
     debiased_ema,
@@ -64,6 +64,7 @@ from rlmetrics.health.smoothing import (
     last_persistent,
     noise_sigma,
     rolling_baseline,
+    series_median,
     window_counts,
     window_median,
 )
@@ -255,6 +256,8 @@ def _series(history: History, kind: str, *signals: str) -> list[Series] | Skippe
 
 
 def _too_short(kind: str, s: Series, needed: int) -> Skipped | None:
+    if needed <= s.values.size and np.isfinite(s.values[: max(needed, 0)]).all():
+        return None  # the first points are enough: the rest need not be counted
     have = int(np.isfinite(s.values).sum())
     if have >= needed:
         return None
@@ -280,7 +283,7 @@ def _at_or_before(steps: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Index of the last of ``steps`` (increasing, no step twice) at or before each of ``at``
     (-1 before the first): ``np.searchsorted(steps, at, side="right") - 1``, without the search
     where ``at`` are ``steps`` (two signals of one run, logged at the same steps)."""
-    if at.shape == steps.shape and np.array_equal(at, steps):
+    if at is steps or (at.shape == steps.shape and np.array_equal(at, steps)):
         return np.arange(steps.size)
     return np.searchsorted(steps, at, side="right") - 1
 
@@ -288,7 +291,7 @@ def _at_or_before(steps: np.ndarray, at: np.ndarray) -> np.ndarray:
 def _common_steps(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The steps two series share and their indices in each (steps increasing, no step twice):
     ``np.intersect1d(a, b, return_indices=True)``, without its sort where they are the same."""
-    if a.shape == b.shape and np.array_equal(a, b):
+    if a is b or (a.shape == b.shape and np.array_equal(a, b)):
         return a.copy(), np.arange(a.size), np.arange(b.size)
     return np.intersect1d(a, b, return_indices=True)
 
@@ -347,9 +350,16 @@ def _reward_gain(
     """
     rs, rv = reward.steps, reward.values
     wm = window_median(rv, window=window)
-    idx = _at_or_before(rs, at_steps)
     gain = np.full(at_steps.shape, np.nan)
-    ok = idx >= 2 * window - 1
+    first = 2 * window - 1
+    if at_steps is rs or (at_steps.shape == rs.shape and np.array_equal(at_steps, rs)):
+        # at the reward's own steps (signals logged together): the points from the first with
+        # 2 * window points up to it, and the windows before them, as slices
+        reference = wm[window - 1] if since_start else wm[first - window : rs.size - window]
+        gain[first:] = wm[first:] - reference
+        return gain
+    idx = np.searchsorted(rs, at_steps, side="right") - 1
+    ok = idx >= first
     reference = np.full(ok.sum(), wm[window - 1]) if since_start else wm[idx[ok] - window]
     gain[ok] = wm[idx[ok]] - reference
     return gain
@@ -372,8 +382,12 @@ def _start_level(values: np.ndarray, level: float, *, skip: int = 0) -> float:
     with it, and the frozen level then hides it: the first point is the level before it.
     """
     x = values[skip:]
-    first = x[np.isfinite(x) & (x > 0)][:1]
-    return max(level, float(first[0])) if first.size else level
+    for lo in range(0, x.size, 256):  # looked for from the start: usually among the first points
+        chunk = x[lo : lo + 256]
+        first = np.flatnonzero(np.isfinite(chunk) & (chunk > 0))
+        if first.size:
+            return max(level, float(chunk[first[0]]))
+    return level
 
 
 def _below_baseline(
@@ -738,7 +752,7 @@ def _tail_median(s: Series | None, n: int) -> float | None:
     if s is None:
         return None
     x = s.values[np.isfinite(s.values)][-n:]
-    return float(np.median(x)) if x.size else None
+    return series_median(x) if x.size else None
 
 
 def _reward_rise(history: History, n: int) -> float | None:
@@ -749,7 +763,7 @@ def _reward_rise(history: History, n: int) -> float | None:
     x = reward.values[np.isfinite(reward.values)]
     if x.size < 2 * n:
         return None
-    gain = float(np.median(x[-n:]) - np.median(x[:n]))
+    gain = series_median(x[-n:]) - series_median(x[:n])
     sigma = noise_sigma(x)
     if sigma > 0:
         return gain / sigma
@@ -1043,7 +1057,7 @@ def reward_hacking(history: History, p: Params) -> Result:
     steps, raw = val.steps[finite], val.values[finite]
     # validation is sparse and noisy: a median of 3 points keeps one lucky evaluation from
     # setting a best the run never reaches again
-    values = window_median(raw, window=3)
+    values = window_median(raw, window=3).copy()  # written below (a cached result is read-only)
     values[:2] = [raw[0], np.median(raw[:2])][: values[:2].size]
     best = np.maximum.accumulate(values)
     peak = np.array([int(np.flatnonzero(values[: i + 1] == best[i])[0]) for i in range(values.size)])
@@ -1059,7 +1073,7 @@ def reward_hacking(history: History, p: Params) -> Result:
         after, before = after[np.isfinite(after)], before[np.isfinite(before)]
         flags[i] = (
             bool(after.size and before.size)
-            and np.median(after) - np.median(before) > p["train_sigmas"] * r_sigma
+            and series_median(after) - series_median(before) > p["train_sigmas"] * r_sigma
         )
     hit = _persist(flags, p)
     if hit is None:
@@ -1116,7 +1130,7 @@ def _runaway(
     upto = s.values[(s.steps <= t0) & np.isfinite(s.values)][-w:]
     if upto.size == 0:
         return None
-    anchor = float(np.median(upto))
+    anchor = series_median(upto)
     recent = window_median(s.values, window=w)
     with np.errstate(invalid="ignore"):
         flags = (s.steps > t0) & high_at(s.steps) & flags_of(recent, anchor)
@@ -1192,7 +1206,8 @@ def reward_gaming(history: History, p: Params) -> Result:
         return Skipped(p.kind, f"validation is logged ({val.key}): reward_hacking judges this run")
     w, k = int(p["window"]), int(p["k"])
     finite = np.isfinite(logged.values)
-    reward = Series(logged.key, logged.steps[finite], logged.values[finite])
+    # every point finite (the usual case): the series itself, its steps those of the other signals
+    reward = logged if finite.all() else Series(logged.key, logged.steps[finite], logged.values[finite])
     if short := _too_short(p.kind, reward, 2 * w + k):
         return short
     top, saturated = _saturated(reward, p)
@@ -2494,6 +2509,7 @@ def _run_rules(
     """The findings and the skipped checks of the rules ``kinds`` over one history."""
     findings: list[Finding] = []
     skipped: list[Skipped] = []
+    history = resolving(history)  # the rules read the same signals: each resolved once
     for kind in kinds:
         result = RULES[kind](history, params[kind])
         if isinstance(result, Finding):

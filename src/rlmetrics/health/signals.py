@@ -43,6 +43,7 @@ diagnose --signal reward=train_reward``) makes a key the one a signal reads, bef
 from __future__ import annotations
 
 import fnmatch
+import functools
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -50,7 +51,7 @@ import numpy as np
 from rlmetrics import keys as K
 from rlmetrics.health.findings import History, Series
 
-__all__ = ["SIGNALS", "resolve", "resolve_all", "with_signals"]
+__all__ = ["SIGNALS", "resolve", "resolve_all", "resolving", "with_signals"]
 
 #: ``val-core/<source>/<var>/mean@<n>``: verl's validation score of every data source.
 _VAL_CORE_MEAN = K.val_metric(K.VAL_CORE_PREFIX, "*", "*", f"{K.ValName.MEAN}@*")
@@ -262,14 +263,24 @@ def _flat(key: str) -> str:
 
 def _candidates(signal: str) -> tuple[str, ...]:
     """The keys :func:`resolve` tries for ``signal``: as logged, then in their ``/``-less form."""
-    logged = SIGNALS[signal]
+    return _with_flat_forms(SIGNALS[signal])
+
+
+@functools.lru_cache(maxsize=256)
+def _with_flat_forms(logged: tuple[str, ...]) -> tuple[str, ...]:
     return logged + tuple(dict.fromkeys(_flat(c) for c in logged if "/" in c and _flat(c) not in logged))
 
 
 def _matches(history: History, candidate: str) -> list[str]:
     if not _PATTERN_CHARS & set(candidate):
         return [candidate] if candidate in history else []
-    return fnmatch.filter(history, candidate)
+    return list(_pattern_matches(tuple(history), candidate))
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern_matches(keys: tuple[str, ...], pattern: str) -> tuple[str, ...]:
+    """The keys matching a shell pattern, for a run's key set (the same at every refresh)."""
+    return tuple(fnmatch.filter(keys, pattern))
 
 
 def _preference(history: History, key: str) -> tuple[int, int, str]:
@@ -279,10 +290,12 @@ def _preference(history: History, key: str) -> tuple[int, int, str]:
 
 
 class _Named(Mapping[str, tuple[np.ndarray, np.ndarray]]):
-    """A history whose signals the user named (:func:`with_signals`)."""
+    """A history whose signals the user named (:func:`with_signals`), or that keeps what
+    :func:`resolve` and :func:`resolve_all` found in it (:func:`resolving`)."""
 
-    def __init__(self, history: History, names: Mapping[str, str]) -> None:
+    def __init__(self, history: History, names: Mapping[str, str], *, memo: bool = False) -> None:
         self._history, self.names = history, dict(names)
+        self.memo: dict[tuple[str, str], object] | None = {} if memo else None
 
     def __getitem__(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         return self._history[key]
@@ -335,6 +348,23 @@ def with_signals(history: History, names: Mapping[str, str] | None) -> History:
     return _Named(history, names)
 
 
+def resolving(history: History) -> History:
+    """``history`` (named signals and all) keeping what :func:`resolve` and :func:`resolve_all`
+    find in it, for the many rules of one diagnosis that read the same signals: the history must
+    not change while it is read through the result.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> h = resolving({"entropy": (np.arange(2), np.array([1.0, 0.9]))})
+    >>> resolve(h, "entropy") is resolve(h, "entropy")
+    True
+    """
+    if isinstance(history, _Named):
+        return _Named(history._history, history.names, memo=True)
+    return _Named(history, {}, memo=True)
+
+
 def resolve(history: History, signal: str) -> Series | None:
     """The first candidate key of ``signal`` the history holds, with its steps and values.
 
@@ -363,14 +393,21 @@ def resolve(history: History, signal: str) -> Series | None:
     """
     if signal not in SIGNALS:
         raise ValueError(f"signal must be one of {sorted(SIGNALS)}; got {signal!r}")
+    memo = history.memo if isinstance(history, _Named) else None
+    if memo is not None and ("one", signal) in memo:
+        return memo["one", signal]  # type: ignore[return-value]
     named = history.names.get(signal) if isinstance(history, _Named) else None
+    out = None
     for candidate in (named,) if named is not None else _candidates(signal):
         found = [k for k in _matches(history, candidate) if history[k][1].size]
         if found:
-            key = min(found, key=lambda k: _preference(history, k))
+            key = found[0] if len(found) == 1 else min(found, key=lambda k: _preference(history, k))
             steps, values = history[key]
-            return Series(key, np.asarray(steps), np.asarray(values, dtype=np.float64))
-    return None
+            out = Series(key, np.asarray(steps), np.asarray(values, dtype=np.float64))
+            break
+    if memo is not None:
+        memo["one", signal] = out
+    return out
 
 
 def resolve_all(history: History, signal: str) -> list[str]:
@@ -385,8 +422,13 @@ def resolve_all(history: History, signal: str) -> list[str]:
     """
     if signal not in SIGNALS:
         raise ValueError(f"signal must be one of {sorted(SIGNALS)}; got {signal!r}")
+    memo = history.memo if isinstance(history, _Named) else None
+    if memo is not None and ("all", signal) in memo:
+        return list(memo["all", signal])  # type: ignore[call-overload]
     out: list[str] = []
     named = history.names.get(signal) if isinstance(history, _Named) else None
     for candidate in (named,) if named is not None else _candidates(signal):
         out.extend(k for k in sorted(_matches(history, candidate)) if k not in out)
+    if memo is not None:
+        memo["all", signal] = tuple(out)
     return out

@@ -43,7 +43,7 @@ from rlmetrics.readers import TRL_PRINTED, VERL_CONSOLE, read_run
 from rlmetrics.readers._run import Source
 from rlmetrics.readers.detect import locate
 from rlmetrics.readers.jsonl import RLMETRICS_JSONL, RUN_END_FILE, run_end
-from rlmetrics.readers.tail import TAIL_FORMATS, complete_size, extend_history, read_tail
+from rlmetrics.readers.tail import TAIL_FORMATS, HistoryBuffers, complete_size, extend_history, read_tail
 
 __all__ = ["KEY_SIGNALS", "NewFinding", "RunState", "Watcher", "at_least", "key_values", "run_finished"]
 
@@ -113,6 +113,7 @@ class RunState:
     refreshed: float = -math.inf  # the clock's time of the last refresh
     reported: dict[str, str] = field(default_factory=dict)  # kind -> the severity reported
     cache: SeriesCache = field(default_factory=SeriesCache)  # its window statistics, for the next diagnosis
+    buffers: HistoryBuffers = field(default_factory=HistoryBuffers)  # where its arrays grow in place
 
     @property
     def ended(self) -> bool:
@@ -142,9 +143,20 @@ def key_values(history: History, *, signals: Mapping[str, str] | None = None) ->
     out: dict[str, float | None] = {}
     for signal in KEY_SIGNALS:
         series = resolve(named, signal)
-        finite = None if series is None else series.values[np.isfinite(series.values)]
-        out[signal] = float(finite[-1]) if finite is not None and finite.size else None
+        out[signal] = None if series is None else _last_finite(series.values)
     return out
+
+
+def _last_finite(values: np.ndarray) -> float | None:
+    """The last finite value (None if none), looked for from the end: usually the last point."""
+    end = values.size
+    while end > 0:
+        chunk = values[max(end - 64, 0) : end]
+        where = np.flatnonzero(np.isfinite(chunk))
+        if where.size:
+            return float(chunk[where[-1]])
+        end -= chunk.size
+    return None
 
 
 def run_finished(fmt: str | None, history: History, target: Path | None = None) -> bool:
@@ -277,7 +289,7 @@ class Watcher:
                 if tail is not None:
                     signature = _signature(run.target)
                     if tail.series:
-                        run.history = extend_history(run.history, tail.series)
+                        run.history = extend_history(run.history, tail.series, buffers=run.buffers)
                     run.offset, run.signature = tail.offset, signature
                     return self._grew(run)
             self._read_whole(run)
@@ -311,7 +323,8 @@ class Watcher:
             read = read_run(run.source)
             target = read.path or target
         run.format, run.target, run.signature = read.format, target, signature
-        run.history = dict(read.series)
+        run.buffers = HistoryBuffers()
+        run.history = run.buffers.adopt(read.series)
 
     def _grew(self, run: RunState) -> bool:
         last = max((int(s[-1]) for s, _ in run.history.values() if s.size), default=None)

@@ -40,6 +40,7 @@ def as_history(data: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """
     if isinstance(data, Mapping):
         out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        in_order: dict[int, Any] = {}  # id -> the steps found in order (keys often share them)
         for key, pair in data.items():
             try:
                 steps, values = pair
@@ -47,11 +48,16 @@ def as_history(data: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
                 raise TypeError(
                     f"history[{key!r}] must be a (steps, values) pair; got {type(pair).__name__}"
                 ) from None
-            s = np.asarray(steps, dtype=np.int64).reshape(-1)
-            v = np.asarray(values, dtype=np.float64).reshape(-1)
+            s, v = np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64)
+            s, v = (s if s.ndim == 1 else s.reshape(-1)), (v if v.ndim == 1 else v.reshape(-1))
             if s.shape != v.shape:
                 raise ValueError(f"history[{key!r}]: {s.size} steps but {v.size} values")
+            if in_order.get(id(steps)) is steps:
+                out[str(key)] = (s, v)
+                continue
             out[str(key)] = last_per_step(s, v)
+            if out[str(key)][0] is s:  # returned as it came: in step order, no step twice
+                in_order[id(steps)] = steps  # kept: its id is not another's while it is checked
         return out
     if not isinstance(data, Iterable):
         raise TypeError(

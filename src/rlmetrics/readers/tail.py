@@ -25,7 +25,7 @@ from rlmetrics.readers._history import History, last_per_step, rows_history
 from rlmetrics.readers._run import Notes
 from rlmetrics.readers.jsonl import RLMETRICS_JSONL, VERL_JSONL, is_verl_record
 
-__all__ = ["TAIL_FORMATS", "Tail", "complete_size", "extend_history", "read_tail"]
+__all__ = ["TAIL_FORMATS", "HistoryBuffers", "Tail", "complete_size", "extend_history", "read_tail"]
 
 #: The formats :func:`read_tail` reads.
 TAIL_FORMATS = (RLMETRICS_JSONL, VERL_JSONL)
@@ -159,8 +159,84 @@ def _row(record: Any, fmt: str) -> dict[str, Any] | None:
     return record
 
 
-def extend_history(history: History, new: History) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+class HistoryBuffers:
+    """Room for a followed run's arrays to grow in place: :func:`extend_history` appends a new
+    point to the spare end of the array it handed out last, in amortised O(1), instead of copying
+    the whole series.
+
+    The arrays handed out are read-only views of the first points of a larger buffer; a point
+    once handed out is never written again (an array grows in place only when it is the latest
+    view of its buffer: a history extended twice from the same state gets a copy the second
+    time). Keep one per run, and a new one when the run is read again whole.
+    """
+
+    __slots__ = ("_latest",)
+
+    def __init__(self) -> None:
+        self._latest: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(view) -> (buffer, view)
+
+    def __len__(self) -> int:
+        return len(self._latest)
+
+    def adopt(self, history: History) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """``history`` with its arrays copied into buffers with room to grow, the keys whose steps
+        are equal sharing one steps array (the keys of one table of records: one steps buffer
+        grows for all of them).
+
+        Examples
+        --------
+        >>> buffers = HistoryBuffers()
+        >>> h = buffers.adopt({"a": (np.array([1, 2]), np.array([0.1, 0.2])),
+        ...                    "b": (np.array([1, 2]), np.array([5.0, 6.0]))})
+        >>> h["a"][0] is h["b"][0], h["a"][1].flags.writeable
+        (True, False)
+        """
+        adopted: list[np.ndarray] = []
+        out = {}
+        for key, (steps, values) in history.items():
+            same = (a for a in adopted if a.shape == steps.shape and np.array_equal(a, steps))
+            shared = next(same, None)
+            if shared is None:
+                shared = self.append(np.asarray(steps)[:0], np.asarray(steps))
+                adopted.append(shared)
+            out[key] = (shared, self.append(np.asarray(values)[:0], np.asarray(values)))
+        return out
+
+    def append(self, old: np.ndarray, new: np.ndarray) -> np.ndarray:
+        """``np.concatenate([old, new])`` as a read-only view, written into ``old``'s buffer when
+        ``old`` is the latest view of one with room left (else into a new buffer, an eighth larger
+        than needed: a copy every ``n / 8`` appends)."""
+        n, total = old.size, old.size + new.size
+        dtype = np.result_type(old, new)
+        kept = self._latest.pop(id(old), None)
+        if kept is not None and kept[1] is old and total <= kept[0].size and kept[0].dtype == dtype:
+            buffer = kept[0]
+        else:
+            buffer = np.empty(total + total // 8 + 64, dtype=dtype)  # an eighth to spare: 1/8 more memory
+            buffer[:n] = old
+        buffer[n:total] = new
+        view = buffer[:total]
+        view.flags.writeable = False
+        self._latest[id(view)] = (buffer, view)
+        return view
+
+
+def extend_history(
+    history: History, new: History, *, buffers: HistoryBuffers | None = None
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``history`` with the points of ``new`` laid over it: a step in both keeps ``new``'s value.
+
+    Keys that share their steps array in ``history`` and have the same new steps (the keys of
+    one table of records) share one steps array in the result too.
+
+    Parameters
+    ----------
+    history, new : History
+        Metric key -> ``(steps, values)``.
+    buffers : HistoryBuffers, optional
+        Where the run's arrays grow in place (:class:`HistoryBuffers`): new points appended
+        after the last step are written to the spare end of the arrays, and read-only views
+        handed out. Without it, the arrays are copied.
 
     Examples
     --------
@@ -171,14 +247,24 @@ def extend_history(history: History, new: History) -> dict[str, tuple[np.ndarray
     ([0.1, 0.5, 0.3], [3])
     """
     out = dict(history)
+    # (id of the old steps, the new steps) -> the steps of both: computed once for the keys sharing them
+    joined: dict[tuple[int, bytes], np.ndarray | None] = {}
     for key, (steps, values) in new.items():
         if key not in out:
             out[key] = (steps, values)
             continue
         old_steps, old_values = out[key]
-        both = np.concatenate([old_steps, steps]), np.concatenate([old_values, values])
-        if old_steps.size and steps.size and steps[0] > old_steps[-1] and (np.diff(steps) > 0).all():
-            out[key] = both  # appended in step order: already sorted, no step twice
-        else:
-            out[key] = last_per_step(*both)
+        pair = (id(old_steps), steps.tobytes())  # `out` holds the old steps: their id is theirs
+        if pair not in joined:
+            after = old_steps.size and steps.size and steps[0] > old_steps[-1] and (np.diff(steps) > 0).all()
+            joined[pair] = _join(old_steps, steps, buffers) if after else None
+        both_steps = joined[pair]
+        if both_steps is None:  # not after the last step: sorted and merged, copied
+            out[key] = last_per_step(np.concatenate([old_steps, steps]), np.concatenate([old_values, values]))
+        else:  # appended in step order: already sorted, no step twice
+            out[key] = both_steps, _join(old_values, values, buffers)
     return out
+
+
+def _join(old: np.ndarray, new: np.ndarray, buffers: HistoryBuffers | None) -> np.ndarray:
+    return np.concatenate([old, new]) if buffers is None else buffers.append(old, new)
