@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rlmetrics.health.sources import RunReadError, load_history
-from rlmetrics.tracking import Tracker
+from rlmetrics.tracking import Tracker, WandbBackend
 
 NAN = math.nan
 STEPS = {
@@ -253,7 +253,7 @@ def wandb_run(tmp_path_factory):
         mp.setenv("WANDB_MODE", "offline")
         mp.setenv("WANDB_DISABLE_GIT", "true")
         with Tracker(
-            "p", "e", backends=("wandb",), config={"lr": 1e-6}, log_dir=root, wandb_mode="offline"
+            "p", "e", backends=[WandbBackend(mode="offline")], config={"lr": 1e-6}, log_dir=root
         ) as tr:
             log_all(tr)
             tr.log({"actor/entropy": 0.25, "text": 1.0}, step=6)

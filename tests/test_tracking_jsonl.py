@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rlmetrics.tracking import Tracker, read_jsonl
+from rlmetrics.tracking import JsonlBackend, Tracker, read_jsonl
 from tracking_doubles import CONFIG, STEPS, log_all
 
 torch = pytest.importorskip("torch")
@@ -125,7 +125,7 @@ def test_jsonl_without_orjson_writes_the_same(tmp_path, monkeypatch):
 def test_jsonl_fsync(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr("rlmetrics.tracking.jsonl.os.fsync", lambda fd: calls.append(fd))
-    with Tracker("p", "e", log_dir=tmp_path, fsync=True) as tr:
+    with Tracker("p", "e", backends=[JsonlBackend(fsync=True)], log_dir=tmp_path) as tr:
         log_all(tr)
     assert len(calls) == len(STEPS)
 

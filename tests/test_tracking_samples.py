@@ -10,6 +10,7 @@ import warnings
 import pytest
 
 from rlmetrics import keys as K
+from rlmetrics.errors import TrackingWarning
 from rlmetrics.readers.samples import SAMPLES_FILE, read_samples
 from rlmetrics.tracking import JsonlBackend, Tracker
 from rlmetrics.training.samples import TRUNCATION_MARKER, SampleTable, select_samples
@@ -156,7 +157,8 @@ def test_a_backend_without_the_ability_is_skipped_with_one_warning(tmp_path):
 
 def test_a_failing_backend_loses_those_samples_alone(tmp_path):
     rec = Recorder()
-    with Tracker("p", "e", backends=[FailingSamples(), "jsonl", rec], log_dir=tmp_path) as tr:
+    lost = pytest.warns(TrackingWarning, match=r"'failing' lost 2 records of this run \(steps 2, 3\)")
+    with lost, Tracker("p", "e", backends=[FailingSamples(), "jsonl", rec], log_dir=tmp_path) as tr:
         with pytest.warns(
             RuntimeWarning, match=r"'failing' lost the samples of step 2; it keeps logging: OSError"
         ):

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from rlmetrics.tracking import Tracker, read_jsonl
+from rlmetrics.tracking import Tracker, TrackioBackend, read_jsonl
 from tracking_doubles import CONFIG, STEPS, log_all
 
 # --- trackio (its local SQLite store, read back by trackio's own reader) -----------------------
@@ -89,9 +89,8 @@ def test_trackio_failure_is_isolated(tmp_path, monkeypatch):
     fake = types.ModuleType("trackio")
     fake.__dict__["init"] = init
     monkeypatch.setitem(sys.modules, "trackio", fake)
-    tr = Tracker(
-        "p", "e", backends="trackio,jsonl", config=CONFIG, log_dir=tmp_path, trackio_kwargs={"group": "g"}
-    )
+    backends = [TrackioBackend(init_kwargs={"group": "g"}), "jsonl"]
+    tr = Tracker("p", "e", backends=backends, config=CONFIG, log_dir=tmp_path)
     assert inits == [{"project": "p", "name": "e", "config": CONFIG, "group": "g"}]
     with pytest.warns(
         RuntimeWarning, match=r"'trackio' lost the record of step 2; it keeps logging.*No space"

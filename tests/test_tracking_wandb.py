@@ -35,7 +35,7 @@ def test_wandb_offline_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
-    with Tracker("p", "e", backends=("wandb",), config=CONFIG, log_dir=tmp_path, wandb_mode="offline") as tr:
+    with Tracker("p", "e", backends=[WandbBackend(mode="offline")], config=CONFIG, log_dir=tmp_path) as tr:
         log_all(tr)
     (run_file,) = (tmp_path / "p" / "e" / "wandb").glob("offline-run-*/run-*.wandb")
     # wandb's service process writes the file; on a loaded machine its last records can land
