@@ -188,7 +188,7 @@ def _seeded_calls():
         ),
         "compare_curves": lambda seed: R.compare_curves(curves, curves + 0.1, [1, 2], n_boot=50, seed=seed),
         "summarize_validation": lambda seed: R.summarize_validation(
-            ["s"] * 2, ["a", "a"], {"acc": [1, 0]}, seed=seed
+            ["s"] * 4, ["a", "a", "b", "b"], {"acc": [1, 0, 1, 1]}, seed=seed
         ),
     }
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from report_runs import VAL_CORE, make_rows, write_run
 from rlmetrics import keys as K
+from rlmetrics.errors import RunReadWarning
 from rlmetrics.report import (
     RunCurves,
     ValidationDumpError,
@@ -41,7 +42,8 @@ def test_load_run_series_times_config_and_name(tmp_path):
 
 def test_a_step_logged_twice_keeps_its_last_value(tmp_path):
     rows = [{"step": 1, "a/x": 1.0}, {"step": 2, "a/x": 2.0}, {"step": 1, "a/x": 5.0}]
-    run = load_run(write_run(tmp_path / "r.jsonl", rows))
+    with pytest.warns(RunReadWarning, match=r"1 step logged more than once .* keeping the values logged"):
+        run = load_run(write_run(tmp_path / "r.jsonl", rows))
     assert run.series["a/x"][0].tolist() == [1, 2] and run.series["a/x"][1].tolist() == [5.0, 2.0]
     assert run.times is None and run.duration is None
 
