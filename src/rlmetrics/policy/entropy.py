@@ -34,9 +34,8 @@ from rlmetrics.training.categories import (
     Columns,
     category_entries,
     check_max_categories,
-    finalize_by_category,
+    finalize_with_categories,
     resolve_groups,
-    split_by_category,
     with_entries,
 )
 
@@ -205,15 +204,14 @@ def _finalize(
 ) -> dict[str, float]:
     """The metric dictionary from the host statistics (and each category's, when grouped)."""
     if "max_categories" in options:
-        (s, hi, lo), by = split_by_category(s, hi, lo)
-        plain = {k: options[k] for k in _PLAIN_OPTIONS}
-        metrics = _finalize(s, hi, lo, plain)
-        metrics.update(
-            finalize_by_category(
-                by, _finalize_category, plain, count="n_rows", max_categories=options["max_categories"]
-            )
+        return finalize_with_categories(
+            (s, hi, lo),
+            _finalize,
+            {k: options[k] for k in _PLAIN_OPTIONS},
+            count="n_rows",
+            max_categories=options["max_categories"],
+            per_category=_finalize_category,
         )
-        return metrics
     mode = options["loss_agg_mode"]
     if mode == "token-sum":
         value = s["h_sum"]

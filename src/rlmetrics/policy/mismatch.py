@@ -51,9 +51,8 @@ from rlmetrics.training.categories import (
     Group,
     category_entries,
     check_max_categories,
-    finalize_by_category,
+    finalize_with_categories,
     resolve_groups,
-    split_by_category,
     with_entries,
 )
 
@@ -402,15 +401,14 @@ def _finalize(
 ) -> dict[str, float]:
     """The metric dictionary from the host statistics (and each category's, with ``group_by=``)."""
     if "max_categories" in options:
-        (s, hi, lo), by = split_by_category(s, hi, lo)
-        plain = {k: options[k] for k in _PLAIN_OPTIONS}
-        metrics = _finalize(s, hi, lo, plain)
-        metrics.update(
-            finalize_by_category(
-                by, _finalize_category, plain, count="n_rows", max_categories=options["max_categories"]
-            )
+        return finalize_with_categories(
+            (s, hi, lo),
+            _finalize,
+            {k: options[k] for k in _PLAIN_OPTIONS},
+            count="n_rows",
+            max_categories=options["max_categories"],
+            per_category=_finalize_category,
         )
-        return metrics
     mode = options["rollout_is"]
     n, rows = s["n_tok"], s["n_rows"]
     if n == 0:

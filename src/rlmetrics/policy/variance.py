@@ -22,6 +22,7 @@ need the squared norm of the gradient of the category's own mean loss, which the
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -54,9 +55,8 @@ from rlmetrics.training.categories import (
     Columns,
     category_entries,
     check_max_categories,
-    finalize_by_category,
+    finalize_with_categories,
     resolve_groups,
-    split_by_category,
     with_entries,
 )
 
@@ -439,15 +439,14 @@ def _finalize(
     (:func:`_finalize_category`).
     """
     if "max_categories" in options:
-        (sums, maxes, mins), by = split_by_category(sums, maxes, mins)
-        plain = {k: options[k] for k in _PLAIN_OPTIONS}
-        metrics = _finalize(sums, maxes, mins, plain, gradient_norm=gradient_norm)
-        metrics.update(
-            finalize_by_category(
-                by, _finalize_category, plain, count="n", max_categories=options["max_categories"]
-            )
+        return finalize_with_categories(
+            (sums, maxes, mins),
+            functools.partial(_finalize, gradient_norm=gradient_norm),
+            {k: options[k] for k in _PLAIN_OPTIONS},
+            count="n",
+            max_categories=options["max_categories"],
+            per_category=_finalize_category,
         )
-        return metrics
     n = sums["n"]
     if n == 0:
         raise ValueError(

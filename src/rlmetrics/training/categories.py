@@ -63,6 +63,7 @@ __all__ = [
     "category_entries",
     "check_max_categories",
     "finalize_by_category",
+    "finalize_with_categories",
     "resolve_groups",
     "split_by_category",
     "warn_folded",
@@ -375,6 +376,29 @@ def _fold(
                     other[i][name] = combine(other[i][name], value) if name in other[i] else value
         out[group, K.OTHER_CATEGORY] = other
     return out
+
+
+def finalize_with_categories(
+    values: Values,
+    finalize: Any,
+    plain: Mapping[str, Any],
+    *,
+    count: str,
+    max_categories: int,
+    per_category: Any = None,
+) -> dict[str, float]:
+    """A grouped family's metrics: the plain ones, then each category's.
+
+    ``values`` are the host ``(sums, maxes, mins)`` with the category entries among them;
+    ``finalize(sums, maxes, mins, plain)`` makes the plain metrics and, unless ``per_category``
+    is given, each category's (see :func:`finalize_by_category`).
+    """
+    (s, hi, lo), by = split_by_category(*values)
+    metrics = finalize(s, hi, lo, plain)
+    metrics.update(
+        finalize_by_category(by, per_category or finalize, plain, count=count, max_categories=max_categories)
+    )
+    return metrics
 
 
 def finalize_by_category(

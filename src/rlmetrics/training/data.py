@@ -62,9 +62,8 @@ from rlmetrics.training.categories import (
     Columns,
     category_entries,
     check_max_categories,
-    finalize_by_category,
+    finalize_with_categories,
     resolve_groups,
-    split_by_category,
     with_entries,
 )
 
@@ -778,18 +777,13 @@ def _finalize(
 ) -> dict[str, float]:
     """verl's metric dictionary from the host statistics (and each category's, with ``group_by=``)."""
     if "max_categories" in options:
-        (s, hi, lo), by = split_by_category(s, hi, lo)
-        metrics = _finalize(s, hi, lo, {"use_critic": options["use_critic"]})
-        metrics.update(
-            finalize_by_category(
-                by,
-                _finalize,
-                {"use_critic": options["use_critic"]},
-                count="n_samples",
-                max_categories=options["max_categories"],
-            )
+        return finalize_with_categories(
+            (s, hi, lo),
+            _finalize,
+            {"use_critic": options["use_critic"]},
+            count="n_samples",
+            max_categories=options["max_categories"],
         )
-        return metrics
     n, n_na, n_tok = s["n_samples"], s["n_non_aborted"], s["n_tokens"]
     if n == 0:
         raise ValueError(
