@@ -102,7 +102,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import numpy as np
 
@@ -764,17 +764,23 @@ def _entropy_metrics(view: Any, options: VerlPatchOptions) -> dict[str, float]:
         return {}
 
 
-def _configured_trainer() -> Any:
-    """The verl trainer (an object with a ``config``) whose method called the replacement."""
-    frame = sys._getframe(1)
-    for _ in range(_TRAINER_FRAMES + 2):
-        frame = frame.f_back  # type: ignore[assignment]
+def _trainer_up_the_stack(accepts: Callable[[Any], bool], frames: int) -> Any:
+    """The first ``self`` that ``accepts``, among the ``frames`` callers of the function that asks
+    (the replacement it was called from, then that one's callers); None when none does."""
+    frame: Any = sys._getframe(2)
+    for _ in range(frames):
+        frame = frame.f_back
         if frame is None:
             return None
         trainer = frame.f_locals.get("self")
-        if getattr(trainer, "config", None) is not None:
+        if accepts(trainer):
             return trainer
     return None
+
+
+def _configured_trainer() -> Any:
+    """The verl trainer (an object with a ``config``) whose method called the replacement."""
+    return _trainer_up_the_stack(lambda t: getattr(t, "config", None) is not None, _TRAINER_FRAMES + 2)
 
 
 def _loss_aggregation(trainer: Any) -> tuple[str, float | None]:
@@ -901,20 +907,24 @@ def _beside(tensor: Any, values: np.ndarray) -> Any:
 def _versioned_trainer() -> tuple[Any, int | None]:
     """The calling verl trainer and the policy version it updated (see :func:`_staleness_metrics`);
     ``(None, None)`` when no caller has a version."""
-    frame = sys._getframe(1)
-    for _ in range(_TRAINER_FRAMES):
-        frame = frame.f_back  # type: ignore[assignment]
-        if frame is None:
-            return None, None
-        trainer = frame.f_locals.get("self")
-        version = getattr(trainer, "current_param_version", None)
-        if isinstance(version, int) and not isinstance(version, bool):
-            counted_next = getattr(trainer, "local_trigger_step", None) == 1 and version > 0
-            return trainer, version - 1 if counted_next else version
-        steps = getattr(trainer, "global_steps", None)
-        if isinstance(steps, int) and not isinstance(steps, bool):
-            return trainer, steps - 1
-    return None, None
+    trainer = _trainer_up_the_stack(_has_version, _TRAINER_FRAMES)
+    if trainer is None:
+        return None, None
+    version = getattr(trainer, "current_param_version", None)
+    if _is_int(version):
+        counted_next = getattr(trainer, "local_trigger_step", None) == 1 and version > 0
+        return trainer, version - 1 if counted_next else version
+    return trainer, int(trainer.global_steps) - 1
+
+
+def _has_version(trainer: Any) -> bool:
+    """Whether ``trainer`` counts policy versions (``current_param_version``) or steps."""
+    version, steps = getattr(trainer, "current_param_version", None), getattr(trainer, "global_steps", None)
+    return _is_int(version) or _is_int(steps)
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # ----------------------------------------------------------------------------- text and samples
@@ -925,15 +935,9 @@ _STOP, _LENGTH, _OTHER = "stop", "length", "other"
 
 def _calling_trainer() -> Any:
     """The verl trainer (an object with a ``tokenizer``) whose method called the replacement."""
-    frame = sys._getframe(1)
-    for _ in range(_TRAINER_FRAMES + 2):
-        frame = frame.f_back  # type: ignore[assignment]
-        if frame is None:
-            return None
-        trainer = frame.f_locals.get("self")
-        if callable(getattr(getattr(trainer, "tokenizer", None), "decode", None)):
-            return trainer
-    return None
+    return _trainer_up_the_stack(
+        lambda t: callable(getattr(getattr(t, "tokenizer", None), "decode", None)), _TRAINER_FRAMES + 2
+    )
 
 
 def _eos_ids(tokenizer: Any) -> set[int]:
