@@ -555,7 +555,7 @@ def test_newcombe_interval_from_the_one_run_intervals(kind, p):
     if kind == "zeros":
         assert r.ci_low == pytest.approx(-ia.ci_high) and r.ci_high == pytest.approx(ia.ci_high)
         assert ia.ci_high > 0.1
-        assert paired_difference(a, b, test="t").ci_high == 0.0
+        assert paired_difference(a, b, test="t", interval="t").ci_high == 0.0
 
 
 def test_interval_option_is_checked():
