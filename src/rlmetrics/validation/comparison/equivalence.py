@@ -93,11 +93,13 @@ def one_sided_bound(result: PairedDifference, p: float, side: str) -> float:
 
 
 def _inverted_p(result: PairedDifference, margin: float, side: str) -> float:
-    """The least ``p`` whose one-sided ``1 - p`` bound excludes the margin, found by bisection.
+    """The ``p`` at which the one-sided ``1 - p`` bound meets the margin, found by bisection.
 
-    The bracket starts at ``alpha = (1 - confidence) / 2`` from the interval shown
-    (``ci_low``/``ci_high``), so the p-value is below ``alpha`` exactly when that interval
-    excludes the margin on that side.
+    The least ``p`` whose bound excludes the margin where the bounds are nested over levels (as
+    they are but at a correlation near 1 for Newcombe's; see
+    :func:`~rlmetrics.validation.comparison.family.interval_at`). The bracket starts at
+    ``alpha = (1 - confidence) / 2`` from the interval shown (``ci_low``/``ci_high``), so the
+    p-value is below ``alpha`` exactly when that interval excludes the margin on that side.
     """
 
     def excludes(bound: float) -> bool:

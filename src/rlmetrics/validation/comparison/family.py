@@ -164,8 +164,10 @@ def interval_at(result: PairedDifference, level: float) -> tuple[float, float]:
     each run's wilson-edge interval at ``level`` (the default for rates), Student's t on the
     standard error and df, or the inverted sign-flip test, as the result was made. At a level
     at or above the result's ``confidence`` it is joined with the unadjusted interval, so an
-    adjusted interval is never narrower than the one shown (Newcombe's bounds are not nested
-    over levels by construction when the runs are correlated; in practice they are).
+    adjusted interval is never narrower than the one shown: Newcombe's bounds are not nested over
+    levels when the runs' correlation is near 1 (the half-width is then about the gap between a
+    run's Wilson widths down and up, which can shrink as the level rises: 20 of 3,000 random
+    tables of rates, by up to 0.012, between 95% and 99.9%).
 
     Examples
     --------
