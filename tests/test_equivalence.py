@@ -6,10 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats as scipy_stats
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats as scipy_stats
 
 from rlmetrics.validation.comparison.equivalence import margin_test, margin_verdict, one_sided_bound
 from rlmetrics.validation.comparison.paired import paired_difference, unpaired_difference

@@ -262,8 +262,11 @@ class PairedDifference:
         Examples
         --------
         >>> r = paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0], test="t", interval="t")
-        >>> r.summary()
-        'B - A = 0.25 (95% CI [-0.209, 0.709] (Student t), p = 0.182, n = 4, paired t, corr = 0.71, MDE = 0.6)'
+        >>> line = r.summary()
+        >>> line[:49]
+        'B - A = 0.25 (95% CI [-0.209, 0.709] (Student t),'
+        >>> line[49:]
+        ' p = 0.182, n = 4, paired t, corr = 0.71, MDE = 0.6)'
         >>> paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0], test="t").summary()[:88]
         'B - A = 0.25 (95% CI [-0.0354, 0.483] (Newcombe (method 10) on wilson-edge intervals), p'
         >>> a, b = [0.0, 0.5, 1.0, 0.5, 0.25], [0.5, 0.5, 1.0, 1.0, 0.75]
