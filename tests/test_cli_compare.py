@@ -114,6 +114,13 @@ def test_validate_summaries_are_compared_unpaired(pair, tmp_path):
     )
     assert result.exit_code == 2
     assert "--test sign-flip needs the prompts of both runs" in " ".join(result.output.split())
+    # so does Newcombe's interval: asked for, it fails; by default, the summary's t is named
+    result = runner.invoke(
+        app, ["compare", str(summary), str(b), "--value-key", "acc", "--interval", "newcombe"]
+    )
+    assert result.exit_code == 2
+    assert "--interval newcombe needs the prompts of both runs" in " ".join(result.output.split())
+    assert {d["ci_method"] for d in table["metrics"].values()} == {"Student t"}
 
 
 def test_unmatched_prompts_are_counted(tmp_path):
@@ -153,6 +160,10 @@ def test_unmatched_prompts_are_counted(tmp_path):
             ["{a}", "{b}", "--test", "wilcoxon"],
             "--test must be one of t, sign-flip, signed-rank; got 'wilcoxon'",
         ),
+        (
+            ["{a}", "{b}", "--interval", "wilson"],
+            "--interval must be one of t, inverted, newcombe; got 'wilson'",
+        ),
     ],
     ids=[
         "one-run",
@@ -172,6 +183,7 @@ def test_unmatched_prompts_are_counted(tmp_path):
         "margin-negative",
         "margin-nan",
         "test-unknown",
+        "interval-unknown",
     ],
 )
 def test_bad_input_exits_2_with_a_message(pair, tmp_path, args, message):
@@ -331,7 +343,7 @@ def _run_json(tmp_path, paths, *extra):
     return result.output, json.loads(out.read_text())
 
 
-def _api(paths, method, margin=None):
+def _api(paths, method, margin=None, interval="newcombe"):
     """The comparisons the command makes, through the Python API: A against every B, one family."""
     from rlmetrics.cli._rollouts import KeyOptions, load_run
     from rlmetrics.validation.comparison.family import adjust_comparisons
@@ -343,7 +355,11 @@ def _api(paths, method, margin=None):
     for path in paths:
         i = load_run(path, opts).inputs
         tables.append(prompt_estimates(i.sources, i.uids, i.infos))
-    joined = [c for t in tables[1:] for c in compare_tables(tables[0], t, curves=False, adjust="none")]
+    joined = [
+        c
+        for t in tables[1:]
+        for c in compare_tables(tables[0], t, curves=False, adjust="none", interval=interval)
+    ]
     return adjust_comparisons(joined, method=method, margin=margin)
 
 
@@ -469,19 +485,30 @@ def _verdict(low, high, margin):
 
 
 @pytest.mark.parametrize("margin", [0.02, 0.1, 0.5], ids=["tight", "moderate", "wide"])
-@pytest.mark.parametrize("method", ["holm", "none"], ids=["holm", "none"])
-def test_margin_gives_two_one_sided_tests_and_verdicts(three, tmp_path, margin, method):
-    """--margin: each metric's TOST against scipy's t, its verdict from the 95% interval and (adjusted)
-    from the family's interval, in --json and in the tables."""
-    output, payload = _run_json(tmp_path, three, "--margin", str(margin), "--adjust", method)
-    assert payload["margin"] == margin
-    ref = _api(three, method, margin)
+@pytest.mark.parametrize(
+    ("method", "interval"),
+    [("holm", "newcombe"), ("none", "newcombe"), ("holm", "t"), ("none", "t")],
+    ids=["holm", "none", "holm-t", "none-t"],
+)
+def test_margin_gives_two_one_sided_tests_and_verdicts(three, tmp_path, margin, method, interval):
+    """--margin: each metric's TOST (with --interval t: against scipy's t; by default: by inclusion
+    in Newcombe's interval), its verdict from the 95% interval and (adjusted) from the family's
+    interval, in --json and in the tables."""
+    extra = ("--interval", "t") if interval == "t" else ()
+    output, payload = _run_json(tmp_path, three, "--margin", str(margin), "--adjust", method, *extra)
+    assert payload["margin"] == margin and payload["interval"] == interval
+    ref = _api(three, method, margin, interval)
     verdicts = set()
     for got, want in zip(_tables(payload), ref):
         for name, d in got["metrics"].items():
             t = got["margins"][name]
             assert t == {**want.margins[name]._asdict()}
-            assert [t["p_noninferior"], t["p_nonsuperior"]] == pytest.approx(_tost(d, margin), rel=1e-9)
+            if interval == "t":
+                assert [t["p_noninferior"], t["p_nonsuperior"]] == pytest.approx(_tost(d, margin), rel=1e-9)
+            else:  # the one-sided tests agree with the interval shown
+                assert d["ci_method"] == "Newcombe (method 10) on wilson-edge intervals"
+                assert (t["p_noninferior"] < 0.025) == (d["ci_low"] > -margin)
+                assert (t["p_nonsuperior"] < 0.025) == (d["ci_high"] < margin)
             assert t["p_equivalent"] == max(t["p_noninferior"], t["p_nonsuperior"])
             assert t["verdict"] == _verdict(d["ci_low"], d["ci_high"], margin)
             adj = got["adjusted"][name]
@@ -506,19 +533,31 @@ def test_margin_gives_two_one_sided_tests_and_verdicts(three, tmp_path, margin, 
 
 
 def test_margin_of_identical_runs_is_equivalent(pair, tmp_path):
-    """B = A: every difference is 0 with no spread, equivalent within any margin, adjusted or not."""
+    """B = A: every difference is 0 with no spread. The t interval is the point 0: equivalent
+    within any margin, adjusted or not. Newcombe's, at correlation 1, is as wide as the gap
+    between each run's Wilson bounds' widths down and up (asymmetric near an edge): equivalent
+    within one point for mean@16, inconclusive for all_solved (almost every prompt at 0)."""
     a, _ = pair
-    _, payload = _run_json(tmp_path, [a, a], "--margin", "0.01")
+    _, payload = _run_json(tmp_path, [a, a], "--margin", "0.01", "--interval", "t")
     (table,) = _tables(payload)
     assert {t["verdict"] for t in table["margins"].values()} == {"equivalent within 0.01"}
     assert {x["verdict"] for x in table["adjusted"].values()} == {"equivalent within 0.01"}
+    _, payload = _run_json(tmp_path, [a, a], "--margin", "0.01")
+    (table,) = _tables(payload)
+    for name, d in table["metrics"].items():
+        inside = -0.01 < d["ci_low"] and d["ci_high"] < 0.01
+        want = "equivalent within 0.01" if inside else "inconclusive"
+        assert table["margins"][name]["verdict"] == want, (name, d["ci_low"], d["ci_high"])
+        assert d["ci_low"] <= 0.0 <= d["ci_high"] and d["diff"] == 0.0
+    assert table["margins"]["mean@16"]["verdict"] == "equivalent within 0.01"
+    assert table["margins"]["all_solved"]["verdict"] == "inconclusive"  # most prompts at 0
 
 
 @pytest.mark.parametrize("test", ["t", "sign-flip"], ids=["t", "sign-flip"])
 def test_the_test_option_picks_the_paired_test_of_every_p_value(three, tmp_path, test):
     """--test: each metric's p-value that of paired_difference(test=...) on the matched
     per-prompt estimates (seeded as the command), the method named; the default is the sign-flip
-    test; the interval is Student's t either way, and named."""
+    test; the interval is Newcombe's (the default --interval) either way, and named."""
     from rlmetrics.cli._rollouts import KeyOptions, load_run
     from rlmetrics.validation.comparison.paired import paired_difference
     from rlmetrics.validation.exact.summary import prompt_estimates
@@ -532,7 +571,7 @@ def test_the_test_option_picks_the_paired_test_of_every_p_value(three, tmp_path,
             for key in ("mde", "se", "ci_low", "ci_high"):
                 assert d[key] == base[key], key
             assert ("sign-flip" in d["method"]) == (test == "sign-flip"), d["method"]
-            assert d["ci_method"] == "Student t"
+            assert d["ci_method"] == "Newcombe (method 10) on wilson-edge intervals"
             same.append(d["p_value"] == base["p_value"])
     assert all(same) if test == "sign-flip" else not any(same)
     # mean@8 of A vs B through paired_difference directly, on the per-prompt estimates
@@ -545,4 +584,34 @@ def test_the_test_option_picks_the_paired_test_of_every_p_value(three, tmp_path,
     assert got["p_value"] == pytest.approx(want.p_value, rel=1e-12)
     assert (got["ci_low"], got["ci_high"]) == pytest.approx((want.ci_low, want.ci_high), rel=1e-12)
     assert ("paired sign-flip" in output) == (test == "sign-flip")
-    assert "interval: Student t" in output
+    assert "interval: Newcombe (method 10) on wilson-edge intervals" in output
+
+
+@pytest.mark.parametrize("interval", ["t", "newcombe", "inverted"], ids=["t", "newcombe", "inverted"])
+def test_the_interval_option_picks_every_interval(three, tmp_path, interval):
+    """--interval: each metric's interval that of paired_difference(interval=...) on the matched
+    per-prompt estimates, named under the table and in --json (ci_method, and the option at the
+    top); the p-values are the test's whatever the interval; the adjusted (Holm) interval is the
+    same method at the family's level and holds the unadjusted one."""
+    from rlmetrics.cli._rollouts import KeyOptions, load_run
+    from rlmetrics.validation.comparison.paired import paired_difference
+    from rlmetrics.validation.exact.summary import prompt_estimates
+
+    output, payload = _run_json(tmp_path, three, "--interval", interval)
+    _, default = _run_json(tmp_path, three)
+    assert payload["interval"] == interval and default["interval"] == "newcombe"
+    inputs = [load_run(path, KeyOptions(value_keys=["acc"])).inputs for path in three[:2]]
+    ta, tb = (prompt_estimates(i.sources, i.uids, i.infos)["math"]["acc"] for i in inputs)
+    col = list(ta.names).index("mean@8")
+    want = paired_difference(ta.values[:, col], tb.values[:, col], interval=interval, seed=0)
+    got, base = _tables(payload)[0], _tables(default)[0]
+    d = got["metrics"]["mean@8"]
+    assert (d["ci_low"], d["ci_high"]) == pytest.approx((want.ci_low, want.ci_high), rel=1e-12)
+    assert d["ci_method"] == want.ci_method and f"interval: {want.ci_method}" in " ".join(output.split())
+    assert d["p_value"] == base["metrics"]["mean@8"]["p_value"]
+    level = payload["family"]["level"]
+    adj = got["adjusted"]["mean@8"]
+    fresh = paired_difference(ta.values[:, col], tb.values[:, col], interval=interval, confidence=level)
+    assert adj["ci_low"] == pytest.approx(min(fresh.ci_low, d["ci_low"]), rel=1e-12)
+    assert adj["ci_high"] == pytest.approx(max(fresh.ci_high, d["ci_high"]), rel=1e-12)
+    assert adj["ci_low"] <= d["ci_low"] and adj["ci_high"] >= d["ci_high"]

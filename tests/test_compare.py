@@ -139,7 +139,7 @@ def test_paired_difference_equals_ttest_rel(p, seed, confidence):
     rng = np.random.default_rng(seed)
     a = rng.random(p)
     b = np.clip(a + rng.normal(0.05, 0.2, p), 0, 1)
-    r = paired_difference(a, b, confidence=confidence, test="t")
+    r = paired_difference(a, b, confidence=confidence, test="t", interval="t")
     ref = stats.ttest_rel(b, a)
     ci = ref.confidence_interval(confidence)
     assert math.isclose(r.statistic, float(ref.statistic), rel_tol=1e-10)
@@ -181,7 +181,7 @@ def test_clustered_se_equals_sandwich(g, m, seed):
     shared = rng.normal(0, 0.3, g)[clusters]
     a = rng.random(g * m)
     b = a + shared + rng.normal(0.05, 0.1, g * m)
-    r = paired_difference(a, b, clusters=[f"c{c}" for c in clusters], test="t")
+    r = paired_difference(a, b, clusters=[f"c{c}" for c in clusters], test="t", interval="t")
     se = sandwich_cr1_se(b - a, clusters)
     assert math.isclose(r.se, se, rel_tol=1e-10)
     assert r.n_clusters == g and r.df == g - 1 and r.method == f"paired t, clustered ({g} clusters)"
@@ -214,12 +214,20 @@ def test_paired_difference_swap_negates(pairs):
 
 
 def test_constant_differences_are_exact():
+    """Every prompt's difference the same: the t's standard error is 0 and its interval the point
+    ``diff``. Where both runs sit at an edge (every prompt solved by both) the default Newcombe
+    interval keeps each run's own width (issue 26: the t's point 0 is what under-covers there)."""
     r = paired_difference([0.1, 0.5, 0.9], [0.35, 0.75, 1.15], test="t")
+    assert r.ci_method == "Student t (values outside [0, 1]: Newcombe needs rates)"
     assert r.se == 0.0 and r.ci_low == r.ci_high == r.diff == pytest.approx(0.25)
     assert r.p_value == 0.0 and r.mde == 0.0
-    same = paired_difference([0.2, 0.4], [0.2, 0.4], test="t")
+    same = paired_difference([0.2, 0.4], [0.2, 0.4], test="t", interval="t")
     assert same.diff == 0.0 and same.p_value == 1.0 and (same.ci_low, same.ci_high) == (0.0, 0.0)
     assert same.correlation == pytest.approx(1.0)
+    ones = np.ones(30)
+    point, wide = paired_difference(ones, ones, interval="t"), paired_difference(ones, ones)
+    assert (point.ci_low, point.ci_high) == (0.0, 0.0)
+    assert wide.se == 0.0 and wide.ci_low < -0.1 and wide.ci_high > 0.1 and wide.p_value == 1.0
 
 
 def test_correlation_undefined_for_a_constant_run():
@@ -359,14 +367,15 @@ def test_sign_flip_exact_equals_brute_force(a, b, mid_p):
         r = paired_difference(a, b)  # the default
         t = paired_difference(a, b, test="t")
         assert math.isclose(r.p_value, want, rel_tol=1e-12)
-        # the interval, se, df and MDE stay the t ones; interval="inverted" inverts the test
+        # the interval (Newcombe's by default), se, df and MDE do not depend on the test;
+        # interval="inverted" inverts the test
         assert (r.ci_low, r.ci_high, r.se, r.df, r.mde, r.ci_method) == (
             t.ci_low,
             t.ci_high,
             t.se,
             t.df,
             t.mde,
-            "Student t",
+            "Newcombe (method 10) on wilson-edge intervals",
         )
         inv = paired_difference(a, b, interval="inverted")
         assert inv.ci_method == f"inverted sign-flip, mid-p (all {2 ** len(d)} sign flips)"
@@ -465,7 +474,10 @@ def test_signed_rank_equals_scipy_wilcoxon(seed):
     r = paired_difference(a, b, test="signed-rank")
     assert r.method == "paired signed-rank (Wilcoxon), mid-p (all 4096 sign flips)"
     assert math.isclose(r.p_value, brute_force_sign_flip(ranks.tolist()), rel_tol=1e-12)
-    assert r.ci_method == "Student t"
+    # b leaves [0, 1]: Newcombe needs rates, so the t interval, named so
+    assert r.ci_method == "Student t (values outside [0, 1]: Newcombe needs rates)"
+    t = paired_difference(a, b, test="signed-rank", interval="t")
+    assert (r.ci_low, r.ci_high) == (t.ci_low, t.ci_high) and t.ci_method == "Student t"
 
 
 def test_sign_flip_hand_value():
@@ -543,7 +555,7 @@ def test_newcombe_interval_from_the_one_run_intervals(kind, p):
     if kind == "zeros":
         assert r.ci_low == pytest.approx(-ia.ci_high) and r.ci_high == pytest.approx(ia.ci_high)
         assert ia.ci_high > 0.1
-        assert paired_difference(a, b, test="t").ci_high == 0.0
+        assert paired_difference(a, b, test="t", interval="t").ci_high == 0.0
 
 
 def test_interval_option_is_checked():
@@ -615,32 +627,37 @@ def test_power_at_the_mde(p):
 
 
 @pytest.mark.parametrize(
-    ("p", "mean", "low"),
+    ("p", "mean", "low", "high"),
     [
-        (30, 0.5, 0.93),
-        (100, 0.5, 0.93),
-        (30, 0.02, 0.92),
-        (100, 0.02, 0.92),
-        (100, 0.98, 0.92),
-        (30, 0.98, 0.84),
+        (30, 0.5, 0.93, 0.975),
+        (100, 0.5, 0.93, 0.975),
+        (30, 0.02, 0.92, 1.0),
+        (100, 0.02, 0.92, 1.0),
+        (100, 0.98, 0.92, 1.0),
+        (30, 0.98, 0.84, 1.0),
     ],
     ids=["P30-p0.5", "P100-p0.5", "P30-p0.02", "P100-p0.02", "P100-p0.98", "P30-p0.98-skewed"],
 )
-def test_interval_coverage(p, mean, low):
+@pytest.mark.parametrize("interval", ["t", "newcombe"], ids=["t", "newcombe"])
+def test_interval_coverage(p, mean, low, high, interval):
     """The 95% interval covers the true difference about 95% of the time.
 
     Near a ceiling (B's rates pushed from 0.98 toward 1) the differences are skewed and, on
-    30 prompts, the t interval under-covers (about 0.87-0.89 by this simulation); on 100 it is
-    back to nominal.
+    30 prompts, the t interval under-covers (about 0.87-0.89 by this simulation; ``low``); on
+    100 it is back to nominal. The default (Newcombe's) keeps 0.93 in every cell and
+    over-covers near the edges (0.97-1.0 there: ``high``); the t stays at most 0.975.
     """
     rng = np.random.default_rng([p, int(mean * 100)])
     reps = 1500
     a, b, true = runs_on_prompts(rng, reps, p, mean, 8, shift=0.2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        res = [paired_difference(a[r], b[r]) for r in range(reps)]
+        res = [paired_difference(a[r], b[r], interval=interval) for r in range(reps)]
     coverage = np.mean([r.ci_low <= true <= r.ci_high for r in res])
-    assert low <= coverage <= 0.975
+    if interval == "t":
+        assert low <= coverage <= 0.975
+    else:
+        assert 0.93 <= coverage <= high
 
 
 def test_clustered_test_holds_its_level_where_the_plain_one_does_not():

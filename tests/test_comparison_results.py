@@ -36,6 +36,9 @@ def test_as_dict_is_json_data_holding_every_field():
     for name, d in cmp.metrics.items():
         got = data["metrics"][name]
         assert got["diff"] == d.diff or (math.isnan(got["diff"]) and math.isnan(d.diff))
+        # each difference names its interval method; the data kept to redo it stays out
+        assert got["ci_method"] == d.ci_method == "Newcombe (method 10) on wilson-edge intervals"
+        assert not any(key.startswith("_") for key in got)
     assert data["curve"]["ks"] == cmp.curve.ks.tolist() == [1, 2, 3, 4]
     assert data["curve"]["diff"] == cmp.curve.diff.tolist()
     assert data["curve_a"] == {k: np.asarray(v).tolist() for k, v in cmp.curve_a._asdict().items()}

@@ -60,11 +60,11 @@ def _sign_flip_mid_p(d):
     return float((np.sum((stats_ > observed) & ~tie) + 0.5 * np.sum(tie)) / stats_.size)
 
 
-def test_the_sign_flip_test_gives_each_metrics_p_value_and_leaves_the_t_interval():
+def test_the_sign_flip_test_gives_each_metrics_p_value_and_leaves_the_interval():
     """compare_tables(test="sign-flip", the default): each p-value the mid-p of every sign flip
-    (12 prompts: enumerated here from scratch), the interval, SE and MDE the t test's; the
-    inverted interval of the same values keeps the shifts that mid-p keeps (just inside each end
-    it is >= 5%, just outside below)."""
+    (12 prompts: enumerated here from scratch), the interval (Newcombe's by default), SE and MDE
+    those of test="t"; interval="t" gives Student's t; the inverted interval of the same values
+    keeps the shifts that mid-p keeps (just inside each end it is >= 5%, just outside below)."""
     from rlmetrics.validation.comparison.paired import paired_difference
 
     rng = np.random.default_rng(4)
@@ -75,13 +75,19 @@ def test_the_sign_flip_test_gives_each_metrics_p_value_and_leaves_the_t_interval
     tb = prompt_estimates(src, uid, {"acc": acc_b.ravel()}, ks=[1, 2])
     (t_cmp,) = compare_tables(ta, tb, curves=False, test="t")
     (flip,) = compare_tables(ta, tb, curves=False)
+    (t_only,) = compare_tables(ta, tb, curves=False, interval="t")
     for name, d in flip.metrics.items():
         col = list(ta["s"]["acc"].names).index(name)
         xa, xb = ta["s"]["acc"].values[:, col], tb["s"]["acc"].values[:, col]
         assert d.p_value == pytest.approx(_sign_flip_mid_p(xb - xa), rel=1e-9), name
         t = t_cmp.metrics[name]
         assert (d.ci_low, d.ci_high, d.se, d.mde) == (t.ci_low, t.ci_high, t.se, t.mde)
-        assert d.ci_method == t.ci_method == "Student t"
+        assert d.ci_method == t.ci_method == "Newcombe (method 10) on wilson-edge intervals"
+        t_iv = paired_difference(xa, xb, interval="t")
+        assert (t_iv.ci_low, t_iv.ci_high) == (
+            t_only.metrics[name].ci_low,
+            t_only.metrics[name].ci_high,
+        ) and t_only.metrics[name].ci_method == "Student t"
         inv = paired_difference(xa, xb, interval="inverted")
         assert inv.ci_method == "inverted sign-flip, mid-p (all 4096 sign flips)"
         for end, inside in ((inv.ci_low, 1e-7), (inv.ci_high, -1e-7)):
@@ -90,6 +96,8 @@ def test_the_sign_flip_test_gives_each_metrics_p_value_and_leaves_the_t_interval
     assert any(flip.metrics[n].p_value != t_cmp.metrics[n].p_value for n in flip.metrics)
     with pytest.raises(ValueError, match=r"test must be one of t, sign-flip, signed-rank; got 'wilcoxon'"):
         compare_tables(ta, tb, curves=False, test="wilcoxon")
+    with pytest.raises(ValueError, match=r"interval must be one of t, inverted, newcombe; got 'wilson'"):
+        compare_tables(ta, tb, curves=False, interval="wilson")
 
 
 def test_curve_for_every_k_up_to_the_fewest_samples():

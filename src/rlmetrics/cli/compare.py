@@ -5,16 +5,19 @@ Each argument is a rollout dump (JSONL/Parquet), a folder of them (verl's per-st
 --json`` summary. Every run after the first is compared with the first on the prompts they
 share: per data source and variable, the difference of each metric (mean@N, pass@k, pass^k,
 maj@k, cover@tau ...) with the paired sign-flip test's p-value (mid-p; ``--test t``: Student's
-t) and a Student t interval, and the minimum detectable difference
-at 80% power (:func:`rlmetrics.validation.comparison.tables.compare_tables`), and the pass@k curves for
-every k with a simultaneous band and where they cross. A summary has no per-prompt data: its
-comparison is unpaired (Welch) and has no curve.
+t), Newcombe's interval on each run's wilson-edge interval (``--interval``; Student's t where a
+metric's values are not rates in [0, 1]; the interval method is named under each table and in
+``--json``) and the minimum detectable difference at 80% power
+(:func:`rlmetrics.validation.comparison.tables.compare_tables`), and the pass@k curves for every k
+with a simultaneous band and where they cross. A summary has no per-prompt data: its comparison
+is unpaired (Welch, with its t interval) and has no curve.
 
 Everything one call tests (every distinct metric of every table, for every B) is one family: its
 p-values are adjusted together (``--adjust``, Holm by default;
 :func:`rlmetrics.validation.comparison.family.adjust_comparisons`), shown beside the unadjusted
-ones, with the method and the family's size stated. ``--margin DELTA`` adds, per metric, the two
-one-sided tests against -DELTA and +DELTA and a verdict in words
+ones, with the method and the family's size stated; its adjusted intervals are each metric's
+interval method at the family's level. ``--margin DELTA`` adds, per metric, the two one-sided
+tests against -DELTA and +DELTA by inclusion in the same method's interval and a verdict in words
 (:mod:`rlmetrics.validation.comparison.equivalence`), from the unadjusted interval and from the
 family's adjusted one.
 
@@ -157,8 +160,9 @@ def _print_table(console: Console, a: Run, b: Run, cmp: Any, binary: bool, confi
         )
     first = next(iter(cmp.metrics.values()), None)
     if first is not None:
+        how = "; ".join(dict.fromkeys(cmp.metrics[name].ci_method for name in shown or cmp.metrics))
         console.print(
-            f"[dim]{escape(first.method)}; interval: {escape(first.ci_method)}; "
+            f"[dim]{escape(first.method)}; interval: {escape(how)}; "
             "MDE: smallest difference detected with 80% power[/dim]"
         )
 
@@ -254,12 +258,14 @@ def _print_family(console: Console, results: list[tuple[Run, list[Any]]]) -> Non
         margin = next(iter(margins.values())).margin
         line = (
             f"margin ±{margin:g}: p non-inf. tests H0 B - A <= -{margin:g}, p TOST H0 |B - A| >= "
-            f"{margin:g} (two one-sided t tests, each at {alpha / 2:g}, unadjusted); a verdict reads "
-            f"the {family.confidence:.0%} interval"
+            f"{margin:g} (two one-sided tests, each at {alpha / 2:g}, unadjusted, by inclusion in each "
+            f"metric's interval: p < {alpha / 2:g} exactly where its bound passes the margin); a verdict "
+            f"reads the {family.confidence:.0%} interval"
         )
         if family.method != "none":
             line += (
                 f", the {family.method} verdict the family's {family.interval} interval at {family.level:.2%}"
+                " (the same interval method at that level)"
             )
         console.print(f"[dim]{escape(line)}[/dim]", highlight=False, soft_wrap=True)
 
@@ -370,9 +376,24 @@ def compare(
             help="The paired test behind each p-value: sign-flip (the default: the paired randomization "
             "test, mid-p, exact up to 16 differing prompts; more power where most prompts are always or "
             "never solved), t (Student's t over the prompts) or signed-rank (Wilcoxon's, mid-p: whether B "
-            "tends to beat A on a prompt, not the mean). The intervals are Student t ones either way. A "
+            "tends to beat A on a prompt, not the mean). The interval is --interval's either way. A "
             "validate --json summary is compared by Welch's t.",
             metavar="sign-flip|t|signed-rank",
+        ),
+    ] = None,
+    interval: Annotated[
+        str | None,
+        typer.Option(
+            "--interval",
+            help="The interval of each difference (and of the adjusted intervals and --margin tests): "
+            "newcombe (the default: Newcombe's method 10 on each run's wilson-edge interval; it kept 95% "
+            "coverage in every simulated cell, 30-1,000 prompts, mean rates 0.01-0.99, where the t fell "
+            "to 0.33 near the edges, at a wider interval there; Student's t where a metric's values are "
+            "not rates in [0, 1]), t (Student's t over the prompts: a point when every prompt's "
+            "difference is the same) or inverted (the sign-flip test's inversion). Near the edges the "
+            "test's p-value and the interval can disagree at the margin. The method is named under each "
+            "table and in --json (ci_method).",
+            metavar="newcombe|t|inverted",
         ),
     ] = None,
     margin: Annotated[
@@ -387,7 +408,7 @@ def compare(
     ] = None,
 ) -> None:
     """Compare evaluations on the same prompts: paired differences, intervals, p-values, pass@k curves."""
-    _check_options(runs, confidence, n_boot, k, json_out, plot, adjust, margin, test)
+    _check_options(runs, confidence, n_boot, k, json_out, plot, adjust, margin, test, interval)
     loaded = _load_runs(runs, KeyOptions(uid_key, source_key, value_keys, pred_key, cluster_key), step)
     out = Console()
     if not out.is_terminal:  # logs and pipes: a table as wide as it needs, not 80 columns
@@ -404,7 +425,16 @@ def compare(
                 (
                     other,
                     _compare_pair(
-                        loaded[0], other, tables, k, pred_key, confidence, curves, n_boot, seed, test
+                        loaded[0],
+                        other,
+                        tables,
+                        k,
+                        pred_key,
+                        confidence,
+                        curves,
+                        n_boot,
+                        seed,
+                        (test, interval),
                     ),
                 )
                 for other in loaded[1:]
@@ -420,7 +450,7 @@ def compare(
     _print_results(out, err, loaded[0], results, tables, confidence)
     if json_out is not None:
         try:
-            write_json(json_out, _payload(loaded, results, confidence, margin))
+            write_json(json_out, _payload(loaded, results, confidence, margin, interval))
         except OSError as e:
             _fail(f"--json: could not write {json_out}: {e.strerror or e}")
         err.print(f"wrote {json_out}")
@@ -452,11 +482,12 @@ def _check_options(
     adjust: str,
     margin: float | None,
     test: str | None = None,
+    interval: str | None = None,
 ) -> None:
     """Fail on a wrong option before reading anything."""
     from rlmetrics.validation.comparison.equivalence import check_margin
     from rlmetrics.validation.comparison.family import ADJUST_CHOICES
-    from rlmetrics.validation.comparison.paired import TESTS
+    from rlmetrics.validation.comparison.paired import INTERVALS, TESTS
 
     if len(runs) < 2:
         _fail(f"compare needs at least two runs (A, then B ...); got {len(runs)}")
@@ -468,6 +499,8 @@ def _check_options(
         _fail(f"--adjust must be one of {', '.join(ADJUST_CHOICES)}; got {adjust!r}")
     if test is not None and test not in TESTS:
         _fail(f"--test must be one of {', '.join(TESTS)}; got {test!r}")
+    if interval is not None and interval not in INTERVALS:
+        _fail(f"--interval must be one of {', '.join(INTERVALS)}; got {interval!r}")
     if margin is not None:
         try:
             check_margin(margin, "--margin")
@@ -540,12 +573,14 @@ def _compare_pair(
     curves: bool,
     n_boot: int,
     seed: int,
-    test: str | None = None,
+    methods: tuple[str | None, str | None] = (None, None),
 ) -> list[Any]:
-    """B (``other``) against A (``base``): paired on their prompts, or unpaired from summaries."""
-    from rlmetrics.validation.comparison.paired import DEFAULT_TEST
+    """B (``other``) against A (``base``): paired on their prompts, or unpaired from summaries;
+    ``methods`` the ``--test`` and ``--interval`` given (None: the default)."""
+    from rlmetrics.validation.comparison.paired import DEFAULT_INTERVAL, DEFAULT_TEST
     from rlmetrics.validation.comparison.tables import compare_summaries, compare_tables
 
+    test, interval = methods
     if base.inputs is not None and other.inputs is not None:
         return compare_tables(
             tables[id(base)],
@@ -556,12 +591,14 @@ def _compare_pair(
             seed=seed,
             adjust="none",  # adjusted once, over every B (_adjusted)
             test=DEFAULT_TEST if test is None else test,
+            interval=DEFAULT_INTERVAL if interval is None else interval,
         )
-    if test not in (None, "t"):
-        raise ValueError(
-            f"--test {test} needs the prompts of both runs (rollout dumps); {base.name} vs {other.name} "
-            "is compared unpaired from validate --json summaries (Welch's t)"
-        )
+    for option, given in (("--test", test), ("--interval", interval)):
+        if given not in (None, "t"):
+            raise ValueError(
+                f"{option} {given} needs the prompts of both runs (rollout dumps); {base.name} vs "
+                f"{other.name} is compared unpaired from validate --json summaries (Welch's t)"
+            )
     return compare_summaries(
         _summary(base, k, pred_key), _summary(other, k, pred_key), confidence=confidence, adjust="none"
     )
@@ -622,13 +659,21 @@ def _print_results(
 
 
 def _payload(
-    loaded: list[Run], results: list[tuple[Run, list[Any]]], confidence: float, margin: float | None
+    loaded: list[Run],
+    results: list[tuple[Run, list[Any]]],
+    confidence: float,
+    margin: float | None,
+    interval: str | None = None,
 ) -> dict[str, Any]:
     """The ``--json`` document: the runs read, the family, every comparison as plain data.
 
-    Each table's ``metrics`` hold the unadjusted differences, ``adjusted`` the family's p-values
-    and intervals (and verdicts), ``margins`` the two one-sided tests.
+    ``interval`` is the ``--interval`` asked for (the default's name when none was); each table's
+    ``metrics`` hold the unadjusted differences, each naming its interval method (``ci_method``),
+    ``adjusted`` the family's p-values and intervals (and verdicts), ``margins`` the two one-sided
+    tests.
     """
+    from rlmetrics.validation.comparison.paired import DEFAULT_INTERVAL
+
     family = next((c.family for _, cmps in results for c in cmps if c.family is not None), None)
     return {
         "runs": [
@@ -644,6 +689,7 @@ def _payload(
             for r in loaded
         ],
         "confidence": confidence,
+        "interval": DEFAULT_INTERVAL if interval is None else interval,
         "family": None if family is None else vars(family),
         "margin": margin,
         "comparisons": [

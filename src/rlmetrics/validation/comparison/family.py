@@ -10,15 +10,17 @@ runs share; :func:`adjust_comparisons` treats those tests as one family:
 * **p-values** adjusted over it (:func:`~rlmetrics.validation.comparison.multiplicity.adjust_p_values`):
   ``"holm"`` controls the family-wise error rate, ``"bh"`` the false discovery rate, ``"none"``
   leaves them as they are;
-* **intervals** at a per-comparison level that keeps the family's promise: with ``"holm"``,
+* **intervals** of each result's own method (``ci_method``: Newcombe's by default for rates, else
+  Student's t; :func:`interval_at`) at a per-comparison level that keeps the family's promise,
+  never narrower than the unadjusted one: with ``"holm"``,
   Bonferroni's simultaneous intervals at ``1 - alpha / m`` (all ``m`` cover at once with
   probability at least ``1 - alpha``; they may still hold 0 where Holm's step-down declares a
   difference); with ``"bh"``, Benjamini and Yekutieli's (2005) false-coverage-rate intervals at
   ``1 - R alpha / m``, ``R`` the differences BH declares at ``alpha`` (at least 1); ``alpha`` is
   ``1 - confidence`` of the results;
 * with a ``margin``, each metric's two one-sided tests
-  (:func:`~rlmetrics.validation.comparison.equivalence.margin_test`, unadjusted) and the verdict of
-  its adjusted interval beside them.
+  (:func:`~rlmetrics.validation.comparison.equivalence.margin_test`, unadjusted, by inclusion in
+  the same method's interval) and the verdict of its adjusted interval beside them.
 """
 
 from __future__ import annotations
@@ -156,21 +158,30 @@ def _level(method: str, p_adj: np.ndarray, m: int, alpha: float) -> float:
 
 
 def interval_at(result: PairedDifference, level: float) -> tuple[float, float]:
-    """The two-sided Student-t interval of ``result`` at ``level``, on its standard error and df.
+    """The two-sided interval of ``result``'s own method (``ci_method``) at ``level``.
+
+    :meth:`~rlmetrics.validation.comparison.paired.PairedDifference.interval_at`: Newcombe's on
+    each run's wilson-edge interval at ``level`` (the default for rates), Student's t on the
+    standard error and df, or the inverted sign-flip test, as the result was made. At a level
+    at or above the result's ``confidence`` it is joined with the unadjusted interval, so an
+    adjusted interval is never narrower than the one shown: Newcombe's bounds are not nested over
+    levels when the runs' correlation is near 1 (the half-width is then about the gap between a
+    run's Wilson widths down and up, which can shrink as the level rises: 20 of 3,000 random
+    tables of rates, by up to 0.012, between 95% and 99.9%).
 
     Examples
     --------
     >>> from rlmetrics.validation.comparison.paired import paired_difference
     >>> r = paired_difference([0.1, 0.4, 0.3, 0.8], [0.3, 0.5, 0.6, 0.8], test="t")
-    >>> [round(x, 6) for x in interval_at(r, 0.95)] == [round(r.ci_low, 6), round(r.ci_high, 6)]
+    >>> interval_at(r, 0.95) == (r.ci_low, r.ci_high)
     True
+    >>> lo, hi = interval_at(r, 0.99)
+    >>> r.ci_method, bool(lo < r.ci_low and hi > r.ci_high)
+    ('Newcombe (method 10) on wilson-edge intervals', True)
     """
-    diff, se, df = result.diff, result.se, result.df
-    if se == 0.0:
-        return diff, diff
-    if not (math.isfinite(se) and math.isfinite(diff)) or math.isnan(df):
+    low, high = result.interval_at(level)
+    if math.isnan(low) or math.isnan(high):
         return math.nan, math.nan
-    from scipy import special
-
-    half = float(special.stdtrit(df, 0.5 + level / 2.0)) * se
-    return diff - half, diff + half
+    if level >= result.confidence:
+        low, high = min(low, result.ci_low), max(high, result.ci_high)
+    return low, high

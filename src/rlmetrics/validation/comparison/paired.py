@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -39,6 +39,7 @@ __all__ = [
     "sign_flip_interval",
     "sign_flip_p",
     "signed_ranks",
+    "t_interval",
     "unpaired_difference",
 ]
 
@@ -54,15 +55,21 @@ TEST_NAMES = {
     "signed-rank": "paired signed-rank (Wilcoxon)",
 }
 #: the default test of :func:`paired_difference` and ``rlmetrics compare`` (``bench/RESULTS.md``:
-#: the same size and power as the t away from the edges, more power near them; its interval
-#: stays the t one by default)
+#: the same size and power as the t away from the edges, more power near them)
 DEFAULT_TEST = "sign-flip"
-#: the intervals of :func:`paired_difference`: Student's t (the default, with either test), or
-#: the sign-flip test's inversion (:func:`sign_flip_interval`; under-covers true shifts near the
-#: edges, ``bench/RESULTS.md``)
+#: the intervals of :func:`paired_difference`: Newcombe's on each run's wilson-edge interval
+#: (:func:`newcombe_interval`), Student's t, or the sign-flip test's inversion
+#: (:func:`sign_flip_interval`); the last two under-cover true shifts near the edges
+#: (``bench/RESULTS.md``)
 INTERVALS = ("t", "inverted", "newcombe")
+#: the default interval of :func:`paired_difference`, ``compare_tables`` and ``rlmetrics compare``:
+#: the one that kept 95% coverage in every cell of the paired simulation (``bench/RESULTS.md``,
+#: 2026-12-06: at least 0.940 in all 144 cells, where the t fell to 0.33)
+DEFAULT_INTERVAL = "newcombe"
 #: the name of the t interval (``PairedDifference.ci_method``)
 T_INTERVAL = "Student t"
+#: ``ci_method`` where Newcombe was asked for but a run has values outside [0, 1]
+T_NOT_RATES = "Student t (values outside [0, 1]: Newcombe needs rates)"
 #: up to this many nonzero differences (or cluster totals) the sign-flip test enumerates all 2^m flips
 EXACT_FLIPS = 16
 
@@ -190,9 +197,12 @@ class PairedDifference:
     statistic : float
         ``diff / se``.
     ci_method : str
-        How ``ci_low`` and ``ci_high`` were found: ``"Student t"``, or with
-        ``interval="inverted"`` e.g. ``"inverted sign-flip, mid-p (5000 random sign flips)"`` (the
-        shifts ``theta`` that the sign-flip test of ``d_i - theta`` does not reject).
+        How ``ci_low`` and ``ci_high`` were found: ``"Newcombe (method 10) on wilson-edge
+        intervals"`` (the default for rates), ``"Student t"``, :data:`T_NOT_RATES` (Newcombe
+        asked for on values outside [0, 1]), or with ``interval="inverted"`` e.g. ``"inverted
+        sign-flip, mid-p (5000 random sign flips)"`` (the shifts ``theta`` that the sign-flip test
+        of ``d_i - theta`` does not reject). :meth:`interval_at` gives the same method's interval
+        at another level.
     """
 
     mean_a: float
@@ -212,26 +222,97 @@ class PairedDifference:
     df: float
     statistic: float
     ci_method: str = T_INTERVAL
+    #: what :meth:`interval_at` needs to redo a data-based interval (None: the t one from se, df)
+    _data: _IntervalData | None = field(default=None, repr=False, compare=False)
 
-    def summary(self) -> str:
-        """One line for a paper or a log: the difference, its interval, p-value and method.
+    @property
+    def interval_from_se(self) -> bool:
+        """Whether the interval is Student's t on ``se`` and ``df`` (its level changes in closed form)."""
+        return self._data is None
+
+    def interval_at(self, level: float) -> tuple[float, float]:
+        """The interval of :attr:`ci_method` at another two-sided ``level``.
+
+        Adjusted intervals (:func:`~rlmetrics.validation.comparison.family.interval_at`) and the
+        margin's one-sided tests (:func:`~rlmetrics.validation.comparison.equivalence.margin_test`)
+        are built from it, so they are the method shown, not the t, whatever the method.
+        ``interval_at(self.confidence)`` is ``(ci_low, ci_high)``; NaN where those are NaN.
 
         Examples
         --------
-        >>> r = paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0], test="t")
-        >>> r.summary()
-        'B - A = 0.25 (95% CI [-0.209, 0.709], p = 0.182, n = 4, paired t, corr = 0.71, MDE = 0.6)'
+        >>> r = paired_difference([0.0, 0.25, 0.5, 1.0], [0.25, 0.5, 0.5, 1.0])
+        >>> r.interval_at(r.confidence) == (r.ci_low, r.ci_high)
+        True
+        >>> lo, hi = r.interval_at(0.99)
+        >>> bool(lo < r.ci_low and hi > r.ci_high)
+        True
+        """
+        level = check_level(level, "level")
+        if math.isnan(self.ci_low) or math.isnan(self.ci_high):
+            return math.nan, math.nan
+        if self._data is None:
+            return t_interval(self.diff, self.se, self.df, level)
+        low, high, _ = _data_interval(self._data, level)
+        return low, high
+
+    def summary(self) -> str:
+        """One line for a paper or a log: the difference, its interval and how it was found,
+        the p-value and the test.
+
+        Examples
+        --------
+        >>> r = paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0], test="t", interval="t")
+        >>> line = r.summary()
+        >>> line[:49]
+        'B - A = 0.25 (95% CI [-0.209, 0.709] (Student t),'
+        >>> line[49:]
+        ' p = 0.182, n = 4, paired t, corr = 0.71, MDE = 0.6)'
+        >>> paired_difference([0.0, 0.5, 1.0, 0.5], [0.5, 0.5, 1.0, 1.0], test="t").summary()[:88]
+        'B - A = 0.25 (95% CI [-0.0354, 0.483] (Newcombe (method 10) on wilson-edge intervals), p'
         >>> a, b = [0.0, 0.5, 1.0, 0.5, 0.25], [0.5, 0.5, 1.0, 1.0, 0.75]
         >>> paired_difference(a, b, interval="inverted").summary()[:76]
         'B - A = 0.3 (95% CI [0, 0.5] (inverted sign-flip, mid-p (all 32 sign flips))'
         """
         corr = "" if math.isnan(self.correlation) else f", corr = {self.correlation:.2g}"
-        ci = "" if self.ci_method == T_INTERVAL else f" ({self.ci_method})"
+        ci = f" ({self.ci_method})"
         return (
             f"B - A = {self.diff:.3g} ({fmt_level(self.confidence)} CI [{self.ci_low:.3g}, "
             f"{self.ci_high:.3g}]{ci}, p = {self.p_value:.3g}, n = {self.n}, {self.method}{corr}, "
             f"MDE = {self.mde:.2g})"
         )
+
+
+class _IntervalData(NamedTuple):
+    """The inputs of a paired difference's data-based interval (``kind`` "newcombe" or "inverted")."""
+
+    kind: str
+    a: np.ndarray
+    b: np.ndarray
+    codes: np.ndarray | None
+    units: np.ndarray
+    weights: np.ndarray
+    n_flips: int
+    seed: int
+
+
+def t_interval(diff: float, se: float, df: float, level: float) -> tuple[float, float]:
+    """The two-sided Student-t interval ``diff -/+ t_{df, (1 + level) / 2} se``.
+
+    ``[diff, diff]`` when ``se`` is 0; NaN when ``se``, ``diff`` or ``df`` is undefined.
+
+    Examples
+    --------
+    >>> [round(x, 4) for x in t_interval(0.1, 0.05, 20.0, 0.95)]
+    [-0.0043, 0.2043]
+    """
+    if se == 0.0:
+        return diff, diff
+    if not (math.isfinite(se) and math.isfinite(diff)) or math.isnan(df):
+        return math.nan, math.nan
+    from scipy import special
+
+    half = float(special.stdtrit(df, 0.5 + level / 2.0)) * se
+    return diff - half, diff + half
 
 
 def _t_inference(
@@ -262,7 +343,7 @@ def paired_difference(
     clusters: Any = None,
     power: float = 0.8,
     test: str = DEFAULT_TEST,
-    interval: str = "t",
+    interval: str = DEFAULT_INTERVAL,
     n_flips: int = 5000,
     seed: int = 0,
 ) -> PairedDifference:
@@ -278,8 +359,10 @@ def paired_difference(
     (Miller eq. 4 with the usual CR1 small-sample factor ``G / (G - 1)``, which makes one prompt
     per cluster give exactly the unclustered ``se``) and ``G - 1`` degrees of freedom.
 
-    By default (``test="sign-flip"``) the p-value is the paired sign-flip randomization test's
-    (mid-p) and the interval Student's t; ``test="t"`` gives the t's p-value too. Size and power
+    By default (``test="sign-flip"``, ``interval="newcombe"``) the p-value is the paired
+    sign-flip randomization test's (mid-p) and the interval Newcombe's on each run's
+    ``"wilson-edge"`` interval (Student's t where the values are not rates in [0, 1]);
+    ``test="t"`` gives the t's p-value, ``interval="t"`` the t interval. Size and power
     (``bench/bench_coverage.py``: U-shaped difficulty, 8 samples a prompt, mean@8 and pass@4,
     30-1,000 prompts, mean rates 0.01-0.99; ``bench/RESULTS.md``): both tests hold the 5% level;
     they agree within noise on mean@8 and away from the edges; near an edge, where most
@@ -289,13 +372,16 @@ def paired_difference(
     mean 0.95: about 0.10-0.16 against 0.03-0.04). A sign test and Wilcoxon's signed-rank test
     (mid-p, on the same flips) did no better near the edges, and test another quantity than the
     mean. At 30 prompts and a mean of 0.01-0.02 or 0.95-0.99 no test can do much: a handful of
-    prompts differ. The t interval covers true shifts near the edges better than the sign-flip
-    test's inversion (``interval="inverted"``; pass@4, 100 prompts, mean 0.98: 0.70 against
-    0.60), though neither keeps 95% there (a small evaluation often lacks the few prompts that
-    carry the difference); the p-value and the t interval can then disagree at the margin.
-    ``interval="newcombe"`` (Newcombe's method 10 on each run's ``"wilson-edge"`` interval) keeps
-    at least 0.94 in every cell, null and shift, at 3-13 times the t's width at 30 prompts
-    and a mean of 0.01 or 0.99.
+    prompts differ. Intervals, same simulation: the default ``"newcombe"`` (Newcombe's method 10
+    on each run's ``"wilson-edge"`` interval) keeps at least 0.94 in every cell, null and shift,
+    at 3-13 times the t's width at 30 prompts and a mean of 0.01 or 0.99 and about the t's
+    width away from the edges; the t interval covers true shifts near the edges as little as
+    0.33 (pass@4, 30 prompts, mean 0.99: where every prompt's difference is 0 it is the point 0)
+    and the sign-flip test's inversion (``interval="inverted"``) less still (pass@4, 100 prompts,
+    mean 0.98: 0.60 against the t's 0.70), a small evaluation often lacking the few prompts that
+    carry the difference. The interval is not the test's inversion, so near the edges the
+    p-value and the interval can disagree at the margin (a p-value just under 5% with an
+    interval that holds 0, or the reverse).
 
     Parameters
     ----------
@@ -324,11 +410,13 @@ def paired_difference(
         tailed (pass@4 at 100-300 prompts and a mean of 0.5: about 0.5 against 0.42-0.45), but a
         test of "B tends to beat A on a prompt", not of the mean difference reported. ``"t"``:
         the Student-t test above.
-    interval : {"t", "inverted", "newcombe"}, keyword-only
-        ``"t"`` (the default): the Student-t interval above, whatever the test. ``"newcombe"``:
-        Newcombe's interval from each run's ``"wilson-edge"`` interval
-        (:func:`newcombe_interval`): it keeps 95% near the edges where the t and the inversion
-        do not, and is wider there (``bench/RESULTS.md``). ``"inverted"``:
+    interval : {"newcombe", "t", "inverted"}, keyword-only
+        ``"newcombe"`` (the default): Newcombe's interval from each run's ``"wilson-edge"``
+        interval (:func:`newcombe_interval`): it keeps 95% near the edges where the t and the
+        inversion do not, and is wider there (``bench/RESULTS.md``); it needs rates, so where
+        ``a`` or ``b`` has a value outside [0, 1] the t interval is given instead and
+        ``ci_method`` is :data:`T_NOT_RATES`. ``"t"``: the Student-t interval above, whatever
+        the test. ``"inverted"``:
         the sign-flip test's inversion (:func:`sign_flip_interval`: the shifts ``theta`` whose
         test of ``d_i - theta`` keeps H0, over all ``P`` units: all ``2^P`` flips up to 16
         prompts or clusters, else ``n_flips`` random ones); with 4 units or fewer no shift is
@@ -344,7 +432,8 @@ def paired_difference(
     PairedDifference
         With fewer than two prompts (or clusters) the standard error, interval, p-value and MDE
         are NaN, with an ``UndefinedMetricWarning``. When every ``d_i`` is the same the standard error is
-        0, the interval is ``[diff, diff]`` and the p-value 0.0 (1.0 if ``diff == 0``).
+        0, the t interval is ``[diff, diff]`` (Newcombe's is not: each run's interval has width)
+        and the t's p-value 0.0 (1.0 if ``diff == 0``).
 
     Raises
     ------
@@ -361,7 +450,9 @@ def paired_difference(
     0.0
     >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25])
     >>> r.p_value, r.method, r.ci_method
-    (0.125, 'paired sign-flip, mid-p (all 8 sign flips)', 'Student t')
+    (0.125, 'paired sign-flip, mid-p (all 8 sign flips)', 'Newcombe (method 10) on wilson-edge intervals')
+    >>> paired_difference([1.5, 2.0, 3.0], [2.0, 2.5, 3.0]).ci_method
+    'Student t (values outside [0, 1]: Newcombe needs rates)'
     >>> r = paired_difference([0.25, 0.5, 0.75, 1.0, 0.0], [0.5, 0.75, 0.75, 1.0, 0.25], interval="inverted")
     >>> r.ci_low, r.ci_high, r.ci_method
     (0.0, 0.25, 'inverted sign-flip, mid-p (all 32 sign flips)')
@@ -394,12 +485,14 @@ def paired_difference(
         scores = units if test == "sign-flip" else signed_ranks(units, scale)
         p_value, m, exact = sign_flip_p(scores, scale, n_flips=n_flips, seed=seed)
         method = f"{TEST_NAMES[test]}, mid-p ({_flips_words(exact, m, n_flips)})" + _clustered(g)
-    if interval == "inverted" and not math.isnan(se):
+    data = None
+    if interval != "t" and not math.isnan(se):
         weights = np.ones(d.size) if codes is None else np.bincount(codes).astype(np.float64)
-        ci_low, ci_high, exact = sign_flip_interval(units, weights, confidence, n_flips=n_flips, seed=seed)
-        ci_method = f"inverted sign-flip, mid-p ({_flips_words(exact, int(units.size), n_flips)})"
-    elif interval == "newcombe" and not math.isnan(se):
-        ci_low, ci_high, ci_method = newcombe_interval(a, b, confidence, codes)
+        data = _IntervalData(interval, a, b, codes, units, weights, n_flips, seed)
+        if interval == "newcombe" and not (_is_rates(a) and _is_rates(b)):
+            data, ci_method = None, T_NOT_RATES  # Newcombe needs rates: the t interval, named so
+        else:
+            ci_low, ci_high, ci_method = _data_interval(data, confidence)
     return PairedDifference(
         mean_a=float(a.mean()),
         mean_b=float(b.mean()),
@@ -418,7 +511,22 @@ def paired_difference(
         df=df,
         statistic=stat,
         ci_method=ci_method,
+        _data=data,
     )
+
+
+def _is_rates(x: np.ndarray) -> bool:
+    return bool(((x >= 0.0) & (x <= 1.0)).all())
+
+
+def _data_interval(data: _IntervalData, confidence: float) -> tuple[float, float, str]:
+    """(ci_low, ci_high, ci_method) of a data-based interval (Newcombe's, or the inverted test's)."""
+    if data.kind == "newcombe":
+        return newcombe_interval(data.a, data.b, confidence, data.codes)
+    low, high, exact = sign_flip_interval(
+        data.units, data.weights, confidence, n_flips=data.n_flips, seed=data.seed
+    )
+    return low, high, f"inverted sign-flip, mid-p ({_flips_words(exact, int(data.units.size), data.n_flips)})"
 
 
 def signed_ranks(units: np.ndarray, scale: float = 0.0) -> np.ndarray:

@@ -82,7 +82,7 @@ class TableComparison:
             "n_matched": self.n_matched,
             "n_only_a": self.n_only_a,
             "n_only_b": self.n_only_b,
-            "metrics": {name: _plain(vars(d)) for name, d in self.metrics.items()},
+            "metrics": {name: _public(d) for name, d in self.metrics.items()},
             "curve": None if self.curve is None else _plain(vars(self.curve)),
             "curve_a": None if self.curve_a is None else _plain(self.curve_a._asdict()),
             "curve_b": None if self.curve_b is None else _plain(self.curve_b._asdict()),
@@ -91,6 +91,12 @@ class TableComparison:
             "margins": {name: t._asdict() for name, t in self.margins.items()},
         }
         return out
+
+
+def _public(d: PairedDifference) -> dict[str, Any]:
+    """A difference's public fields as plain data (``ci_method`` among them; the data kept for
+    :meth:`~rlmetrics.validation.comparison.paired.PairedDifference.interval_at` left out)."""
+    return {k: _plain(v) for k, v in vars(d).items() if not k.startswith("_")}
 
 
 def _plain(obj: Any) -> Any:

@@ -16,7 +16,7 @@ one-sided tests and a verdict in words (:mod:`~rlmetrics.validation.comparison.e
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,7 +24,9 @@ from rlmetrics.validation.comparison.curves import compare_curves, pass_at_k_cur
 from rlmetrics.validation.comparison.equivalence import check_margin
 from rlmetrics.validation.comparison.family import adjust_comparisons, check_adjust
 from rlmetrics.validation.comparison.paired import (
+    DEFAULT_INTERVAL,
     DEFAULT_TEST,
+    INTERVALS,
     TESTS,
     PairedDifference,
     match_prompts,
@@ -50,6 +52,7 @@ def compare_tables(
     adjust: str = "holm",
     margin: float | None = None,
     test: str = DEFAULT_TEST,
+    interval: str = DEFAULT_INTERVAL,
 ) -> list[TableComparison]:
     """Paired differences of B minus A on the prompts the two runs share.
 
@@ -74,8 +77,16 @@ def compare_tables(
         The paired test behind each metric's p-value
         (:func:`~rlmetrics.validation.comparison.paired.paired_difference`): the sign-flip test
         (mid-p) by default, its random flips drawn from ``seed``; Student's t; or Wilcoxon's
-        signed-rank test (mid-p). The intervals
-        are the t ones either way. Each result's ``method`` and ``ci_method`` name them.
+        signed-rank test (mid-p). Each result's ``method`` names it.
+    interval : {"newcombe", "t", "inverted"}, keyword-only
+        Each metric's interval
+        (:func:`~rlmetrics.validation.comparison.paired.paired_difference`): Newcombe's on each
+        run's wilson-edge interval by default (the one that kept 95% coverage near the edges in
+        the simulation of ``bench/RESULTS.md``, where the t fell to 0.33), Student's t where a
+        metric's values are not rates in [0, 1]; ``"t"``; or the sign-flip test's inversion.
+        The adjusted intervals and the margin's tests are built from the same method. Each
+        result's ``ci_method`` names the one used. The p-values are the test's either way, so
+        near the edges a p-value and an interval can disagree at the margin.
 
     Returns
     -------
@@ -91,21 +102,28 @@ def compare_tables(
     >>> run_b = prompt_estimates(["m"] * 32, uids, {"acc": [1, 1, 0, 0] * 6 + [1, 0, 0, 0] * 2})
     >>> cmp = compare_tables(run_a, run_b, curves=False)[0]
     >>> d = cmp.metrics["mean@4"]
-    >>> cmp.n_matched, round(d.diff, 4), d.ci_low > 0, d.p_value < 0.05
-    (8, 0.1875, True, True)
+    >>> cmp.n_matched, round(d.diff, 4), round(d.p_value, 4), [round(x, 3) for x in (d.ci_low, d.ci_high)]
+    (8, 0.1875, 0.0156, [-0.029, 0.387])
+    >>> d.method, d.ci_method
+    ('paired sign-flip, mid-p (all 64 sign flips)', 'Newcombe (method 10) on wilson-edge intervals')
+    >>> compare_tables(run_a, run_b, curves=False, interval="t")[0].metrics["mean@4"].ci_low > 0
+    True
     >>> cmp.family.method, cmp.family.size, cmp.adjusted["mean@4"].p_value >= d.p_value
     ('holm', 5, True)
     """
     adjust, margin = _family_options(adjust, margin)
     if not isinstance(test, str) or test not in TESTS:
         raise ValueError(f"test must be one of {', '.join(TESTS)}; got {test!r}")
+    if not isinstance(interval, str) or interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {', '.join(INTERVALS)}; got {interval!r}")
     out = []
     for src, per_var in a.items():
         for var, ta in per_var.items():
             tb = b.get(src, {}).get(var)
             if tb is None:
                 continue
-            out.append(_compare_pair(src, var, ta, tb, confidence, power, curves, n_boot, seed, test))
+            opts = _Options(confidence, power, curves, n_boot, seed, test, interval)
+            out.append(_compare_pair(src, var, ta, tb, opts))
     return adjust_comparisons(out, method=adjust, margin=margin)
 
 
@@ -114,18 +132,20 @@ def _family_options(adjust: object, margin: object) -> tuple[str, float | None]:
     return check_adjust(adjust), None if margin is None else check_margin(margin)
 
 
-def _compare_pair(
-    src: str,
-    var: str,
-    ta: PromptTable,
-    tb: PromptTable,
-    confidence: float,
-    power: float,
-    curves: bool,
-    n_boot: int,
-    seed: int,
-    test: str = DEFAULT_TEST,
-) -> TableComparison:
+class _Options(NamedTuple):
+    """The options of :func:`compare_tables` that each table's comparison uses."""
+
+    confidence: float
+    power: float
+    curves: bool
+    n_boot: int
+    seed: int
+    test: str = DEFAULT_TEST
+    interval: str = DEFAULT_INTERVAL
+
+
+def _compare_pair(src: str, var: str, ta: PromptTable, tb: PromptTable, opts: _Options) -> TableComparison:
+    confidence, power, curves, n_boot, seed = opts.confidence, opts.power, opts.curves, opts.n_boot, opts.seed
     matched = match_prompts(ta.keys, tb.keys)
     ia, ib = matched.a, matched.b
     clusters = None if ta.clusters is None else ta.clusters[ia]
@@ -145,7 +165,8 @@ def _compare_pair(
             confidence=confidence,
             power=power,
             clusters=None if clusters is None else clusters[both],
-            test=test,
+            test=opts.test,
+            interval=opts.interval,
             seed=seed,
         )
     curve = band_a = band_b = None
@@ -182,8 +203,9 @@ def compare_summaries(
 
     Without the prompts the pairing is lost: each metric gets Welch's unpaired test from the
     means, standard errors and prompt counts (wider than the paired one when the runs are
-    correlated, as two checkpoints on the same prompts are). ``adjust`` and ``margin`` as in
-    :func:`compare_tables`.
+    correlated, as two checkpoints on the same prompts are) and its Student t interval
+    (``ci_method`` ``"Student t"``: Newcombe's needs the prompts). ``adjust`` and ``margin`` as
+    in :func:`compare_tables`.
 
     Examples
     --------
