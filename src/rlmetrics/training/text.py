@@ -710,8 +710,11 @@ def _id_sums(
         table, prefix = _id_rows(ids, mask, o)
     else:
         table = _id_rows_fused(kernel, ids, mask, o)
-        mask, prefix = (None, True) if mask is None else (mask != 0, False)
-    ratios = _compression_ratios(ids, mask, table[:, 0], prefix) if o["compression"] else []
+        prefix = mask is None
+    ratios: list[float] = []
+    if o["compression"]:
+        selected = None if mask is None else mask.astype(bool, copy=False)  # checked 0/1 by now
+        ratios = _compression_ratios(ids, selected, table[:, 0], prefix)
     return _row_sums(table, ratios, o)
 
 
