@@ -10,7 +10,8 @@
 3. In a fresh process each (a subprocess): the first call of each (imports, numba's kernel
    load, first allocations), then their medians, against ``compute_data_metrics`` with its numba
    kernels (``rlmetrics[fast]``: numba's on-disk cache cold, i.e. compiling, then warm) and
-   without them (``RLMETRICS_NO_NUMBA=1``, the plain install).
+   without them (``RLMETRICS_NO_NUMBA=1``, the plain install); the first calls of both are
+   what the first step of a loop computing both feels; medians over ``--fresh-runs`` processes.
 4. The ratio itself, in a process of its own for each setting (numba on, off): the token-id
    call (default options) and ``compute_data_metrics`` in turn, one ratio a pair, the median of
    the ratios and the load average (the machine may be shared: the ratio, not the milliseconds).
@@ -19,7 +20,8 @@ Usage::
 
     python bench/bench_text.py                 # median of 7
     python bench/bench_text.py --repeats 21 --rows 2048
-    python bench/bench_text.py --ratios-only --pairs 31   # only part 4
+    python bench/bench_text.py --fresh-only --fresh-runs 5  # only part 3
+    python bench/bench_text.py --ratios-only --pairs 31     # only part 4
 """
 
 from __future__ import annotations
@@ -173,6 +175,35 @@ def _ratios_table(args: argparse.Namespace) -> None:
         print(f"{label:<38}{med:>7.2f}x{lo:>7.2f}x{hi:>7.2f}x{tm:>9.1f}{dm:>9.1f}{l0:>6.1f}-{l1:.1f}")
 
 
+def _fresh_table(args: argparse.Namespace) -> None:
+    """Part 3: medians over ``--fresh-runs`` fresh processes a setting (cold: a new cache each)."""
+    size = f"{args.rows} x {args.width}"
+    print(f"\n## a fresh process each, {size}: first calls (ms), medians of {args.fresh_runs} processes")
+    print(f"{'compute_data_metrics with':<38}{'import':>8}{'text 1st':>10}{'data 1st':>10}", end="")
+    print(f"{'both 1st':>10}{'text':>8}{'data':>8}{'ratio':>8}")
+    cmd = [sys.executable, __file__, "--fresh", "--rows", str(args.rows), "--width", str(args.width)]
+    cmd += ["--repeats", str(args.repeats)]
+    with tempfile.TemporaryDirectory() as warm:
+        settings = (
+            ("numba kernels, cache cold (compiles)", None),
+            ("numba kernels, cache warm", {"NUMBA_CACHE_DIR": warm}),
+            ("plain numpy (RLMETRICS_NO_NUMBA)", NO_NUMBA),
+        )
+        for label, extra in settings:
+            runs = []
+            for _ in range(args.fresh_runs):
+                with tempfile.TemporaryDirectory() as cold:
+                    env = os.environ | (extra or {"NUMBA_CACHE_DIR": cold})
+                    out = subprocess.check_output(cmd, text=True, env=env)
+                if extra is None:  # fill the warm cache too (not timed)
+                    subprocess.check_output(cmd, text=True, env=os.environ | {"NUMBA_CACHE_DIR": warm})
+                runs.append([float(v) * 1e3 for v in out.split()])
+            imp, t1, d1, tm, dm = (statistics.median(col) for col in zip(*runs))
+            both = statistics.median(r[1] + r[2] for r in runs)
+            print(f"{label:<38}{imp:>8.0f}{t1:>10.1f}{d1:>10.1f}{both:>10.1f}", end="")
+            print(f"{tm:>8.1f}{dm:>8.1f}{tm / dm:>7.1f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1024)
@@ -181,6 +212,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--pairs", type=int, default=21, help="text/data pairs of part 4")
     parser.add_argument("--ratios-only", action="store_true", help="only part 4")
+    parser.add_argument("--fresh-only", action="store_true", help="only part 3")
+    parser.add_argument("--fresh-runs", type=int, default=3, help="processes a setting in part 3")
     parser.add_argument("--fresh", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--pair-ratios", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -192,6 +225,9 @@ def main() -> None:
         return
     if args.ratios_only:
         _ratios_table(args)
+        return
+    if args.fresh_only:
+        _fresh_table(args)
         return
 
     from rlmetrics import compute_data_metrics, compute_text_metrics
@@ -222,22 +258,7 @@ def main() -> None:
     print(f"{'case':<40}{'ms':>10}{'x data metrics':>16}")
     for name, t in times.items():
         print(f"{name:<40}{t * 1e3:>10.1f}{t / data:>15.1f}x")
-    print(f"\n## a fresh process each, {size}: the first calls, then medians of {args.repeats}")
-    print(f"{'compute_data_metrics with':<38}{'import':>8}{'text 1st':>10}{'data 1st':>10}", end="")
-    print(f"{'1st ratio':>11}{'text':>8}{'data':>8}{'ratio':>8}")
-    cmd = [sys.executable, __file__, "--fresh", "--rows", str(args.rows), "--width", str(args.width)]
-    cmd += ["--repeats", str(args.repeats)]
-    with tempfile.TemporaryDirectory() as cache:
-        settings = (
-            ("numba kernels, cache cold (compiles)", {"NUMBA_CACHE_DIR": cache}),
-            ("numba kernels, cache warm", {"NUMBA_CACHE_DIR": cache}),
-            ("plain numpy (RLMETRICS_NO_NUMBA)", NO_NUMBA),
-        )
-        for label, extra in settings:
-            out = subprocess.check_output(cmd, text=True, env=os.environ | extra)
-            imp, t1, d1, tm, dm = (float(v) * 1e3 for v in out.split())
-            print(f"{label:<38}{imp:>8.0f}{t1:>10.1f}{d1:>10.1f}{t1 / d1:>10.1f}x", end="")
-            print(f"{tm:>8.1f}{dm:>8.1f}{tm / dm:>7.1f}x")
+    _fresh_table(args)
     _ratios_table(args)
     m = compute_text_metrics(token_ids=ids, response_mask=mask, think_span=SPAN)
     print("\nid metrics:", {k: round(v, 4) for k, v in m.items()})
