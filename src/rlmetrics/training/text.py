@@ -44,7 +44,10 @@ A response's **length** is in characters for text (``len(text)``) and in tokens 
   65,535 distinct ids, a 3-gram of at most 2**21 - 1); otherwise a 64-bit multiply-xor hash,
   where two n-grams differing in one position never share a code and others do by chance,
   heuristically about ``2**-64`` a pair (not a proven bound): a response of 4,096 tokens is
-  miscounted with a probability under ``2**-40``.
+  miscounted with a probability under ``2**-40``. With numba (``rlmetrics[fast]``) and at least
+  :data:`~rlmetrics._core.kernels.FUSED_MIN_ELEMENTS` tokens, a compiled kernel computes every
+  statistic but the compression ratio a row at a time instead, distinct-n always exactly (a hash
+  set whose equal hashes are confirmed on the ids); the numbers are the same.
 * **compression ratio** (on by default for text only; ``compression=True`` for token ids): per
   non-empty response, the size of its raw DEFLATE stream (zlib level :data:`COMPRESSION_LEVEL`,
   no header) over the size of its bytes: UTF-8 for text, the ids as little-endian ``uint32``
