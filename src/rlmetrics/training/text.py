@@ -209,6 +209,7 @@ _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (golden ratio
 _ID_LIMIT = 2**32  # token ids travel as uint32 bytes for the compression ratio
 #: The per-row table of the token-id path (both the numpy blocks and numba's kernel fill it).
 _ROW_COLUMNS = ("length", "distinct", "loop", "closed", "think", "answer")
+_WIDE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 # --- argument checks ------------------------------------------------------------------------------
@@ -706,7 +707,10 @@ def _id_sums(
     """Sums and extremes of token rows: per-row statistics (numba's kernel where it pays, else
     whole-block numpy passes), then their sums."""
     kernel = None
-    if ids.size >= FUSED_MIN_ELEMENTS and (mask is None or mask.dtype.kind in "biuf"):
+    # numba reads no float16 (a mask of them takes numpy's path, as any other type it lacks)
+    if ids.size >= FUSED_MIN_ELEMENTS and (
+        mask is None or mask.dtype.kind in "biu" or mask.dtype in _WIDE_FLOATS
+    ):
         kernel = text_rows_kernel()
     if kernel is None:
         mask = None if mask is None else check_mask(mask, "response_mask")
