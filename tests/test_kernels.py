@@ -23,6 +23,7 @@ from rlmetrics._core.kernels import (
     ROW_SUM_FIELDS,
     attention_lengths_kernel,
     float_keys_to_values,
+    text_rows_kernel,
     token_rows_kernel,
     variance_rows_kernel,
 )
@@ -411,6 +412,8 @@ def test_token_kernels_load_from_numba_cache_in_a_new_process(tmp_path):
         "kernels.attention_lengths_kernel()(batch['attention_mask'], P)\n"
         "one, c = np.float32(1), np.float32(1e-10)\n"
         "kernels.variance_rows_kernel()(i, f, f, f, f, True, one, c, np.empty((B, 5)), 0)\n"
+        "tag = np.array([1], np.int64)\n"
+        "kernels.text_rows_kernel()(i, i, 4, 4, 64, tag, tag)\n"
     )
     assert_second_process_compiles_nothing(script, tmp_path / "cache")
 
@@ -463,3 +466,101 @@ def test_variance_rows_kernel_flags_mask_values_other_than_0_and_1(value):
     out = np.empty((3, 5))
     bad = variance_rows_kernel()(mask, x, x, x, x, False, np.float32(1), np.float32(1e-10), out, 0)
     assert bad != 0
+
+
+# ----------------------------------------------------------------------------- text_rows
+def text_row_reference(units: list[int], n: int, repeats: int, period: int, tags) -> list[int]:
+    """(length, distinct n-grams, loop, closed, thinking length, answer length) of one row, by hand."""
+    length = len(units)
+    distinct = len({tuple(units[j : j + n]) for j in range(length - n + 1)})
+    loop = any(
+        length >= repeats * p and units[length - repeats * p :] == units[length - p :] * repeats
+        for p in range(1, period + 1)
+    )
+    if tags is None:
+        return [length, distinct, int(loop), 0, 0, 0]
+    opening, closing = (list(t) for t in tags)
+
+    def find(start: int, end: int, tag: list[int]) -> int:
+        return next((j for j in range(start, end - len(tag) + 1) if units[j : j + len(tag)] == tag), -1)
+
+    c = find(0, length, closing)
+    if c >= 0:
+        o = find(0, c, opening)
+        return [
+            length,
+            distinct,
+            int(loop),
+            1,
+            c - (o + len(opening) if o >= 0 else 0),
+            length - c - len(closing),
+        ]
+    o = find(0, length, opening)
+    think = (0, length - o - len(opening), 0) if o >= 0 else (0, 0, length)
+    return [length, distinct, int(loop), *think]
+
+
+def text_rows_case(seed: int, ids_dtype, mask_dtype, width: int):
+    """Rows over a vocabulary of 4 (many repeated n-grams, hash-set collisions on equal codes) with
+    looping tails, the tags planted, holes in the mask; a row of nothing, a row of everything."""
+    rng = np.random.default_rng(seed)
+    rows = 9
+    ids = rng.integers(0, 4, size=(rows, width)).astype(ids_dtype)
+    for i in range(0, rows, 3):
+        p = int(rng.integers(1, 5))
+        ids[i, width // 2 :] = np.resize(ids[i, width // 2 : width // 2 + p], width - width // 2)
+    ids[1, 3:6] = [7, 8, 9]  # open (7,) ... close (8, 9)
+    ids[2, 10:12] = [8, 9]
+    mask = rng.random((rows, width)) < 0.85
+    mask[4], mask[5] = False, True
+    return ids, mask.astype(mask_dtype)
+
+
+@needs_kernel
+@pytest.mark.parametrize("n", [1, 2, 4, 7], ids=lambda n: f"n{n}")
+@pytest.mark.parametrize(
+    ("ids_dtype", "mask_dtype"),
+    [(np.int64, np.int64), (np.int64, bool), (np.uint32, np.float32), (np.int32, None)],
+    ids=["int64-ids-int64-mask", "bool-mask", "uint32-ids-float-mask", "int32-ids-no-mask"],
+)
+@pytest.mark.parametrize("tags", [None, ((7,), (8, 9))], ids=["no-tags", "tags"])
+def test_text_rows_kernel_matches_a_row_loop(n, ids_dtype, mask_dtype, tags):
+    width = 300
+    ids, mask = text_rows_case(n, ids_dtype, mask_dtype or bool, width)
+    if mask_dtype is None:
+        mask = np.ones(ids.shape, dtype=bool)
+        kernel_mask = np.zeros((ids.shape[0], 0), dtype=bool)
+    else:
+        kernel_mask = mask
+    empty = np.zeros(0, dtype=np.int64)
+    open_tag, close_tag = (empty, empty) if tags is None else (np.array(t, dtype=np.int64) for t in tags)
+    table, bad_mask, bad_ids = text_rows_kernel()(ids, kernel_mask, n, 4, 16, open_tag, close_tag)
+    want = [text_row_reference(ids[i][mask[i] != 0].tolist(), n, 4, 16, tags) for i in range(ids.shape[0])]
+    np.testing.assert_array_equal(table, np.array(want, dtype=np.int64))
+    assert (bad_mask, bad_ids) == (0, 0)
+
+
+@needs_kernel
+def test_text_rows_kernel_counts_bad_mask_entries_and_ids_out_of_range():
+    ids = np.array([[1, -1, 5, 2**32], [2**32 - 1, 0, -7, 3]], dtype=np.int64)
+    mask = np.array([[1, 1, 2, 0], [1, 1, 0, 1]], dtype=np.int64)  # -1 selected, 2**32 not, -7 not
+    empty = np.zeros(0, dtype=np.int64)
+    table, bad_mask, bad_ids = text_rows_kernel()(ids, mask, 2, 4, 64, empty, empty)
+    assert (bad_mask, bad_ids) == (1, 1)
+    np.testing.assert_array_equal(table[:, 0], [3, 3])
+    _, _, every_bad = text_rows_kernel()(ids, np.zeros((2, 0), dtype=bool), 2, 4, 64, empty, empty)
+    assert every_bad == 3  # no mask: every id is read, -1, 2**32 and -7 with it
+
+
+@needs_kernel
+def test_text_rows_kernel_long_rows_with_colliding_codes():
+    """4,096 tokens over 2 ids (every 4-gram of 16 seen, the hash set's chains long) and a row of
+    distinct ids (every n-gram new): counts against a set of tuples."""
+    rng = np.random.default_rng(3)
+    ids = np.stack([rng.integers(0, 2, 4096), np.arange(4096) * 1_000_003 % 2**32]).astype(np.int64)
+    empty = np.zeros(0, dtype=np.int64)
+    every = np.zeros((2, 0), dtype=bool)
+    for n in (1, 4, 12):
+        table, _, _ = text_rows_kernel()(ids, every, n, 4, 64, empty, empty)
+        want = [len({tuple(r[j : j + n]) for j in range(4096 - n + 1)}) for r in ids.tolist()]
+        np.testing.assert_array_equal(table[:, 1], want)

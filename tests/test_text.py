@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmetrics import keys as K
+from rlmetrics._core.kernels import text_rows_kernel
 from rlmetrics._core.stats import Stats
 from rlmetrics.errors import UndefinedMetricWarning
 from rlmetrics.training import text as text_module
@@ -128,6 +129,34 @@ def quiet(fn, *args, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedMetricWarning)
         return fn(*args, **kwargs)
+
+
+#: The token-id paths: numpy's blocks (always) and numba's kernel (with numba; forced at any size).
+ID_PATHS = [
+    pytest.param("numpy", id="numpy"),
+    pytest.param(
+        "numba",
+        id="numba",
+        marks=pytest.mark.skipif(text_rows_kernel() is None, reason="numba missing or RLMETRICS_NO_NUMBA"),
+    ),
+]
+
+
+def on_path(path: str, mp: pytest.MonkeyPatch) -> None:
+    """Make ``compute_text_metrics`` take ``path`` for token ids whatever their size."""
+    mp.setattr(text_module, "FUSED_MIN_ELEMENTS", 0 if path == "numba" else 2**62)
+
+
+def both_paths(**kwargs) -> dict:
+    """The token-id metrics on numpy's path; with numba, its kernel's must be the same, exactly."""
+    with pytest.MonkeyPatch.context() as mp:
+        on_path("numpy", mp)
+        got = quiet(compute_text_metrics, **kwargs)
+    if text_rows_kernel() is not None:
+        with pytest.MonkeyPatch.context() as mp:
+            on_path("numba", mp)
+            np.testing.assert_equal(quiet(compute_text_metrics, **kwargs), got)
+    return got
 
 
 # --- the statistics on hand-made texts ----------------------------------------------------------
@@ -538,17 +567,25 @@ def random_rows(seed: int, b: int, t: int, vocab: int, *, loops: bool = True):
 def test_token_ids_against_brute_force(n: int, vocab: int, b: int, t: int) -> None:
     ids, mask, rows = random_rows(n, b, t, vocab)
     span = ((0, 1), (2,))
-    got = compute_text_metrics(token_ids=ids, response_mask=mask, ngram=n, think_span=span, compression=True)
+    got = both_paths(token_ids=ids, response_mask=mask, ngram=n, think_span=span, compression=True)
     assert_close(got, ref_id_metrics(rows, n, span))
 
 
-def test_token_ids_without_mask_and_as_torch() -> None:
+@pytest.mark.parametrize("path", ID_PATHS)
+@pytest.mark.parametrize("float_type", [np.float16, np.float32], ids=["float16-mask", "float32-mask"])
+def test_token_ids_without_mask_and_as_torch(path: str, float_type, monkeypatch) -> None:
     torch = pytest.importorskip("torch")
+    on_path(path, monkeypatch)
     ids, _, _ = random_rows(3, 9, 30, 11)
     want = ref_id_metrics(ids.tolist(), 2, compression=False)
     assert_close(compute_text_metrics(token_ids=ids, ngram=2), want)
     ones = torch.ones(ids.shape, dtype=torch.int64)
     assert_close(compute_text_metrics(token_ids=torch.from_numpy(ids), response_mask=ones, ngram=2), want)
+    float_mask = np.ones(ids.shape, dtype=float_type)  # numba has no float16: numpy's path takes it
+    assert_close(
+        compute_text_metrics(token_ids=ids, response_mask=float_mask, ngram=2, compression=True),
+        ref_id_metrics(ids.tolist(), 2),
+    )
 
 
 def test_token_ids_default_string_tags_are_skipped() -> None:
@@ -602,7 +639,7 @@ def test_vectorised_token_id_path_equals_brute_force(
     ids, mask, rows = batch
     span = ((0,), (1, 0))
     opts = {"ngram": n, "loop_repeats": repeats, "loop_max_period": period, "think_span": span}
-    got = quiet(compute_text_metrics, token_ids=ids, response_mask=mask, compression=comp, **opts)
+    got = both_paths(token_ids=ids, response_mask=mask, compression=comp, **opts)
     want = ref_id_metrics(rows, n, span, compression=comp, repeats=repeats, period=period)
     assert_close(got, want)
 
@@ -641,13 +678,13 @@ def test_token_id_fast_path_equals_per_row_brute_force_on_planted_loops(
     n: int, data, row_block: int, rank_max: int
 ) -> None:
     """Blocks of 1, 2 or 128 rows; ranks as uint16 (4-gram windows) or, with a rank cap of 3, the
-    int64 ids (packed or hashed codes)."""
+    int64 ids (packed or hashed codes); with numba, its kernel gives the same numbers, exactly."""
     ids, mask, rows = data.draw(planted_loop_batches(n))
     span = ((0,), (1, 0))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(text_module, "_ROW_BLOCK", row_block)
         mp.setattr(text_module, "_RANK_MAX", rank_max)
-        got = quiet(compute_text_metrics, token_ids=ids, response_mask=mask, ngram=n, think_span=span)
+        got = both_paths(token_ids=ids, response_mask=mask, ngram=n, think_span=span)
     assert_close(got, ref_id_metrics(rows, n, span, compression=False))
 
 
@@ -882,8 +919,10 @@ ERRORS = [
 ]
 
 
+@pytest.mark.parametrize("path", ID_PATHS)
 @pytest.mark.parametrize(("kwargs", "exc", "match"), ERRORS)
-def test_errors_name_the_argument(kwargs: dict, exc, match) -> None:
+def test_errors_name_the_argument(kwargs: dict, exc, match, path: str, monkeypatch) -> None:
+    on_path(path, monkeypatch)
     if exc is None:
         assert compute_text_metrics(**kwargs, ngram=1)[K.TEXT_LENGTH_MEAN] == 1.0
         return

@@ -9,6 +9,9 @@ wraparound, which would turn loads into gathers) and keep float32 extremes as in
 they vectorise eight lanes wide where they can. They run on the caller's thread and release
 the GIL while they do (other threads of the program keep running).
 
+The text statistics of token ids (:mod:`rlmetrics.training.text`) have one too: a row's
+lengths, distinct n-grams (a hash set, where numpy sorts), loop and thinking span in one pass.
+
 They are used for large enough CPU inputs when numba is installed
 (``pip install 'rlmetrics[fast]'``, see :data:`FUSED_MIN_ELEMENTS`); otherwise the array-API
 path gives the same numbers, slower. Set ``RLMETRICS_NO_NUMBA=1`` to never load them.
@@ -29,6 +32,7 @@ __all__ = [
     "ROW_SUM_FIELDS",
     "attention_lengths_kernel",
     "float_keys_to_values",
+    "text_rows_kernel",
     "token_rows_kernel",
     "variance_rows_kernel",
 ]
@@ -69,14 +73,14 @@ def float_keys_to_values(keys: numpy.ndarray, dtype: numpy.dtype) -> numpy.ndarr
 
 
 @cache
-def _compiled() -> tuple[Any, Any, Any] | None:
+def _compiled() -> tuple[Any, Any, Any, Any] | None:
     if os.environ.get("RLMETRICS_NO_NUMBA"):
         return None
     try:
         from rlmetrics._core import kernels_jit as jit
     except ImportError:  # numba missing
         return None
-    return jit.token_rows, jit.attention_lengths, jit.variance_rows
+    return jit.token_rows, jit.attention_lengths, jit.variance_rows, jit.text_rows
 
 
 def token_rows_kernel() -> Any:
@@ -121,3 +125,20 @@ def variance_rows_kernel() -> Any:
     """
     compiled = _compiled()
     return None if compiled is None else compiled[2]
+
+
+def text_rows_kernel() -> Any:
+    """The per-row kernel of the token-id text statistics, or ``None`` without numba.
+
+    ``kernel(ids, mask, n, repeats, max_period, open_tag, close_tag) -> (rows (B, 6) int64,
+    bad_mask, bad_ids)``: for each row of the integer ``ids``, the tokens ``mask`` selects (any
+    integer, bool or float array; a zero-width one selects every token), in order: their number,
+    distinct ``n``-grams (exact; 0 under ``n`` tokens), whether they end in a loop
+    (:func:`rlmetrics.training.text.ends_in_loop`), and with a non-empty ``close_tag`` (int64
+    ids; ``open_tag`` likewise) whether the thinking span is closed, its length and the answer's,
+    as :mod:`rlmetrics.training.text` defines them. ``bad_mask`` counts mask entries other than 0
+    and 1, ``bad_ids`` selected ids outside ``[0, 2**32)``; a row's numbers are only meaningful
+    when both are 0.
+    """
+    compiled = _compiled()
+    return None if compiled is None else compiled[3]

@@ -44,7 +44,10 @@ A response's **length** is in characters for text (``len(text)``) and in tokens 
   65,535 distinct ids, a 3-gram of at most 2**21 - 1); otherwise a 64-bit multiply-xor hash,
   where two n-grams differing in one position never share a code and others do by chance,
   heuristically about ``2**-64`` a pair (not a proven bound): a response of 4,096 tokens is
-  miscounted with a probability under ``2**-40``.
+  miscounted with a probability under ``2**-40``. With numba (``rlmetrics[fast]``) and at least
+  :data:`~rlmetrics._core.kernels.FUSED_MIN_ELEMENTS` tokens, a compiled kernel computes every
+  statistic but the compression ratio a row at a time instead, distinct-n always exactly (a hash
+  set whose equal hashes are confirmed on the ids); the numbers are the same.
 * **compression ratio** (on by default for text only; ``compression=True`` for token ids): per
   non-empty response, the size of its raw DEFLATE stream (zlib level :data:`COMPRESSION_LEVEL`,
   no header) over the size of its bytes: UTF-8 for text, the ids as little-endian ``uint32``
@@ -88,8 +91,16 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
-from rlmetrics._core.array import check_dense, check_mask, describe, is_array, is_torch_array
+from rlmetrics._core.array import (
+    check_dense,
+    check_mask,
+    describe,
+    is_array,
+    is_torch_array,
+    raise_invalid_mask,
+)
 from rlmetrics._core.checks import check_int, warn_undefined
+from rlmetrics._core.kernels import FUSED_MIN_ELEMENTS, text_rows_kernel
 from rlmetrics._core.stats import Stats, check_prefix, metrics_from, with_prefix
 
 __all__ = [
@@ -196,6 +207,9 @@ _RANK_LIMIT = 2**24  # ids ranked through a lookup table (at most 16 MB) when to
 _RANK_MAX = 2**16 - 1  # a block whose distinct ids are this many or fewer holds their ranks as uint16
 _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier (golden ratio), a bijection mod 2**64
 _ID_LIMIT = 2**32  # token ids travel as uint32 bytes for the compression ratio
+#: The per-row table of the token-id path (both the numpy blocks and numba's kernel fill it).
+_ROW_COLUMNS = ("length", "distinct", "loop", "closed", "think", "answer")
+_WIDE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 # --- argument checks ------------------------------------------------------------------------------
@@ -311,7 +325,8 @@ def _check_text_options(options: Any, *, id_tags: bool = False) -> dict[str, Any
 
 
 def _host_ids(token_ids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarray | None]:
-    """``token_ids`` (and the mask, as bool) as host numpy arrays, checked (the ids' range later)."""
+    """``token_ids`` and the mask as host numpy arrays, their shapes and the ids' dtype checked (the
+    mask's values and the ids' range are checked where they are read)."""
     arrays: list[np.ndarray | None] = []
     for name, x in (("token_ids", token_ids), ("response_mask", response_mask)):
         if x is None:
@@ -327,12 +342,10 @@ def _host_ids(token_ids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarra
         raise ValueError(f"token_ids must have shape (B, T); got {describe(ids)}")
     if ids.dtype.kind not in "iu":
         raise TypeError(f"token_ids must hold integers; got {describe(ids)}")
-    if mask is not None:
-        if tuple(mask.shape) != tuple(ids.shape):
-            raise ValueError(
-                f"response_mask and token_ids must have the same shape; got {mask.shape} and {ids.shape}"
-            )
-        mask = check_mask(mask, "response_mask")
+    if mask is not None and tuple(mask.shape) != tuple(ids.shape):
+        raise ValueError(
+            f"response_mask and token_ids must have the same shape; got {mask.shape} and {ids.shape}"
+        )
     return ids, mask
 
 
@@ -691,7 +704,81 @@ def _compression_ratios(
 def _id_sums(
     ids: np.ndarray, mask: np.ndarray | None, o: Mapping[str, Any]
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Sums and extremes of token rows, in blocks of rows of similar lengths.
+    """Sums and extremes of token rows: per-row statistics (numba's kernel where it pays, else
+    whole-block numpy passes), then their sums."""
+    kernel = None
+    # numba reads no float16 (a mask of them takes numpy's path, as any other type it lacks)
+    if ids.size >= FUSED_MIN_ELEMENTS and (
+        mask is None or mask.dtype.kind in "biu" or mask.dtype in _WIDE_FLOATS
+    ):
+        kernel = text_rows_kernel()
+    if kernel is None:
+        mask = None if mask is None else check_mask(mask, "response_mask")
+        table, prefix = _id_rows(ids, mask, o)
+    else:
+        table = _id_rows_fused(kernel, ids, mask, o)
+        prefix = mask is None
+    ratios: list[float] = []
+    if o["compression"]:
+        selected = None if mask is None else mask.astype(bool, copy=False)  # checked 0/1 by now
+        ratios = _compression_ratios(ids, selected, table[:, 0], prefix)
+    return _row_sums(table, ratios, o)
+
+
+def _row_sums(
+    table: np.ndarray, ratios: list[float], o: Mapping[str, Any]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Sums and extremes of the per-row table (columns :data:`_ROW_COLUMNS`) and compression ratios.
+
+    Exact whatever the rows' order (integer sums, ``math.fsum``): both paths give the same numbers.
+    """
+    lengths, n = table[:, 0], o["ngram"]
+    s = dict.fromkeys(_sum_names(o), 0.0)
+    s["n"], s["len_sum"] = float(lengths.size), float(lengths.sum())
+    s["empty"] = float(np.count_nonzero(lengths == 0))
+    has = lengths >= n
+    s["distinct_sum"] = math.fsum((table[has, 1] / (lengths[has] - n + 1)).tolist())
+    s["distinct_n"] = float(np.count_nonzero(has))
+    s["loop"] = float(np.count_nonzero(table[:, 2]))
+    s["comp_sum"] = math.fsum(ratios)
+    some = lengths.size > 0
+    ext = {
+        "len_max": float(lengths.max()) if some else -math.inf,
+        "len_min": float(lengths.min()) if some else math.inf,
+        "comp_max": max(ratios, default=-math.inf),
+        "comp_min": min(ratios, default=math.inf),
+        "think_max": float(table[:, 4].max()) if some else -math.inf,
+        "answer_max": float(table[:, 5].max()) if some else -math.inf,
+    }
+    if o["think_span"] is not None:
+        s["closed"], s["think_sum"], s["answer_sum"] = (float(v) for v in table[:, 3:6].sum(axis=0))
+    return s, ext
+
+
+def _id_rows_fused(kernel: Any, ids: np.ndarray, mask: np.ndarray | None, o: Mapping[str, Any]) -> np.ndarray:
+    """The per-row table from numba's kernel (one pass over each row; the errors as numpy's path)."""
+    span = o["think_span"] or ((), ())
+    # A tag id past the ids' range matches nothing: 2**32 stands for it (int64 holds it).
+    tags = [np.array([min(t, _ID_LIMIT) for t in tag], dtype=np.int64) for tag in span]
+    every = np.zeros((ids.shape[0], 0), dtype=bool)  # zero width: every token selected
+    table, bad_mask, bad_ids = kernel(
+        np.ascontiguousarray(ids),
+        every if mask is None else np.ascontiguousarray(mask),
+        o["ngram"],
+        o["loop_repeats"],
+        o["loop_max_period"],
+        *tags,
+    )
+    if bad_mask:
+        raise_invalid_mask(mask, "response_mask")
+    if bad_ids:
+        _check_id_range(ids, None if mask is None else mask != 0)  # raises, naming an id
+    return table
+
+
+def _id_rows(ids: np.ndarray, mask: np.ndarray | None, o: Mapping[str, Any]) -> tuple[np.ndarray, bool]:
+    """The per-row table (columns :data:`_ROW_COLUMNS`) in blocks of rows of similar lengths, and
+    whether every row's tokens are a prefix of it.
 
     Rows are taken shortest first; each block holds its rows' tokens left-aligned (zeros after
     them), as ranks among the block's distinct ids where these fit 16 bits, and is cut to its
@@ -700,41 +787,22 @@ def _id_sums(
     """
     top, clean = _check_id_range(ids, mask)
     lengths, prefix = _lengths(ids, mask)
-    s = dict.fromkeys(_sum_names(o), 0.0)
-    s["n"], s["len_sum"] = float(lengths.size), float(lengths.sum())
-    s["empty"] = float(np.count_nonzero(lengths == 0))
+    table = np.zeros((lengths.size, len(_ROW_COLUMNS)), dtype=np.int64)
+    table[:, 0] = lengths
     order = np.argsort(lengths, kind="stable")
     n, repeats = o["ngram"], o["loop_repeats"]
     tails = np.zeros((lengths.size, repeats * min(o["loop_max_period"], ids.shape[1] // repeats)), np.int64)
-    think_max = answer_max = -math.inf
     for first in range(0, lengths.size, _ROW_BLOCK):
         rows = order[first : first + _ROW_BLOCK]
         lens = lengths[rows]
-        block, table = _block(ids, mask, rows, lens, (top, clean, prefix))
+        block, ranks = _block(ids, mask, rows, lens, (top, clean, prefix))
         tails[first : first + rows.size] = _tails(block, lens, tails.shape[1])
-        has = lens >= n
-        if has.any():
-            distinct = _distinct_counts(block, lens, n)
-            s["distinct_sum"] += float(np.sum(distinct[has] / (lens[has] - n + 1)))
-            s["distinct_n"] += float(np.count_nonzero(has))
+        if np.any(lens >= n):
+            table[rows, 1] = _distinct_counts(block, lens, n)
         if o["think_span"] is not None:
-            closed, think, answer = _think_ids(block, lens, o["think_span"], table)
-            s["closed"] += float(np.count_nonzero(closed))
-            s["think_sum"] += float(think.sum())
-            s["answer_sum"] += float(answer.sum())
-            think_max, answer_max = max(think_max, float(think.max())), max(answer_max, float(answer.max()))
-    s["loop"] = float(np.count_nonzero(_loops(tails, lengths[order], repeats, o["loop_max_period"])))
-    ratios = _compression_ratios(ids, mask, lengths, prefix) if o["compression"] else []
-    s["comp_sum"] = math.fsum(ratios)
-    ext = {
-        "len_max": float(lengths.max()) if lengths.size else -math.inf,
-        "len_min": float(lengths.min()) if lengths.size else math.inf,
-        "comp_max": max(ratios, default=-math.inf),
-        "comp_min": min(ratios, default=math.inf),
-        "think_max": think_max,
-        "answer_max": answer_max,
-    }
-    return s, ext
+            table[rows, 3:6] = np.stack(_think_ids(block, lens, o["think_span"], ranks), axis=1)
+    table[order, 2] = _loops(tails, lengths[order], repeats, o["loop_max_period"])
+    return table, prefix
 
 
 # --- the statistics and the metrics -------------------------------------------------------------------
