@@ -586,6 +586,10 @@ def test_token_ids_without_mask_and_as_torch(path: str, float_type, monkeypatch)
         compute_text_metrics(token_ids=ids, response_mask=float_mask, ngram=2, compression=True),
         ref_id_metrics(ids.tolist(), 2),
     )
+    bf16_mask = torch.ones(ids.shape, dtype=torch.bfloat16)  # numpy has no bfloat16
+    assert_close(
+        compute_text_metrics(token_ids=torch.from_numpy(ids), response_mask=bf16_mask, ngram=2), want
+    )
 
 
 def test_token_ids_default_string_tags_are_skipped() -> None:

@@ -335,7 +335,12 @@ def _host_ids(token_ids: Any, response_mask: Any) -> tuple[np.ndarray, np.ndarra
         if not is_array(x):
             raise TypeError(f"{name} must be a numpy array or a torch tensor; got {type(x).__name__}")
         x = check_dense(x, name)
-        arrays.append(x.detach().cpu().numpy() if is_torch_array(x) else np.asarray(x))
+        if is_torch_array(x):
+            x = x.detach().cpu()
+            # numpy has no bfloat16: such a tensor goes over as float32 (0/1 masks stay exact)
+            arrays.append((x.float() if str(x.dtype) == "torch.bfloat16" else x).numpy())
+        else:
+            arrays.append(np.asarray(x))
     ids, mask = arrays
     assert ids is not None
     if ids.ndim != 2:
