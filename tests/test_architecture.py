@@ -112,9 +112,7 @@ TESTED_ELSEWHERE = {
     "readers/tail.py": "test_watch.py",
     # validation: argument checks and the comparisons, tested by what they compute
     "validation/_args.py": "test_estimators.py, test_checks.py",
-    "validation/comparison/curves.py": "test_compare.py",
     "validation/comparison/family.py": "test_multiplicity.py, test_cli_compare.py",
-    "validation/comparison/paired.py": "test_compare.py, test_comparison_plan.py, test_comparison_seeds.py",
     "validation/comparison/tables.py": "test_evals.py, test_cli_compare.py",
 }
 
