@@ -113,7 +113,6 @@ TESTED_ELSEWHERE = {
     # validation: argument checks and the comparisons, tested by what they compute
     "validation/_args.py": "test_estimators.py, test_checks.py",
     "validation/comparison/family.py": "test_multiplicity.py, test_cli_compare.py",
-    "validation/comparison/tables.py": "test_evals.py, test_cli_compare.py",
 }
 
 

