@@ -112,7 +112,6 @@ TESTED_ELSEWHERE = {
     "readers/tail.py": "test_watch.py",
     # validation: argument checks and the comparisons, tested by what they compute
     "validation/_args.py": "test_estimators.py, test_checks.py",
-    "validation/comparison/family.py": "test_multiplicity.py, test_cli_compare.py",
 }
 
 
