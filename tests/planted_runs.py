@@ -3,7 +3,8 @@
 A run is a dict of columns: ``"step"`` (ints ``0 .. n_steps - 1``) and one list per metric key,
 a value per step (``None`` where the metric is not logged at that step, as validation scores are
 only every ``val_every`` steps). :func:`to_rows` turns it into the rows ``read_jsonl`` returns,
-:func:`to_history` into a :data:`rlmetrics.health.findings.History`.
+:func:`to_history` into a :data:`rlmetrics.health.findings.History`. :func:`row` and
+:func:`append` write a JSON-lines run line by line, as a run that grows (the watch and tail tests).
 
 The healthy curves follow what real runs show, with noise: the reward rises and saturates, the
 entropy falls by ~65% (Cui et al. 2025 report ~70% in the first couple of hundred steps), the
@@ -25,6 +26,7 @@ True
 from __future__ import annotations
 
 import copy
+import json
 import math
 from typing import Any
 
@@ -36,10 +38,12 @@ __all__ = [
     "BATCH",
     "KINDS_BY_VOCABULARY",
     "OFF_POLICY_KEYS",
+    "append",
     "healthy_run",
     "off_policy_columns",
     "plant",
     "plant_columns",
+    "row",
     "text_columns",
     "to_history",
     "to_rows",
@@ -515,3 +519,18 @@ def plant_columns(run: Run, kind: str, onset: int, *, seed: int = 0) -> Run:
     else:
         raise ValueError(f"cannot plant {kind!r}")
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# a JSON-lines run written as it grows (the watch and tail tests)
+
+
+def row(step, loss=0.1, **more):
+    """One line of a rlmetrics JSON-lines run: the step, a loss and two more signals."""
+    return {"step": step, K.ACTOR_PG_LOSS: loss, K.ACTOR_ENTROPY: 0.5, K.SCORE_MEAN: 0.2, **more}
+
+
+def append(path, *rows, raw=""):
+    """Append ``rows`` to the file, one JSON line each, then ``raw`` as is (a line being written)."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in rows) + raw)

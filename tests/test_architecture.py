@@ -109,7 +109,6 @@ TESTED_ELSEWHERE = {
     # the run readers' entry point, format detection and incremental reading
     "readers/_read.py": "test_readers_run.py",
     "readers/detect.py": "test_readers_run.py, test_planted_formats.py",
-    "readers/tail.py": "test_watch.py",
     # validation: argument checks and the comparisons, tested by what they compute
     "validation/_args.py": "test_estimators.py, test_checks.py",
 }
