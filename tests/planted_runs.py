@@ -4,7 +4,8 @@ A run is a dict of columns: ``"step"`` (ints ``0 .. n_steps - 1``) and one list 
 a value per step (``None`` where the metric is not logged at that step, as validation scores are
 only every ``val_every`` steps). :func:`to_rows` turns it into the rows ``read_jsonl`` returns,
 :func:`to_history` into a :data:`rlmetrics.health.findings.History`. :func:`row` and
-:func:`append` write a JSON-lines run line by line, as a run that grows (the watch and tail tests).
+:func:`append` write a JSON-lines run line by line, as a run that grows (the watch and tail tests);
+:data:`FORMAT_LOGS` holds one two-step log per format a stream can hold (the readers' tests).
 
 The healthy curves follow what real runs show, with noise: the reward rises and saturates, the
 entropy falls by ~65% (Cui et al. 2025 report ~70% in the first couple of hundred steps), the
@@ -33,12 +34,26 @@ from typing import Any
 import numpy as np
 
 from rlmetrics import keys as K
+from rlmetrics.readers import (
+    CSV_EXPORT,
+    FORMATS,
+    RLMETRICS_JSONL,
+    TRL_PRINTED,
+    TRL_TRAINER_STATE,
+    VERL_CONSOLE,
+    VERL_JSONL,
+)
+from rlmetrics.readers import (
+    Run as ReadRun,
+)
 
 __all__ = [
     "BATCH",
+    "FORMAT_LOGS",
     "KINDS_BY_VOCABULARY",
     "OFF_POLICY_KEYS",
     "append",
+    "check_two_steps",
     "healthy_run",
     "off_policy_columns",
     "plant",
@@ -534,3 +549,42 @@ def append(path, *rows, raw=""):
     """Append ``rows`` to the file, one JSON line each, then ``raw`` as is (a line being written)."""
     with open(path, "a", encoding="utf-8") as fh:
         fh.write("".join(json.dumps(r) + "\n" for r in rows) + raw)
+
+
+# --------------------------------------------------------------------------------------------
+# one log per format (the readers' tests)
+
+# one log per format that a stream can hold, each with "reward" at steps 1 and 2
+FORMAT_LOGS = [
+    ("rlmetrics-jsonl", b'{"step": 1, "reward": 0.1}\n{"step": 2, "reward": 0.2}\n', RLMETRICS_JSONL),
+    (
+        "verl-jsonl",
+        b'{"step": 1, "data": {"reward": 0.1}}\n{"step": 2, "data": {"reward": 0.2}}\n',
+        VERL_JSONL,
+    ),
+    (
+        "trainer-state-pretty",
+        b'{\n "log_history": [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]\n}\n',
+        TRL_TRAINER_STATE,
+    ),
+    (
+        "trainer-state-one-line",
+        b'{"log_history": [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]}',
+        TRL_TRAINER_STATE,
+    ),
+    (
+        "verl-console",
+        b"(TaskRunner pid=1) step:1 - reward:0.1\n(TaskRunner pid=1) step:2 - reward:0.2\n",
+        VERL_CONSOLE,
+    ),
+    ("trl-printed", b"{'loss': 0.5, 'reward': 0.1}\n{'loss': 0.4, 'reward': 0.2}\n", TRL_PRINTED),
+    ("trl-table", b"Step | Training Loss | reward\n1 | 0.5 | 0.1\n2 | 0.4 | 0.2\n", TRL_PRINTED),
+    ("csv-export", b"Step,run-1 - reward\n1,0.1\n2,0.2\n", CSV_EXPORT),
+]
+
+
+def check_two_steps(run: ReadRun, kind: str) -> None:
+    """``run`` is one of :data:`FORMAT_LOGS` read: format ``kind``, "reward" 0.1 and 0.2 at steps 1 and 2."""
+    assert isinstance(run, ReadRun) and run.format == kind and kind in FORMATS
+    assert run.n_steps == 2 and run.steps.tolist() == [1, 2]
+    assert run.series["reward"][1].tolist() == [0.1, 0.2]

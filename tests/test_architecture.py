@@ -108,7 +108,6 @@ TESTED_ELSEWHERE = {
     "health/findings.py": "test_rules.py, test_monitor.py, test_health_examples.py",
     # the run readers' entry point, format detection and incremental reading
     "readers/_read.py": "test_readers_run.py",
-    "readers/detect.py": "test_readers_run.py, test_planted_formats.py",
     # validation: argument checks and the comparisons, tested by what they compute
     "validation/_args.py": "test_estimators.py, test_checks.py",
 }
