@@ -107,7 +107,6 @@ TESTED_ELSEWHERE = {
     # the types every health rule returns
     "health/findings.py": "test_rules.py, test_monitor.py, test_health_examples.py",
     # the run readers' entry point, format detection and incremental reading
-    "readers/_read.py": "test_readers_run.py",
     # validation: argument checks and the comparisons, tested by what they compute
     "validation/_args.py": "test_estimators.py, test_checks.py",
 }
