@@ -104,8 +104,6 @@ TESTED_ELSEWHERE = {
     "cli/_rollouts.py": "test_cli_validate.py, test_cli_compare.py",
     # the demo's training loop, through the demo
     "demo/run.py": "test_demo.py, test_demo_offpolicy.py, test_cli_demo.py",
-    # the types every health rule returns
-    "health/findings.py": "test_rules.py, test_monitor.py, test_health_examples.py",
     # the run readers' entry point, format detection and incremental reading
     # validation: argument checks and the comparisons, tested by what they compute
     "validation/_args.py": "test_estimators.py, test_checks.py",

@@ -150,13 +150,6 @@ def test_findings_round_trip_through_json():
         assert raw["category"] == f.category and raw["categories"] == list(f.categories)
 
 
-def test_from_dict_errors_name_the_missing_fields():
-    with pytest.raises(ValueError, match=r"needs step, metric"):
-        Finding.from_dict({"kind": "nonfinite", "severity": "error"})
-    with pytest.raises(ValueError, match=r"names no other categories"):
-        Finding("nonfinite", "error", 1, (), category="by_a/b", categories=("by_a/c",))
-
-
 # --- cost ------------------------------------------------------------------------------------------
 
 
