@@ -93,10 +93,12 @@ def test_each_exemption_names_a_function_that_needs_it(name):
 TESTS = Path(__file__).resolve().parent
 
 #: Modules with a function or class of their own but no test file named after them, each with
-#: the files that test it. Keep it short: a new module gets a file of its own.
+#: the files that test it. Keep it short: a new module gets a file of its own. What is left is
+#: tested only through what it serves: the numba kernels against their numpy twins, the command
+#: line's app and rollout helpers through its commands, the demo's training loop through the demo.
 TESTED_ELSEWHERE = {
-    # (none in tracking/ and report/: report/_assets.py, the page's scripts as strings, defines no
-    # function and is run in a browser by test_report_browser.py)
+    # (none in health/, readers/, validation/, tracking/ and report/: report/_assets.py, the page's
+    # scripts as strings, defines no function and is run in a browser by test_report_browser.py)
     # the numba twin of _core/kernels.py, compared with it
     "_core/kernels_jit.py": "test_kernels.py",
     # the command line's app and helpers, through its commands
@@ -104,9 +106,6 @@ TESTED_ELSEWHERE = {
     "cli/_rollouts.py": "test_cli_validate.py, test_cli_compare.py",
     # the demo's training loop, through the demo
     "demo/run.py": "test_demo.py, test_demo_offpolicy.py, test_cli_demo.py",
-    # the run readers' entry point, format detection and incremental reading
-    # validation: argument checks and the comparisons, tested by what they compute
-    "validation/_args.py": "test_estimators.py, test_checks.py",
 }
 
 
