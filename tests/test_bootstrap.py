@@ -387,7 +387,7 @@ def test_huge_expected_count_is_refused_at_once(count):
         process_validation_metrics(
             ["m"] * 4, ["u"] * 4, {"acc": [1, 0, 1, 1]}, expected_acc_counts={("m", "u"): count}
         )
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 10.0  # a hang guard (it ran forever), far from any load's noise
 
 
 def test_expected_count_at_the_limit_is_computed(monkeypatch):
@@ -416,7 +416,7 @@ def test_a_prompt_of_the_largest_size_runs_in_seconds():
         ["u"] * n,
         {"acc": (rng.random(n) < 0.3).tolist(), "pred": [str(v) for v in rng.integers(0, 5, n)]},
     )
-    assert time.perf_counter() - t0 < 20.0
+    assert time.perf_counter() - t0 < 120.0  # a hang guard (hours before), not a speed figure
     assert f"maj@{n}/mean" in out["m"]["acc"]
 
 
@@ -490,7 +490,7 @@ def test_bootstrap_metric_bounds(call, exc, match):
     t0 = time.perf_counter()
     with pytest.raises(exc, match=match):
         call()
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 10.0  # refused before any draw: a hang guard, not a speed figure
 
 
 # ----------------------------------------------------------------------------- properties

@@ -168,7 +168,7 @@ def test_maj_at_k_with_replacement_bounded_for_huge_k(k):
     largest answer wins almost surely."""
     t0 = time.perf_counter()
     got = maj_at_k(["a", "a", "b", "c"], [1.0, 1.0, 0.0, 0.0], k, replace=True)
-    assert time.perf_counter() - t0 < 2.0
+    assert time.perf_counter() - t0 < 10.0  # a hang guard (k draws would never end), not a speed
     assert got.mean == 1.0 and got.std == 0.0
 
 

@@ -165,8 +165,9 @@ def test_64_categories_stay_fast():
     d = diagnose(history)
     every = time.perf_counter() - start
     assert [(f.kind, f.category) for f in d.findings] == [("entropy_collapse", _label("source17"))]
-    # 65 histories: each category costs about what the run costs (no cost grows with the key count)
-    assert every < 100 * one + 0.5, (every, one)
+    # 65 histories: each category costs about what the run costs; a cost growing with the key count
+    # would be ~65x more again, so the bound is loose enough for any machine's load and still fails it
+    assert every < 300 * one + 2.0, (every, one)
 
 
 # --- the pieces ----------------------------------------------------------------------------------
