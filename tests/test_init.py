@@ -83,3 +83,12 @@ def test_every_public_name_resolves_and_all_is_sorted():
 def test_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError, match="module 'rlmetrics' has no attribute 'no_such_name'"):
         _ = rlmetrics.no_such_name
+
+
+def test_the_version_is_the_one_pyproject_declares():
+    import re
+    from pathlib import Path
+
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    declared = re.search(r'^version = "([^"]+)"$', pyproject, flags=re.MULTILINE)
+    assert declared is not None and rlmetrics.__version__ == declared.group(1)

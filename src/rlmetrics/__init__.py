@@ -92,7 +92,7 @@ if TYPE_CHECKING:
     from rlmetrics.demo.run import DemoConfig, DemoResult, run_demo
     from rlmetrics.report import load_run, write_report
 
-__version__ = "0.1.0"
+from rlmetrics._version import __version__
 
 # Names imported on first use: the demo and the report sit on top of the stack (and reach for
 # torch and matplotlib), so ``import rlmetrics`` stays at numpy and array-api-compat.

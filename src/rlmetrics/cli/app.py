@@ -68,7 +68,7 @@ def _version(value: bool) -> None:
         try:
             print(f"rlmetrics {version('rlmetrics')}")
         except PackageNotFoundError:  # run from a source tree that is not installed
-            from rlmetrics import __version__
+            from rlmetrics._version import __version__
 
             print(f"rlmetrics {__version__}")
         raise typer.Exit()

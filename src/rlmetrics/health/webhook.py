@@ -82,7 +82,7 @@ def post_json(url: str, payload: Any, *, timeout: float = 2.0) -> Attempt:
     again; another 4xx is not (the endpoint refuses the body or the URL is wrong). Never raises
     for a network failure.
     """
-    from rlmetrics import __version__
+    from rlmetrics._version import __version__
 
     if not url.startswith(("http://", "https://")):  # file:// and the like: never worth a retry
         return Attempt(False, False, f"not an http:// or https:// URL: {_shown(url)}")
