@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import sys
 import types
 from pathlib import Path
@@ -82,6 +83,61 @@ def test_exit_code_is_one_only_for_an_error(tmp_path, rules, key, code, shown):
     assert "skipped kl_drift: no KL metric in the run" in text
 
 
+SKIPS = (
+    Skipped("kl_drift", "needs kl_ref (one of actor/kl_loss, kl); none is logged", not_logged=True),
+    Skipped("grad_spike", "run too short: 6 finite points of grad_norm, needs 21"),
+    Skipped(
+        "critic_failure",
+        "needs explained_variance (critic/vf_explained_var); none is logged",
+        not_logged=True,
+    ),
+)
+
+
+@pytest.mark.parametrize(
+    ("flags", "lines"),
+    [
+        (
+            [],
+            [
+                "not run, their metrics not logged (2): kl_drift, critic_failure "
+                "(--show-skipped: what each needs)",
+                "skipped grad_spike: run too short: 6 finite points of grad_norm, needs 21",
+            ],
+        ),
+        (
+            ["--show-skipped"],
+            [f"skipped {s.kind}: {s.why}" for s in SKIPS],
+        ),
+    ],
+    ids=["grouped", "show-skipped"],
+)
+def test_checks_whose_metrics_are_not_logged_are_named_in_one_line(
+    tmp_path, rules, monkeypatch, flags, lines
+):
+    monkeypatch.setattr(
+        sys.modules["rlmetrics.health.rules"], "diagnose", lambda history, **kw: Diagnosis((), SKIPS)
+    )
+    run = jsonl_run(tmp_path / "exp1" / "metrics.jsonl", "ok/x")
+    res = runner.invoke(app, ["diagnose", str(run), *flags], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    shown = [line.strip() for line in res.stdout.splitlines()[1:]]
+    assert shown == lines
+
+
+def test_a_kind_stays_whole_in_a_narrow_terminal(tmp_path, rules, monkeypatch):
+    evidence = {"window": [5, 14], "smoothed": 0.8901, "level": 0.8, "error_level": 0.95, "baseline": 0.12}
+    long_kind = Finding("advantage_collapse", "error", 5, ("grpo/frac_reward_zero_std",), evidence, "filter")
+    monkeypatch.setattr(
+        sys.modules["rlmetrics.health.rules"], "diagnose", lambda history, **kw: Diagnosis((long_kind,))
+    )
+    run = jsonl_run(tmp_path / "exp1" / "metrics.jsonl", "ok/x")
+    res = runner.invoke(app, ["diagnose", str(run)], env={"COLUMNS": "60"})
+    assert res.exit_code == 1, res.output
+    # the table's row, not the advice line under it: not folded as "advantage_c" / "ollapse"
+    assert "│ advantage_collapse │" in res.stdout, res.stdout
+
+
 def test_json_lists_every_run_and_is_written_atomically(tmp_path, rules):
     a = jsonl_run(tmp_path / "a" / "metrics.jsonl", "err/x")
     b = jsonl_run(tmp_path / "b.jsonl", "ok/x")
@@ -106,7 +162,9 @@ def test_json_lists_every_run_and_is_written_atomically(tmp_path, rules):
         "categories": [],
     }
     assert payload["runs"][1]["findings"] == []
-    assert payload["runs"][1]["skipped"] == [{"kind": "kl_drift", "why": "no KL metric in the run"}]
+    assert payload["runs"][1]["skipped"] == [
+        {"kind": "kl_drift", "why": "no KL metric in the run", "not_logged": False}
+    ]
     assert sorted(p.name for p in out.parent.iterdir()) == ["health.json"]  # no temporary file left
 
 
@@ -326,7 +384,8 @@ def test_signals_named_on_the_command_line_feed_the_rules(tmp_path):
     run = _custom_loop_run(tmp_path / "loop.jsonl")
     out = tmp_path / "h.json"
     plain = runner.invoke(app, ["diagnose", str(run), "--json", str(out)], env={"COLUMNS": "250"})
-    assert plain.exit_code == 0 and "skipped kl_drift: needs kl_ref" in flat(plain.stdout)
+    assert plain.exit_code == 0 and "skipped kl_drift" not in plain.stdout
+    assert re.search(r"not run, their metrics not logged \(\d+\): [a-z_, ]*\bkl_drift\b", flat(plain.stdout))
     named = runner.invoke(
         app,
         [

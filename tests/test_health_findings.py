@@ -87,10 +87,15 @@ def test_diagnosis_reads_as_its_findings():
     d = Diagnosis((NAN, GRAD), (skipped,), ("by_data_source/gsm8k",))
     assert list(d) == [NAN, GRAD] and len(d) == 2 and d.has_error
     assert not Diagnosis((GRAD,)).has_error and len(Diagnosis(())) == 0
-    assert skipped.to_dict() == {"kind": "critic_failure", "why": "no critic/vf_explained_var"}
+    assert skipped.to_dict() == {
+        "kind": "critic_failure",
+        "why": "no critic/vf_explained_var",
+        "not_logged": False,
+    }
+    assert Skipped("kl_drift", "needs kl_ref", not_logged=True).to_dict()["not_logged"] is True
     out = d.to_dict()
     assert out == {
         "findings": [NAN.to_dict(), GRAD.to_dict()],
-        "skipped": [{"kind": "critic_failure", "why": "no critic/vf_explained_var"}],
+        "skipped": [{"kind": "critic_failure", "why": "no critic/vf_explained_var", "not_logged": False}],
         "categories": ["by_data_source/gsm8k"],
     }

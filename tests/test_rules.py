@@ -442,6 +442,7 @@ def test_missing_signals_skip_with_why():
     d = diagnose({K.ACTOR_ENTROPY: (np.arange(50), np.linspace(1.0, 0.5, 50))})
     skipped = {s.kind: s.why for s in d.skipped}
     assert set(skipped) == set(KINDS) - {"entropy_collapse"}
+    assert all(s.not_logged for s in d.skipped)  # each for want of its metrics, and says so
     assert "needs kl_ref" in skipped["kl_drift"] and K.TRL_KL in skipped["kl_drift"]
     lengths = diagnose(
         {K.RESPONSE_LENGTH_MEAN: (np.arange(50), np.full(50, 300.0))}, kinds=["length_collapse"]
@@ -454,6 +455,7 @@ def test_missing_signals_skip_with_why():
 def test_empty_history_skips_every_rule():
     d = diagnose([])
     assert d.findings == () and [s.kind for s in d.skipped] == list(KINDS)
+    assert all(s.not_logged for s in d.skipped)
 
 
 @pytest.mark.parametrize("n_steps", [1, 2, 5], ids=lambda n: f"{n}steps")
@@ -464,6 +466,7 @@ def test_short_runs_are_skipped_not_raised(n_steps):
     # nonfinite, the two rules with no critic/group signal, and the off-policy and text rules
     assert len(short) >= len(KINDS) - 3 - len(OFF_POLICY_AND_TEXT_KINDS)
     assert all("needs" in s.why for s in short)
+    assert not any(s.not_logged for s in short)  # logged, too short: not a metric the run lacks
 
 
 def test_one_step_with_a_nan_is_still_found():

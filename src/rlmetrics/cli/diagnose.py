@@ -22,7 +22,7 @@ from __future__ import annotations
 import io
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
@@ -187,6 +187,8 @@ def _print_run(
     steps: int,
     diagnosis: Any,
     examples: list[list[dict[str, Any]]] | None = None,
+    *,
+    show_skipped: bool = False,
 ) -> None:
     from rich.table import Table
 
@@ -205,7 +207,12 @@ def _print_run(
         where = any(f.category is not None or f.categories for f in diagnosis.findings)
         columns = ("kind", "severity", "step", *(("where",) if where else ()), "metric", "evidence")
         for column in columns:
-            table.add_column(column, justify="right" if column == "step" else "left", overflow="fold")
+            table.add_column(
+                column,
+                justify="right" if column == "step" else "left",
+                overflow="fold",
+                no_wrap=column in _NO_WRAP,  # a kind's name whole, in a narrow terminal too
+            )
         for f in diagnosis.findings:
             style = _SEVERITY_STYLE.get(f.severity, "")
             table.add_row(
@@ -222,8 +229,27 @@ def _print_run(
             at = f" [dim]({escape(f.category)})[/dim]" if f.category is not None else ""
             console.print(f"  [bold]{escape(f.kind)}[/bold]{at}: {escape(f.advice)}", soft_wrap=True)
             _print_examples(console, f, None if examples is None else examples[i])
-    for s in diagnosis.skipped:
-        console.print(f"[dim]  skipped {escape(s.kind)}: {escape(s.why)}[/dim]", soft_wrap=True)
+    _print_skipped(console, diagnosis.skipped, show_skipped)
+
+
+#: Columns of the findings table kept on one line (short values; names that must not break).
+_NO_WRAP = frozenset({"kind", "severity", "step"})
+
+
+def _print_skipped(console: Console, skipped: Sequence[Any], show_all: bool) -> None:
+    """The checks that could not run: those whose metrics the run does not log in one line (most
+    runs log the metrics of one trainer only), each other one with its reason; every reason with
+    ``show_all``."""
+    absent = [] if show_all else [s.kind for s in skipped if s.not_logged]
+    if absent:
+        console.print(
+            f"[dim]  not run, their metrics not logged ({len(absent)}): {escape(', '.join(absent))} "
+            "(--show-skipped: what each needs)[/dim]",
+            soft_wrap=True,
+        )
+    for s in skipped:
+        if show_all or not s.not_logged:
+            console.print(f"[dim]  skipped {escape(s.kind)}: {escape(s.why)}[/dim]", soft_wrap=True)
 
 
 def _print_examples(console: Console, finding: Any, examples: list[dict[str, Any]] | None) -> None:
@@ -309,6 +335,14 @@ def diagnose(
             "on any error finding); comma-separated or repeated, e.g. nonfinite,reward_hacking.",
         ),
     ] = None,
+    show_skipped: Annotated[
+        bool,
+        typer.Option(
+            "--show-skipped",
+            help="List every check that could not run with its reason, those whose metrics the run "
+            "does not log too (by default named in one line).",
+        ),
+    ] = False,
 ) -> None:
     """Find the known failure modes of RL fine-tuning in runs: what, from which step, the evidence.
 
@@ -318,7 +352,7 @@ def diagnose(
     """
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
-    options = _options(err, threshold or [], signal or [], json_out, fail_on or [])
+    options = _options(err, threshold or [], signal or [], json_out, fail_on or [], show_skipped)
     stdin = _Stdin()
     records: list[dict[str, Any]] = []
     for i, path in enumerate(runs):
@@ -342,6 +376,7 @@ class _Options(NamedTuple):
     thresholds: dict[str, dict[str, float]] | None
     signals: dict[str, str] | None
     fail_on: tuple[str, ...] | None = None  # the kinds that fail the run (None: any error finding)
+    show_skipped: bool = False  # every skipped check with its reason
 
 
 def _fail(err: Console, message: str) -> None:
@@ -350,7 +385,12 @@ def _fail(err: Console, message: str) -> None:
 
 
 def _options(
-    err: Console, threshold: list[str], signal: list[str], json_out: Path | None, fail_on: list[str]
+    err: Console,
+    threshold: list[str],
+    signal: list[str],
+    json_out: Path | None,
+    fail_on: list[str],
+    show_skipped: bool = False,
 ) -> _Options:
     """The checked options; a bad one is one line on stderr and exit 2."""
     from rlmetrics.health.rules import KINDS, THRESHOLDS
@@ -360,6 +400,7 @@ def _options(
             parse_thresholds(threshold, THRESHOLDS) or None,
             parse_signals(signal),
             parse_kinds(fail_on, KINDS),
+            show_skipped,
         )
     except ValueError as exc:
         _fail(err, str(exc))
@@ -414,7 +455,7 @@ def _diagnose_run(out: Console, err: Console, path: Path, options: _Options, std
         }
     steps = _count_steps(history)
     examples = _run_examples(err, None if piped else path, diagnosis)
-    _print_run(out, name, source, kind, steps, diagnosis, examples)
+    _print_run(out, name, source, kind, steps, diagnosis, examples, show_skipped=options.show_skipped)
     record = {"run": name, "source": source, "kind_of_source": kind, "steps": steps, **diagnosis.to_dict()}
     for finding, rows in zip(record["findings"], examples or (), strict=False):
         if "sample_steps" in finding["evidence"]:

@@ -163,13 +163,19 @@ def _evidence_value(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Skipped:
-    """A check that could not run on this history, and why (e.g. the metrics it needs are absent)."""
+    """A check that could not run on this history, and why.
+
+    ``not_logged`` is True when the run logs none of the metrics the check needs (the usual
+    reason: a PPO run has no GRPO group metrics, a TRL run no critic), False for any other
+    reason (a run too short, a level that cannot be set).
+    """
 
     kind: str
     why: str
+    not_logged: bool = False
 
-    def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "why": self.why}
+    def to_dict(self) -> dict[str, str | bool]:
+        return {"kind": self.kind, "why": self.why, "not_logged": self.not_logged}
 
 
 @dataclass(frozen=True)

@@ -250,7 +250,9 @@ def _series(history: History, kind: str, *signals: str) -> list[Series] | Skippe
     for signal in signals:
         found = resolve(history, signal)
         if found is None:
-            return Skipped(kind, f"needs {signal} (one of {', '.join(SIGNALS[signal])}); none is logged")
+            return Skipped(
+                kind, f"needs {signal} (one of {', '.join(SIGNALS[signal])}); none is logged", not_logged=True
+            )
         out.append(found)
     return out
 
@@ -460,7 +462,9 @@ def nonfinite(history: History, p: Params) -> Result:
     watched = [k for sig in _NONFINITE_SIGNALS for k in resolve_all(history, sig)]
     watched += sorted(k for k in history if k not in watched and watched_for_nonfinite(k))
     if not watched:
-        return Skipped(p.kind, "needs a loss, gradient norm, reward, advantage or KL; none is logged")
+        return Skipped(
+            p.kind, "needs a loss, gradient norm, reward, advantage or KL; none is logged", not_logged=True
+        )
     first: tuple[int, str] | None = None
     bad: dict[str, int] = {}
     for key in watched:
@@ -1286,6 +1290,7 @@ def rollout_mismatch(history: History, p: Params) -> Result:
         return Skipped(
             p.kind,
             "needs rollout-correction metrics (rollout_corr/* or TRL's sampling/*); none is logged",
+            not_logged=True,
         )
     failed: dict[str, _Held] = {}
     for sig, s in present.items():
@@ -1614,7 +1619,7 @@ def _every_point(flags: np.ndarray, finite: np.ndarray, m: int) -> tuple[int, in
 def _zero_spread(history: History, p: Params) -> Result:
     s = _zero_spread_share(history, p.kind)
     if isinstance(s, Skipped):
-        return Skipped(p.kind, "needs frac_reward_zero_std")
+        return Skipped(p.kind, "needs frac_reward_zero_std", not_logged=s.not_logged)
     # a run logged at fewer than `steps` points is judged on all of them (a paste of a few
     # steps): a step whose every group has no reward spread has a zero update by itself
     with np.errstate(invalid="ignore"):
@@ -1635,7 +1640,7 @@ def _zero_spread(history: History, p: Params) -> Result:
 def _zero_advantages(history: History, p: Params) -> Result:
     hi, lo = resolve(history, "advantage_max"), resolve(history, "advantage_min")
     if hi is None or lo is None:
-        return Skipped(p.kind, "needs advantage_max and advantage_min")
+        return Skipped(p.kind, "needs advantage_max and advantage_min", not_logged=True)
     steps, a, b = _common_steps(hi.steps, lo.steps)
     spread = hi.values[a] - lo.values[b]
     with np.errstate(invalid="ignore"):
@@ -1905,7 +1910,11 @@ def staleness_cost(history: History, p: Params) -> Result:
     window = int(p["baseline"])
     costs = [(sig, found, a, f) for sig, a, f in _LAG_COSTS if (found := resolve(history, sig)) is not None]
     if not costs:
-        return Skipped(p.kind, "needs a mismatch KL, a clipped importance-weight share or a clip fraction")
+        return Skipped(
+            p.kind,
+            "needs a mismatch KL, a clipped importance-weight share or a clip fraction",
+            not_logged=True,
+        )
     if short := _too_short(p.kind, lag, window + int(p["k"])):
         return short
     hits: dict[str, _Held] = {}  # signal -> where the cost rises with the lag, and its early level
@@ -1997,7 +2006,7 @@ def _rising(history: History, p: Params, arms: Sequence[_Arm], *, samples: bool 
     present = [(sig, sign, name, s) for sig, sign, name in arms if (s := resolve(history, sig)) is not None]
     if not present:
         needs = " or ".join(f"{sig} ({', '.join(SIGNALS[sig])})" for sig, _, _ in arms)
-        return Skipped(p.kind, f"needs {needs}; none is logged")
+        return Skipped(p.kind, f"needs {needs}; none is logged", not_logged=True)
     w = int(p["window"])
     hits: list[_Hit] = []
     shorts: list[Skipped] = []
@@ -2098,6 +2107,7 @@ def staleness_drops(history: History, p: Params) -> Result:
             p.kind,
             f"needs dropped_share, dropped_count or dropped_total (one of {', '.join(names)}); "
             "none is logged",
+            not_logged=True,
         )
     w = int(p["window"])
     if short := _too_short(p.kind, count, w + int(p["k"])):
@@ -2294,7 +2304,9 @@ def stop_reason_shift(history: History, p: Params) -> Result:
     arms = [("stop_length", "length_jump"), ("stop_error", "error_jump")]
     present = [(sig, name, s) for sig, name in arms if (s := resolve(history, sig)) is not None]
     if not present:
-        return Skipped(p.kind, "needs stop_length or stop_error (text/stop_reason/*); none is logged")
+        return Skipped(
+            p.kind, "needs stop_length or stop_error (text/stop_reason/*); none is logged", not_logged=True
+        )
     w = int(p["window"])
     hits: dict[str, _Hit] = {}
     for signal, name, s in present:
