@@ -141,6 +141,10 @@ class _LeanestFloorLogger(_FloorLogger):
     finite), and ``os.write`` on the descriptor. Not a design (the two halves of the type check
     would sit in two layers of the tracker): the lowest figure a logger keeping the checks reached."""
 
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self._fd = self._fh.fileno()
+
     def log(self, metrics: dict[str, float], step: int) -> None:
         keys = list(metrics)
         if keys != self._keys:
@@ -148,7 +152,7 @@ class _LeanestFloorLogger(_FloorLogger):
         if not math.isfinite(sum(map(float.conjugate, metrics.values()))):
             raise ValueError("the floor logger takes finite floats only")
         start = self._dumps({"step": step, "timestamp": time.time()})
-        os.write(self._fh.fileno(), start[:-1] + b"," + self._dumps(metrics, option=self._newline)[1:])
+        os.write(self._fd, start[:-1] + b"," + self._dumps(metrics, option=self._newline)[1:])
 
 
 def bench_tracker(keys: int, steps: int, rounds: int = 40) -> None:
